@@ -1,0 +1,37 @@
+/*
+ * regmem.cc: the two C++-only entry points, mscclppRegisterBuffer and
+ * mscclppRegisteredBufferWrite, whose arguments hold a std::vector that Go
+ * cannot touch. They convert the vector to a plain array and forward to Go.
+ */
+#include <vector>
+
+#include "forward.h"
+#include "mscclpp.h"
+
+extern "C" {
+mscclppResult_t go_mscclppRegisterBuffer(mscclppComm_t comm, void* mem, size_t size, int haveReg, void* out, int max,
+                                         int* n);
+mscclppResult_t go_mscclppRegisteredBufferWrite(mscclppComm_t comm, void* entries, int n, void* src, size_t size,
+                                                uint32_t srcOff, uint32_t dstOff, int64_t stream);
+
+mscclppResult_t mscclppRegisterBuffer(mscclppComm_t comm, void* local_memory, size_t size,
+                                      mscclppRegisteredMemory* regMem)
+{
+  if (capiForked("mscclppRegisterBuffer")) return mscclppInvalidUsage;
+  std::vector<mscclppRegisteredMemoryP2P> tmp(1024);
+  int n = 0;
+  mscclppResult_t r =
+    go_mscclppRegisterBuffer(comm, local_memory, size, regMem != nullptr, tmp.data(), (int)tmp.size(), &n);
+  if (r == mscclppSuccess) regMem->p2p.insert(regMem->p2p.end(), tmp.begin(), tmp.begin() + n);
+  return r;
+}
+
+mscclppResult_t mscclppRegisteredBufferWrite(mscclppComm_t comm, mscclppRegisteredMemory* regMem, void* srcBuff,
+                                             size_t size, uint32_t srcOffset, uint32_t dstOffset, int64_t stream)
+{
+  if (capiForked("mscclppRegisteredBufferWrite")) return mscclppInvalidUsage;
+  void* entries = regMem ? (void*)regMem->p2p.data() : nullptr;
+  int n = regMem ? (int)regMem->p2p.size() : 0;
+  return go_mscclppRegisteredBufferWrite(comm, entries, n, srcBuff, size, srcOffset, dstOffset, stream);
+}
+}

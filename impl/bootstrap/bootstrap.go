@@ -1,0 +1,911 @@
+// Package bootstrap is the out-of-band TCP bootstrap of a communicator: the
+// root rendezvous, the ring used by AllGather and Barrier, and point-to-point
+// Send/Recv between ranks.
+//
+// A communicator forms in three steps. A root (started by NewID, or by rank 0
+// of InitAddr) collects every rank's registration {rank, nranks, listener
+// address, host id} and answers everyone with the full table. Each rank then
+// connects to its successor's listener and accepts its predecessor, forming
+// the ring. Point-to-point connections are made lazily by the first Send to
+// a peer, one per direction, separate from the ring. Every connection starts
+// with a hello carrying the communicator's magic and secret; connections
+// that do not present them are dropped and logged.
+//
+// Every wait is bounded by Options.Timeout; failures are status.RemoteError
+// naming the rank or root that did not answer. A broken ring connection
+// aborts the rank, which closes its sockets so that its neighbours fail
+// fast in turn.
+package bootstrap
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+// DefaultTimeout bounds every bootstrap wait when Options.Timeout is zero.
+const DefaultTimeout = 30 * time.Second
+
+// MaxRanks is the largest communicator the bootstrap forms.
+const MaxRanks = 1024
+
+// rootGrace is how much longer than the root a rank waits for the root's
+// answer, so that the root's own (more precise) error reaches it first.
+const rootGrace = time.Second
+
+// inlineMax is the largest AllGather slot sent and received inline (write,
+// then read); larger slots are written by a second goroutine so that ranks
+// never all block in write with full socket buffers.
+const inlineMax = 16 << 10
+
+// Options configures NewID, Init and InitAddr.
+type Options struct {
+	// Timeout bounds every wait (connect, root answer, allgather, barrier,
+	// recv); 0 means DefaultTimeout.
+	Timeout time.Duration
+	// HostID is this rank's host identity, reported to all ranks by HostIDs.
+	HostID string
+	// Logf receives WARN (warn=true) and INFO lines; nil discards them.
+	// Dropped strangers are reported here with warn=true.
+	Logf func(warn bool, format string, args ...any)
+}
+
+type logFunc func(warn bool, format string, args ...any)
+
+func (o *Options) timeout() (time.Duration, error) {
+	switch {
+	case o.Timeout < 0:
+		return 0, status.Errorf(status.InvalidArgument, "bootstrap: negative timeout %v", o.Timeout)
+	case o.Timeout == 0:
+		return DefaultTimeout, nil
+	}
+	return o.Timeout, nil
+}
+
+func (o *Options) logger() logFunc {
+	if o.Logf == nil {
+		return func(bool, string, ...any) {}
+	}
+	return o.Logf
+}
+
+// Bootstrap is one rank's endpoint of a formed communicator. AllGather and
+// Barrier calls are serialized; Send and Recv may be called concurrently
+// from any goroutine.
+type Bootstrap struct {
+	rank, nranks int
+	magic        uint64
+	secret       [secretBytes]byte
+	timeout      time.Duration
+	hsTimeout    time.Duration
+	logf         logFunc
+	spin         time.Duration
+	listenAddr   string
+	table        []peerEntry
+
+	ln     *net.TCPListener
+	root   *root // a root of this process that Close stops and waits for
+	ringCh chan *net.TCPConn
+
+	collMu     sync.Mutex // serializes AllGather and Barrier
+	next, prev *ringConn
+	seq        uint64
+	sbuf, rbuf []byte
+
+	out []outConn // outgoing point-to-point connections, by peer
+
+	boxMu   sync.Mutex
+	box     map[boxKey][][]byte
+	waiters map[boxKey]chan struct{} // closed when a message for the key arrives
+	inFrom  []bool                   // an incoming point-to-point connection from the peer was accepted
+	inErr   []error                  // why the incoming connection from the peer ended
+	ringIn  bool                     // the predecessor's ring connection was accepted
+
+	mu     sync.Mutex // guards conns and closed
+	conns  map[*net.TCPConn]struct{}
+	closed bool
+	wg     sync.WaitGroup // accept loop, handshakes, point-to-point readers
+
+	abortOnce sync.Once
+	err       error         // why the bootstrap is unusable; set before done is closed
+	done      chan struct{} // closed by Abort or Close
+	closeOnce sync.Once
+}
+
+// outConn is the connection this rank sends point-to-point messages to one
+// peer on.
+type outConn struct {
+	mu  sync.Mutex
+	c   *net.TCPConn
+	err error
+}
+
+type boxKey struct{ peer, tag int }
+
+func checkArgs(rank, nranks int, opts *Options) (time.Duration, error) {
+	if nranks <= 0 || nranks > MaxRanks {
+		return 0, status.Errorf(status.InvalidArgument, "bootstrap: nranks %d out of range 1..%d", nranks, MaxRanks)
+	}
+	if rank < 0 || rank >= nranks {
+		return 0, status.Errorf(status.InvalidArgument, "bootstrap: rank %d out of range for %d ranks", rank, nranks)
+	}
+	if len(opts.HostID) > maxHostIDLen {
+		return 0, status.Errorf(status.InvalidArgument, "bootstrap: host id of %d bytes is longer than %d", len(opts.HostID), maxHostIDLen)
+	}
+	return opts.timeout()
+}
+
+func newBootstrap(magic uint64, secret [secretBytes]byte, rank, nranks int, timeout time.Duration, opts *Options) *Bootstrap {
+	return &Bootstrap{
+		rank:      rank,
+		nranks:    nranks,
+		magic:     magic,
+		secret:    secret,
+		timeout:   timeout,
+		hsTimeout: handshakeTimeout(timeout),
+		logf:      opts.logger(),
+		ringCh:    make(chan *net.TCPConn, 1),
+		out:       make([]outConn, nranks),
+		box:       make(map[boxKey][][]byte),
+		waiters:   make(map[boxKey]chan struct{}),
+		inFrom:    make([]bool, nranks),
+		inErr:     make([]error, nranks),
+		conns:     make(map[*net.TCPConn]struct{}),
+		done:      make(chan struct{}),
+		table:     []peerEntry{{hostID: opts.HostID}},
+	}
+}
+
+// Init joins the communicator of id as rank of nranks; it is collective and
+// returns once this rank is connected to the root's table and to its ring
+// neighbours.
+func Init(id ID, rank, nranks int, opts Options) (*Bootstrap, error) {
+	timeout, err := checkArgs(rank, nranks, &opts)
+	if err != nil {
+		return nil, err
+	}
+	f, err := id.decode()
+	if err != nil {
+		return nil, err
+	}
+	r := localRoot(f.magic)
+	if nranks == 1 {
+		if r != nil { // nobody else will register
+			r.stop()
+			<-r.done
+		}
+		return newBootstrap(f.magic, f.secret, 0, 1, timeout, &opts), nil
+	}
+	b, err := initRank(f.addr, f.magic, f.secret, rank, nranks, timeout, &opts)
+	if err != nil {
+		return nil, err
+	}
+	b.root = r
+	return b, nil
+}
+
+// InitAddr is mscclppCommInitRank: rank 0 starts the root listening at addr
+// (ip:port, [ipv6]:port or host:port) and every rank connects there. As no
+// id is exchanged, the magic and secret are derived from the resolved
+// address, so all ranks must name the same root.
+func InitAddr(addr string, rank, nranks int, opts Options) (*Bootstrap, error) {
+	timeout, err := checkArgs(rank, nranks, &opts)
+	if err != nil {
+		return nil, err
+	}
+	ap, err := ParseAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	if ap.Port() == 0 {
+		return nil, status.Errorf(status.InvalidArgument, "bootstrap: address %q has port 0; the root needs a fixed port", addr)
+	}
+	magic, secret := deriveFields(ap)
+	if nranks == 1 {
+		return newBootstrap(magic, secret, 0, 1, timeout, &opts), nil
+	}
+	var r *root
+	if rank == 0 {
+		if r, err = startRoot(ap, magic, secret, timeout, opts.logger()); err != nil {
+			return nil, err
+		}
+	}
+	b, err := initRank(ap, magic, secret, rank, nranks, timeout, &opts)
+	if err != nil {
+		if r != nil {
+			r.stop()
+			<-r.done
+		}
+		return nil, err
+	}
+	b.root = r
+	return b, nil
+}
+
+// initRank registers with the root at rootAddr and builds the ring.
+func initRank(rootAddr netip.AddrPort, magic uint64, secret [secretBytes]byte, rank, nranks int, timeout time.Duration, opts *Options) (_ *Bootstrap, err error) {
+	b := newBootstrap(magic, secret, rank, nranks, timeout, opts)
+	defer func() {
+		if err != nil {
+			b.Close()
+		}
+	}()
+	rootWait := timeout + rootGrace
+	rootDeadline := time.Now().Add(rootWait)
+	rc, err := dialRoot(rootAddr, rootDeadline, rootWait)
+	if err != nil {
+		return nil, b.errorf(status.RemoteError, "%v", err)
+	}
+	if !b.track(rc) {
+		rc.Close()
+		return nil, b.failed()
+	}
+	defer b.untrack(rc)
+
+	// This rank's listener.
+	var lip netip.Addr
+	if strings.TrimSpace(os.Getenv(EnvSocketIfname)) != "" {
+		a, err := selectInterface()
+		if err != nil {
+			return nil, err
+		}
+		lip = a.ip
+	} else {
+		lip = rc.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+	}
+	b.ln, err = net.ListenTCP("tcp", net.TCPAddrFromAddrPort(netip.AddrPortFrom(lip, 0)))
+	if err != nil {
+		return nil, b.errorf(status.SystemError, "cannot listen at %s: %w", lip, err)
+	}
+	b.listenAddr = netip.AddrPortFrom(lip, uint16(b.ln.Addr().(*net.TCPAddr).Port)).String()
+	b.wg.Add(1)
+	go b.acceptLoop()
+
+	// Register and wait for the table.
+	rc.SetNoDelay(true)
+	rc.SetDeadline(rootDeadline)
+	h := hello{kind: kindRegister, magic: magic, secret: secret, rank: rank, nranks: nranks,
+		payload: encodeRegister(b.listenAddr, opts.HostID)}
+	if _, err := rc.Write(h.encode()); err != nil {
+		return nil, b.rootErr(rootAddr, rootWait, err)
+	}
+	st, payload, err := readReply(rc, magic)
+	if err != nil {
+		return nil, b.rootErr(rootAddr, rootWait, err)
+	}
+	if st != replyOK {
+		return nil, b.errorf(status.RemoteError, "%s", payload)
+	}
+	table, ok := decodeTable(payload)
+	if !ok || len(table) != nranks || table[rank].addr != b.listenAddr {
+		return nil, b.errorf(status.RemoteError, "the root at %s sent a malformed table", rootAddr)
+	}
+	b.table = table
+	b.untrack(rc)
+
+	// The ring: connect to the successor, accept the predecessor.
+	ringDeadline := time.Now().Add(timeout)
+	nextRank, prevRank := (rank+1)%nranks, (rank+nranks-1)%nranks
+	nc, err := b.dialPeer(nextRank, kindRing, ringDeadline)
+	if err != nil {
+		return nil, err
+	}
+	if b.next, err = newRingConn(nc, nextRank); err != nil {
+		return nil, b.errorf(status.SystemError, "ring connection to rank %d: %w", nextRank, err)
+	}
+	timer := time.NewTimer(time.Until(ringDeadline))
+	defer timer.Stop()
+	select {
+	case pc := <-b.ringCh:
+		if b.prev, err = newRingConn(pc, prevRank); err != nil {
+			return nil, b.errorf(status.SystemError, "ring connection from rank %d: %w", prevRank, err)
+		}
+	case <-timer.C:
+		return nil, b.errorf(status.RemoteError, "rank %d (at %s) did not connect within %v", prevRank, table[prevRank].addr, timeout)
+	case <-b.done:
+		return nil, b.err
+	}
+
+	local := 0
+	for _, e := range table {
+		if e.hostID == opts.HostID {
+			local++
+		}
+	}
+	b.spin = spinBudget(local, runtime.NumCPU())
+	b.logf(false, "bootstrap: rank %d of %d of communicator %#x ready, listening at %s", rank, nranks, magic, b.listenAddr)
+	return b, nil
+}
+
+// dialRoot connects to the root, retrying (the root may not listen yet)
+// until deadline.
+func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*net.TCPConn, error) {
+	backoff := time.Millisecond
+	for {
+		d := net.Dialer{Deadline: deadline}
+		c, err := d.Dial("tcp", addr.String())
+		if err == nil {
+			return c.(*net.TCPConn), nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within %v (%v)", addr, wait, err)
+		}
+		time.Sleep(min(backoff, left))
+		backoff = min(2*backoff, 20*time.Millisecond)
+	}
+}
+
+// rootErr explains a failed exchange with the root.
+func (b *Bootstrap) rootErr(addr netip.AddrPort, wait time.Duration, err error) error {
+	switch {
+	case isTimeout(err):
+		return b.errorf(status.RemoteError, "no answer from the root at %s within %v", addr, wait)
+	case isPeerGone(err):
+		return b.errorf(status.RemoteError, "the root at %s closed the connection before the communicator formed (%v)", addr, err)
+	}
+	return b.errorf(status.RemoteError, "talking to the root at %s: %w", addr, err)
+}
+
+// errorf makes an error with code c whose message names this rank.
+func (b *Bootstrap) errorf(c status.Code, format string, args ...any) error {
+	return status.Errorf(c, "bootstrap rank %d of %d: "+format, append([]any{b.rank, b.nranks}, args...)...)
+}
+
+// dialPeer opens a ring or point-to-point connection to peer and waits for
+// its acknowledgement.
+func (b *Bootstrap) dialPeer(peer int, kind byte, deadline time.Time) (*net.TCPConn, error) {
+	addr := b.table[peer].addr
+	what := "ring"
+	if kind == kindP2P {
+		what = "point-to-point"
+	}
+	d := net.Dialer{Deadline: deadline}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		if isTimeout(err) {
+			return nil, b.errorf(status.RemoteError, "cannot open a %s connection to rank %d at %s within %v", what, peer, addr, b.timeout)
+		}
+		return nil, b.errorf(status.RemoteError, "cannot open a %s connection to rank %d at %s: %w", what, peer, addr, err)
+	}
+	tc := c.(*net.TCPConn)
+	if !b.track(tc) {
+		tc.Close()
+		return nil, b.failed()
+	}
+	tc.SetNoDelay(true)
+	tc.SetDeadline(deadline)
+	h := hello{kind: kind, magic: b.magic, secret: b.secret, rank: b.rank, nranks: b.nranks}
+	_, err = tc.Write(h.encode())
+	var ack *hello
+	if err == nil {
+		ack, err = readHello(tc, b.magic, &b.secret)
+	}
+	if err == nil && (ack.kind != kindAck || ack.rank != peer) {
+		err = fmt.Errorf("unexpected answer (kind %d from rank %d)", ack.kind, ack.rank)
+	}
+	if err != nil {
+		b.untrack(tc)
+		if e := b.failed(); e != nil {
+			return nil, e
+		}
+		return nil, b.errorf(status.RemoteError, "rank %d at %s did not accept a %s connection: %w", peer, addr, what, err)
+	}
+	tc.SetDeadline(time.Time{})
+	return tc, nil
+}
+
+// track records c so that Abort closes it; false if already aborted.
+func (b *Bootstrap) track(c *net.TCPConn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.conns[c] = struct{}{}
+	return true
+}
+
+// untrack forgets and closes c.
+func (b *Bootstrap) untrack(c *net.TCPConn) {
+	b.mu.Lock()
+	delete(b.conns, c)
+	b.mu.Unlock()
+	c.Close()
+}
+
+func (b *Bootstrap) acceptLoop() {
+	defer b.wg.Done()
+	for {
+		c, err := b.ln.AcceptTCP()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || b.failed() != nil {
+				return
+			}
+			b.logf(true, "bootstrap rank %d: accept: %v", b.rank, err)
+			time.Sleep(5 * time.Millisecond) // back off from e.g. EMFILE
+			continue
+		}
+		if !b.track(c) {
+			c.Close()
+			return
+		}
+		b.wg.Add(1)
+		go b.serveConn(c)
+	}
+}
+
+// serveConn checks a connection to this rank's listener and hands it to the
+// ring or to a point-to-point reader.
+func (b *Bootstrap) serveConn(c *net.TCPConn) {
+	defer b.wg.Done()
+	c.SetNoDelay(true)
+	c.SetReadDeadline(deadlineIn(b.hsTimeout))
+	h, err := readHello(c, b.magic, &b.secret)
+	if err == nil {
+		err = b.claim(h)
+	}
+	if err != nil {
+		if b.failed() == nil {
+			b.logf(true, "bootstrap rank %d: dropped a connection from %s: %v", b.rank, c.RemoteAddr(), err)
+		}
+		b.untrack(c)
+		return
+	}
+	c.SetWriteDeadline(deadlineIn(b.hsTimeout))
+	ack := hello{kind: kindAck, magic: b.magic, secret: b.secret, rank: b.rank, nranks: b.nranks}
+	if _, err := c.Write(ack.encode()); err != nil {
+		if h.kind == kindP2P {
+			b.endPeer(h.rank, err)
+		}
+		b.untrack(c)
+		return
+	}
+	c.SetDeadline(time.Time{})
+	if h.kind == kindRing {
+		b.ringCh <- c // buffered, and claimed only once
+		return
+	}
+	b.readPeer(h.rank, c)
+}
+
+// claim checks a peer's hello and reserves its slot.
+func (b *Bootstrap) claim(h *hello) error {
+	if h.nranks != b.nranks {
+		return stranger("it says nranks=%d, this communicator has %d", h.nranks, b.nranks)
+	}
+	if h.rank < 0 || h.rank >= b.nranks || h.rank == b.rank {
+		return stranger("it claims to be rank %d", h.rank)
+	}
+	b.boxMu.Lock()
+	defer b.boxMu.Unlock()
+	switch h.kind {
+	case kindRing:
+		if prev := (b.rank + b.nranks - 1) % b.nranks; h.rank != prev {
+			return stranger("rank %d offered a ring connection, but the ring predecessor is rank %d", h.rank, prev)
+		}
+		if b.ringIn {
+			return stranger("rank %d offered a second ring connection", h.rank)
+		}
+		b.ringIn = true
+	case kindP2P:
+		if b.inFrom[h.rank] {
+			return stranger("rank %d offered a second point-to-point connection", h.rank)
+		}
+		b.inFrom[h.rank] = true
+	default:
+		return stranger("it sent a kind %d hello to a rank", h.kind)
+	}
+	return nil
+}
+
+// Rank returns this rank.
+func (b *Bootstrap) Rank() int { return b.rank }
+
+// Size returns the number of ranks.
+func (b *Bootstrap) Size() int { return b.nranks }
+
+// Magic returns the communicator magic shared by all ranks.
+func (b *Bootstrap) Magic() uint64 { return b.magic }
+
+// HostIDs returns every rank's Options.HostID, indexed by rank.
+func (b *Bootstrap) HostIDs() []string {
+	ids := make([]string, len(b.table))
+	for i, e := range b.table {
+		ids[i] = e.hostID
+	}
+	return ids
+}
+
+// ListenAddr returns the address of this rank's listener ("" for one rank).
+func (b *Bootstrap) ListenAddr() string { return b.listenAddr }
+
+// failed returns why the bootstrap is unusable, or nil.
+func (b *Bootstrap) failed() error {
+	select {
+	case <-b.done:
+		return b.err
+	default:
+		return nil
+	}
+}
+
+// fail records err as the reason the bootstrap is unusable (the first call
+// wins), closes every socket so blocked calls and peers learn at once, and
+// returns the recorded reason.
+func (b *Bootstrap) fail(err error) error {
+	b.abortOnce.Do(func() {
+		b.err = err
+		close(b.done)
+		b.mu.Lock()
+		b.closed = true
+		conns := b.conns
+		b.conns = nil
+		b.mu.Unlock()
+		if b.ln != nil {
+			b.ln.Close()
+		}
+		for c := range conns {
+			c.Close()
+		}
+		if b.root != nil {
+			b.root.stop()
+		}
+	})
+	return b.err
+}
+
+// Abort marks the bootstrap broken: every pending and later call returns
+// err (a RemoteError if nil), and its sockets are closed so peers learn fast.
+func (b *Bootstrap) Abort(err error) {
+	if err == nil {
+		err = b.errorf(status.RemoteError, "aborted")
+	}
+	b.fail(err)
+}
+
+// Close closes every socket and listener, including a root of this process
+// that still listens, and waits for the bootstrap's goroutines; it is
+// idempotent, and later calls return status.InvalidUsage.
+func (b *Bootstrap) Close() error {
+	b.fail(b.errorf(status.InvalidUsage, "used after Close"))
+	b.closeOnce.Do(func() {
+		b.wg.Wait()
+		if b.root != nil {
+			b.root.stop()
+			<-b.root.done
+		}
+	})
+	return nil
+}
+
+// AllGather gathers size bytes from every rank: data holds Size() slots of
+// size bytes, and on return slot r holds what rank r put there.
+func (b *Bootstrap) AllGather(data []byte, size int) error {
+	if size <= 0 {
+		return b.errorf(status.InvalidArgument, "allgather: size %d must be positive", size)
+	}
+	if int64(len(data)) < int64(size)*int64(b.nranks) {
+		return b.errorf(status.InvalidArgument, "allgather: %d bytes of data is less than %d ranks × %d bytes", len(data), b.nranks, size)
+	}
+	return b.ring(data, size, opAllGather)
+}
+
+// Barrier returns once every rank has entered it.
+func (b *Bootstrap) Barrier() error {
+	return b.ring(nil, 0, opBarrier)
+}
+
+// ring runs a ring allgather (size 0: a barrier).
+func (b *Bootstrap) ring(data []byte, size int, op uint32) error {
+	b.collMu.Lock()
+	defer b.collMu.Unlock()
+	if err := b.failed(); err != nil {
+		return err
+	}
+	if b.nranks == 1 {
+		return nil
+	}
+	b.seq++
+	now := time.Now()
+	b.prev.setReadDeadline(now, b.timeout)
+	b.next.setWriteDeadline(now, b.timeout)
+	if size <= inlineMax {
+		return b.ringSmall(data, size, op)
+	}
+	return b.ringLarge(data, size, op)
+}
+
+// ringSmall writes each step's slot and then reads the next one: a slot this
+// small fits in the socket buffers, so writes never wait for readers.
+func (b *Bootstrap) ringSmall(data []byte, size int, op uint32) error {
+	n, me := b.nranks, b.rank
+	msgLen := ringHdrLen + size
+	if cap(b.sbuf) < msgLen {
+		b.sbuf = make([]byte, msgLen)
+		b.rbuf = make([]byte, msgLen)
+	}
+	sbuf, rbuf := b.sbuf[:msgLen], b.rbuf[:msgLen]
+	for s := 0; s < n-1; s++ {
+		sendSlot := (me - s + n) % n
+		recvSlot := (me - s - 1 + n) % n
+		putRingHdr(sbuf, b.seq, size, op, s)
+		copy(sbuf[ringHdrLen:], data[sendSlot*size:(sendSlot+1)*size])
+		if _, err := b.next.c.Write(sbuf); err != nil {
+			return b.ringFail(op, b.next.peer, true, err)
+		}
+		got, err := b.prev.readAtLeast(rbuf, ringHdrLen, b.spin)
+		if err != nil {
+			return b.ringFail(op, b.prev.peer, false, err)
+		}
+		if err := b.checkRingHdr(rbuf, size, op, s); err != nil {
+			return err
+		}
+		if got < msgLen {
+			if err := b.prev.readFull(rbuf[got:], b.spin); err != nil {
+				return b.ringFail(op, b.prev.peer, false, err)
+			}
+		}
+		copy(data[recvSlot*size:(recvSlot+1)*size], rbuf[ringHdrLen:])
+	}
+	return nil
+}
+
+// ringLarge sends from a second goroutine while receiving, so that ranks
+// whose slots exceed the socket buffers do not all block in write.
+func (b *Bootstrap) ringLarge(data []byte, size int, op uint32) error {
+	n, me := b.nranks, b.rank
+	ready := make(chan struct{}, n)
+	werr := make(chan error, 1)
+	seq := b.seq
+	go func() {
+		hdr := make([]byte, ringHdrLen)
+		for s := 0; s < n-1; s++ {
+			if s > 0 {
+				select {
+				case <-ready:
+				case <-b.done:
+					werr <- nil
+					return
+				}
+			}
+			slot := (me - s + n) % n
+			putRingHdr(hdr, seq, size, op, s)
+			bufs := net.Buffers{hdr, data[slot*size : (slot+1)*size]}
+			if _, err := bufs.WriteTo(b.next.c); err != nil {
+				werr <- b.ringFail(op, b.next.peer, true, err)
+				return
+			}
+		}
+		werr <- nil
+	}()
+	rerr := func() error {
+		hdr := make([]byte, ringHdrLen)
+		for s := 0; s < n-1; s++ {
+			slot := (me - s - 1 + n) % n
+			if err := b.prev.readFull(hdr, b.spin); err != nil {
+				return b.ringFail(op, b.prev.peer, false, err)
+			}
+			if err := b.checkRingHdr(hdr, size, op, s); err != nil {
+				return err
+			}
+			if err := b.prev.readFull(data[slot*size:(slot+1)*size], b.spin); err != nil {
+				return b.ringFail(op, b.prev.peer, false, err)
+			}
+			ready <- struct{}{}
+		}
+		return nil
+	}()
+	if rerr != nil {
+		<-werr
+		return rerr
+	}
+	if err := <-werr; err != nil {
+		return err
+	}
+	return b.failed()
+}
+
+// checkRingHdr checks that the predecessor is in the same collective.
+func (b *Bootstrap) checkRingHdr(h []byte, size int, op uint32, step int) error {
+	seq := binary.LittleEndian.Uint64(h[0:8])
+	gotSize := binary.LittleEndian.Uint64(h[8:16])
+	gotOp := binary.LittleEndian.Uint32(h[16:20])
+	gotStep := int(binary.LittleEndian.Uint32(h[20:24]))
+	if seq == b.seq && gotSize == uint64(size) && gotOp == op && gotStep == step {
+		return nil
+	}
+	return b.fail(b.errorf(status.InvalidUsage,
+		"%s: rank %d is in collective #%d (%s of %d bytes, step %d) while this rank is in collective #%d (%s of %d bytes, step %d)",
+		opName(op), b.prev.peer, seq, opName(gotOp), gotSize, gotStep, b.seq, opName(op), size, step))
+}
+
+// ringFail turns a ring I/O error into the bootstrap's failure (aborting
+// it, so that the failure cascades around the ring) and returns it.
+func (b *Bootstrap) ringFail(op uint32, peer int, sending bool, err error) error {
+	if e := b.failed(); e != nil {
+		return e
+	}
+	name := opName(op)
+	var e error
+	switch {
+	case isTimeout(err) && sending:
+		e = b.errorf(status.RemoteError, "%s: rank %d took no data within %v", name, peer, b.timeout)
+	case isTimeout(err):
+		e = b.errorf(status.RemoteError, "%s: no data from rank %d within %v", name, peer, b.timeout)
+	case isPeerGone(err):
+		e = b.errorf(status.RemoteError, "%s: rank %d closed the connection (it exited, failed or aborted): %w", name, peer, err)
+	default:
+		e = b.errorf(status.RemoteError, "%s: connection with rank %d failed: %w", name, peer, err)
+	}
+	return b.fail(e)
+}
+
+// Send queues data for peer's Recv(rank, tag); it returns once the data is
+// handed to the network (the receiver queues it; Send never waits for a
+// matching Recv). Messages to one (peer, tag) arrive in order.
+func (b *Bootstrap) Send(peer, tag int, data []byte) error {
+	if peer < 0 || peer >= b.nranks {
+		return b.errorf(status.InvalidArgument, "send: peer %d out of range for %d ranks", peer, b.nranks)
+	}
+	if int64(len(data)) > maxP2PMessage {
+		return b.errorf(status.InvalidArgument, "send: %d bytes is more than %d", len(data), int64(maxP2PMessage))
+	}
+	if err := b.failed(); err != nil {
+		return err
+	}
+	if peer == b.rank {
+		b.deliver(peer, tag, append([]byte(nil), data...))
+		return nil
+	}
+	o := &b.out[peer]
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return o.err
+	}
+	if o.c == nil {
+		c, err := b.dialPeer(peer, kindP2P, deadlineIn(b.timeout))
+		if err != nil {
+			return err
+		}
+		o.c = c
+	}
+	var hdr [p2pHdrLen]byte
+	binary.LittleEndian.PutUint64(hdr[0:8], uint64(int64(tag)))
+	binary.LittleEndian.PutUint64(hdr[8:16], uint64(len(data)))
+	o.c.SetWriteDeadline(deadlineIn(b.timeout))
+	bufs := net.Buffers{hdr[:], data}
+	if _, err := bufs.WriteTo(o.c); err != nil {
+		if e := b.failed(); e != nil {
+			return e
+		}
+		switch {
+		case isTimeout(err):
+			o.err = b.errorf(status.RemoteError, "send to rank %d tag %d: the peer took no data within %v", peer, tag, b.timeout)
+		case isPeerGone(err):
+			o.err = b.errorf(status.RemoteError, "send to rank %d tag %d: rank %d closed the connection (it exited, failed or aborted): %w", peer, tag, peer, err)
+		default:
+			o.err = b.errorf(status.RemoteError, "send to rank %d tag %d: %w", peer, tag, err)
+		}
+		b.untrack(o.c)
+		return o.err
+	}
+	return nil
+}
+
+// Recv returns the next message from peer with tag, waiting at most the
+// timeout (then status.RemoteError naming peer and tag).
+func (b *Bootstrap) Recv(peer, tag int) ([]byte, error) {
+	if peer < 0 || peer >= b.nranks {
+		return nil, b.errorf(status.InvalidArgument, "recv: peer %d out of range for %d ranks", peer, b.nranks)
+	}
+	k := boxKey{peer, tag}
+	var timer *time.Timer
+	for {
+		if err := b.failed(); err != nil {
+			return nil, err
+		}
+		b.boxMu.Lock()
+		if q := b.box[k]; len(q) > 0 {
+			msg := q[0]
+			if len(q) == 1 {
+				delete(b.box, k)
+			} else {
+				q[0] = nil
+				b.box[k] = q[1:]
+			}
+			b.boxMu.Unlock()
+			return msg, nil
+		}
+		if e := b.inErr[peer]; e != nil {
+			b.boxMu.Unlock()
+			if isPeerGone(e) {
+				return nil, b.errorf(status.RemoteError, "recv from rank %d tag %d: rank %d closed the connection (it exited, failed or aborted)", peer, tag, peer)
+			}
+			return nil, b.errorf(status.RemoteError, "recv from rank %d tag %d: %w", peer, tag, e)
+		}
+		w := b.waiters[k]
+		if w == nil {
+			w = make(chan struct{})
+			b.waiters[k] = w
+		}
+		b.boxMu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(b.timeout)
+			defer timer.Stop()
+		}
+		select {
+		case <-w:
+		case <-b.done:
+		case <-timer.C:
+			return nil, b.errorf(status.RemoteError, "recv from rank %d tag %d: no message within %v", peer, tag, b.timeout)
+		}
+	}
+}
+
+// deliver queues a message and wakes its receivers.
+func (b *Bootstrap) deliver(peer, tag int, msg []byte) {
+	k := boxKey{peer, tag}
+	b.boxMu.Lock()
+	b.box[k] = append(b.box[k], msg)
+	if w := b.waiters[k]; w != nil {
+		close(w)
+		delete(b.waiters, k)
+	}
+	b.boxMu.Unlock()
+}
+
+// endPeer records that the connection from peer ended and wakes every
+// receiver waiting on it.
+func (b *Bootstrap) endPeer(peer int, err error) {
+	b.boxMu.Lock()
+	if b.inErr[peer] == nil {
+		b.inErr[peer] = err
+	}
+	for k, w := range b.waiters {
+		if k.peer == peer {
+			close(w)
+			delete(b.waiters, k)
+		}
+	}
+	b.boxMu.Unlock()
+}
+
+// readPeer queues every message arriving from peer until the connection ends.
+func (b *Bootstrap) readPeer(peer int, c *net.TCPConn) {
+	r := bufio.NewReaderSize(c, 64<<10)
+	var hdr [p2pHdrLen]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			b.endPeer(peer, err)
+			b.untrack(c)
+			return
+		}
+		tag := int(int64(binary.LittleEndian.Uint64(hdr[0:8])))
+		n := binary.LittleEndian.Uint64(hdr[8:16])
+		if n > maxP2PMessage {
+			b.endPeer(peer, fmt.Errorf("rank %d announced a message of %d bytes", peer, n))
+			b.untrack(c)
+			return
+		}
+		msg := make([]byte, n)
+		if _, err := io.ReadFull(r, msg); err != nil {
+			b.endPeer(peer, err)
+			b.untrack(c)
+			return
+		}
+		b.deliver(peer, tag, msg)
+	}
+}

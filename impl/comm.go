@@ -1,0 +1,266 @@
+// Package impl is the Go core of libmscclpp: communicators, their bootstrap,
+// connection bookkeeping and setup, proxies, and node-local shared memory.
+package impl
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mscclpp-go/mscclpp/impl/bootstrap"
+	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/logx"
+	"github.com/mscclpp-go/mscclpp/impl/nodeshm"
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+// Mode says who initiates transfers: host threads, or GPU threads.
+type Mode int
+
+// The modes.
+const (
+	HostMode Mode = iota
+	CUDAMode
+)
+
+// Comm is one rank's communicator.
+type Comm struct {
+	mu     sync.Mutex // serialises the control plane of this communicator
+	rank   int
+	nranks int
+	boot   *bootstrap.Bootstrap
+	mode   Mode
+
+	hostIDs    []string
+	localIdx   int         // my index among the ranks of my node
+	localOf    map[int]int // rank -> index on my node, for ranks on my node
+	node       *nodeshm.Segment
+	eng        *engine.Comm
+	devConns   engine.DevConns
+	conns      []*Conn
+	shmCtx     *engine.Ctx
+	setupDone  bool
+	proxyOn    bool
+	regRecords []engine.RegRecord
+	closed     bool
+}
+
+func bootOptions() bootstrap.Options {
+	return bootstrap.Options{
+		Timeout: BootstrapTimeout(),
+		HostID:  hostID(),
+		Logf: func(warn bool, format string, args ...any) {
+			if warn {
+				logx.WarnfDepth(1, format, args...)
+			} else {
+				logx.Infof(logx.Init, format, args...)
+			}
+		},
+	}
+}
+
+// NewUniqueID creates an id and starts its root listener in this process.
+func NewUniqueID() (bootstrap.ID, error) {
+	return bootstrap.NewID(bootOptions())
+}
+
+func checkRanks(nranks, rank int) error {
+	if nranks <= 0 || nranks > 1024 {
+		return status.Errorf(status.InvalidArgument, "nranks %d out of range 1..1024", nranks)
+	}
+	if rank < 0 || rank >= nranks {
+		return status.Errorf(status.InvalidArgument, "rank %d out of range 0..%d", rank, nranks-1)
+	}
+	return nil
+}
+
+// InitRank forms a communicator whose rank 0 listens at addr.
+func InitRank(nranks int, addr string, rank int) (*Comm, error) {
+	if err := checkRanks(nranks, rank); err != nil {
+		return nil, err
+	}
+	if _, err := bootstrap.ParseAddr(addr); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	b, err := bootstrap.InitAddr(addr, rank, nranks, bootOptions())
+	if err != nil {
+		return nil, fmt.Errorf("rank %d of %d: bootstrap at %s: %w", rank, nranks, addr, err)
+	}
+	return newComm(b, start)
+}
+
+// InitRankFromID forms a communicator from an id made by NewUniqueID.
+func InitRankFromID(nranks int, id bootstrap.ID, rank int) (*Comm, error) {
+	if err := checkRanks(nranks, rank); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	b, err := bootstrap.Init(id, rank, nranks, bootOptions())
+	if err != nil {
+		return nil, fmt.Errorf("rank %d of %d: bootstrap: %w", rank, nranks, err)
+	}
+	return newComm(b, start)
+}
+
+func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
+	c := &Comm{rank: b.Rank(), nranks: b.Size(), boot: b, mode: HostMode, hostIDs: b.HostIDs()}
+	if err := c.initNode(start); err != nil {
+		b.Abort(err)
+		b.Close()
+		return nil, err
+	}
+	c.eng = engine.NewComm(c.rank, waitBackoff(), proxyBackoff())
+	c.devConns = engine.NewDevConns(engine.MaxConns)
+	// Peers write into this process with process_vm_writev where memory is not shared;
+	// allow it under Yama's ptrace restrictions (EINVAL where Yama is absent is fine).
+	_ = unix.Prctl(unix.PR_SET_PTRACER, uintptr(unix.PR_SET_PTRACER_ANY), 0, 0, 0)
+	logx.Infof(logx.Init, "rank %d of %d ready in %v (host mode, %d ranks on this node)", c.rank, c.nranks, time.Since(start), len(c.localOf))
+	return c, nil
+}
+
+// initNode finds the ranks of this node and maps the node's shared-memory segment.
+func (c *Comm) initNode(start time.Time) error {
+	c.localOf = map[int]int{}
+	leader := -1
+	for r, h := range c.hostIDs {
+		if h == c.hostIDs[c.rank] {
+			if leader < 0 {
+				leader = r
+			}
+			c.localOf[r] = len(c.localOf)
+		}
+	}
+	c.localIdx = c.localOf[c.rank]
+	// A per-instance nonce from rank 0 names the segment, so a communicator re-formed
+	// at the same address never meets a stale segment of an earlier one.
+	buf := make([]byte, 8*c.nranks)
+	if c.rank == 0 {
+		if _, err := rand.Read(buf[:8]); err != nil {
+			return status.Errorf(status.SystemError, "random nonce: %w", err)
+		}
+	}
+	if err := c.boot.AllGather(buf, 8); err != nil {
+		return fmt.Errorf("rank %d: exchange node nonce: %w", c.rank, err)
+	}
+	nonce := binary.LittleEndian.Uint64(buf[:8])
+	name := nodeshm.Name(c.boot.Magic(), nonce, leader)
+	seg, err := nodeshm.Open(name, leader == c.rank, len(c.localOf), engine.MaxConns, start.Add(BootstrapTimeout()))
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", c.rank, err)
+	}
+	seg.SetPid(c.localIdx, os.Getpid())
+	c.node = seg
+	return nil
+}
+
+// Rank is this rank.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size is the number of ranks.
+func (c *Comm) Size() int { return c.nranks }
+
+// AsyncErr is the first error found asynchronously (by a proxy or a host operation), or nil.
+func (c *Comm) AsyncErr() error { return c.eng.Err() }
+
+// AllGather gathers size bytes from every rank into data (nranks slots of size bytes).
+func (c *Comm) AllGather(data unsafe.Pointer, size int) error {
+	if data == nil {
+		return status.Errorf(status.InvalidArgument, "allgather: data is NULL")
+	}
+	if size <= 0 {
+		return status.Errorf(status.InvalidArgument, "allgather: size %d must be positive", size)
+	}
+	buf := unsafe.Slice((*byte)(data), size*c.nranks)
+	if err := c.boot.AllGather(buf, size); err != nil {
+		return fmt.Errorf("rank %d: allgather of %d bytes: %w", c.rank, size, err)
+	}
+	return nil
+}
+
+// Barrier returns once every rank has entered it.
+func (c *Comm) Barrier() error {
+	if err := c.boot.Barrier(); err != nil {
+		return fmt.Errorf("rank %d: barrier: %w", c.rank, err)
+	}
+	return nil
+}
+
+// Destroy stops the proxies and frees everything the communicator holds.
+func (c *Comm) Destroy() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return status.Errorf(status.InvalidUsage, "communicator already destroyed")
+	}
+	c.closed = true
+	c.stopProxies()
+	for _, cn := range c.conns {
+		if cn.eng != nil {
+			cn.ctx.FreeConn(cn.eng)
+		}
+	}
+	if c.shmCtx != nil {
+		c.shmCtx.Free()
+	}
+	for _, r := range c.regRecords {
+		r.Free()
+	}
+	c.devConns.Free()
+	c.eng.Free()
+	c.node.Unlink()
+	c.node.Close()
+	return c.boot.Close()
+}
+
+func (c *Comm) stopProxies() {
+	if c.shmCtx != nil {
+		c.shmCtx.Stop()
+	}
+	c.proxyOn = false
+}
+
+// ProxyLaunch starts one proxy thread per transport context.
+func (c *Comm) ProxyLaunch() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.setupDone {
+		return status.Errorf(status.InvalidUsage, "mscclppProxyLaunch before mscclppConnectionSetup")
+	}
+	if c.proxyOn {
+		return status.Errorf(status.InvalidUsage, "proxies already launched")
+	}
+	if c.shmCtx != nil {
+		if err := c.shmCtx.Start(); err != nil {
+			return err
+		}
+	}
+	c.proxyOn = true
+	return nil
+}
+
+// ProxyStop waits for every rank (a barrier), then drains, stops and joins the proxies.
+func (c *Comm) ProxyStop() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.proxyOn {
+		return status.Errorf(status.InvalidUsage, "mscclppProxyStop without a running proxy (call mscclppProxyLaunch first)")
+	}
+	err := c.Barrier()
+	c.stopProxies()
+	return err
+}
+
+// ProxyServed is the number of triggers the proxies have served (for tests and benchmarks).
+func (c *Comm) ProxyServed() uint64 {
+	if c.shmCtx == nil {
+		return 0
+	}
+	return c.shmCtx.Served()
+}

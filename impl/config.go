@@ -1,0 +1,87 @@
+package impl
+
+import (
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/logx"
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+// DefaultBootstrapTimeout bounds every bootstrap wait unless mscclppSetBootstrapConnTimeout changes it.
+const DefaultBootstrapTimeout = 30 * time.Second
+
+var bootstrapTimeoutNs atomic.Int64
+
+// SetBootstrapTimeout sets the process-wide bound of every bootstrap wait, in seconds.
+func SetBootstrapTimeout(seconds int) error {
+	if seconds <= 0 {
+		return status.Errorf(status.InvalidArgument, "bootstrap timeout must be positive, got %d s", seconds)
+	}
+	bootstrapTimeoutNs.Store(int64(time.Duration(seconds) * time.Second))
+	return nil
+}
+
+// BootstrapTimeout is the current bound of every bootstrap wait.
+func BootstrapTimeout() time.Duration {
+	if v := bootstrapTimeoutNs.Load(); v > 0 {
+		return time.Duration(v)
+	}
+	return DefaultBootstrapTimeout
+}
+
+// envUint reads a non-negative integer knob, warning about and ignoring a malformed value.
+func envUint(name string, def uint32) uint32 {
+	s, ok := os.LookupEnv(name)
+	if !ok || s == "" {
+		return def
+	}
+	v, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		logx.Warnf("ignoring %s=%q: not a non-negative integer", name, s)
+		return def
+	}
+	logx.Infof(logx.Env, "%s set by environment to %d", name, v)
+	return uint32(v)
+}
+
+// waitBackoff is the polling policy of host waits and FIFO pushes: MSCCLPP_WAIT_SPIN pause
+// iterations, then MSCCLPP_WAIT_YIELD sched_yield calls, then sleeps doubling up to
+// MSCCLPP_WAIT_SLEEP_MAX_US.
+func waitBackoff() engine.Backoff {
+	return engine.Backoff{
+		Spin:       envUint("MSCCLPP_WAIT_SPIN", 4000),
+		Yields:     envUint("MSCCLPP_WAIT_YIELD", 2000),
+		SleepMaxUs: envUint("MSCCLPP_WAIT_SLEEP_MAX_US", 1000),
+	}
+}
+
+// proxyBackoff is the idle policy of proxy threads (MSCCLPP_PROXY_SPIN, MSCCLPP_PROXY_YIELD,
+// MSCCLPP_PROXY_SLEEP_MAX_US).
+func proxyBackoff() engine.Backoff {
+	return engine.Backoff{
+		Spin:       envUint("MSCCLPP_PROXY_SPIN", 1000),
+		Yields:     envUint("MSCCLPP_PROXY_YIELD", 100),
+		SleepMaxUs: envUint("MSCCLPP_PROXY_SLEEP_MAX_US", 200),
+	}
+}
+
+// hostID is this process's host identity: MSCCLPP_HOSTID, else the host name and boot id.
+func hostID() string {
+	if v := os.Getenv("MSCCLPP_HOSTID"); v != "" {
+		return v
+	}
+	h, _ := os.Hostname()
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return h + "/" + string(trimSpace(boot))
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == ' ') {
+		b = b[:len(b)-1]
+	}
+	return b
+}

@@ -1,0 +1,243 @@
+/*
+ * engine.c: host-initiated operations on connections and the host side of
+ * the trigger FIFO (see engine.h). In C so that a put + signal costs a
+ * function call and a copy, not a call into the Go runtime.
+ */
+#define _GNU_SOURCE
+#include "engine.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "backoff.h"
+
+engComm* engCommNew(int rank)
+{
+  engComm* c = (engComm*)calloc(1, sizeof(engComm));
+  if (c == NULL) return NULL;
+  pthread_mutex_init(&c->lock, NULL);
+  c->rank = rank;
+  c->waitCfg = (engBackoffCfg){.spin = 4000, .yields = 2000, .sleepMaxUs = 1000};
+  c->proxyCfg = (engBackoffCfg){.spin = 1000, .yields = 100, .sleepMaxUs = 200};
+  return c;
+}
+
+void engCommFree(engComm* c)
+{
+  if (c == NULL) return;
+  pthread_mutex_destroy(&c->lock);
+  free(c);
+}
+
+int engCommError(engComm* c, char* buf, int len)
+{
+  pthread_mutex_lock(&c->lock);
+  int err = c->asyncErr;
+  if (buf != NULL && len > 0) snprintf(buf, (size_t)len, "%s", c->errMsg);
+  pthread_mutex_unlock(&c->lock);
+  return err;
+}
+
+void engCommSetError(engComm* c, int err, const char* msg)
+{
+  pthread_mutex_lock(&c->lock);
+  if (c->asyncErr == 0) {
+    snprintf(c->errMsg, sizeof(c->errMsg), "%s", msg);
+    __atomic_store_n(&c->asyncErr, err, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&c->lock);
+}
+
+engCtx* engCtxNew(engComm* comm)
+{
+  engCtx* ctx = NULL;
+  if (posix_memalign((void**)&ctx, 64, sizeof(engCtx)) != 0) return NULL;
+  memset(ctx, 0, sizeof(*ctx));
+  ctx->magic = ENG_CTX_MAGIC;
+  ctx->comm = comm;
+  return ctx;
+}
+
+void engCtxFree(engCtx* ctx)
+{
+  if (ctx == NULL) return;
+  ctx->magic = 0;
+  free(ctx);
+}
+
+/* The engine context and connection behind a device connection, or NULL. */
+static engConn* connOf(struct mscclppDevConn* dev)
+{
+  if (dev == NULL || dev->fifo.triggerFifo == NULL) return NULL;
+  engCtx* ctx = (engCtx*)(void*)dev->fifo.triggerFifo;
+  if (ctx->magic != ENG_CTX_MAGIC) return NULL;
+  int id = dev->fifo.connId;
+  if (id < 0 || id >= ENG_MAX_CONNS) return NULL;
+  return ctx->conns[id];
+}
+
+int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen)
+{
+  (void)comm;
+  if (r->mapped != NULL) {
+    memcpy(r->mapped + off, src, size);
+    return mscclppSuccess;
+  }
+  uint64_t done = 0;
+  while (done < size) {
+    struct iovec l = {(void*)((const char*)src + done), (size_t)(size - done)};
+    struct iovec rv = {(void*)(uintptr_t)(r->addr + off + done), (size_t)(size - done)};
+    ssize_t n = process_vm_writev(r->pid, &l, 1, &rv, 1, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      snprintf(err, (size_t)errLen, "process_vm_writev of %llu bytes into pid %d failed: %s",
+               (unsigned long long)(size - done), r->pid, strerror(e));
+      return (e == ESRCH) ? mscclppRemoteError : mscclppSystemError;
+    }
+    if (n == 0) {
+      snprintf(err, (size_t)errLen, "process_vm_writev into pid %d made no progress", r->pid);
+      return mscclppSystemError;
+    }
+    done += (uint64_t)n;
+  }
+  return mscclppSuccess;
+}
+
+static int opFail(engConn* c, int code, const char* what)
+{
+  char msg[512];
+  snprintf(msg, sizeof(msg), "connection %d (rank %d, tag %d): %s", c->connId, c->peerRank, c->tag, what);
+  engCommSetError(c->comm, code, msg);
+  return code;
+}
+
+int engOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+          uint64_t size)
+{
+  char what[400];
+  if (type & mscclppData) {
+    if ((int64_t)srcHandle >= c->nLocal || (int64_t)dstHandle >= c->nRemote) {
+      snprintf(what, sizeof(what), "put from handle %llu to handle %llu: only %d local and %d remote handles",
+               (unsigned long long)srcHandle, (unsigned long long)dstHandle, c->nLocal, c->nRemote);
+      return opFail(c, mscclppInvalidArgument, what);
+    }
+    const engReg* s = &c->local[srcHandle];
+    const engReg* d = &c->remote[dstHandle];
+    if (srcOff > s->size || size > s->size - srcOff) {
+      snprintf(what, sizeof(what), "put reads %llu bytes at offset %llu of local handle %llu, which has %llu bytes",
+               (unsigned long long)size, (unsigned long long)srcOff, (unsigned long long)srcHandle,
+               (unsigned long long)s->size);
+      return opFail(c, mscclppInvalidArgument, what);
+    }
+    if (dstOff > d->size || size > d->size - dstOff) {
+      snprintf(what, sizeof(what), "put writes %llu bytes at offset %llu of remote handle %llu, which has %llu bytes",
+               (unsigned long long)size, (unsigned long long)dstOff, (unsigned long long)dstHandle,
+               (unsigned long long)d->size);
+      return opFail(c, mscclppInvalidArgument, what);
+    }
+    if (size > 0) {
+      int rc = engWrite(c->comm, d, dstOff, s->mapped + srcOff, size, what, sizeof(what));
+      if (rc != mscclppSuccess) return opFail(c, rc, what);
+    }
+  }
+  if (type & mscclppFlag) {
+    uint64_t epoch = __atomic_load_n(&c->dev->localSignalEpochId->device, __ATOMIC_RELAXED);
+    if (c->remoteProxyEpoch == NULL) return opFail(c, mscclppInvalidUsage, "signal before connection setup");
+    __atomic_store_n(c->remoteProxyEpoch, epoch, __ATOMIC_RELEASE);
+  }
+  /* Sync: every operation above completed before returning; nothing is left to flush. */
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppConnOp(struct mscclppDevConn* conn, uint64_t type, uint64_t dstDataOffset,
+                              uint64_t srcDataOffset, uint64_t dataSize)
+{
+  engConn* c = connOf(conn);
+  if (c == NULL) return mscclppInvalidUsage;
+  return (mscclppResult_t)engOp(c, type, 1, dstDataOffset, 1, srcDataOffset, dataSize);
+}
+
+mscclppResult_t mscclppConnPutHandle(struct mscclppDevConn* conn, mscclppBufferHandle_t dst, uint64_t dstDataOffset,
+                                     mscclppBufferHandle_t src, uint64_t srcDataOffset, uint64_t dataSize)
+{
+  engConn* c = connOf(conn);
+  if (c == NULL) return mscclppInvalidUsage;
+  return (mscclppResult_t)engOp(c, mscclppData, dst, dstDataOffset, src, srcDataOffset, dataSize);
+}
+
+/* 1 when pid no longer runs (gone, or a zombie nobody reaped yet). */
+static int processGone(int pid)
+{
+  if (pid <= 0) return 0;
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64], buf[256];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return 1;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char* p = strrchr(buf, ')');
+  return p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+mscclppResult_t mscclppConnWait(struct mscclppDevConn* conn, int64_t timeoutMs)
+{
+  engConn* c = connOf(conn);
+  if (c == NULL) return mscclppInvalidUsage;
+  volatile uint64_t* proxy = &conn->localSignalEpochId->proxy;
+  uint64_t want = *conn->waitEpochId;
+  if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
+  engBackoff b = {0, 0};
+  uint64_t start = engNowNs(), lastCheck = 0;
+  for (;;) {
+    if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
+    if (engBackoffStep(&b, &c->comm->waitCfg)) {
+      uint64_t now = engNowNs();
+      if (timeoutMs >= 0 && now - start >= (uint64_t)timeoutMs * 1000000ull) return mscclppInProgress;
+      if (now - lastCheck > 5000000ull) { /* every 5 ms */
+        lastCheck = now;
+        if (__atomic_load_n(&c->comm->asyncErr, __ATOMIC_ACQUIRE) != 0) return mscclppRemoteError;
+        if (processGone(c->peerPid)) {
+          char msg[200];
+          snprintf(msg, sizeof(msg), "rank %d (pid %d) exited while rank %d waited for its signal", c->peerRank,
+                   c->peerPid, c->comm->rank);
+          engCommSetError(c->comm, mscclppRemoteError, msg);
+          return mscclppRemoteError;
+        }
+      }
+    }
+  }
+}
+
+uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint64_t dstDataOffset,
+                         uint64_t srcDataOffset, uint64_t dataSize)
+{
+  engCtx* ctx = (engCtx*)(void*)fifo->triggerFifo;
+  const engBackoffCfg* cfg = &ctx->comm->waitCfg;
+  uint64_t h = __atomic_fetch_add(fifo->triggerFifoHead, 1, __ATOMIC_RELAXED);
+  engBackoff b = {0, 0};
+  while (h >= MSCCLPP_PROXY_FIFO_SIZE + __atomic_load_n(fifo->triggerFifoTail, __ATOMIC_ACQUIRE))
+    engBackoffStep(&b, cfg);
+  mscclppTrigger* slot = &fifo->triggerFifo[h % MSCCLPP_PROXY_FIFO_SIZE];
+  while (__atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE) != 0) engBackoffStep(&b, cfg);
+  __atomic_store_n(&slot->value[1], MSCCLPP_TRIGGER_WORD1(type, fifo->connId, dstDataOffset), __ATOMIC_RELAXED);
+  __atomic_store_n(&slot->value[0], MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize), __ATOMIC_RELEASE);
+  return h;
+}
+
+void mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq)
+{
+  engCtx* ctx = (engCtx*)(void*)fifo->triggerFifo;
+  mscclppTrigger* slot = &fifo->triggerFifo[seq % MSCCLPP_PROXY_FIFO_SIZE];
+  engBackoff b = {0, 0};
+  while (__atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE) != 0 &&
+         __atomic_load_n(fifo->triggerFifoTail, __ATOMIC_ACQUIRE) <= seq)
+    engBackoffStep(&b, &ctx->comm->waitCfg);
+}

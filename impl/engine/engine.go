@@ -1,0 +1,247 @@
+// Package engine wraps the C host data path: device-connection tables, proxy
+// contexts with their trigger FIFOs, per-connection registrations, and the
+// proxy thread (engine.h says why those are in C).
+package engine
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../include -O2 -Wall
+#include <stdlib.h>
+#include "engine.h"
+
+static void engSetBackoff(engBackoffCfg* c, unsigned spin, unsigned yields, unsigned sleepMax) {
+	c->spin = spin; c->yields = yields; c->sleepMaxUs = sleepMax;
+}
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+// MaxConns is the most connections a communicator can hold (the trigger's 10-bit connId).
+const MaxConns = C.ENG_MAX_CONNS
+
+// DevConnSize is sizeof(mscclppDevConn_t).
+const DevConnSize = C.sizeof_struct_mscclppDevConn
+
+// Backoff holds the polling knobs: spins, then yields, then sleeps doubling up to SleepMaxUs.
+type Backoff struct{ Spin, Yields, SleepMaxUs uint32 }
+
+// Comm is a communicator's engine state: its asynchronous error slot and back-off knobs.
+type Comm struct{ p *C.engComm }
+
+// NewComm allocates the engine state of one communicator.
+func NewComm(rank int, wait, proxy Backoff) *Comm {
+	c := &Comm{p: C.engCommNew(C.int(rank))}
+	C.engSetBackoff(&c.p.waitCfg, C.uint(wait.Spin), C.uint(wait.Yields), C.uint(wait.SleepMaxUs))
+	C.engSetBackoff(&c.p.proxyCfg, C.uint(proxy.Spin), C.uint(proxy.Yields), C.uint(proxy.SleepMaxUs))
+	return c
+}
+
+// Free releases c; no context of c may be in use.
+func (c *Comm) Free() { C.engCommFree(c.p); c.p = nil }
+
+// Err returns the first asynchronous error recorded on c, or nil.
+func (c *Comm) Err() error {
+	var buf [512]C.char
+	code := C.engCommError(c.p, &buf[0], C.int(len(buf)))
+	if code == 0 {
+		return nil
+	}
+	return &status.Error{Code: status.Code(code), Msg: C.GoString(&buf[0])}
+}
+
+// SetErr records err on c unless an error is already recorded.
+func (c *Comm) SetErr(err error) {
+	msg := C.CString(err.Error())
+	defer C.free(unsafe.Pointer(msg))
+	C.engCommSetError(c.p, C.int(status.CodeOf(err)), msg)
+}
+
+// DevConns is the C array of mscclppDevConn_t handed to applications.
+type DevConns struct{ p *C.struct_mscclppDevConn }
+
+// NewDevConns allocates a zeroed array of n device connections.
+func NewDevConns(n int) DevConns {
+	return DevConns{p: (*C.struct_mscclppDevConn)(C.calloc(C.size_t(n), C.sizeof_struct_mscclppDevConn))}
+}
+
+// Free releases the array.
+func (d DevConns) Free() { C.free(unsafe.Pointer(d.p)) }
+
+// Ptr is the address of entry 0.
+func (d DevConns) Ptr() unsafe.Pointer { return unsafe.Pointer(d.p) }
+
+// At is the address of entry i.
+func (d DevConns) At(i int) unsafe.Pointer { return unsafe.Add(unsafe.Pointer(d.p), i*DevConnSize) }
+
+func (d DevConns) at(i int) *C.struct_mscclppDevConn { return (*C.struct_mscclppDevConn)(d.At(i)) }
+
+// SetIdentity fills remoteRank, tag, localBuff, the epoch pointers and fifo.connId of entry i.
+func (d DevConns) SetIdentity(i, remoteRank, tag int, localBuff, localEpoch, waitEpoch unsafe.Pointer) {
+	e := d.at(i)
+	e.remoteRank = C.int(remoteRank)
+	e.tag = C.int(tag)
+	e.localBuff = localBuff
+	e.localSignalEpochId = (*C.mscclppDevConnSignalEpochId)(localEpoch)
+	e.waitEpochId = (*C.uint64_t)(waitEpoch)
+	e.fifo.connId = C.int(i)
+}
+
+// SetRemote fills remoteSignalEpochId and remoteBuff of entry i.
+func (d DevConns) SetRemote(i int, remoteEpoch, remoteBuff unsafe.Pointer) {
+	e := d.at(i)
+	e.remoteSignalEpochId = (*C.mscclppDevConnSignalEpochId)(remoteEpoch)
+	e.remoteBuff = remoteBuff
+}
+
+// Ctx is one proxy context: a trigger FIFO, its head and tail, the connections it serves, a proxy thread.
+type Ctx struct{ p *C.engCtx }
+
+// NewCtx allocates a proxy context of comm.
+func NewCtx(comm *Comm) *Ctx { return &Ctx{p: C.engCtxNew(comm.p)} }
+
+// Free releases x; its proxy must be stopped.
+func (x *Ctx) Free() { C.engCtxFree(x.p); x.p = nil }
+
+// Attach points entry i of d at this context's FIFO.
+func (x *Ctx) Attach(d DevConns, i int) {
+	e := d.at(i)
+	e.fifo.triggerFifo = &x.p.fifo[0]
+	e.fifo.triggerFifoHead = &x.p.head
+	e.fifo.triggerFifoTail = &x.p.tail
+}
+
+// Start launches the proxy thread.
+func (x *Ctx) Start() error {
+	switch C.engProxyStart(x.p) {
+	case C.mscclppSuccess:
+		return nil
+	case C.mscclppInvalidUsage:
+		return status.Errorf(status.InvalidUsage, "proxy already running")
+	default:
+		return status.Errorf(status.SystemError, "cannot start the proxy thread")
+	}
+}
+
+// Stop drains the FIFO, then stops and joins the proxy thread (no-op when not running).
+func (x *Ctx) Stop() { C.engProxyStop(x.p) }
+
+// Running reports whether the proxy thread runs.
+func (x *Ctx) Running() bool { return x.p.running != 0 }
+
+// Served is the number of triggers the proxy has served.
+func (x *Ctx) Served() uint64 { return uint64(x.p.served) }
+
+// Reg describes one registration as seen from this process.
+type Reg struct {
+	Mapped unsafe.Pointer // directly addressable here, or nil
+	Addr   uint64         // the address in the owner process
+	Size   uint64
+	Pid    int // the owner process
+}
+
+// Conn is a connection's engine state.
+type Conn struct{ p *C.engConn }
+
+// NewConn creates the engine state of connection connID (entry connID of d) and registers it with x.
+func (x *Ctx) NewConn(comm *Comm, d DevConns, connID, peerRank, tag int) *Conn {
+	c := (*C.engConn)(C.calloc(1, C.sizeof_engConn))
+	c.connId = C.int(connID)
+	c.peerRank = C.int(peerRank)
+	c.tag = C.int(tag)
+	c.dev = d.at(connID)
+	c.comm = comm.p
+	x.p.conns[connID] = c
+	return &Conn{p: c}
+}
+
+func regArray(regs []Reg) *C.engReg {
+	if len(regs) == 0 {
+		return nil
+	}
+	arr := (*C.engReg)(C.calloc(C.size_t(len(regs)), C.sizeof_engReg))
+	s := unsafe.Slice(arr, len(regs))
+	for i, r := range regs {
+		fillReg(&s[i], r)
+	}
+	return arr
+}
+
+func fillReg(d *C.engReg, r Reg) {
+	d.magic = C.ENG_REG_MAGIC
+	d.mapped = (*C.char)(r.Mapped)
+	d.addr = C.uint64_t(r.Addr)
+	d.size = C.uint64_t(r.Size)
+	d.pid = C.int(r.Pid)
+}
+
+// SetLocal installs my registrations (by handle).
+func (c *Conn) SetLocal(regs []Reg) {
+	C.free(unsafe.Pointer(c.p.local))
+	c.p.local = regArray(regs)
+	c.p.nLocal = C.int(len(regs))
+}
+
+// SetRemote installs the peer's registrations (by handle), where my signals go, and the peer's pid.
+func (c *Conn) SetRemote(regs []Reg, remoteProxyEpoch unsafe.Pointer, peerPid int) {
+	C.free(unsafe.Pointer(c.p.remote))
+	c.p.remote = regArray(regs)
+	c.p.nRemote = C.int(len(regs))
+	c.p.remoteProxyEpoch = (*C.uint64_t)(remoteProxyEpoch)
+	c.p.peerPid = C.int(peerPid)
+}
+
+// FreeConn releases c and stops x serving it.
+func (x *Ctx) FreeConn(c *Conn) {
+	x.p.conns[c.p.connId] = nil
+	C.free(unsafe.Pointer(c.p.local))
+	C.free(unsafe.Pointer(c.p.remote))
+	C.free(unsafe.Pointer(c.p))
+	c.p = nil
+}
+
+// RegRecord is a registration kept in C memory, for handing to applications as an opaque pointer.
+type RegRecord struct{ p *C.engReg }
+
+// NewRegRecord copies r into C memory.
+func NewRegRecord(r Reg) RegRecord {
+	p := (*C.engReg)(C.calloc(1, C.sizeof_engReg))
+	fillReg(p, r)
+	return RegRecord{p: p}
+}
+
+// Ptr is the record's address.
+func (r RegRecord) Ptr() unsafe.Pointer { return unsafe.Pointer(r.p) }
+
+// Free invalidates and releases the record.
+func (r RegRecord) Free() { r.p.magic = 0; C.free(unsafe.Pointer(r.p)) }
+
+// Lookup returns the live record among recs whose address is p of a live record among recs.
+func Lookup(recs []RegRecord, p unsafe.Pointer) (RegRecord, bool) {
+	for _, r := range recs {
+		if unsafe.Pointer(r.p) == p && r.p.magic == C.ENG_REG_MAGIC {
+			return r, true
+		}
+	}
+	return RegRecord{}, false
+}
+
+// Size is the registered size.
+func (r RegRecord) Size() uint64 { return uint64(r.p.size) }
+
+// Write copies size bytes from src to offset off of the registration (memcpy or process_vm_writev).
+func (r RegRecord) Write(comm *Comm, off uint64, src unsafe.Pointer, size uint64) error {
+	if off > uint64(r.p.size) || size > uint64(r.p.size)-off {
+		return status.Errorf(status.InvalidArgument, "write of %d bytes at offset %d exceeds the peer's registered %d bytes", size, off, uint64(r.p.size))
+	}
+	var buf [400]C.char
+	rc := C.engWrite(comm.p, r.p, C.uint64_t(off), src, C.uint64_t(size), &buf[0], C.int(len(buf)))
+	if rc != C.mscclppSuccess {
+		return &status.Error{Code: status.Code(rc), Msg: C.GoString(&buf[0])}
+	}
+	return nil
+}
+

@@ -1,0 +1,100 @@
+/*
+ * engine.h: the host data path of libmscclpp, in C because it is the hot
+ * path: host-initiated ops (put, signal, flush, wait), the host side of the
+ * trigger FIFO, and the proxy thread that serves FIFO triggers. None of it
+ * calls into Go; Go builds these structs at connection setup and reads the
+ * error slot.
+ *
+ * Object graph: engComm (one per communicator: error slot, back-off knobs)
+ *   <- engCtx (one per proxy/transport context: the FIFO, head, tail, the
+ *      connections it serves by connId, the proxy thread)
+ *   <- engConn (one per connection: local and remote registrations, where a
+ *      signal goes, the peer's pid).
+ * A mscclppDevConn finds its engCtx from fifo.triggerFifo (the FIFO is
+ * embedded in engCtx), so copies of a mscclppDevConn work too.
+ */
+#ifndef MSCCLPP_ENGINE_H_
+#define MSCCLPP_ENGINE_H_
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "mscclpp.h"
+
+#define ENG_MAX_CONNS 1024
+#define ENG_CTX_MAGIC 0x4d5343434c505043ull /* "MSCCLPPC" */
+#define ENG_REG_MAGIC 0x4d5343434c505052ull /* "MSCCLPPR" */
+
+/* Back-off knobs: spin with a pause, then sched_yield, then sleep doubling up to sleepMaxUs. */
+typedef struct engBackoffCfg {
+  uint32_t spin;       /* pause iterations before yielding */
+  uint32_t yields;     /* sched_yield calls before sleeping */
+  uint32_t sleepMaxUs; /* cap of the doubling sleep */
+} engBackoffCfg;
+
+typedef struct engComm {
+  volatile int asyncErr; /* first asynchronous error (mscclppResult_t), 0 when none */
+  char errMsg[512];
+  pthread_mutex_t lock;
+  engBackoffCfg waitCfg;  /* host waits and FIFO pushes */
+  engBackoffCfg proxyCfg; /* the idle proxy */
+  int rank;
+} engComm;
+
+/* A registration as seen from this process. */
+typedef struct engReg {
+  uint64_t magic;  /* ENG_REG_MAGIC while valid */
+  char* mapped;    /* directly addressable here (memcpy), or NULL */
+  uint64_t addr;   /* address in the owner process (process_vm_writev) */
+  uint64_t size;
+  int pid;         /* owner process */
+} engReg;
+
+typedef struct engConn {
+  int connId;
+  int peerRank;
+  int peerPid;
+  int tag;
+  struct mscclppDevConn* dev; /* the connection's entry in the array handed out */
+  int nLocal;
+  engReg* local;  /* my registrations, by handle */
+  int nRemote;
+  engReg* remote; /* the peer's registrations, by handle */
+  volatile uint64_t* remoteProxyEpoch; /* the peer's localSignalEpochId->proxy for this connection */
+  struct engComm* comm;
+} engConn;
+
+typedef struct engCtx {
+  mscclppTrigger fifo[MSCCLPP_PROXY_FIFO_SIZE]; /* first: triggerFifo points here */
+  uint64_t magic;
+  uint64_t head __attribute__((aligned(64))); /* written by initiators */
+  uint64_t tail __attribute__((aligned(64))); /* published by the proxy */
+  engComm* comm;
+  engConn* conns[ENG_MAX_CONNS];
+  pthread_t thread;
+  int running;
+  volatile int stop;
+  uint64_t served; /* triggers served, for tests and stats */
+} engCtx;
+
+/* Allocation and teardown (called from Go). */
+engComm* engCommNew(int rank);
+void engCommFree(engComm* c);
+engCtx* engCtxNew(engComm* comm);
+void engCtxFree(engCtx* ctx);
+/* The first error recorded on c, or 0; copies its message into buf. */
+int engCommError(engComm* c, char* buf, int len);
+/* Records err with msg on c unless an error is already recorded. */
+void engCommSetError(engComm* c, int err, const char* msg);
+
+int engProxyStart(engCtx* ctx);
+/* Drains the FIFO, then stops and joins the proxy thread. */
+void engProxyStop(engCtx* ctx);
+
+/* One operation on a connection (the proxy and host initiators both call it). */
+int engOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+          uint64_t size);
+/* Copies size bytes from src to the registration r at off (memcpy or process_vm_writev). */
+int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen);
+
+#endif

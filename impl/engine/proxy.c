@@ -1,0 +1,71 @@
+/*
+ * proxy.c: the proxy thread: pops triggers from its context's FIFO and
+ * performs them through engOp. In C because it is the one hot loop and must
+ * never call into Go. Polls with back-off (backoff.h) so an idle proxy does
+ * not starve an oversubscribed machine, and publishes its tail every
+ * MSCCLPP_PROXY_FIFO_FLUSH_COUNTER pops, on every Sync and whenever it idles.
+ */
+#include <stdio.h>
+
+#include "backoff.h"
+#include "engine.h"
+
+static void* proxyMain(void* arg)
+{
+  engCtx* ctx = (engCtx*)arg;
+  uint64_t tail = __atomic_load_n(&ctx->tail, __ATOMIC_RELAXED);
+  engBackoff b = {0, 0};
+  for (;;) {
+    mscclppTrigger* slot = &ctx->fifo[tail % MSCCLPP_PROXY_FIFO_SIZE];
+    uint64_t v0 = __atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE);
+    if (v0 == 0) {
+      if (__atomic_load_n(&ctx->tail, __ATOMIC_RELAXED) != tail) __atomic_store_n(&ctx->tail, tail, __ATOMIC_RELEASE);
+      if (__atomic_load_n(&ctx->stop, __ATOMIC_ACQUIRE) &&
+          __atomic_load_n(&ctx->head, __ATOMIC_ACQUIRE) <= tail)
+        break;
+      engBackoffStep(&b, &ctx->comm->proxyCfg);
+      continue;
+    }
+    b.n = 0;
+    b.sleepUs = 0;
+    uint64_t v1 = __atomic_load_n(&slot->value[1], __ATOMIC_RELAXED);
+    uint64_t size = v0 & 0xffffffffull, srcOff = v0 >> 32;
+    uint64_t dstOff = v1 & 0xffffffffull;
+    uint64_t connId = (v1 >> MSCCLPP_BITS_OFFSET) & ((1ull << MSCCLPP_BITS_CONNID) - 1);
+    uint64_t type = (v1 >> (MSCCLPP_BITS_OFFSET + MSCCLPP_BITS_CONNID)) & ((1ull << MSCCLPP_BITS_TYPE) - 1);
+    engConn* c = ctx->conns[connId];
+    if (c == NULL) {
+      char msg[128];
+      snprintf(msg, sizeof(msg), "proxy: trigger for unknown connection %llu", (unsigned long long)connId);
+      engCommSetError(ctx->comm, mscclppInvalidUsage, msg);
+    } else if (type & (mscclppData | mscclppFlag)) {
+      /* a Flag trigger carries size 1 only to mark the slot: it moves no data */
+      engOp(c, type, 1, dstOff, 1, srcOff, (type & mscclppData) ? size : 0);
+    }
+    __atomic_store_n(&slot->value[1], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->value[0], 0, __ATOMIC_RELEASE);
+    tail++;
+    __atomic_fetch_add(&ctx->served, 1, __ATOMIC_RELAXED);
+    if ((type & mscclppSync) || tail % MSCCLPP_PROXY_FIFO_FLUSH_COUNTER == 0)
+      __atomic_store_n(&ctx->tail, tail, __ATOMIC_RELEASE);
+  }
+  __atomic_store_n(&ctx->tail, tail, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+int engProxyStart(engCtx* ctx)
+{
+  if (ctx->running) return mscclppInvalidUsage;
+  ctx->stop = 0;
+  if (pthread_create(&ctx->thread, NULL, proxyMain, ctx) != 0) return mscclppSystemError;
+  ctx->running = 1;
+  return mscclppSuccess;
+}
+
+void engProxyStop(engCtx* ctx)
+{
+  if (!ctx->running) return;
+  __atomic_store_n(&ctx->stop, 1, __ATOMIC_RELEASE);
+  pthread_join(ctx->thread, NULL);
+  ctx->running = 0;
+}

@@ -1,0 +1,354 @@
+// Package logx is the library's env-driven logger, the analogue of NCCL's
+// debug.cc under the MSCCLPP_ names of the spec (API.md section 3).
+//
+// Configuration is read once, lazily, on first use:
+//
+//   - MSCCLPP_DEBUG: VERSION, WARN, INFO, ABORT or TRACE (case-insensitive);
+//     unset or unknown means no logging.
+//   - MSCCLPP_DEBUG_SUBSYS: comma list of INIT, COLL, P2P, SHM, NET, GRAPH,
+//     TUNING, ENV, ALLOC, CALL, ALL (case-insensitive); a leading '^' inverts
+//     the mask; unknown names are ignored; unset means INIT.
+//   - MSCCLPP_DEBUG_FILE: path of the debug stream, with %h replaced by the
+//     short host name, %p by the pid and %% by a percent sign. It is opened
+//     (append, create) only when logging is on; if it cannot be opened the
+//     stream stays stdout.
+//
+// Lines handed to the handler end with "\n" and have these shapes:
+//
+//	host:pid:tid [dev] MSCCLPP INFO <msg>
+//	host:pid:tid [dev] file:line MSCCLPP WARN <msg>
+//	host:pid:tid [dev] <ms since init> func:line MSCCLPP TRACE <msg>
+//	host:pid:tid [dev] MSCCLPP <msg>               (VERSION)
+//
+// Every function is safe for concurrent use.
+package logx
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Level is a logging level; a level is enabled when it is not LevelNone and
+// not above the level set by MSCCLPP_DEBUG.
+type Level int32
+
+// The levels, in NCCL's order.
+const (
+	LevelNone Level = iota
+	LevelVersion
+	LevelWarn
+	LevelInfo
+	LevelAbort
+	LevelTrace
+)
+
+var levelNames = [...]string{"NONE", "VERSION", "WARN", "INFO", "ABORT", "TRACE"}
+
+// String returns the MSCCLPP_DEBUG spelling of l.
+func (l Level) String() string {
+	if l >= 0 && int(l) < len(levelNames) {
+		return levelNames[l]
+	}
+	return "Level(" + strconv.Itoa(int(l)) + ")"
+}
+
+// Subsys is a bit set of subsystems, as selected by MSCCLPP_DEBUG_SUBSYS.
+type Subsys uint32
+
+// The subsystems (NCCL's bit values); All is every bit.
+const (
+	Init Subsys = 1 << iota
+	Coll
+	P2P
+	SHM
+	Net
+	Graph
+	Tuning
+	Env
+	Alloc
+	Call
+	All Subsys = ^Subsys(0)
+)
+
+var subsysNames = map[string]Subsys{
+	"INIT": Init, "COLL": Coll, "P2P": P2P, "SHM": SHM, "NET": Net,
+	"GRAPH": Graph, "TUNING": Tuning, "ENV": Env, "ALLOC": Alloc,
+	"CALL": Call, "ALL": All,
+}
+
+// config is what the environment says, read once per Reset.
+type config struct {
+	level Level
+	mask  Subsys
+	file  *os.File // nil: stdout, looked up at write time
+	host  string
+	pid   int
+	epoch time.Time
+}
+
+// holder makes the sync.Once resettable: Reset swaps in a fresh holder.
+type holder struct {
+	once sync.Once
+	cfg  *config
+}
+
+var (
+	current  atomic.Pointer[holder]
+	handler  atomic.Pointer[func(string)]
+	lastWarn atomic.Pointer[string]
+	device   atomic.Int32
+	writeMu  sync.Mutex // keeps lines from the default handler whole
+)
+
+func init() {
+	current.Store(new(holder))
+	device.Store(-1)
+}
+
+func get() *config {
+	h := current.Load()
+	h.once.Do(func() { h.cfg = load() })
+	return h.cfg
+}
+
+func load() *config {
+	c := &config{
+		level: parseLevel(os.Getenv("MSCCLPP_DEBUG")),
+		mask:  Init,
+		host:  shortHost(),
+		pid:   os.Getpid(),
+		epoch: time.Now(),
+	}
+	if s, ok := os.LookupEnv("MSCCLPP_DEBUG_SUBSYS"); ok {
+		c.mask = parseSubsys(s)
+	}
+	if name := os.Getenv("MSCCLPP_DEBUG_FILE"); name != "" && c.level != LevelNone {
+		path := expandPath(name, c.host, c.pid)
+		if f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o666); err == nil {
+			c.file = f
+		}
+	}
+	return c
+}
+
+func parseLevel(s string) Level {
+	for l := LevelVersion; l <= LevelTrace; l++ {
+		if strings.EqualFold(s, levelNames[l]) {
+			return l
+		}
+	}
+	return LevelNone
+}
+
+func parseSubsys(s string) Subsys {
+	invert := strings.HasPrefix(s, "^")
+	if invert {
+		s = s[1:]
+	}
+	var m Subsys
+	for _, name := range strings.Split(s, ",") {
+		m |= subsysNames[strings.ToUpper(strings.TrimSpace(name))]
+	}
+	if invert {
+		m = ^m
+	}
+	return m
+}
+
+// expandPath replaces %h, %p and %% in name; any other '%' is kept as is.
+func expandPath(name, host string, pid int) string {
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		if name[i] != '%' || i+1 == len(name) {
+			b.WriteByte(name[i])
+			continue
+		}
+		i++
+		switch name[i] {
+		case '%':
+			b.WriteByte('%')
+		case 'h':
+			b.WriteString(host)
+		case 'p':
+			b.WriteString(strconv.Itoa(pid))
+		default:
+			b.WriteByte('%')
+			b.WriteByte(name[i])
+		}
+	}
+	return b.String()
+}
+
+func shortHost() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "unknown"
+	}
+	if i := strings.IndexByte(h, '.'); i > 0 {
+		h = h[:i]
+	}
+	return h
+}
+
+// Reset forgets the configuration and the last warning, so the environment
+// is read again on next use; a debug file it had opened is closed. For tests.
+func Reset() {
+	old := current.Swap(new(holder))
+	old.once.Do(func() {}) // settles old.cfg whether or not it was loaded
+	if old.cfg != nil && old.cfg.file != nil {
+		writeMu.Lock()
+		old.cfg.file.Close()
+		writeMu.Unlock()
+	}
+	lastWarn.Store(nil)
+}
+
+// Enabled reports whether a line at level for sub would be emitted. Levels up
+// to LevelWarn ignore sub: VERSION and WARN lines are not subject to the mask.
+func Enabled(level Level, sub Subsys) bool {
+	c := get()
+	if level == LevelNone || level > c.level {
+		return false
+	}
+	return level <= LevelWarn || sub&c.mask != 0
+}
+
+// SetDevice sets the device shown as [dev] in every line; -1 (the default)
+// means host mode.
+func SetDevice(dev int) { device.Store(int32(dev)) }
+
+// SetHandler sends every line to h instead of the debug stream; nil restores
+// DefaultHandler. h may log again: no logx lock is held while it runs.
+func SetHandler(h func(line string)) {
+	if h == nil {
+		handler.Store(nil)
+		return
+	}
+	handler.Store(&h)
+}
+
+// DefaultHandler writes line, unchanged and in one piece, to the debug
+// stream: the MSCCLPP_DEBUG_FILE file if one is open, else stdout.
+func DefaultHandler(line string) {
+	c := get()
+	writeMu.Lock()
+	defer writeMu.Unlock()
+	w := c.file
+	if w == nil {
+		w = os.Stdout
+	}
+	w.WriteString(line)
+}
+
+// LastWarn returns the message of the latest Warnf call, recorded whether or
+// not logging is on; "" if there was none.
+func LastWarn() string {
+	if p := lastWarn.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Warnf records the message as the last warning and, if WARN is enabled,
+// logs it with the file:line of Warnf's caller.
+func Warnf(format string, args ...any) { warn(0, format, args...) }
+
+// WarnfDepth is Warnf for wrappers: the file:line shown is that of the
+// caller depth frames above WarnfDepth's caller (0 behaves like Warnf).
+func WarnfDepth(depth int, format string, args ...any) { warn(depth, format, args...) }
+
+func warn(depth int, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	lastWarn.Store(&msg)
+	c := get()
+	if c.level < LevelWarn {
+		return
+	}
+	f := caller(depth + 2) // warn, Warnf/WarnfDepth
+	emit(prefix(c) + filepath.Base(f.File) + ":" + strconv.Itoa(f.Line) + " MSCCLPP WARN " + msg + "\n")
+}
+
+// Infof logs at INFO when that level and sub are enabled.
+func Infof(sub Subsys, format string, args ...any) {
+	c := get()
+	if c.level < LevelInfo || sub&c.mask == 0 {
+		return
+	}
+	emit(prefix(c) + "MSCCLPP INFO " + fmt.Sprintf(format, args...) + "\n")
+}
+
+// Tracef logs at TRACE when that level and sub are enabled, with the
+// milliseconds since the configuration was read and the caller's func:line.
+func Tracef(sub Subsys, format string, args ...any) {
+	c := get()
+	if c.level < LevelTrace || sub&c.mask == 0 {
+		return
+	}
+	ms := float64(time.Since(c.epoch)) / float64(time.Millisecond)
+	f := caller(1) // Tracef
+	emit(prefix(c) + strconv.FormatFloat(ms, 'f', 6, 64) + " " + shortFunc(f.Function) + ":" +
+		strconv.Itoa(f.Line) + " MSCCLPP TRACE " + fmt.Sprintf(format, args...) + "\n")
+}
+
+// Versionf logs at VERSION (so whenever any logging is on), for lines such as
+// the library version that are printed once; deduplication is the caller's.
+//
+// NCCL prints VERSION lines bare and the spec gives no shape for them; this
+// package keeps the usual host:pid:tid [dev] prefix so the line can be
+// attributed, followed by "MSCCLPP <msg>" with no level word (VERSION is not
+// a severity): "host:pid:tid [dev] MSCCLPP <msg>".
+func Versionf(format string, args ...any) {
+	c := get()
+	if c.level < LevelVersion {
+		return
+	}
+	emit(prefix(c) + "MSCCLPP " + fmt.Sprintf(format, args...) + "\n")
+}
+
+func prefix(c *config) string {
+	return c.host + ":" + strconv.Itoa(c.pid) + ":" + strconv.Itoa(gettid()) +
+		" [" + strconv.Itoa(int(device.Load())) + "] "
+}
+
+func emit(line string) {
+	if h := handler.Load(); h != nil {
+		(*h)(line)
+		return
+	}
+	DefaultHandler(line)
+}
+
+// caller returns the frame skip frames above caller's caller.
+func caller(skip int) runtime.Frame {
+	var pc [1]uintptr
+	if runtime.Callers(skip+2, pc[:]) == 0 { // runtime.Callers, caller
+		return runtime.Frame{File: "???", Function: "???"}
+	}
+	f, _ := runtime.CallersFrames(pc[:]).Next()
+	if f.File == "" {
+		f.File = "???"
+	}
+	if f.Function == "" {
+		f.Function = "???"
+	}
+	return f
+}
+
+// shortFunc drops the import path and package name from a Go function name:
+// "example.com/a/pkg.(*T).M" becomes "(*T).M".
+func shortFunc(name string) string {
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	if i := strings.IndexByte(name, '.'); i >= 0 {
+		name = name[i+1:]
+	}
+	return name
+}

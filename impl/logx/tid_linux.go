@@ -1,0 +1,5 @@
+package logx
+
+import "syscall"
+
+func gettid() int { return syscall.Gettid() }

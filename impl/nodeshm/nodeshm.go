@@ -1,0 +1,149 @@
+// Package nodeshm holds the node-local shared-memory segment of a
+// communicator: one POSIX shared-memory object per communicator and node,
+// created by the node's lowest rank, mapped by every local rank, and
+// unlinked by the last rank to map it. It holds what node-local peers write
+// into each other: each local rank's signal epochs and wait counters, and
+// its pid (for liveness checks).
+package nodeshm
+
+import (
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+const (
+	headerBytes  = 4096
+	regionHeader = 64
+	epochBytes   = 16 // sizeof(mscclppDevConnSignalEpochId)
+	waitBytes    = 8
+	segMagic     = 0x4d5343434c505053 // "MSCCLPPS"
+	shmDir       = "/dev/shm/"
+)
+
+// Segment is one mapping of a node's segment.
+type Segment struct {
+	name     string
+	mem      []byte
+	nLocal   int
+	maxConns int
+	region   int
+}
+
+func regionSize(maxConns int) int {
+	n := regionHeader + maxConns*(epochBytes+waitBytes)
+	return (n + 4095) &^ 4095
+}
+
+// Name is the segment's name for a communicator magic, a per-instance nonce and a node index.
+func Name(magic, nonce uint64, node int) string {
+	return fmt.Sprintf("mscclpp.%016x.%016x.%d", magic, nonce, node)
+}
+
+// Open creates (leader) or opens (others, waiting until deadline for the leader) the segment
+// for nLocal ranks with maxConns connection slots each; the last rank to map it unlinks it.
+func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time) (*Segment, error) {
+	size := headerBytes + nLocal*regionSize(maxConns)
+	path := shmDir + name
+	var f *os.File
+	var err error
+	if leader {
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if os.IsExist(err) { // a stale segment of a crashed run with the same name
+			_ = os.Remove(path)
+			f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		}
+		if err != nil {
+			return nil, status.Errorf(status.SystemError, "create node shared memory %s: %w", path, err)
+		}
+		if err = f.Truncate(int64(size)); err != nil {
+			f.Close()
+			_ = os.Remove(path)
+			return nil, status.Errorf(status.SystemError, "size node shared memory %s to %d bytes: %w", path, size, err)
+		}
+	} else {
+		sleep := 20 * time.Microsecond
+		for {
+			f, err = os.OpenFile(path, os.O_RDWR, 0)
+			if err == nil {
+				st, serr := f.Stat()
+				if serr == nil && st.Size() == int64(size) {
+					break
+				}
+				f.Close()
+			} else if !os.IsNotExist(err) {
+				return nil, status.Errorf(status.SystemError, "open node shared memory %s: %w", path, err)
+			}
+			if time.Now().After(deadline) {
+				return nil, status.Errorf(status.RemoteError, "node shared memory %s was not created by the node's lowest rank in time", path)
+			}
+			time.Sleep(sleep)
+			if sleep < time.Millisecond {
+				sleep *= 2
+			}
+		}
+	}
+	defer f.Close()
+	mem, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		if leader {
+			_ = os.Remove(path)
+		}
+		return nil, status.Errorf(status.SystemError, "map node shared memory %s: %w", path, err)
+	}
+	s := &Segment{name: name, mem: mem, nLocal: nLocal, maxConns: maxConns, region: regionSize(maxConns)}
+	if leader {
+		atomic.StoreUint64(s.word(0), segMagic)
+	} else {
+		for atomic.LoadUint64(s.word(0)) != segMagic {
+			if time.Now().After(deadline) {
+				s.Close()
+				return nil, status.Errorf(status.RemoteError, "node shared memory %s never became ready", path)
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+	if int(atomic.AddUint64(s.word(8), 1)) == nLocal {
+		_ = os.Remove(path)
+	}
+	return s, nil
+}
+
+func (s *Segment) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&s.mem[off])) }
+
+func (s *Segment) regionOff(local int) int { return headerBytes + local*s.region }
+
+// Epoch is the address of local rank local's signal epoch slot for its connection conn.
+func (s *Segment) Epoch(local, conn int) unsafe.Pointer {
+	return unsafe.Pointer(&s.mem[s.regionOff(local)+regionHeader+conn*epochBytes])
+}
+
+// Wait is the address of local rank local's wait counter for its connection conn.
+func (s *Segment) Wait(local, conn int) unsafe.Pointer {
+	return unsafe.Pointer(&s.mem[s.regionOff(local)+regionHeader+s.maxConns*epochBytes+conn*waitBytes])
+}
+
+// SetPid records the pid of local rank local.
+func (s *Segment) SetPid(local, pid int) { atomic.StoreUint64(s.word(s.regionOff(local)), uint64(pid)) }
+
+// Pid is the recorded pid of local rank local (0 until it recorded one).
+func (s *Segment) Pid(local int) int { return int(atomic.LoadUint64(s.word(s.regionOff(local)))) }
+
+// Unlink removes the segment's name (harmless when already gone).
+func (s *Segment) Unlink() { _ = os.Remove(shmDir + s.name) }
+
+// Close unmaps the segment.
+func (s *Segment) Close() error {
+	if s.mem == nil {
+		return nil
+	}
+	err := unix.Munmap(s.mem)
+	s.mem = nil
+	return err
+}

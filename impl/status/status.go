@@ -1,0 +1,108 @@
+// Package status holds the MSCCL++ result codes and the error type that carries one.
+//
+// It is the one place that maps Go errors to mscclppResult_t values: every
+// package returns errors built here (or wrapped around them with %w), and
+// capi turns them into a code with CodeOf.
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// Code is an mscclppResult_t value.
+type Code int32
+
+// The result codes of the 0.1 API; the values are ABI.
+const (
+	Success            Code = 0
+	UnhandledCudaError Code = 1
+	SystemError        Code = 2
+	InternalError      Code = 3
+	InvalidArgument    Code = 4
+	InvalidUsage       Code = 5
+	RemoteError        Code = 6
+	InProgress         Code = 7
+	NumResults         Code = 8
+)
+
+// String returns the exact text mscclppGetErrorString returns for c.
+func (c Code) String() string {
+	switch c {
+	case Success:
+		return "no error"
+	case UnhandledCudaError:
+		return "unhandled cuda error"
+	case SystemError:
+		return "unhandled system error"
+	case InternalError:
+		return "internal error"
+	case InvalidArgument:
+		return "invalid argument"
+	case InvalidUsage:
+		return "invalid usage"
+	case RemoteError:
+		return "remote process exited or there was a network error"
+	case InProgress:
+		return "MSCCL++ operation in progress"
+	default:
+		return "unknown result code"
+	}
+}
+
+// Error is an error that carries a result code.
+type Error struct {
+	Code Code
+	Msg  string
+	Err  error // optional cause
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Msg + ": " + e.Err.Error()
+	}
+	return e.Msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with code c and a formatted message; a %w verb wraps a cause.
+func Errorf(c Code, format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	return &Error{Code: c, Msg: err.Error(), Err: errors.Unwrap(err)}
+}
+
+// CodeOf returns the result code for err: the innermost *Error's code, else a
+// code inferred from well-known causes (timeouts and dead peers are
+// RemoteError, other OS errors SystemError), else InternalError.
+func CodeOf(err error) Code {
+	if err == nil {
+		return Success
+	}
+	var se *Error
+	if errors.As(err, &se) {
+		return se.Code
+	}
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.EPIPE):
+		return RemoteError
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return SystemError
+	}
+	return InternalError
+}
+
+// Message returns the one-line text recorded as the last error for err.
+func Message(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

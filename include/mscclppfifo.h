@@ -1,0 +1,141 @@
+/*
+ * mscclppfifo.h: the trigger FIFO between initiators (GPU threads, or host
+ * threads in host mode) and a proxy, as in MSCCL++ 0.1. The layout of every
+ * type here is ABI: device code reads and writes these fields directly.
+ *
+ * Self-contained: include it from C11, C++11..C++20 or CUDA without any
+ * other include first.
+ */
+#ifndef MSCCLPPFIFO_H_
+#define MSCCLPPFIFO_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MSCCLPP_PROXY_FIFO_SIZE 128
+#define MSCCLPP_PROXY_FIFO_FLUSH_COUNTER 4
+
+#define MSCCLPP_BITS_SIZE 32
+#define MSCCLPP_BITS_OFFSET 32
+#define MSCCLPP_BITS_TYPE 3
+#define MSCCLPP_BITS_CONNID 10
+
+/* Inline qualifiers: device methods exist under nvcc, host methods everywhere. */
+#if defined(__CUDACC__)
+#define MSCCLPP_HOSTDEVICE_INLINE __forceinline__ __host__ __device__
+#else
+#define MSCCLPP_HOSTDEVICE_INLINE inline
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define MSCCLPP_EXTENSION __extension__
+#else
+#define MSCCLPP_EXTENSION
+#endif
+
+#ifdef __cplusplus
+/* The kind of work a trigger asks for; OR-able. */
+typedef enum : uint64_t
+{
+  mscclppData = 0x1,
+  mscclppFlag = 0x2,
+  mscclppSync = 0x4
+} mscclppTriggerType_t;
+#else
+typedef uint64_t mscclppTriggerType_t;
+enum
+{
+  mscclppData = 0x1,
+  mscclppFlag = 0x2,
+  mscclppSync = 0x4
+};
+#endif
+
+/* One FIFO slot: 16 bytes, 16-aligned. value[0] == 0 marks an empty slot. */
+union __attribute__((aligned(16))) mscclppTrigger
+{
+  uint64_t value[2];
+  MSCCLPP_EXTENSION struct
+  {
+    /* first 64 bits: value[0] */
+    uint64_t dataSize : MSCCLPP_BITS_SIZE;
+    uint64_t srcDataOffset : MSCCLPP_BITS_OFFSET;
+    /* second 64 bits: value[1] */
+    uint64_t dstDataOffset : MSCCLPP_BITS_OFFSET;
+    uint64_t connId : MSCCLPP_BITS_CONNID;
+    uint64_t type : MSCCLPP_BITS_TYPE;
+    uint64_t : (64 - MSCCLPP_BITS_OFFSET - MSCCLPP_BITS_CONNID - MSCCLPP_BITS_TYPE);
+  } fields;
+};
+typedef union mscclppTrigger mscclppTrigger;
+typedef mscclppTrigger* mscclppTrigger_t;
+
+/* The two words of a trigger, packed exactly as the bit-fields above. */
+#define MSCCLPP_TRIGGER_WORD0(srcOff, size) \
+  ((((uint64_t)(srcOff)) << MSCCLPP_BITS_SIZE) | (((uint64_t)(size)) & 0xffffffffull))
+#define MSCCLPP_TRIGGER_WORD1(type, connId, dstOff)                                           \
+  ((((uint64_t)(type)) << (MSCCLPP_BITS_OFFSET + MSCCLPP_BITS_CONNID)) |                    \
+   ((((uint64_t)(connId)) & ((1ull << MSCCLPP_BITS_CONNID) - 1)) << MSCCLPP_BITS_OFFSET) | \
+   (((uint64_t)(dstOff)) & 0xffffffffull))
+
+struct mscclppConcurrentFifo;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Host-side FIFO push (library function): same protocol as the device push;
+ * waits, backing off, while the FIFO is full. Returns the slot's sequence number. */
+uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint64_t dstDataOffset,
+                         uint64_t srcDataOffset, uint64_t dataSize);
+/* Host-side: wait until the trigger pushed as sequence number `seq` was served. */
+void mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq);
+#ifdef __cplusplus
+}
+#endif
+
+/* A proxy's trigger FIFO as seen by one connection (32 bytes). */
+struct mscclppConcurrentFifo
+{
+#ifdef __cplusplus
+  /* Push one trigger: h = atomicAdd(head, 1); wait for room and an empty slot;
+   * write both words in one 16-byte store. Returns h. */
+  MSCCLPP_HOSTDEVICE_INLINE uint64_t push(uint64_t type, uint64_t dstDataOffset, uint64_t srcDataOffset,
+                                          uint64_t dataSize)
+  {
+#if defined(__CUDA_ARCH__)
+    uint64_t curFifoHead = atomicAdd((unsigned long long int*)this->triggerFifoHead, 1);
+    while (curFifoHead >= MSCCLPP_PROXY_FIFO_SIZE + *((volatile uint64_t*)this->triggerFifoTail))
+      ;
+    while (*(volatile uint64_t*)&this->triggerFifo[curFifoHead % MSCCLPP_PROXY_FIFO_SIZE] != 0)
+      ;
+    uint64_t* valptr = (uint64_t*)&(this->triggerFifo[curFifoHead % MSCCLPP_PROXY_FIFO_SIZE].value);
+    asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" ::"l"(valptr),
+                 "l"(MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize)),
+                 "l"(MSCCLPP_TRIGGER_WORD1(type, this->connId, dstDataOffset)));
+    return curFifoHead;
+#else
+    return mscclppFifoPush(this, type, dstDataOffset, srcDataOffset, dataSize);
+#endif
+  }
+
+  /* Wait until the trigger with sequence number curFifoHead was served:
+   * its slot emptied by the proxy, or the tail moved past it. */
+  MSCCLPP_HOSTDEVICE_INLINE void sync(uint64_t curFifoHead)
+  {
+#if defined(__CUDA_ARCH__)
+    while (*(volatile uint64_t*)&this->triggerFifo[curFifoHead % MSCCLPP_PROXY_FIFO_SIZE] != 0 &&
+           *(volatile uint64_t*)this->triggerFifoTail <= curFifoHead)
+      ;
+#else
+    mscclppFifoWaitServed(this, curFifoHead);
+#endif
+  }
+#endif /* __cplusplus */
+
+  mscclppTrigger* triggerFifo; /* 128 slots, read by the proxy */
+  uint64_t* triggerFifoTail;   /* read by initiators, written only by the proxy */
+  uint64_t* triggerFifoHead;   /* read by the proxy, written only by initiators */
+  int connId;
+};
+
+#endif /* MSCCLPPFIFO_H_ */
