@@ -332,15 +332,22 @@ func initRank(rootAddr netip.AddrPort, magic uint64, secret [secretBytes]byte, r
 // until deadline.
 func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*net.TCPConn, error) {
 	backoff := time.Millisecond
+	var last error // the last error other than a timeout
 	for {
 		d := net.Dialer{Deadline: deadline}
 		c, err := d.Dial("tcp", addr.String())
 		if err == nil {
 			return c.(*net.TCPConn), nil
 		}
+		if !isTimeout(err) {
+			last = err
+		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within %v (%v)", addr, wait, err)
+			if last != nil {
+				return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within %v (last attempt: %v)", addr, wait, last)
+			}
+			return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within %v", addr, wait)
 		}
 		time.Sleep(min(backoff, left))
 		backoff = min(2*backoff, 20*time.Millisecond)
@@ -353,7 +360,7 @@ func (b *Bootstrap) rootErr(addr netip.AddrPort, wait time.Duration, err error) 
 	case isTimeout(err):
 		return b.errorf(status.RemoteError, "no answer from the root at %s within %v", addr, wait)
 	case isPeerGone(err):
-		return b.errorf(status.RemoteError, "the root at %s closed the connection before the communicator formed (%v)", addr, err)
+		return b.errorf(status.RemoteError, "the root at %s closed the connection before the communicator formed", addr)
 	}
 	return b.errorf(status.RemoteError, "talking to the root at %s: %w", addr, err)
 }
@@ -745,7 +752,7 @@ func (b *Bootstrap) ringFail(op uint32, peer int, sending bool, err error) error
 	case isTimeout(err):
 		e = b.errorf(status.RemoteError, "%s: no data from rank %d within %v", name, peer, b.timeout)
 	case isPeerGone(err):
-		e = b.errorf(status.RemoteError, "%s: rank %d closed the connection (it exited, failed or aborted): %w", name, peer, err)
+		e = b.errorf(status.RemoteError, "%s: rank %d closed the connection (it exited, failed or aborted)", name, peer)
 	default:
 		e = b.errorf(status.RemoteError, "%s: connection with rank %d failed: %w", name, peer, err)
 	}
@@ -795,7 +802,7 @@ func (b *Bootstrap) Send(peer, tag int, data []byte) error {
 		case isTimeout(err):
 			o.err = b.errorf(status.RemoteError, "send to rank %d tag %d: the peer took no data within %v", peer, tag, b.timeout)
 		case isPeerGone(err):
-			o.err = b.errorf(status.RemoteError, "send to rank %d tag %d: rank %d closed the connection (it exited, failed or aborted): %w", peer, tag, peer, err)
+			o.err = b.errorf(status.RemoteError, "send to rank %d tag %d: rank %d closed the connection (it exited, failed or aborted)", peer, tag, peer)
 		default:
 			o.err = b.errorf(status.RemoteError, "send to rank %d tag %d: %w", peer, tag, err)
 		}

@@ -1,0 +1,932 @@
+package bootstrap
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+// logSink collects log lines and lets a test wait for one.
+type logSink struct {
+	mu     sync.Mutex
+	lines  []string
+	notify chan struct{}
+}
+
+func newLogSink() *logSink { return &logSink{notify: make(chan struct{}, 1)} }
+
+func (l *logSink) logf(warn bool, format string, args ...any) {
+	level := "INFO"
+	if warn {
+		level = "WARN"
+	}
+	l.mu.Lock()
+	l.lines = append(l.lines, level+" "+fmt.Sprintf(format, args...))
+	l.mu.Unlock()
+	select {
+	case l.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (l *logSink) has(substr string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.lines {
+		if strings.Contains(s, substr) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitFor waits until a line containing substr was logged.
+func (l *logSink) waitFor(t testing.TB, substr string) {
+	t.Helper()
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	for !l.has(substr) {
+		select {
+		case <-l.notify:
+		case <-timer.C:
+			l.mu.Lock()
+			t.Fatalf("no log line containing %q; got:\n%s", substr, strings.Join(l.lines, "\n"))
+		}
+	}
+}
+
+func freePort(t testing.TB, host string) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", host, err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func loopbackAddr(t testing.TB) string {
+	return "127.0.0.1:" + strconv.Itoa(freePort(t, "127.0.0.1"))
+}
+
+// form starts n ranks concurrently with mk and fails the test unless all succeed.
+func form(t testing.TB, n int, mk func(rank int) (*Bootstrap, error)) []*Bootstrap {
+	t.Helper()
+	bs := make([]*Bootstrap, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() { bs[r], errs[r] = mk(r) })
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, b := range bs {
+			if b != nil {
+				b.Close()
+			}
+		}
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: init: %v", r, err)
+		}
+	}
+	return bs
+}
+
+// formAddr forms an n-rank communicator with InitAddr on a loopback port.
+func formAddr(t testing.TB, n int, opts Options) []*Bootstrap {
+	addr := loopbackAddr(t)
+	return form(t, n, func(r int) (*Bootstrap, error) { return InitAddr(addr, r, n, opts) })
+}
+
+// each runs f for every rank concurrently and returns the errors.
+func each(bs []*Bootstrap, f func(b *Bootstrap) error) []error {
+	errs := make([]error, len(bs))
+	var wg sync.WaitGroup
+	for i, b := range bs {
+		wg.Go(func() { errs[i] = f(b) })
+	}
+	wg.Wait()
+	return errs
+}
+
+func noErrs(t testing.TB, what string, errs []error) {
+	t.Helper()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("%s: rank %d: %v", what, r, err)
+		}
+	}
+}
+
+func slotByte(rank, iter, i int) byte { return byte(rank*31 + iter*7 + i*13 + 1) }
+
+// checkAllGather runs iters allgathers of size bytes and checks every slot.
+func checkAllGather(t testing.TB, bs []*Bootstrap, size, iters int) {
+	t.Helper()
+	n := len(bs)
+	errs := each(bs, func(b *Bootstrap) error {
+		data := make([]byte, n*size)
+		for it := range iters {
+			clear(data)
+			me := b.Rank()
+			for i := range size {
+				data[me*size+i] = slotByte(me, it, i)
+			}
+			if err := b.AllGather(data, size); err != nil {
+				return err
+			}
+			for r := range n {
+				for i := 0; i < size; i += max(1, size/97) {
+					if got, want := data[r*size+i], slotByte(r, it, i); got != want {
+						return fmt.Errorf("iter %d: slot %d byte %d = %d, want %d", it, r, i, got, want)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	noErrs(t, fmt.Sprintf("allgather of %d bytes", size), errs)
+}
+
+func wantCode(t testing.TB, err error, c status.Code, substr ...string) {
+	t.Helper()
+	if got := status.CodeOf(err); got != c {
+		t.Fatalf("error %v: code %v, want %v", err, got, c)
+	}
+	for _, s := range substr {
+		if !strings.Contains(err.Error(), s) {
+			t.Fatalf("error %q does not mention %q", err, s)
+		}
+	}
+}
+
+func TestSingleRank(t *testing.T) {
+	t.Setenv(EnvSocketIfname, "lo")
+	id, err := NewID(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b1, err := Init(id, 0, 1, Options{HostID: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := InitAddr("127.0.0.1:1", 0, 1, Options{HostID: "h2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []*Bootstrap{b1, b2} {
+		if b.Rank() != 0 || b.Size() != 1 || len(b.HostIDs()) != 1 {
+			t.Fatalf("rank %d size %d hosts %v", b.Rank(), b.Size(), b.HostIDs())
+		}
+		data := []byte{1, 2, 3}
+		if err := b.AllGather(data, 3); err != nil || !bytes.Equal(data, []byte{1, 2, 3}) {
+			t.Fatalf("allgather: %v %v", err, data)
+		}
+		if err := b.Barrier(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Send(0, 7, []byte("self")); err != nil {
+			t.Fatal(err)
+		}
+		if msg, err := b.Recv(0, 7); err != nil || string(msg) != "self" {
+			t.Fatalf("recv: %q %v", msg, err)
+		}
+		b.Close()
+		b.Close()
+		wantCode(t, b.Barrier(), status.InvalidUsage, "Close")
+		wantCode(t, b.Send(0, 1, nil), status.InvalidUsage)
+	}
+	if b1.HostIDs()[0] != "h" || b1.Magic() != id.Magic() {
+		t.Fatalf("host ids %v magic %#x", b1.HostIDs(), b1.Magic())
+	}
+}
+
+func TestAllGatherInProcess(t *testing.T) {
+	for _, n := range []int{2, 4, 8} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			bs := formAddr(t, n, Options{Timeout: 20 * time.Second})
+			for r, b := range bs {
+				if b.Rank() != r || b.Size() != n {
+					t.Fatalf("rank %d: Rank()=%d Size()=%d", r, b.Rank(), b.Size())
+				}
+			}
+			checkAllGather(t, bs, 1, 50)
+			checkAllGather(t, bs, 4, 50)
+			checkAllGather(t, bs, 1000, 10)
+			checkAllGather(t, bs, 1<<20, 2)
+			noErrs(t, "barrier", each(bs, func(b *Bootstrap) error {
+				for range 50 {
+					if err := b.Barrier(); err != nil {
+						return err
+					}
+				}
+				return nil
+			}))
+		})
+	}
+}
+
+func TestAllGather64MiB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	bs := formAddr(t, 2, Options{})
+	const size = 64 << 20
+	noErrs(t, "64 MiB", each(bs, func(b *Bootstrap) error {
+		data := make([]byte, 2*size)
+		me := b.Rank()
+		for i := me * size; i < (me+1)*size; i += 4096 {
+			data[i] = byte(me + 1)
+		}
+		if err := b.AllGather(data, size); err != nil {
+			return err
+		}
+		for r := range 2 {
+			for i := r * size; i < (r+1)*size; i += 4096 {
+				if data[i] != byte(r+1) {
+					return fmt.Errorf("byte %d = %d", i, data[i])
+				}
+			}
+		}
+		return nil
+	}))
+}
+
+func TestHostIDs(t *testing.T) {
+	addr := loopbackAddr(t)
+	bs := form(t, 3, func(r int) (*Bootstrap, error) {
+		return InitAddr(addr, r, 3, Options{HostID: "host" + strconv.Itoa(r%2)})
+	})
+	want := []string{"host0", "host1", "host0"}
+	for _, b := range bs {
+		if got := b.HostIDs(); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("rank %d: HostIDs %v", b.Rank(), got)
+		}
+		if b.Magic() != bs[0].Magic() {
+			t.Fatal("magic differs")
+		}
+	}
+}
+
+func TestSendRecvTags(t *testing.T) {
+	bs := formAddr(t, 3, Options{Timeout: 10 * time.Second})
+	const perTag = 20
+	// Rank 0 and rank 2 each send to rank 1 on tags 1..3, interleaved.
+	noErrs(t, "send", each([]*Bootstrap{bs[0], bs[2]}, func(b *Bootstrap) error {
+		for i := range perTag {
+			for tag := 1; tag <= 3; tag++ {
+				if err := b.Send(1, tag, []byte(fmt.Sprintf("%d/%d/%d", b.Rank(), tag, i))); err != nil {
+					return err
+				}
+			}
+		}
+		return b.Send(1, -5, nil)
+	}))
+	// Rank 1 receives tag 3 first, then 1, then 2, from rank 2 first.
+	for _, from := range []int{2, 0} {
+		for _, tag := range []int{3, 1, 2} {
+			for i := range perTag {
+				msg, err := bs[1].Recv(from, tag)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := fmt.Sprintf("%d/%d/%d", from, tag, i); string(msg) != want {
+					t.Fatalf("got %q, want %q", msg, want)
+				}
+			}
+		}
+		if msg, err := bs[1].Recv(from, -5); err != nil || len(msg) != 0 {
+			t.Fatalf("empty message: %q %v", msg, err)
+		}
+	}
+	// Large messages both ways at once, and concurrent senders to one peer.
+	big := bytes.Repeat([]byte("x"), 3<<20)
+	noErrs(t, "big", each(bs[:2], func(b *Bootstrap) error {
+		peer := 1 - b.Rank()
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for g := range 4 {
+			wg.Go(func() { errs[g] = b.Send(peer, 100+g, big) })
+		}
+		for g := range 4 {
+			msg, err := b.Recv(peer, 100+g)
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(msg, big) {
+				return fmt.Errorf("big message corrupted")
+			}
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
+func TestRecvTimeout(t *testing.T) {
+	bs := formAddr(t, 2, Options{Timeout: 300 * time.Millisecond})
+	start := time.Now()
+	_, err := bs[0].Recv(1, 42)
+	wantCode(t, err, status.RemoteError, "rank 1", "tag 42")
+	if d := time.Since(start); d < 250*time.Millisecond || d > 3*time.Second {
+		t.Fatalf("timed out after %v", d)
+	}
+}
+
+func TestPeerClosedRecv(t *testing.T) {
+	bs := formAddr(t, 2, Options{Timeout: 20 * time.Second})
+	if err := bs[1].Send(0, 1, []byte("last words")); err != nil {
+		t.Fatal(err)
+	}
+	bs[1].Close()
+	msg, err := bs[0].Recv(1, 1)
+	if err != nil || string(msg) != "last words" {
+		t.Fatalf("queued message: %q %v", msg, err)
+	}
+	start := time.Now()
+	_, err = bs[0].Recv(1, 1)
+	wantCode(t, err, status.RemoteError, "rank 1")
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("dead peer noticed after %v", d)
+	}
+	// The ring is broken too.
+	wantCode(t, bs[0].Barrier(), status.RemoteError, "rank 1")
+	wantCode(t, bs[0].Send(1, 1, []byte("x")), status.RemoteError)
+}
+
+func TestInitAddrForms(t *testing.T) {
+	cases := []string{
+		"127.0.0.1:" + strconv.Itoa(freePort(t, "127.0.0.1")),
+		"localhost:" + strconv.Itoa(freePort(t, "127.0.0.1")),
+	}
+	if ln, err := net.Listen("tcp", "[::1]:0"); err == nil {
+		cases = append(cases, "[::1]:"+strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+		ln.Close()
+	} else {
+		t.Logf("no IPv6 loopback: %v", err)
+	}
+	for _, addr := range cases {
+		t.Run(addr, func(t *testing.T) {
+			bs := form(t, 3, func(r int) (*Bootstrap, error) { return InitAddr(addr, r, 3, Options{}) })
+			checkAllGather(t, bs, 8, 5)
+			if strings.HasPrefix(addr, "[::1]") && !strings.HasPrefix(bs[1].ListenAddr(), "[::1]") {
+				t.Fatalf("listener %s is not on the root's family", bs[1].ListenAddr())
+			}
+		})
+	}
+}
+
+func TestNewIDInit(t *testing.T) {
+	for _, ifname := range []string{"", "lo"} {
+		t.Run("ifname="+ifname, func(t *testing.T) {
+			t.Setenv(EnvSocketIfname, ifname)
+			id, err := NewID(Options{Timeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ra, err := id.RootAddr()
+			if err != nil || ra.Port() == 0 {
+				t.Fatalf("root addr %v %v", ra, err)
+			}
+			if ifname == "lo" && !ra.Addr().IsLoopback() {
+				t.Fatalf("root at %v with %s=lo", ra, EnvSocketIfname)
+			}
+			bs := form(t, 4, func(r int) (*Bootstrap, error) { return Init(id, r, 4, Options{}) })
+			if bs[0].Magic() != id.Magic() {
+				t.Fatal("magic differs from the id's")
+			}
+			checkAllGather(t, bs, 4, 10)
+		})
+	}
+}
+
+func TestCommIDEnv(t *testing.T) {
+	addr := loopbackAddr(t)
+	t.Setenv(EnvCommID, addr)
+	id, err := NewID(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ra, _ := id.RootAddr(); ra.String() != addr {
+		t.Fatalf("root at %v, want %s", ra, addr)
+	}
+	bs := form(t, 3, func(r int) (*Bootstrap, error) { return Init(id, r, 3, Options{}) })
+	checkAllGather(t, bs, 4, 3)
+
+	t.Setenv(EnvCommID, "not an address")
+	_, err = NewID(Options{})
+	wantCode(t, err, status.InvalidArgument, EnvCommID, "not an address")
+}
+
+// initSome runs Init for the given ranks and returns their errors and the
+// longest time one took.
+func initSome(ranks []int, mk func(r int) (*Bootstrap, error)) ([]error, time.Duration) {
+	errs := make([]error, len(ranks))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, r := range ranks {
+		wg.Go(func() {
+			b, err := mk(r)
+			if err == nil {
+				b.Close()
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	return errs, time.Since(start)
+}
+
+func TestMissingRank(t *testing.T) {
+	t.Setenv(EnvSocketIfname, "lo")
+	const timeout = time.Second
+	t.Run("NewID", func(t *testing.T) {
+		id, err := NewID(Options{Timeout: timeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ra, _ := id.RootAddr()
+		errs, took := initSome([]int{0, 1, 2}, func(r int) (*Bootstrap, error) {
+			return Init(id, r, 4, Options{Timeout: timeout})
+		})
+		for _, err := range errs {
+			wantCode(t, err, status.RemoteError, "rank 3 never connected to the root at "+ra.String()+" within 1s")
+		}
+		if took > timeout+1500*time.Millisecond {
+			t.Fatalf("took %v", took)
+		}
+	})
+	t.Run("InitAddr", func(t *testing.T) {
+		addr := loopbackAddr(t)
+		errs, took := initSome([]int{0, 1}, func(r int) (*Bootstrap, error) {
+			return InitAddr(addr, r, 4, Options{Timeout: timeout})
+		})
+		for _, err := range errs {
+			wantCode(t, err, status.RemoteError, "ranks 2,3 never connected to the root at "+addr)
+		}
+		if took > timeout+1500*time.Millisecond {
+			t.Fatalf("took %v", took)
+		}
+	})
+	t.Run("NoRoot", func(t *testing.T) {
+		addr := loopbackAddr(t)
+		start := time.Now()
+		_, err := InitAddr(addr, 1, 2, Options{Timeout: 300 * time.Millisecond})
+		wantCode(t, err, status.RemoteError, "no answer from the root at "+addr+" within 1.3s")
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("took %v", d)
+		}
+	})
+}
+
+func TestRankClosedMidAllGather(t *testing.T) {
+	const n = 4
+	bs := formAddr(t, n, Options{Timeout: 30 * time.Second})
+	const iters = 20
+	done := make(chan struct{})
+	errs := make([]error, n)
+	times := make([]time.Time, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			data := make([]byte, 4*n)
+			for i := 0; ; i++ {
+				if r == 1 && i == iters {
+					close(done) // the closer may now close this rank, maybe mid-AllGather
+				}
+				if err := bs[r].AllGather(data, 4); err != nil {
+					errs[r], times[r] = err, time.Now()
+					return
+				}
+			}
+		})
+	}
+	<-done
+	closed := time.Now()
+	bs[1].Close()
+	wg.Wait()
+	for r, err := range errs {
+		if r == 1 {
+			wantCode(t, err, status.InvalidUsage, "Close")
+			continue
+		}
+		wantCode(t, err, status.RemoteError)
+		if d := times[r].Sub(closed); d > 5*time.Second {
+			t.Fatalf("rank %d noticed after %v", r, d)
+		}
+	}
+	// Rank 2 reads from rank 1: its error names it.
+	wantCode(t, errs[2], status.RemoteError, "rank 1")
+	// Later calls keep failing with the same error.
+	if err := bs[2].Barrier(); err != errs[2] {
+		t.Fatalf("later call: %v, want %v", err, errs[2])
+	}
+}
+
+func TestAbort(t *testing.T) {
+	bs := formAddr(t, 3, Options{Timeout: 30 * time.Second})
+	myErr := status.Errorf(status.InternalError, "test abort")
+	recvErr := make(chan error, 1)
+	go func() {
+		_, err := bs[0].Recv(2, 9)
+		recvErr <- err
+	}()
+	bs[0].Abort(myErr)
+	if err := <-recvErr; err != myErr {
+		t.Fatalf("pending recv: %v", err)
+	}
+	if err := bs[0].AllGather(make([]byte, 3), 1); err != myErr {
+		t.Fatalf("later allgather: %v", err)
+	}
+	errs := each(bs[1:], func(b *Bootstrap) error { return b.Barrier() })
+	for _, err := range errs {
+		wantCode(t, err, status.RemoteError)
+	}
+}
+
+func TestMismatchedCollective(t *testing.T) {
+	bs := formAddr(t, 2, Options{Timeout: 30 * time.Second})
+	errs := each(bs, func(b *Bootstrap) error {
+		size := 4 + 4*b.Rank()
+		return b.AllGather(make([]byte, 2*size), size)
+	})
+	usage := 0
+	for _, err := range errs {
+		if err == nil {
+			t.Fatal("mismatched allgather succeeded")
+		}
+		if status.CodeOf(err) == status.InvalidUsage {
+			usage++
+		}
+	}
+	if usage == 0 {
+		t.Fatalf("no InvalidUsage among %v", errs)
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	const n = 4
+	bs := formAddr(t, n, Options{Timeout: 30 * time.Second})
+	noErrs(t, "mixed", each(bs, func(b *Bootstrap) error {
+		var wg sync.WaitGroup
+		errs := make([]error, 3)
+		// Collectives from two goroutines: serialized by the bootstrap; the
+		// ranks may pair them up differently, so both goroutines run the same
+		// operation with data that depends only on the rank.
+		for g := range 2 {
+			wg.Go(func() {
+				data := make([]byte, 8*n)
+				for range 30 {
+					data[8*b.Rank()] = byte(b.Rank() + 1)
+					if errs[g] = b.AllGather(data, 8); errs[g] != nil {
+						return
+					}
+					for p := range n {
+						if data[8*p] != byte(p+1) {
+							errs[g] = fmt.Errorf("slot %d = %d", p, data[8*p])
+							return
+						}
+					}
+				}
+			})
+		}
+		wg.Go(func() {
+			for i := range 30 {
+				for p := range n {
+					if errs[2] = b.Send(p, i%3, []byte{byte(b.Rank()), byte(i)}); errs[2] != nil {
+						return
+					}
+				}
+				for p := range n {
+					msg, err := b.Recv(p, i%3)
+					if err != nil {
+						errs[2] = err
+						return
+					}
+					if msg[0] != byte(p) || msg[1] != byte(i) {
+						errs[2] = fmt.Errorf("from %d got %v at %d", p, msg, i)
+						return
+					}
+				}
+			}
+		})
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
+func TestTwoCommunicators(t *testing.T) {
+	t.Setenv(EnvSocketIfname, "lo")
+	id, err := NewID(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := loopbackAddr(t)
+	var a, b []*Bootstrap
+	var wg sync.WaitGroup
+	wg.Go(func() { a = form(t, 4, func(r int) (*Bootstrap, error) { return Init(id, r, 4, Options{}) }) })
+	wg.Go(func() { b = form(t, 3, func(r int) (*Bootstrap, error) { return InitAddr(addr, r, 3, Options{}) }) })
+	wg.Wait()
+	if a == nil || b == nil {
+		t.FailNow()
+	}
+	if a[0].Magic() == b[0].Magic() {
+		t.Fatal("same magic")
+	}
+	wg.Go(func() { checkAllGather(t, a, 16, 30) })
+	wg.Go(func() { checkAllGather(t, b, 16, 30) })
+	wg.Wait()
+}
+
+func TestReinitSamePort(t *testing.T) {
+	addr := loopbackAddr(t)
+	for i := range 5 {
+		bs := make([]*Bootstrap, 2)
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for r := range 2 {
+			wg.Go(func() { bs[r], errs[r] = InitAddr(addr, r, 2, Options{Timeout: 10 * time.Second}) })
+		}
+		wg.Wait()
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d rank %d: %v", i, r, err)
+			}
+		}
+		noErrs(t, "barrier", each(bs, func(b *Bootstrap) error { return b.Barrier() }))
+		for _, b := range bs {
+			b.Close()
+		}
+	}
+}
+
+// rawHello is a hello as a stranger might send it.
+func rawHello(kind byte, magic uint64, secret [secretBytes]byte, rank, nranks int, payload []byte) []byte {
+	h := hello{kind: kind, magic: magic, secret: secret, rank: rank, nranks: nranks, payload: payload}
+	return h.encode()
+}
+
+// poke connects to addr, writes msg and optionally closes at once.
+func poke(t *testing.T, addr string, msg []byte, closeNow bool) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg) > 0 {
+		c.Write(msg)
+	}
+	if closeNow {
+		c.Close()
+		return nil
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestStrangersAtRoot(t *testing.T) {
+	addr := loopbackAddr(t)
+	ap, _ := ParseAddr(addr)
+	magic, secret := deriveFields(ap)
+	logs := newLogSink()
+	opts := Options{Timeout: 10 * time.Second, Logf: logs.logf}
+	bs := make([]*Bootstrap, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	wg.Go(func() { bs[0], errs[0] = InitAddr(addr, 0, 3, opts) })
+	logs.waitFor(t, "rank 0 registered")
+
+	var wrong [secretBytes]byte
+	wrong[0] = 1
+	reg := encodeRegister("127.0.0.1:1", "")
+	poke(t, addr, []byte("GET / HTTP/1.0\r\n\r\n"+strings.Repeat("x", 64)), false)
+	poke(t, addr, rawHello(kindRegister, magic, wrong, 1, 3, reg), false)
+	poke(t, addr, rawHello(kindRegister, magic+1, secret, 1, 3, reg), false)
+	poke(t, addr, rawHello(kindRegister, magic, secret, 1, 3, reg)[:10], true)
+	poke(t, addr, rawHello(kindRegister, magic, secret, 1, 5, reg), false)
+	poke(t, addr, rawHello(kindRegister, magic, secret, 0, 3, reg), false)
+	poke(t, addr, nil, false) // silent: dropped when the root finishes
+	for _, want := range []string{"garbage", "wrong secret", "another communicator",
+		"closed the connection after 10 bytes", "nranks=5", "rank 0 is already registered"} {
+		logs.waitFor(t, want)
+	}
+	for r := 1; r < 3; r++ {
+		wg.Go(func() { bs[r], errs[r] = InitAddr(addr, r, 3, opts) })
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, b := range bs {
+			if b != nil {
+				b.Close()
+			}
+		}
+	})
+	noErrs(t, "init", errs)
+	checkAllGather(t, bs, 4, 3)
+}
+
+func TestStrangersAtRank(t *testing.T) {
+	logs := newLogSink()
+	addr := loopbackAddr(t)
+	bs := form(t, 3, func(r int) (*Bootstrap, error) {
+		return InitAddr(addr, r, 3, Options{Timeout: 10 * time.Second, Logf: logs.logf})
+	})
+	b := bs[1]
+	var wrong [secretBytes]byte
+	la := b.ListenAddr()
+	poke(t, la, bytes.Repeat([]byte{0xff}, 100), false)
+	poke(t, la, rawHello(kindP2P, b.magic, wrong, 0, 3, nil), false)
+	poke(t, la, rawHello(kindRing, b.magic, b.secret, 0, 3, nil)[:30], true)
+	poke(t, la, rawHello(kindRing, b.magic, b.secret, 2, 3, nil), false) // not the predecessor
+	poke(t, la, rawHello(kindRing, b.magic, b.secret, 0, 3, nil), false) // a second ring connection
+	poke(t, la, rawHello(kindP2P, b.magic, b.secret, 7, 3, nil), false)  // out of range
+	poke(t, la, rawHello(kindP2P, b.magic, b.secret, 0, 4, nil), false)  // wrong nranks
+	poke(t, la, rawHello(kindAck, b.magic, b.secret, 0, 3, nil), false)  // wrong kind
+	poke(t, la, rawHello(kindRegister, b.magic, b.secret, 0, 3, nil), false)
+	for _, want := range []string{"garbage", "wrong secret", "closed the connection after 30 bytes",
+		"ring predecessor is rank 0", "second ring connection", "claims to be rank 7", "nranks=4",
+		"kind 4 hello", "kind 1 hello"} {
+		logs.waitFor(t, want)
+	}
+	checkAllGather(t, bs, 4, 3)
+	noErrs(t, "p2p", each(bs, func(b *Bootstrap) error {
+		next, prev := (b.Rank()+1)%3, (b.Rank()+2)%3
+		if err := b.Send(next, 5, []byte{byte(b.Rank())}); err != nil {
+			return err
+		}
+		msg, err := b.Recv(prev, 5)
+		if err == nil && (len(msg) != 1 || msg[0] != byte(prev)) {
+			err = fmt.Errorf("got %v", msg)
+		}
+		return err
+	}))
+}
+
+func TestBadArguments(t *testing.T) {
+	addr := loopbackAddr(t)
+	inval := []func() error{
+		func() error { _, err := InitAddr(addr, 0, 0, Options{}); return err },
+		func() error { _, err := InitAddr(addr, 0, -1, Options{}); return err },
+		func() error { _, err := InitAddr(addr, 0, MaxRanks+1, Options{}); return err },
+		func() error { _, err := InitAddr(addr, -1, 2, Options{}); return err },
+		func() error { _, err := InitAddr(addr, 2, 2, Options{}); return err },
+		func() error { _, err := InitAddr(addr, 0, 2, Options{Timeout: -1}); return err },
+		func() error { _, err := InitAddr("127.0.0.1:0", 0, 2, Options{}); return err },
+		func() error { _, err := InitAddr("nonsense", 0, 2, Options{}); return err },
+		func() error { _, err := Init(ID{}, 0, 2, Options{}); return err },
+		func() error { _, err := Init(ID{1, 4, 0, 0}, 0, 2, Options{}); return err },
+		func() error { _, err := Init(ID{1, 9, 1, 1}, 0, 2, Options{}); return err },
+		func() error { _, err := Init(ID{}, 5, 2, Options{}); return err },
+		func() error { _, err := InitAddr(addr, 0, 1, Options{HostID: strings.Repeat("h", 2000)}); return err },
+	}
+	for i, f := range inval {
+		if err := f(); status.CodeOf(err) != status.InvalidArgument {
+			t.Errorf("case %d: %v, want InvalidArgument", i, err)
+		}
+	}
+	bs := formAddr(t, 2, Options{})
+	b := bs[0]
+	for i, err := range []error{
+		b.AllGather(make([]byte, 8), 0),
+		b.AllGather(make([]byte, 8), -1),
+		b.AllGather(make([]byte, 7), 4),
+		b.AllGather(nil, 1),
+		b.Send(2, 0, nil),
+		b.Send(-1, 0, nil),
+		func() error { _, err := b.Recv(2, 0); return err }(),
+		func() error { _, err := b.Recv(-1, 0); return err }(),
+	} {
+		if status.CodeOf(err) != status.InvalidArgument {
+			t.Errorf("call %d: %v, want InvalidArgument", i, err)
+		}
+	}
+	// The communicator is still fine.
+	noErrs(t, "barrier", each(bs, func(b *Bootstrap) error { return b.Barrier() }))
+}
+
+func TestParseAddr(t *testing.T) {
+	good := map[string]string{
+		"127.0.0.1:5000":      "127.0.0.1:5000",
+		" 10.1.2.3:1 ":        "10.1.2.3:1",
+		"[::1]:6000":          "[::1]:6000",
+		"[fe80::1%lo]:7":      "[fe80::1%lo]:7",
+		"localhost:80":        "127.0.0.1:80",
+		"[::ffff:1.2.3.4]:9":  "1.2.3.4:9",
+		"192.168.0.1:65535":   "192.168.0.1:65535",
+		"127.0.0.1:0":         "127.0.0.1:0",
+		"[2001:db8::5]:12345": "[2001:db8::5]:12345",
+	}
+	for in, want := range good {
+		got, err := ParseAddr(in)
+		if err != nil || got.String() != want {
+			t.Errorf("ParseAddr(%q) = %v, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "127.0.0.1", ":5000", "127.0.0.1:", "127.0.0.1:x", "127.0.0.1:70000",
+		"::1:5000", "[::1", "[::1]", "a b:1", "1.2.3.4:-1", "no-such-host.invalid:1"} {
+		_, err := ParseAddr(in)
+		wantCode(t, err, status.InvalidArgument, strconv.Quote(in))
+	}
+}
+
+func TestIDRoundTrip(t *testing.T) {
+	for _, a := range []string{"127.0.0.1:5000", "[::1]:1", "[fe80::1%eth0]:65535"} {
+		f := idFields{addr: netip.MustParseAddrPort(a), magic: 0x1234567890abcdef}
+		f.secret[3] = 9
+		id := f.encode()
+		g, err := id.decode()
+		if err != nil || g != f {
+			t.Fatalf("%s: %+v %v", a, g, err)
+		}
+		if id.Magic() != f.magic {
+			t.Fatal("magic")
+		}
+	}
+}
+
+func TestIfSpec(t *testing.T) {
+	cases := []struct {
+		spec, name string
+		want       bool
+	}{
+		{"eth", "eth0", true}, {"eth", "ib0", false}, {"eth,ib", "ib1", true},
+		{"^docker,lo", "lo", false}, {"^docker,lo", "docker0", false}, {"^docker,lo", "eth0", true},
+		{"=eth0", "eth0", true}, {"=eth0", "eth01", false}, {"^=eth0", "eth01", true}, {"^=eth0", "eth0", false},
+		{"eth0:1234", "eth0", true},
+	}
+	for _, c := range cases {
+		if got := parseIfSpec(c.spec).match(c.name); got != c.want {
+			t.Errorf("%q matches %q = %v", c.spec, c.name, got)
+		}
+	}
+	addrs := []ifAddr{
+		{"lo", netip.MustParseAddr("127.0.0.1")}, {"lo", netip.MustParseAddr("::1")},
+		{"eth0", netip.MustParseAddr("fd00::2")}, {"eth0", netip.MustParseAddr("10.0.0.2")},
+		{"docker0", netip.MustParseAddr("172.17.0.1")},
+	}
+	if a, _ := pickFrom(addrs, parseIfSpec("^docker,lo"), 0); a.ip.String() != "10.0.0.2" {
+		t.Errorf("default picked %v", a)
+	}
+	if a, _ := pickFrom(addrs, parseIfSpec("^docker,lo"), 6); a.ip.String() != "fd00::2" {
+		t.Errorf("AF_INET6 picked %v", a)
+	}
+	if a, _ := pickFrom(addrs, parseIfSpec("lo"), 6); a.ip.String() != "::1" {
+		t.Errorf("lo AF_INET6 picked %v", a)
+	}
+	if _, ok := pickFrom(addrs, parseIfSpec("ib"), 0); ok {
+		t.Error("ib matched")
+	}
+	t.Setenv(EnvSocketIfname, "=no-such-interface")
+	_, err := selectInterface()
+	wantCode(t, err, status.InvalidUsage, "no-such-interface")
+	t.Setenv(EnvSocketIfname, "lo")
+	t.Setenv(EnvSocketFamily, "AF_INET")
+	if a, err := selectInterface(); err != nil || a.ip.String() != "127.0.0.1" {
+		t.Errorf("lo/AF_INET: %v %v", a, err)
+	}
+}
+
+func TestSpinBudget(t *testing.T) {
+	if spinBudget(2, 2) != defaultSpin || spinBudget(16, 2) != 0 {
+		t.Fatal("defaults")
+	}
+	t.Setenv(EnvSpinUS, "7")
+	if spinBudget(16, 2) != 7*time.Microsecond {
+		t.Fatal("env")
+	}
+}
+
+func TestReleaseID(t *testing.T) {
+	t.Setenv(EnvSocketIfname, "lo")
+	id, err := NewID(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ra, _ := id.RootAddr()
+	ReleaseID(id)
+	// The port is free again at once.
+	ln, err := net.Listen("tcp", ra.String())
+	if err != nil {
+		t.Fatalf("root port still taken: %v", err)
+	}
+	ln.Close()
+}

@@ -1,0 +1,324 @@
+package bootstrap
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+// Multi-process tests: the test binary re-executes itself as one rank per
+// process (TestHelperProcess), steered by environment variables and by
+// lines on its stdin.
+const (
+	envHelper = "MSCCLPP_BOOTSTRAP_TEST_HELPER" // the helper's mode: "bench" or "kill"
+	envAddr   = "MSCCLPP_BOOTSTRAP_TEST_ADDR"
+	envRank   = "MSCCLPP_BOOTSTRAP_TEST_RANK"
+	envNRanks = "MSCCLPP_BOOTSTRAP_TEST_NRANKS"
+	envIters  = "MSCCLPP_BOOTSTRAP_TEST_ITERS"
+	envVictim = "MSCCLPP_BOOTSTRAP_TEST_VICTIM"
+)
+
+func TestHelperProcess(t *testing.T) {
+	mode := os.Getenv(envHelper)
+	if mode == "" {
+		t.Skip("only run as a helper process")
+	}
+	os.Exit(helperMain(mode))
+}
+
+func helperMain(mode string) int {
+	atoi := func(k string) int { v, _ := strconv.Atoi(os.Getenv(k)); return v }
+	rank, n, iters := atoi(envRank), atoi(envNRanks), atoi(envIters)
+	in := bufio.NewReader(os.Stdin)
+	fmt.Println("started")
+	if _, err := in.ReadString('\n'); err != nil { // "go": every rank's process is up
+		return 2
+	}
+	start := time.Now()
+	b, err := InitAddr(os.Getenv(envAddr), rank, n, Options{Timeout: 30 * time.Second})
+	initTime := time.Since(start)
+	if err != nil {
+		fmt.Printf("err %d %s\n", status.CodeOf(err), err)
+		return 1
+	}
+	defer b.Close()
+	data := make([]byte, 4*n)
+	check := func(it int) error {
+		for r := range n {
+			if data[4*r] != byte(r+it) {
+				return fmt.Errorf("iteration %d: slot %d holds %d", it, r, data[4*r])
+			}
+		}
+		return nil
+	}
+	switch mode {
+	case "bench":
+		for it := range 200 { // warm up and check
+			data[4*rank] = byte(rank + it)
+			if err := b.AllGather(data, 4); err != nil {
+				fmt.Printf("err %d %s\n", status.CodeOf(err), err)
+				return 1
+			}
+			if err := check(it); err != nil {
+				fmt.Printf("err 3 %s\n", err)
+				return 1
+			}
+		}
+		b.Barrier()
+		t0 := time.Now()
+		for range iters {
+			if err := b.AllGather(data, 4); err != nil {
+				fmt.Printf("err %d %s\n", status.CodeOf(err), err)
+				return 1
+			}
+		}
+		ag := time.Since(t0)
+		b.Barrier()
+		t0 = time.Now()
+		for range iters {
+			if err := b.Barrier(); err != nil {
+				fmt.Printf("err %d %s\n", status.CodeOf(err), err)
+				return 1
+			}
+		}
+		bar := time.Since(t0)
+		fmt.Printf("result %d %d %d\n", initTime.Nanoseconds(), ag.Nanoseconds()/int64(iters), bar.Nanoseconds()/int64(iters))
+		b.Barrier()
+		return 0
+	case "kill":
+		for it := range 20 {
+			data[4*rank] = byte(rank + it)
+			if err := b.AllGather(data, 4); err != nil {
+				fmt.Printf("err %d %s\n", status.CodeOf(err), err)
+				return 1
+			}
+			if err := check(it); err != nil {
+				fmt.Printf("err 3 %s\n", err)
+				return 1
+			}
+		}
+		fmt.Println("formed")
+		if rank == atoi(envVictim) {
+			io.Copy(io.Discard, in) // until killed
+			return 0
+		}
+		err := b.Barrier() // blocks until the victim dies
+		fmt.Printf("err %d %s\n", status.CodeOf(err), err)
+		return 0
+	}
+	return 2
+}
+
+// procs is a set of helper processes, one per rank.
+type procs struct {
+	cmds  []*exec.Cmd
+	stdin []io.WriteCloser
+	lines []chan string
+}
+
+func startProcs(t testing.TB, mode string, n int, env ...string) *procs {
+	t.Helper()
+	addr := loopbackAddr(t)
+	p := &procs{}
+	for r := range n {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
+		cmd.Env = append(os.Environ(), envHelper+"="+mode, envAddr+"="+addr,
+			envRank+"="+strconv.Itoa(r), envNRanks+"="+strconv.Itoa(n))
+		cmd.Env = append(cmd.Env, env...)
+		cmd.Stderr = os.Stderr
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ch := make(chan string, 16)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				ch <- sc.Text()
+			}
+			close(ch)
+		}()
+		p.cmds = append(p.cmds, cmd)
+		p.stdin = append(p.stdin, stdin)
+		p.lines = append(p.lines, ch)
+	}
+	t.Cleanup(func() {
+		for i, c := range p.cmds {
+			p.stdin[i].Close()
+			c.Process.Kill()
+			c.Wait()
+		}
+	})
+	return p
+}
+
+// expect waits for rank r's next line and checks its prefix.
+func (p *procs) expect(t testing.TB, r int, prefix string) string {
+	t.Helper()
+	select {
+	case line, ok := <-p.lines[r]:
+		if !ok || !strings.HasPrefix(line, prefix) {
+			t.Fatalf("rank %d: got %q (open %v), want %q...", r, line, ok, prefix)
+		}
+		return line
+	case <-time.After(60 * time.Second):
+		t.Fatalf("rank %d: no %q line", r, prefix)
+	}
+	return ""
+}
+
+// begin waits until every process started and tells them all to go.
+func (p *procs) begin(t testing.TB) {
+	for r := range p.cmds {
+		p.expect(t, r, "started")
+	}
+	for r := range p.cmds {
+		io.WriteString(p.stdin[r], "go\n")
+	}
+}
+
+func TestMultiProcessKill(t *testing.T) {
+	const n, victim = 4, 2
+	p := startProcs(t, "kill", n, envVictim+"="+strconv.Itoa(victim))
+	p.begin(t)
+	for r := range n {
+		p.expect(t, r, "formed")
+	}
+	killed := time.Now()
+	p.cmds[victim].Process.Kill()
+	var wg sync.WaitGroup
+	for r := range n {
+		if r == victim {
+			continue
+		}
+		wg.Go(func() {
+			line := p.expect(t, r, "err ")
+			took := time.Since(killed)
+			if !strings.HasPrefix(line, fmt.Sprintf("err %d ", status.RemoteError)) {
+				t.Errorf("rank %d: %s", r, line)
+			}
+			if took > 5*time.Second {
+				t.Errorf("rank %d noticed the death after %v", r, took)
+			}
+			if r == victim+1 && !strings.Contains(line, "rank 2") {
+				t.Errorf("rank %d does not name the dead rank: %s", r, line)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestMultiProcessBench measures init, 4-byte AllGather and Barrier with one
+// process per rank; it runs only with MSCCLPP_BOOTSTRAP_BENCH=1 (and is
+// meaningless under -race).
+func TestMultiProcessBench(t *testing.T) {
+	if os.Getenv("MSCCLPP_BOOTSTRAP_BENCH") == "" {
+		t.Skip("set MSCCLPP_BOOTSTRAP_BENCH=1 to run")
+	}
+	sizes := []int{2, 4, 8, 16}
+	if s := os.Getenv("MSCCLPP_BOOTSTRAP_BENCH_N"); s != "" {
+		sizes = nil
+		for _, f := range strings.Split(s, ",") {
+			v, _ := strconv.Atoi(f)
+			sizes = append(sizes, v)
+		}
+	}
+	for _, n := range sizes {
+		iters := 20000 / n
+		p := startProcs(t, "bench", n, envIters+"="+strconv.Itoa(iters))
+		p.begin(t)
+		var inits, ags, bars []time.Duration
+		for r := range n {
+			var it, ag, bar int64
+			line := p.expect(t, r, "result ")
+			fmt.Sscanf(line, "result %d %d %d", &it, &ag, &bar)
+			inits = append(inits, time.Duration(it))
+			ags = append(ags, time.Duration(ag))
+			bars = append(bars, time.Duration(bar))
+		}
+		t.Logf("N=%2d  init max %8v  allgather(4B) %8v  barrier %8v  (spin %s=%q)",
+			n, slices.Max(inits), slices.Max(ags), slices.Max(bars), EnvSpinUS, os.Getenv(EnvSpinUS))
+		for r := range n {
+			p.cmds[r].Wait()
+		}
+	}
+}
+
+// BenchmarkAllGather4B measures a 4-byte AllGather with the ranks as
+// goroutines of one process.
+func BenchmarkAllGather4B(b *testing.B) {
+	for _, n := range []int{2, 4, 8} {
+		b.Run("N="+strconv.Itoa(n), func(b *testing.B) {
+			bs := formAddr(b, n, Options{})
+			b.ResetTimer()
+			noErrs(b, "allgather", each(bs, func(bb *Bootstrap) error {
+				data := make([]byte, 4*n)
+				for range b.N {
+					if err := bb.AllGather(data, 4); err != nil {
+						return err
+					}
+				}
+				return nil
+			}))
+		})
+	}
+}
+
+// BenchmarkBarrier measures Barrier with the ranks as goroutines.
+func BenchmarkBarrier(b *testing.B) {
+	for _, n := range []int{2, 8} {
+		b.Run("N="+strconv.Itoa(n), func(b *testing.B) {
+			bs := formAddr(b, n, Options{})
+			b.ResetTimer()
+			noErrs(b, "barrier", each(bs, func(bb *Bootstrap) error {
+				for range b.N {
+					if err := bb.Barrier(); err != nil {
+						return err
+					}
+				}
+				return nil
+			}))
+		})
+	}
+}
+
+// BenchmarkInit measures forming a communicator of goroutine ranks.
+func BenchmarkInit(b *testing.B) {
+	for _, n := range []int{4, 16} {
+		b.Run("N="+strconv.Itoa(n), func(b *testing.B) {
+			for range b.N {
+				addr := loopbackAddr(b)
+				bs := make([]*Bootstrap, n)
+				errs := make([]error, n)
+				var wg sync.WaitGroup
+				for r := range n {
+					wg.Go(func() { bs[r], errs[r] = InitAddr(addr, r, n, Options{}) })
+				}
+				wg.Wait()
+				for r := range n {
+					if errs[r] != nil {
+						b.Fatal(errs[r])
+					}
+					bs[r].Close()
+				}
+			}
+		})
+	}
+}

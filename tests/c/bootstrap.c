@@ -1,0 +1,245 @@
+/*
+ * bootstrap.c: the bootstrap of N ranks (run with N = 1, 2, 4, 8).
+ *
+ *  1. mscclppCommInitRank at MSCCLPP_TEST_ADDR; CommRank/CommSize; AllGather
+ *     of distinct per-rank data for sizes 1, 4, 4096, 1 MiB (and 64 MiB when
+ *     N = 2), every byte checked; Barrier; 50 rounds of AllGather + Barrier.
+ *  2. mscclppGetUniqueId on rank 0, handed to the others through a file,
+ *     mscclppCommInitRankFromId; the same checks.
+ *  3. Both communicators alive at once, used alternately.
+ *  4. Destroy, then re-init at the same address at once (3 times): no
+ *     "address already in use".
+ *  5. Several threads per process, each with its own communicator at its own
+ *     port (ADDR port + 1 + i), used concurrently.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+
+#include "check.h"
+
+static int rank, nranks;
+
+static uint8_t pattern(int r, size_t i, int size, int salt)
+{
+  return (uint8_t)(r * 37 + (int)(i * 13) + (int)(i >> 8) * 3 + (int)(i >> 16) + size * 5 + salt * 11);
+}
+
+/* One AllGather of size bytes per rank on comm, every byte checked.
+ * Returns 1 when right. */
+static int allgather_check(mscclppComm_t comm, int r, int n, int size, int salt, int verbose)
+{
+  size_t total = (size_t)n * (size_t)size;
+  uint8_t* buf = (uint8_t*)malloc(total);
+  REQUIRE(buf != NULL, "malloc(%zu)", total);
+  memset(buf, 0xA5, total);
+  for (size_t i = 0; i < (size_t)size; i++)
+    buf[(size_t)r * size + i] = pattern(r, i, size, salt);
+  double t0 = test_now();
+  mscclppResult_t res = mscclppBootstrapAllGather(comm, buf, size);
+  double dt = test_now() - t0;
+  if (res != mscclppSuccess) {
+    test_report_res(__FILE__, __LINE__, "mscclppBootstrapAllGather", res, mscclppSuccess, comm, 1);
+    g_test_failures++;
+    free(buf);
+    return 0;
+  }
+  size_t bad = 0;
+  for (int s = 0; s < n; s++) {
+    for (size_t i = 0; i < (size_t)size; i++) {
+      uint8_t want = pattern(s, i, size, salt);
+      uint8_t got = buf[(size_t)s * size + i];
+      if (got != want) {
+        if (bad < 5)
+          printf("allgather size %d salt %d: slot %d byte %zu is 0x%02x, expected 0x%02x\n", size, salt, s, i, got,
+                 want);
+        bad++;
+      }
+    }
+  }
+  free(buf);
+  CHECK(bad == 0, "AllGather of %d bytes: %zu wrong bytes", size, bad);
+  if (verbose && bad == 0)
+    printf("ok   AllGather %d ranks x %d bytes (%.3f s)\n", n, size, dt);
+  return bad == 0;
+}
+
+static void rank_size_check(mscclppComm_t comm, const char* what)
+{
+  int r = -1, s = -1;
+  MCHECK_COMM(comm, mscclppCommRank(comm, &r));
+  MCHECK_COMM(comm, mscclppCommSize(comm, &s));
+  CHECK(r == rank, "%s: CommRank = %d, expected %d", what, r, rank);
+  CHECK(s == nranks, "%s: CommSize = %d, expected %d", what, s, nranks);
+  if (r == rank && s == nranks)
+    printf("ok   %s: CommRank = %d, CommSize = %d\n", what, r, s);
+}
+
+static void sizes_check(mscclppComm_t comm, int big)
+{
+  const int sizes[] = {1, 4, 4096, 1 << 20};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+    allgather_check(comm, rank, nranks, sizes[i], (int)i, 1);
+  if (big)
+    allgather_check(comm, rank, nranks, 64 << 20, 99, 1);
+  double t0 = test_now();
+  MCHECK_COMM(comm, mscclppBootstrapBarrier(comm));
+  printf("ok   Barrier (%.3f s)\n", test_now() - t0);
+}
+
+static void rounds_check(mscclppComm_t comm, int rounds, int salt)
+{
+  double t0 = test_now();
+  int good = 0;
+  for (int it = 0; it < rounds; it++) {
+    good += allgather_check(comm, rank, nranks, 4, salt + it, 0);
+    MCHECK_COMM(comm, mscclppBootstrapBarrier(comm));
+  }
+  CHECK(good == rounds, "%d of %d rounds right", good, rounds);
+  printf("ok   %d rounds of AllGather + Barrier (%.3f s)\n", rounds, test_now() - t0);
+}
+
+/* ---- threads ---- */
+struct thread_arg
+{
+  int index;
+  int failures;
+  char msg[512];
+};
+
+static void* thread_main(void* p)
+{
+  struct thread_arg* a = (struct thread_arg*)p;
+  mscclppComm_t comm = NULL;
+  const char* addr = test_addr_plus(1 + a->index);
+  mscclppResult_t res = mscclppCommInitRank(&comm, nranks, addr, rank);
+  if (res != mscclppSuccess) {
+    snprintf(a->msg, sizeof a->msg, "thread %d: mscclppCommInitRank(%s) = %s: %s", a->index, addr,
+             mscclppGetErrorString(res), test_last_error(NULL));
+    a->failures++;
+    return NULL;
+  }
+  for (int it = 0; it < 20 && a->failures == 0; it++) {
+    int size = 64 + a->index * 8 + it;
+    size_t total = (size_t)nranks * size;
+    uint8_t* buf = (uint8_t*)malloc(total);
+    memset(buf, 0, total);
+    for (int i = 0; i < size; i++)
+      buf[(size_t)rank * size + i] = pattern(rank, (size_t)i, size, 1000 + a->index);
+    res = mscclppBootstrapAllGather(comm, buf, size);
+    if (res != mscclppSuccess) {
+      snprintf(a->msg, sizeof a->msg, "thread %d iteration %d: AllGather = %s: %s", a->index, it,
+               mscclppGetErrorString(res), test_last_error(comm));
+      a->failures++;
+    } else {
+      for (int s = 0; s < nranks && a->failures == 0; s++)
+        for (int i = 0; i < size; i++)
+          if (buf[(size_t)s * size + i] != pattern(s, (size_t)i, size, 1000 + a->index)) {
+            snprintf(a->msg, sizeof a->msg, "thread %d iteration %d: slot %d byte %d wrong", a->index, it, s, i);
+            a->failures++;
+            break;
+          }
+    }
+    free(buf);
+    if (a->failures == 0 && (res = mscclppBootstrapBarrier(comm)) != mscclppSuccess) {
+      snprintf(a->msg, sizeof a->msg, "thread %d iteration %d: Barrier = %s: %s", a->index, it,
+               mscclppGetErrorString(res), test_last_error(comm));
+      a->failures++;
+    }
+  }
+  res = mscclppCommDestroy(comm);
+  if (res != mscclppSuccess && a->failures == 0) {
+    snprintf(a->msg, sizeof a->msg, "thread %d: CommDestroy = %s", a->index, mscclppGetErrorString(res));
+    a->failures++;
+  }
+  return NULL;
+}
+
+int main(void)
+{
+  test_init("bootstrap");
+  rank = test_rank();
+  nranks = test_nranks();
+  const char* addr = test_addr();
+  printf("rank %d of %d, root at %s\n", rank, nranks, addr);
+
+  /* 1. by address */
+  mscclppComm_t comm1 = NULL;
+  double t0 = test_now();
+  MCHECK(mscclppCommInitRank(&comm1, nranks, addr, rank));
+  printf("ok   mscclppCommInitRank(%d, %s, %d) (%.3f s)\n", nranks, addr, rank, test_now() - t0);
+  REQUIRE(comm1 != NULL, "InitRank succeeded but left comm NULL");
+  rank_size_check(comm1, "InitRank comm");
+  sizes_check(comm1, nranks == 2);
+  rounds_check(comm1, 50, 200);
+
+  /* 2. by unique id */
+  mscclppUniqueId id;
+  memset(&id, 0, sizeof id);
+  if (rank == 0) {
+    MCHECK(mscclppGetUniqueId(&id));
+    REQUIRE(test_publish_id("uid", &id) == 0, "publishing the unique id: %s", strerror(errno));
+  } else {
+    REQUIRE(test_fetch_id("uid", &id, 30) == 0, "no unique id from rank 0 within 30 s");
+  }
+  mscclppComm_t comm2 = NULL;
+  t0 = test_now();
+  MCHECK(mscclppCommInitRankFromId(&comm2, nranks, id, rank));
+  printf("ok   mscclppCommInitRankFromId (%.3f s)\n", test_now() - t0);
+  REQUIRE(comm2 != NULL && comm2 != comm1, "InitRankFromId gave %p (comm1 %p)", (void*)comm2, (void*)comm1);
+  rank_size_check(comm2, "InitRankFromId comm");
+  sizes_check(comm2, 0);
+
+  /* 3. both alive, used alternately */
+  int good = 0;
+  for (int it = 0; it < 20; it++) {
+    good += allgather_check(comm1, rank, nranks, 16 + it, 300 + it, 0);
+    good += allgather_check(comm2, rank, nranks, 16 + it, 400 + it, 0);
+    if (it % 5 == 0) {
+      MCHECK_COMM(comm2, mscclppBootstrapBarrier(comm2));
+      MCHECK_COMM(comm1, mscclppBootstrapBarrier(comm1));
+    }
+  }
+  CHECK(good == 40, "two communicators alternately: %d of 40 right", good);
+  if (good == 40)
+    printf("ok   two communicators alive at once, 20 alternating rounds\n");
+  MCHECK(mscclppCommDestroy(comm2));
+  MCHECK(mscclppCommDestroy(comm1));
+  printf("ok   both destroyed\n");
+
+  /* 4. re-init at the same address right after destroy. Rank 0 (the root,
+   * who binds the address) re-inits at once; the others first wait for rank
+   * 0's destroy to be over, so that they cannot reach the old listener. */
+  for (int gen = 0; gen < 3; gen++) {
+    char marker[32];
+    snprintf(marker, sizeof marker, "reinit.%d", gen);
+    if (rank == 0)
+      REQUIRE(test_publish(marker, "", 0) == 0, "publish %s", marker);
+    else
+      REQUIRE(test_wait_file(marker, 30) == 0, "rank 0 did not destroy in 30 s (%s)", marker);
+    mscclppComm_t c = NULL;
+    t0 = test_now();
+    MCHECK(mscclppCommInitRank(&c, nranks, addr, rank));
+    printf("ok   re-init %d at %s right after destroy (%.3f s)\n", gen, addr, test_now() - t0);
+    allgather_check(c, rank, nranks, 100, 500 + gen, 1);
+    MCHECK_COMM(c, mscclppBootstrapBarrier(c));
+    MCHECK(mscclppCommDestroy(c));
+  }
+
+  /* 5. threads, one communicator each */
+  enum { NTHREADS = 3 };
+  pthread_t th[NTHREADS];
+  struct thread_arg args[NTHREADS];
+  t0 = test_now();
+  for (int i = 0; i < NTHREADS; i++) {
+    memset(&args[i], 0, sizeof args[i]);
+    args[i].index = i;
+    REQUIRE(pthread_create(&th[i], NULL, thread_main, &args[i]) == 0, "pthread_create");
+  }
+  for (int i = 0; i < NTHREADS; i++) {
+    pthread_join(th[i], NULL);
+    CHECK(args[i].failures == 0, "%s", args[i].msg);
+  }
+  printf("ok   %d threads with a communicator each, 20 rounds (%.3f s)\n", NTHREADS, test_now() - t0);
+
+  return test_finish();
+}
