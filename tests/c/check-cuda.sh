@@ -1,0 +1,39 @@
+#!/bin/sh
+# check-cuda.sh [INCLUDE_DIR]: compile tests/c/cuda_devconn.cu with nvcc -c
+# (a kernel calling every device method of mscclppDevConn and
+# mscclppConcurrentFifo). INCLUDE_DIR defaults to the repository's include/.
+# Without nvcc (on PATH or /usr/bin/nvcc, /usr/local/cuda/bin/nvcc) it says
+# so and exits 0. Extra nvcc flags can come in NVCC_FLAGS.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+inc=${1:-$here/../../include}
+
+nvcc=$(command -v nvcc 2>/dev/null || true)
+for c in /usr/bin/nvcc /usr/local/cuda/bin/nvcc; do
+  [ -n "$nvcc" ] && break
+  [ -x "$c" ] && nvcc=$c
+done
+if [ -z "$nvcc" ]; then
+  echo "check-cuda: skipped (nvcc not found)"
+  exit 0
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mscclpp-cuda.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+status=0
+# the default architecture, and one with 16-byte volatile stores on sm_70+
+for arch in "" "-arch=sm_70" "-arch=sm_90"; do
+  if "$nvcc" $arch ${NVCC_FLAGS:-} -std=c++14 -Werror all-warnings -I"$inc" -c "$here/cuda_devconn.cu" \
+      -o "$tmp/cuda_devconn.o" >"$tmp/log" 2>&1; then
+    echo "check-cuda: ok   nvcc ${arch:-(default arch)}: every device method of mscclppDevConn compiles"
+  else
+    if [ -n "$arch" ] && grep -q "Unsupported gpu architecture" "$tmp/log"; then
+      echo "check-cuda: note nvcc does not know $arch; not checked"
+      continue
+    fi
+    echo "check-cuda: FAILED nvcc ${arch:-(default arch)}:"
+    sed 's/^/    /' "$tmp/log"
+    status=1
+  fi
+done
+exit $status

@@ -1,0 +1,353 @@
+/*
+ * logging.c: the log handler, line shapes, MSCCLPP_DEBUG levels,
+ * MSCCLPP_DEBUG_FILE and the last error (N = 1). The runner sets the
+ * environment per mode, before the process starts:
+ *
+ *   logging info   MSCCLPP_DEBUG=INFO: the handler gets INFO lines
+ *                  "host:pid:tid [dev] MSCCLPP INFO ...\n" during init and
+ *                  "host:pid:tid [dev] file:line MSCCLPP WARN ...\n" for a
+ *                  failure, whose text holds mscclppGetLastError(NULL);
+ *                  SetLogHandler(NULL) restores the default (stdout);
+ *                  mscclppDefaultLogHandler writes a line to stdout as is.
+ *   logging warn   MSCCLPP_DEBUG=WARN: WARN lines only, no INFO.
+ *   logging off    MSCCLPP_DEBUG unset: the handler gets nothing, the last
+ *                  error is still kept.
+ *   logging file   MSCCLPP_DEBUG=INFO, MSCCLPP_DEBUG_FILE=$DIR/dbg-%h-%p-%%.log,
+ *                  MSCCLPP_TEST_LOGDIR=$DIR: the file with the expanded
+ *                  name gets the lines (and mscclppDefaultLogHandler's), not
+ *                  stdout.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <pthread.h>
+#include <sys/stat.h>
+
+#include "check.h"
+
+#define MAX_LINES 4096
+static pthread_mutex_t logMu = PTHREAD_MUTEX_INITIALIZER;
+static char* lines[MAX_LINES];
+static int nlines;
+static char host[256];
+static int pid;
+
+static void handler(const char* msg)
+{
+  pthread_mutex_lock(&logMu);
+  if (nlines < MAX_LINES)
+    lines[nlines++] = strdup(msg ? msg : "(NULL)");
+  pthread_mutex_unlock(&logMu);
+}
+
+static int line_count(void)
+{
+  pthread_mutex_lock(&logMu);
+  int n = nlines;
+  pthread_mutex_unlock(&logMu);
+  return n;
+}
+
+/* Skip "host:pid:tid [dev] "; NULL when the line does not start so. */
+static const char* skip_prefix(const char* s)
+{
+  size_t hl = strlen(host);
+  if (strncmp(s, host, hl) != 0 || s[hl] != ':')
+    return NULL;
+  s += hl + 1;
+  char* end;
+  long p = strtol(s, &end, 10);
+  if (end == s || p != pid || *end != ':')
+    return NULL;
+  s = end + 1;
+  long tid = strtol(s, &end, 10);
+  if (end == s || tid <= 0 || *end != ' ')
+    return NULL;
+  s = end + 1;
+  if (*s != '[')
+    return NULL;
+  s++;
+  if (*s == '-')
+    s++;
+  if (!isdigit((unsigned char)*s))
+    return NULL;
+  while (isdigit((unsigned char)*s))
+    s++;
+  if (s[0] != ']' || s[1] != ' ')
+    return NULL;
+  return s + 2;
+}
+
+enum kind { K_BAD, K_INFO, K_WARN, K_OTHER };
+
+/* Classify a line; *msg points at the text after "MSCCLPP LEVEL ". */
+static enum kind classify(const char* line, const char** msg)
+{
+  size_t len = strlen(line);
+  if (len == 0 || line[len - 1] != '\n')
+    return K_BAD;
+  const char* s = skip_prefix(line);
+  if (s == NULL)
+    return K_BAD;
+  if (strncmp(s, "MSCCLPP INFO ", 13) == 0) {
+    *msg = s + 13;
+    return K_INFO;
+  }
+  /* file:line MSCCLPP WARN */
+  const char* sp = strchr(s, ' ');
+  if (sp && strncmp(sp, " MSCCLPP WARN ", 14) == 0) {
+    const char* colon = NULL;
+    for (const char* q = s; q < sp; q++)
+      if (*q == ':')
+        colon = q;
+    if (colon == NULL || colon == s || colon + 1 == sp)
+      return K_BAD;
+    for (const char* q = colon + 1; q < sp; q++)
+      if (!isdigit((unsigned char)*q))
+        return K_BAD;
+    *msg = sp + 14;
+    return K_WARN;
+  }
+  *msg = s;
+  return K_OTHER;
+}
+
+/* Check every captured line; count INFO and WARN lines; find a WARN line
+ * holding text. */
+static void check_lines(int from, int* nInfo, int* nWarn, const char* text, int* textFound)
+{
+  *nInfo = *nWarn = 0;
+  if (textFound)
+    *textFound = 0;
+  pthread_mutex_lock(&logMu);
+  for (int i = from; i < nlines; i++) {
+    const char* msg = NULL;
+    enum kind k = classify(lines[i], &msg);
+    size_t len = strlen(lines[i]);
+    printf("log: %s%s", lines[i], len && lines[i][len - 1] == '\n' ? "" : "<no newline>\n");
+    CHECK(k != K_BAD, "log line %d has not the spec's shape (host \"%s\", pid %d): \"%s\"", i, host, pid, lines[i]);
+    if (k == K_INFO)
+      (*nInfo)++;
+    if (k == K_WARN) {
+      (*nWarn)++;
+      if (text && textFound && text[0] && strstr(msg, text))
+        *textFound = 1;
+    }
+  }
+  pthread_mutex_unlock(&logMu);
+}
+
+/* Run fn with fd 1 sent to a file; return what was written (malloc'd). */
+static char* capture_stdout(void (*fn)(void*), void* arg)
+{
+  char path[4096];
+  snprintf(path, sizeof path, "%s/stdout.%d", test_dir(), pid);
+  fflush(stdout);
+  int saved = dup(1);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(saved >= 0 && fd >= 0, "cannot redirect stdout to %s", path);
+  dup2(fd, 1);
+  close(fd);
+  fn(arg);
+  fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  FILE* f = fopen(path, "rb");
+  REQUIRE(f != NULL, "cannot read %s", path);
+  char* out = (char*)calloc(1, 1 << 20);
+  size_t n = fread(out, 1, (1 << 20) - 1, f);
+  out[n] = '\0';
+  fclose(f);
+  unlink(path);
+  return out;
+}
+
+static void call_default_handler(void* msg)
+{
+  mscclppDefaultLogHandler((const char*)msg);
+}
+
+static void call_failing(void* unused)
+{
+  (void)unused;
+  int v;
+  mscclppResult_t r = mscclppCommSize(NULL, &v);
+  (void)r;
+}
+
+static mscclppComm_t init_one(void)
+{
+  mscclppComm_t comm = NULL;
+  MCHECK(mscclppCommInitRank(&comm, 1, test_addr(), 0));
+  MCHECK_COMM(comm, mscclppBootstrapBarrier(comm));
+  return comm;
+}
+
+/* A failure on purpose; returns its last error (static copy). */
+static const char* fail_once(void)
+{
+  static char copy[4096];
+  int v;
+  EXPECT_RES(mscclppCommRank(NULL, &v), mscclppInvalidUsage);
+  snprintf(copy, sizeof copy, "%s", test_last_error(NULL));
+  return copy;
+}
+
+static void mode_handler(int wantInfo, int wantWarn)
+{
+  MCHECK(mscclppSetLogHandler(handler));
+  mscclppComm_t comm = init_one();
+  MCHECK(mscclppCommDestroy(comm));
+  int nInfo, nWarn, found;
+  check_lines(0, &nInfo, &nWarn, NULL, NULL);
+  if (wantInfo)
+    CHECK(nInfo > 0, "MSCCLPP_DEBUG=INFO but no INFO line during init/destroy");
+  else
+    CHECK(nInfo == 0, "%d INFO lines although MSCCLPP_DEBUG=%s", nInfo, getenv("MSCCLPP_DEBUG"));
+  if (nInfo)
+    printf("ok   %d INFO lines of the right shape during init\n", nInfo);
+
+  int before = line_count();
+  const char* last = fail_once();
+  CHECK(last[0] != '\0', "mscclppGetLastError(NULL) empty after a failure");
+  check_lines(before, &nInfo, &nWarn, last, &found);
+  if (wantWarn) {
+    CHECK(nWarn > 0, "no WARN line for a failing call");
+    CHECK(found, "no WARN line holds the last error text \"%s\"", last);
+    if (nWarn && found)
+      printf("ok   the failure gave a WARN line of the right shape holding the last error \"%s\"\n", last);
+  } else {
+    CHECK(line_count() == before, "logging is off but the handler got %d lines", line_count() - before);
+    printf("ok   logging off: the handler got nothing; last error \"%s\"\n", last);
+  }
+
+  /* back to the default: lines go to stdout, not to the handler */
+  MCHECK(mscclppSetLogHandler(NULL));
+  before = line_count();
+  char* out = capture_stdout(call_failing, NULL);
+  CHECK(line_count() == before, "the handler still got %d lines after SetLogHandler(NULL)", line_count() - before);
+  if (wantWarn) {
+    CHECK(strstr(out, "MSCCLPP WARN") != NULL, "after SetLogHandler(NULL) a failure wrote no WARN line to stdout: "
+                                               "\"%s\"",
+          out);
+    if (strstr(out, "MSCCLPP WARN"))
+      printf("ok   SetLogHandler(NULL): the WARN line went to stdout: %s", out);
+  } else {
+    CHECK(strstr(out, "MSCCLPP") == NULL, "logging is off but stdout got \"%s\"", out);
+  }
+  free(out);
+
+  /* mscclppDefaultLogHandler writes what it is given to the stream */
+  out = capture_stdout(call_default_handler, (void*)"a marker line from logging.c\n");
+  if (CHECK(strcmp(out, "a marker line from logging.c\n") == 0, "mscclppDefaultLogHandler wrote \"%s\" to stdout",
+            out))
+    printf("ok   mscclppDefaultLogHandler wrote its line to stdout unchanged\n");
+  free(out);
+}
+
+static void mode_file(void)
+{
+  const char* dir = getenv("MSCCLPP_TEST_LOGDIR");
+  const char* pat = getenv("MSCCLPP_DEBUG_FILE");
+  REQUIRE(dir && pat, "run with MSCCLPP_TEST_LOGDIR and MSCCLPP_DEBUG_FILE");
+  char want[4096];
+  snprintf(want, sizeof want, "%s/dbg-%s-%d-%%.log", dir, host, pid);
+  printf("MSCCLPP_DEBUG_FILE=%s -> expecting %s\n", pat, want);
+
+  mscclppComm_t comm = NULL;
+  char* out;
+  /* everything with stdout captured: nothing may go there */
+  fflush(stdout);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/stdout.%d", test_dir(), pid);
+  int saved = dup(1);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(saved >= 0 && fd >= 0, "cannot redirect stdout");
+  dup2(fd, 1);
+  close(fd);
+  mscclppResult_t r1 = mscclppCommInitRank(&comm, 1, test_addr(), 0);
+  int v;
+  mscclppResult_t r2 = mscclppCommRank(NULL, &v);
+  mscclppDefaultLogHandler("a marker line from logging.c\n");
+  mscclppResult_t r3 = comm ? mscclppCommDestroy(comm) : mscclppSuccess;
+  fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  CHECK(r1 == mscclppSuccess, "InitRank: %s", mscclppGetErrorString(r1));
+  CHECK(r2 == mscclppInvalidUsage, "CommRank(NULL): %s", mscclppGetErrorString(r2));
+  CHECK(r3 == mscclppSuccess, "CommDestroy: %s", mscclppGetErrorString(r3));
+  FILE* f = fopen(path, "rb");
+  out = (char*)calloc(1, 1 << 20);
+  if (f) {
+    size_t n = fread(out, 1, (1 << 20) - 1, f);
+    out[n] = '\0';
+    fclose(f);
+  }
+  unlink(path);
+  CHECK(strstr(out, "MSCCLPP") == NULL && strstr(out, "marker") == NULL,
+        "with MSCCLPP_DEBUG_FILE set, stdout still got: \"%s\"", out);
+  free(out);
+
+  f = fopen(want, "rb");
+  if (!CHECK(f != NULL, "the debug file %s does not exist (%s)", want, strerror(errno))) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "ls -la '%s'", dir);
+    if (system(cmd) != 0) {
+    }
+    return;
+  }
+  char* text = (char*)calloc(1, 1 << 20);
+  size_t n = fread(text, 1, (1 << 20) - 1, f);
+  text[n] = '\0';
+  fclose(f);
+  printf("--- %s:\n%s---\n", want, text);
+  CHECK(strstr(text, "MSCCLPP INFO") != NULL, "no INFO line in the debug file");
+  CHECK(strstr(text, "MSCCLPP WARN") != NULL, "no WARN line in the debug file");
+  CHECK(strstr(text, "a marker line from logging.c\n") != NULL,
+        "mscclppDefaultLogHandler's line is not in the debug file");
+  /* every library line has the spec's shape */
+  char* save = NULL;
+  int checked = 0;
+  for (char* ln = strtok_r(text, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+    if (strcmp(ln, "a marker line from logging.c") == 0)
+      continue;
+    char buf[8192];
+    snprintf(buf, sizeof buf, "%s\n", ln);
+    const char* msg;
+    enum kind k = classify(buf, &msg);
+    CHECK(k == K_INFO || k == K_WARN, "debug file line has not the spec's shape: \"%s\"", ln);
+    checked++;
+  }
+  printf("ok   %d lines in %s, of the spec's shapes\n", checked, want);
+  free(text);
+}
+
+int main(int argc, char** argv)
+{
+  test_init("logging");
+  REQUIRE(argc == 2, "usage: logging info|warn|off|file");
+  pid = (int)getpid();
+  REQUIRE(gethostname(host, sizeof host) == 0, "gethostname");
+  host[sizeof host - 1] = '\0';
+  char* dot = strchr(host, '.');
+  if (dot)
+    *dot = '\0';
+  const char* dbg = getenv("MSCCLPP_DEBUG");
+  printf("mode %s, MSCCLPP_DEBUG=%s, host %s, pid %d\n", argv[1], dbg ? dbg : "(unset)", host, pid);
+
+  if (strcmp(argv[1], "info") == 0) {
+    REQUIRE(dbg && strcmp(dbg, "INFO") == 0, "run with MSCCLPP_DEBUG=INFO");
+    mode_handler(1, 1);
+  } else if (strcmp(argv[1], "warn") == 0) {
+    REQUIRE(dbg && strcmp(dbg, "WARN") == 0, "run with MSCCLPP_DEBUG=WARN");
+    mode_handler(0, 1);
+  } else if (strcmp(argv[1], "off") == 0) {
+    REQUIRE(dbg == NULL, "run without MSCCLPP_DEBUG");
+    mode_handler(0, 0);
+  } else if (strcmp(argv[1], "file") == 0) {
+    REQUIRE(dbg && strcmp(dbg, "INFO") == 0, "run with MSCCLPP_DEBUG=INFO");
+    mode_file();
+  } else {
+    REQUIRE(0, "unknown mode %s", argv[1]);
+  }
+  return test_finish();
+}
