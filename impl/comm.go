@@ -116,7 +116,7 @@ func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 		b.Close()
 		return nil, err
 	}
-	c.eng = engine.NewComm(c.rank, waitBackoff(), proxyBackoff())
+	c.eng = engine.NewComm(c.rank, waitBackoff(len(c.localOf)), proxyBackoff())
 	c.devConns = engine.NewDevConns(engine.MaxConns)
 	// Peers write into this process with process_vm_writev where memory is not shared;
 	// allow it under Yama's ptrace restrictions (EINVAL where Yama is absent is fine).

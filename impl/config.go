@@ -2,6 +2,7 @@ package impl
 
 import (
 	"os"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -50,10 +51,15 @@ func envUint(name string, def uint32) uint32 {
 
 // waitBackoff is the polling policy of host waits and FIFO pushes: MSCCLPP_WAIT_SPIN pause
 // iterations, then MSCCLPP_WAIT_YIELD sched_yield calls, then sleeps doubling up to
-// MSCCLPP_WAIT_SLEEP_MAX_US.
-func waitBackoff() engine.Backoff {
+// MSCCLPP_WAIT_SLEEP_MAX_US. With more local ranks than CPUs a spinning waiter only delays the
+// rank it waits for, so it spins briefly before yielding.
+func waitBackoff(localRanks int) engine.Backoff {
+	spin := uint32(4000)
+	if localRanks > runtime.NumCPU() {
+		spin = 64
+	}
 	return engine.Backoff{
-		Spin:       envUint("MSCCLPP_WAIT_SPIN", 4000),
+		Spin:       envUint("MSCCLPP_WAIT_SPIN", spin),
 		Yields:     envUint("MSCCLPP_WAIT_YIELD", 2000),
 		SleepMaxUs: envUint("MSCCLPP_WAIT_SLEEP_MAX_US", 1000),
 	}
