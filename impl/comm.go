@@ -109,7 +109,10 @@ func InitRankFromID(nranks int, id bootstrap.ID, rank int) (*Comm, error) {
 	return newComm(b, start)
 }
 
+var versionOnce sync.Once
+
 func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
+	versionOnce.Do(func() { logx.Versionf("MSCCL++ version 0.1.0 (Go implementation, host mode)") })
 	c := &Comm{rank: b.Rank(), nranks: b.Size(), boot: b, mode: HostMode, hostIDs: b.HostIDs()}
 	if err := c.initNode(start); err != nil {
 		b.Abort(err)
