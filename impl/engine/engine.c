@@ -53,13 +53,19 @@ void engCommSetError(engComm* c, int err, const char* msg)
   pthread_mutex_unlock(&c->lock);
 }
 
+void engCtxInit(engCtx* ctx, engComm* comm, const engOps* ops)
+{
+  memset(ctx, 0, sizeof(*ctx));
+  ctx->magic = ENG_CTX_MAGIC;
+  ctx->comm = comm;
+  ctx->ops = ops;
+}
+
 engCtx* engCtxNew(engComm* comm)
 {
   engCtx* ctx = NULL;
   if (posix_memalign((void**)&ctx, 64, sizeof(engCtx)) != 0) return NULL;
-  memset(ctx, 0, sizeof(*ctx));
-  ctx->magic = ENG_CTX_MAGIC;
-  ctx->comm = comm;
+  engCtxInit(ctx, comm, &engShmOps);
   return ctx;
 }
 
@@ -155,12 +161,14 @@ int engOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64
   return mscclppSuccess;
 }
 
+const engOps engShmOps = {"SHM", engOp, NULL, NULL};
+
 mscclppResult_t mscclppConnOp(struct mscclppDevConn* conn, uint64_t type, uint64_t dstDataOffset,
                               uint64_t srcDataOffset, uint64_t dataSize)
 {
   engConn* c = connOf(conn);
   if (c == NULL) return mscclppInvalidUsage;
-  return (mscclppResult_t)engOp(c, type, 1, dstDataOffset, 1, srcDataOffset, dataSize);
+  return (mscclppResult_t)c->ops->op(c, type, 1, dstDataOffset, 1, srcDataOffset, dataSize);
 }
 
 mscclppResult_t mscclppConnPutHandle(struct mscclppDevConn* conn, mscclppBufferHandle_t dst, uint64_t dstDataOffset,
@@ -168,7 +176,7 @@ mscclppResult_t mscclppConnPutHandle(struct mscclppDevConn* conn, mscclppBufferH
 {
   engConn* c = connOf(conn);
   if (c == NULL) return mscclppInvalidUsage;
-  return (mscclppResult_t)engOp(c, mscclppData, dst, dstDataOffset, src, srcDataOffset, dataSize);
+  return (mscclppResult_t)c->ops->op(c, mscclppData, dst, dstDataOffset, src, srcDataOffset, dataSize);
 }
 
 /* 1 when pid no longer runs (gone, or a zombie nobody reaped yet). */

@@ -154,6 +154,7 @@ func (x *Ctx) NewConn(comm *Comm, d DevConns, connID, peerRank, tag int) *Conn {
 	c.tag = C.int(tag)
 	c.dev = d.at(connID)
 	c.comm = comm.p
+	c.ops = x.p.ops
 	x.p.conns[connID] = c
 	return &Conn{p: c}
 }

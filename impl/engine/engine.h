@@ -50,6 +50,26 @@ typedef struct engReg {
   int pid;         /* owner process */
 } engReg;
 
+struct engConn;
+struct engCtx;
+
+/* A transport's operations (rdma-core style ops table). The proxy and host
+ * initiators call op; a transport without threadInit/publishTail gets the
+ * host defaults (nothing, and a plain release store of the tail). */
+typedef struct engOps {
+  const char* name;
+  /* Data (copy), Flag (send my device epoch), Sync (wait for earlier work), OR-able. */
+  int (*op)(struct engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle,
+            uint64_t srcOff, uint64_t size);
+  /* Runs first on the proxy thread (e.g. make a CUDA context current, bind CPUs). */
+  int (*threadInit)(struct engCtx* ctx);
+  /* Makes the proxy's tail visible to initiators (e.g. an async copy to device memory). */
+  int (*publishTail)(struct engCtx* ctx, uint64_t tail);
+} engOps;
+
+/* The SHM transport of host mode: memcpy / process_vm_writev and epoch stores. */
+extern const engOps engShmOps;
+
 typedef struct engConn {
   int connId;
   int peerRank;
@@ -62,6 +82,8 @@ typedef struct engConn {
   engReg* remote; /* the peer's registrations, by handle */
   volatile uint64_t* remoteProxyEpoch; /* the peer's localSignalEpochId->proxy for this connection */
   struct engComm* comm;
+  const engOps* ops;
+  void* transport; /* the transport's own per-connection state */
 } engConn;
 
 typedef struct engCtx {
@@ -70,6 +92,9 @@ typedef struct engCtx {
   uint64_t head __attribute__((aligned(64))); /* written by initiators */
   uint64_t tail __attribute__((aligned(64))); /* published by the proxy */
   engComm* comm;
+  const engOps* ops;  /* threadInit / publishTail of this context's transport */
+  void* transport;    /* the transport's own per-context state (e.g. CUDA context and stream) */
+  uint64_t* devHead;  /* where initiators count pushes when not &head (device memory), or NULL */
   engConn* conns[ENG_MAX_CONNS];
   pthread_t thread;
   int running;
@@ -82,6 +107,8 @@ engComm* engCommNew(int rank);
 void engCommFree(engComm* c);
 engCtx* engCtxNew(engComm* comm);
 void engCtxFree(engCtx* ctx);
+/* Initialises a context in memory the caller allocated (e.g. pinned host memory). */
+void engCtxInit(engCtx* ctx, engComm* comm, const engOps* ops);
 /* The first error recorded on c, or 0; copies its message into buf. */
 int engCommError(engComm* c, char* buf, int len);
 /* Records err with msg on c unless an error is already recorded. */
@@ -91,7 +118,7 @@ int engProxyStart(engCtx* ctx);
 /* Drains the FIFO, then stops and joins the proxy thread. */
 void engProxyStop(engCtx* ctx);
 
-/* One operation on a connection (the proxy and host initiators both call it). */
+/* One operation on a connection over SHM (engShmOps.op). */
 int engOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
           uint64_t size);
 /* Copies size bytes from src to the registration r at off (memcpy or process_vm_writev). */

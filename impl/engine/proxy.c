@@ -10,19 +10,36 @@
 #include "backoff.h"
 #include "engine.h"
 
+static void publish(engCtx* ctx, uint64_t tail)
+{
+  if (ctx->ops->publishTail != NULL) {
+    int rc = ctx->ops->publishTail(ctx, tail);
+    if (rc != mscclppSuccess) engCommSetError(ctx->comm, rc, "proxy: publishing the FIFO tail failed");
+  }
+  __atomic_store_n(&ctx->tail, tail, __ATOMIC_RELEASE);
+}
+
+/* Whether every pushed trigger was served: known only where the head is host memory. */
+static int drained(engCtx* ctx, uint64_t tail)
+{
+  return ctx->devHead != NULL || __atomic_load_n(&ctx->head, __ATOMIC_ACQUIRE) <= tail;
+}
+
 static void* proxyMain(void* arg)
 {
   engCtx* ctx = (engCtx*)arg;
+  if (ctx->ops->threadInit != NULL) {
+    int rc = ctx->ops->threadInit(ctx);
+    if (rc != mscclppSuccess) engCommSetError(ctx->comm, rc, "proxy: thread initialisation failed");
+  }
   uint64_t tail = __atomic_load_n(&ctx->tail, __ATOMIC_RELAXED);
   engBackoff b = {0, 0};
   for (;;) {
     mscclppTrigger* slot = &ctx->fifo[tail % MSCCLPP_PROXY_FIFO_SIZE];
     uint64_t v0 = __atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE);
     if (v0 == 0) {
-      if (__atomic_load_n(&ctx->tail, __ATOMIC_RELAXED) != tail) __atomic_store_n(&ctx->tail, tail, __ATOMIC_RELEASE);
-      if (__atomic_load_n(&ctx->stop, __ATOMIC_ACQUIRE) &&
-          __atomic_load_n(&ctx->head, __ATOMIC_ACQUIRE) <= tail)
-        break;
+      if (__atomic_load_n(&ctx->tail, __ATOMIC_RELAXED) != tail) publish(ctx, tail);
+      if (__atomic_load_n(&ctx->stop, __ATOMIC_ACQUIRE) && drained(ctx, tail)) break;
       engBackoffStep(&b, &ctx->comm->proxyCfg);
       continue;
     }
@@ -38,18 +55,18 @@ static void* proxyMain(void* arg)
       char msg[128];
       snprintf(msg, sizeof(msg), "proxy: trigger for unknown connection %llu", (unsigned long long)connId);
       engCommSetError(ctx->comm, mscclppInvalidUsage, msg);
-    } else if (type & (mscclppData | mscclppFlag)) {
-      /* a Flag trigger carries size 1 only to mark the slot: it moves no data */
-      engOp(c, type, 1, dstOff, 1, srcOff, (type & mscclppData) ? size : 0);
+    } else {
+      /* a Flag or Sync trigger carries size 1 only to mark the slot: it moves no data;
+       * a failure is recorded on the communicator by the transport */
+      c->ops->op(c, type, 1, dstOff, 1, srcOff, (type & mscclppData) ? size : 0);
     }
     __atomic_store_n(&slot->value[1], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&slot->value[0], 0, __ATOMIC_RELEASE);
     tail++;
     __atomic_fetch_add(&ctx->served, 1, __ATOMIC_RELAXED);
-    if ((type & mscclppSync) || tail % MSCCLPP_PROXY_FIFO_FLUSH_COUNTER == 0)
-      __atomic_store_n(&ctx->tail, tail, __ATOMIC_RELEASE);
+    if ((type & mscclppSync) || tail % MSCCLPP_PROXY_FIFO_FLUSH_COUNTER == 0) publish(ctx, tail);
   }
-  __atomic_store_n(&ctx->tail, tail, __ATOMIC_RELEASE);
+  publish(ctx, tail);
   return NULL;
 }
 
