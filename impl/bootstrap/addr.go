@@ -15,11 +15,15 @@ import (
 
 // Environment variables read by this package.
 const (
-	EnvCommID       = "MSCCLPP_COMM_ID"
+	// EnvCommID is the root address NewID uses instead of picking one.
+	EnvCommID = "MSCCLPP_COMM_ID"
+	// EnvSocketIfname selects bootstrap interfaces as NCCL_SOCKET_IFNAME does.
 	EnvSocketIfname = "MSCCLPP_SOCKET_IFNAME"
+	// EnvSocketFamily restricts bootstrap addresses to AF_INET or AF_INET6.
 	EnvSocketFamily = "MSCCLPP_SOCKET_FAMILY"
-	// EnvSpinUS is the busy-poll budget in microseconds before a ring read
-	// parks in the netpoller; see spinBudget for the default.
+	// EnvSpinUS is how many microseconds a collective's read busy-polls
+	// before parking (default: 50 when a host runs no more ranks than it has
+	// CPUs, else 0).
 	EnvSpinUS = "MSCCLPP_BOOTSTRAP_SPIN_US"
 )
 

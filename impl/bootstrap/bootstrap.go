@@ -1,28 +1,27 @@
 // Package bootstrap is the out-of-band TCP bootstrap of a communicator: the
-// root rendezvous, the ring used by AllGather and Barrier, and point-to-point
-// Send/Recv between ranks.
+// root rendezvous, the connections used by AllGather and Barrier, and
+// point-to-point Send/Recv between ranks.
 //
 // A communicator forms in three steps. A root (started by NewID, or by rank 0
 // of InitAddr) collects every rank's registration {rank, nranks, listener
 // address, host id} and answers everyone with the full table. Each rank then
 // connects to its successor's listener and accepts its predecessor, forming
-// the ring. Point-to-point connections are made lazily by the first Send to
-// a peer, one per direction, separate from the ring. Every connection starts
-// with a hello carrying the communicator's magic and secret; connections
-// that do not present them are dropped and logged.
+// the ring, and (with 3 or more ranks) connects to rank 0, forming a star
+// that small collectives use (see coll.go). Point-to-point connections are
+// made lazily by the first Send to a peer, one per direction, separate from
+// the others. Every connection starts with a hello carrying the
+// communicator's magic and secret; connections that do not present them are
+// dropped and logged.
 //
 // Every wait is bounded by Options.Timeout; failures are status.RemoteError
-// naming the rank or root that did not answer. A broken ring connection
-// aborts the rank, which closes its sockets so that its neighbours fail
-// fast in turn.
+// naming the rank or root that did not answer. A failed collective aborts
+// the rank, which closes its sockets so that the other ranks fail fast in
+// turn.
 package bootstrap
 
 import (
-	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -56,8 +55,9 @@ type Options struct {
 	Timeout time.Duration
 	// HostID is this rank's host identity, reported to all ranks by HostIDs.
 	HostID string
-	// Logf receives WARN (warn=true) and INFO lines; nil discards them.
-	// Dropped strangers are reported here with warn=true.
+	// Logf receives WARN (warn=true) and INFO lines, possibly from several
+	// goroutines at once; nil discards them. Dropped strangers are reported
+	// here with warn=true.
 	Logf func(warn bool, format string, args ...any)
 }
 
@@ -95,11 +95,13 @@ type Bootstrap struct {
 	table        []peerEntry
 
 	ln     *net.TCPListener
-	root   *root // a root of this process that Close stops and waits for
-	ringCh chan *net.TCPConn
+	root   *root               // a root of this process that Close stops and waits for
+	ringCh chan *net.TCPConn   // the predecessor's ring connection, from the accept loop
+	starCh chan starConnection // rank 0: the other ranks' star connections
 
 	collMu     sync.Mutex // serializes AllGather and Barrier
 	next, prev *ringConn
+	star       []*ringConn // rank 0: one per rank (index 0 unused); others: the one to rank 0
 	seq        uint64
 	sbuf, rbuf []byte
 
@@ -111,6 +113,7 @@ type Bootstrap struct {
 	inFrom  []bool                   // an incoming point-to-point connection from the peer was accepted
 	inErr   []error                  // why the incoming connection from the peer ended
 	ringIn  bool                     // the predecessor's ring connection was accepted
+	starIn  []bool                   // rank 0: the rank's star connection was accepted
 
 	mu     sync.Mutex // guards conns and closed
 	conns  map[*net.TCPConn]struct{}
@@ -132,6 +135,12 @@ type outConn struct {
 }
 
 type boxKey struct{ peer, tag int }
+
+// starConnection is a star connection accepted by rank 0.
+type starConnection struct {
+	c    *net.TCPConn
+	rank int
+}
 
 func checkArgs(rank, nranks int, opts *Options) (time.Duration, error) {
 	if nranks <= 0 || nranks > MaxRanks {
@@ -156,6 +165,8 @@ func newBootstrap(magic uint64, secret [secretBytes]byte, rank, nranks int, time
 		hsTimeout: handshakeTimeout(timeout),
 		logf:      opts.logger(),
 		ringCh:    make(chan *net.TCPConn, 1),
+		starCh:    make(chan starConnection, nranks),
+		starIn:    make([]bool, nranks),
 		out:       make([]outConn, nranks),
 		box:       make(map[boxKey][][]byte),
 		waiters:   make(map[boxKey]chan struct{}),
@@ -294,27 +305,8 @@ func initRank(rootAddr netip.AddrPort, magic uint64, secret [secretBytes]byte, r
 	b.table = table
 	b.untrack(rc)
 
-	// The ring: connect to the successor, accept the predecessor.
-	ringDeadline := time.Now().Add(timeout)
-	nextRank, prevRank := (rank+1)%nranks, (rank+nranks-1)%nranks
-	nc, err := b.dialPeer(nextRank, kindRing, ringDeadline)
-	if err != nil {
+	if err := b.connectCollectives(); err != nil {
 		return nil, err
-	}
-	if b.next, err = newRingConn(nc, nextRank); err != nil {
-		return nil, b.errorf(status.SystemError, "ring connection to rank %d: %w", nextRank, err)
-	}
-	timer := time.NewTimer(time.Until(ringDeadline))
-	defer timer.Stop()
-	select {
-	case pc := <-b.ringCh:
-		if b.prev, err = newRingConn(pc, prevRank); err != nil {
-			return nil, b.errorf(status.SystemError, "ring connection from rank %d: %w", prevRank, err)
-		}
-	case <-timer.C:
-		return nil, b.errorf(status.RemoteError, "rank %d (at %s) did not connect within %v", prevRank, table[prevRank].addr, timeout)
-	case <-b.done:
-		return nil, b.err
 	}
 
 	local := 0
@@ -326,6 +318,67 @@ func initRank(rootAddr netip.AddrPort, magic uint64, secret [secretBytes]byte, r
 	b.spin = spinBudget(local, runtime.NumCPU())
 	b.logf(false, "bootstrap: rank %d of %d of communicator %#x ready, listening at %s", rank, nranks, magic, b.listenAddr)
 	return b, nil
+}
+
+// connectCollectives opens the connections of the ring (to the successor,
+// from the predecessor) and of the star (every rank to rank 0).
+func (b *Bootstrap) connectCollectives() error {
+	n := b.nranks
+	deadline := time.Now().Add(b.timeout)
+	nextRank, prevRank := (b.rank+1)%n, (b.rank+n-1)%n
+	c, err := b.dialPeer(nextRank, kindRing, deadline)
+	if err != nil {
+		return err
+	}
+	if b.next, err = newRingConn(c, nextRank); err != nil {
+		return b.errorf(status.SystemError, "ring connection to rank %d: %w", nextRank, err)
+	}
+	useStar := n >= starMinRanks
+	if useStar && b.rank != 0 {
+		c, err := b.dialPeer(0, kindStar, deadline)
+		if err != nil {
+			return err
+		}
+		hub, err := newRingConn(c, 0)
+		if err != nil {
+			return b.errorf(status.SystemError, "star connection to rank 0: %w", err)
+		}
+		b.star = []*ringConn{hub}
+	}
+	spokes := 0
+	if useStar && b.rank == 0 {
+		b.star = make([]*ringConn, n)
+		spokes = n - 1
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for b.prev == nil || spokes > 0 {
+		select {
+		case pc := <-b.ringCh:
+			if b.prev, err = newRingConn(pc, prevRank); err != nil {
+				return b.errorf(status.SystemError, "ring connection from rank %d: %w", prevRank, err)
+			}
+		case sc := <-b.starCh:
+			if b.star[sc.rank], err = newRingConn(sc.c, sc.rank); err != nil {
+				return b.errorf(status.SystemError, "star connection from rank %d: %w", sc.rank, err)
+			}
+			spokes--
+		case <-timer.C:
+			if b.prev == nil {
+				return b.errorf(status.RemoteError, "rank %d (at %s) did not connect within %v", prevRank, b.table[prevRank].addr, b.timeout)
+			}
+			var missing []int
+			for r := 1; r < n; r++ {
+				if b.star[r] == nil {
+					missing = append(missing, r)
+				}
+			}
+			return b.errorf(status.RemoteError, "%s did not connect to rank 0 within %v", rankList(missing), b.timeout)
+		case <-b.done:
+			return b.err
+		}
+	}
+	return nil
 }
 
 // dialRoot connects to the root, retrying (the root may not listen yet)
@@ -480,8 +533,12 @@ func (b *Bootstrap) serveConn(c *net.TCPConn) {
 		return
 	}
 	c.SetDeadline(time.Time{})
-	if h.kind == kindRing {
+	switch h.kind {
+	case kindRing:
 		b.ringCh <- c // buffered, and claimed only once
+		return
+	case kindStar:
+		b.starCh <- starConnection{c, h.rank} // buffered, and claimed once per rank
 		return
 	}
 	b.readPeer(h.rank, c)
@@ -506,6 +563,14 @@ func (b *Bootstrap) claim(h *hello) error {
 			return stranger("rank %d offered a second ring connection", h.rank)
 		}
 		b.ringIn = true
+	case kindStar:
+		if b.rank != 0 {
+			return stranger("rank %d offered a star connection, but this is rank %d, not 0", h.rank, b.rank)
+		}
+		if b.nranks < starMinRanks || b.starIn[h.rank] {
+			return stranger("rank %d offered an unexpected star connection", h.rank)
+		}
+		b.starIn[h.rank] = true
 	case kindP2P:
 		if b.inFrom[h.rank] {
 			return stranger("rank %d offered a second point-to-point connection", h.rank)
@@ -595,324 +660,4 @@ func (b *Bootstrap) Close() error {
 		}
 	})
 	return nil
-}
-
-// AllGather gathers size bytes from every rank: data holds Size() slots of
-// size bytes, and on return slot r holds what rank r put there.
-func (b *Bootstrap) AllGather(data []byte, size int) error {
-	if size <= 0 {
-		return b.errorf(status.InvalidArgument, "allgather: size %d must be positive", size)
-	}
-	if int64(len(data)) < int64(size)*int64(b.nranks) {
-		return b.errorf(status.InvalidArgument, "allgather: %d bytes of data is less than %d ranks × %d bytes", len(data), b.nranks, size)
-	}
-	return b.ring(data, size, opAllGather)
-}
-
-// Barrier returns once every rank has entered it.
-func (b *Bootstrap) Barrier() error {
-	return b.ring(nil, 0, opBarrier)
-}
-
-// ring runs a ring allgather (size 0: a barrier).
-func (b *Bootstrap) ring(data []byte, size int, op uint32) error {
-	b.collMu.Lock()
-	defer b.collMu.Unlock()
-	if err := b.failed(); err != nil {
-		return err
-	}
-	if b.nranks == 1 {
-		return nil
-	}
-	b.seq++
-	now := time.Now()
-	b.prev.setReadDeadline(now, b.timeout)
-	b.next.setWriteDeadline(now, b.timeout)
-	if size <= inlineMax {
-		return b.ringSmall(data, size, op)
-	}
-	return b.ringLarge(data, size, op)
-}
-
-// ringSmall writes each step's slot and then reads the next one: a slot this
-// small fits in the socket buffers, so writes never wait for readers.
-func (b *Bootstrap) ringSmall(data []byte, size int, op uint32) error {
-	n, me := b.nranks, b.rank
-	msgLen := ringHdrLen + size
-	if cap(b.sbuf) < msgLen {
-		b.sbuf = make([]byte, msgLen)
-		b.rbuf = make([]byte, msgLen)
-	}
-	sbuf, rbuf := b.sbuf[:msgLen], b.rbuf[:msgLen]
-	for s := 0; s < n-1; s++ {
-		sendSlot := (me - s + n) % n
-		recvSlot := (me - s - 1 + n) % n
-		putRingHdr(sbuf, b.seq, size, op, s)
-		copy(sbuf[ringHdrLen:], data[sendSlot*size:(sendSlot+1)*size])
-		if _, err := b.next.c.Write(sbuf); err != nil {
-			return b.ringFail(op, b.next.peer, true, err)
-		}
-		got, err := b.prev.readAtLeast(rbuf, ringHdrLen, b.spin)
-		if err != nil {
-			return b.ringFail(op, b.prev.peer, false, err)
-		}
-		if err := b.checkRingHdr(rbuf, size, op, s); err != nil {
-			return err
-		}
-		if got < msgLen {
-			if err := b.prev.readFull(rbuf[got:], b.spin); err != nil {
-				return b.ringFail(op, b.prev.peer, false, err)
-			}
-		}
-		copy(data[recvSlot*size:(recvSlot+1)*size], rbuf[ringHdrLen:])
-	}
-	return nil
-}
-
-// ringLarge sends from a second goroutine while receiving, so that ranks
-// whose slots exceed the socket buffers do not all block in write.
-func (b *Bootstrap) ringLarge(data []byte, size int, op uint32) error {
-	n, me := b.nranks, b.rank
-	ready := make(chan struct{}, n)
-	werr := make(chan error, 1)
-	seq := b.seq
-	go func() {
-		hdr := make([]byte, ringHdrLen)
-		for s := 0; s < n-1; s++ {
-			if s > 0 {
-				select {
-				case <-ready:
-				case <-b.done:
-					werr <- nil
-					return
-				}
-			}
-			slot := (me - s + n) % n
-			putRingHdr(hdr, seq, size, op, s)
-			bufs := net.Buffers{hdr, data[slot*size : (slot+1)*size]}
-			if _, err := bufs.WriteTo(b.next.c); err != nil {
-				werr <- b.ringFail(op, b.next.peer, true, err)
-				return
-			}
-		}
-		werr <- nil
-	}()
-	rerr := func() error {
-		hdr := make([]byte, ringHdrLen)
-		for s := 0; s < n-1; s++ {
-			slot := (me - s - 1 + n) % n
-			if err := b.prev.readFull(hdr, b.spin); err != nil {
-				return b.ringFail(op, b.prev.peer, false, err)
-			}
-			if err := b.checkRingHdr(hdr, size, op, s); err != nil {
-				return err
-			}
-			if err := b.prev.readFull(data[slot*size:(slot+1)*size], b.spin); err != nil {
-				return b.ringFail(op, b.prev.peer, false, err)
-			}
-			ready <- struct{}{}
-		}
-		return nil
-	}()
-	if rerr != nil {
-		<-werr
-		return rerr
-	}
-	if err := <-werr; err != nil {
-		return err
-	}
-	return b.failed()
-}
-
-// checkRingHdr checks that the predecessor is in the same collective.
-func (b *Bootstrap) checkRingHdr(h []byte, size int, op uint32, step int) error {
-	seq := binary.LittleEndian.Uint64(h[0:8])
-	gotSize := binary.LittleEndian.Uint64(h[8:16])
-	gotOp := binary.LittleEndian.Uint32(h[16:20])
-	gotStep := int(binary.LittleEndian.Uint32(h[20:24]))
-	if seq == b.seq && gotSize == uint64(size) && gotOp == op && gotStep == step {
-		return nil
-	}
-	return b.fail(b.errorf(status.InvalidUsage,
-		"%s: rank %d is in collective #%d (%s of %d bytes, step %d) while this rank is in collective #%d (%s of %d bytes, step %d)",
-		opName(op), b.prev.peer, seq, opName(gotOp), gotSize, gotStep, b.seq, opName(op), size, step))
-}
-
-// ringFail turns a ring I/O error into the bootstrap's failure (aborting
-// it, so that the failure cascades around the ring) and returns it.
-func (b *Bootstrap) ringFail(op uint32, peer int, sending bool, err error) error {
-	if e := b.failed(); e != nil {
-		return e
-	}
-	name := opName(op)
-	var e error
-	switch {
-	case isTimeout(err) && sending:
-		e = b.errorf(status.RemoteError, "%s: rank %d took no data within %v", name, peer, b.timeout)
-	case isTimeout(err):
-		e = b.errorf(status.RemoteError, "%s: no data from rank %d within %v", name, peer, b.timeout)
-	case isPeerGone(err):
-		e = b.errorf(status.RemoteError, "%s: rank %d closed the connection (it exited, failed or aborted)", name, peer)
-	default:
-		e = b.errorf(status.RemoteError, "%s: connection with rank %d failed: %w", name, peer, err)
-	}
-	return b.fail(e)
-}
-
-// Send queues data for peer's Recv(rank, tag); it returns once the data is
-// handed to the network (the receiver queues it; Send never waits for a
-// matching Recv). Messages to one (peer, tag) arrive in order.
-func (b *Bootstrap) Send(peer, tag int, data []byte) error {
-	if peer < 0 || peer >= b.nranks {
-		return b.errorf(status.InvalidArgument, "send: peer %d out of range for %d ranks", peer, b.nranks)
-	}
-	if int64(len(data)) > maxP2PMessage {
-		return b.errorf(status.InvalidArgument, "send: %d bytes is more than %d", len(data), int64(maxP2PMessage))
-	}
-	if err := b.failed(); err != nil {
-		return err
-	}
-	if peer == b.rank {
-		b.deliver(peer, tag, append([]byte(nil), data...))
-		return nil
-	}
-	o := &b.out[peer]
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.err != nil {
-		return o.err
-	}
-	if o.c == nil {
-		c, err := b.dialPeer(peer, kindP2P, deadlineIn(b.timeout))
-		if err != nil {
-			return err
-		}
-		o.c = c
-	}
-	var hdr [p2pHdrLen]byte
-	binary.LittleEndian.PutUint64(hdr[0:8], uint64(int64(tag)))
-	binary.LittleEndian.PutUint64(hdr[8:16], uint64(len(data)))
-	o.c.SetWriteDeadline(deadlineIn(b.timeout))
-	bufs := net.Buffers{hdr[:], data}
-	if _, err := bufs.WriteTo(o.c); err != nil {
-		if e := b.failed(); e != nil {
-			return e
-		}
-		switch {
-		case isTimeout(err):
-			o.err = b.errorf(status.RemoteError, "send to rank %d tag %d: the peer took no data within %v", peer, tag, b.timeout)
-		case isPeerGone(err):
-			o.err = b.errorf(status.RemoteError, "send to rank %d tag %d: rank %d closed the connection (it exited, failed or aborted)", peer, tag, peer)
-		default:
-			o.err = b.errorf(status.RemoteError, "send to rank %d tag %d: %w", peer, tag, err)
-		}
-		b.untrack(o.c)
-		return o.err
-	}
-	return nil
-}
-
-// Recv returns the next message from peer with tag, waiting at most the
-// timeout (then status.RemoteError naming peer and tag).
-func (b *Bootstrap) Recv(peer, tag int) ([]byte, error) {
-	if peer < 0 || peer >= b.nranks {
-		return nil, b.errorf(status.InvalidArgument, "recv: peer %d out of range for %d ranks", peer, b.nranks)
-	}
-	k := boxKey{peer, tag}
-	var timer *time.Timer
-	for {
-		if err := b.failed(); err != nil {
-			return nil, err
-		}
-		b.boxMu.Lock()
-		if q := b.box[k]; len(q) > 0 {
-			msg := q[0]
-			if len(q) == 1 {
-				delete(b.box, k)
-			} else {
-				q[0] = nil
-				b.box[k] = q[1:]
-			}
-			b.boxMu.Unlock()
-			return msg, nil
-		}
-		if e := b.inErr[peer]; e != nil {
-			b.boxMu.Unlock()
-			if isPeerGone(e) {
-				return nil, b.errorf(status.RemoteError, "recv from rank %d tag %d: rank %d closed the connection (it exited, failed or aborted)", peer, tag, peer)
-			}
-			return nil, b.errorf(status.RemoteError, "recv from rank %d tag %d: %w", peer, tag, e)
-		}
-		w := b.waiters[k]
-		if w == nil {
-			w = make(chan struct{})
-			b.waiters[k] = w
-		}
-		b.boxMu.Unlock()
-		if timer == nil {
-			timer = time.NewTimer(b.timeout)
-			defer timer.Stop()
-		}
-		select {
-		case <-w:
-		case <-b.done:
-		case <-timer.C:
-			return nil, b.errorf(status.RemoteError, "recv from rank %d tag %d: no message within %v", peer, tag, b.timeout)
-		}
-	}
-}
-
-// deliver queues a message and wakes its receivers.
-func (b *Bootstrap) deliver(peer, tag int, msg []byte) {
-	k := boxKey{peer, tag}
-	b.boxMu.Lock()
-	b.box[k] = append(b.box[k], msg)
-	if w := b.waiters[k]; w != nil {
-		close(w)
-		delete(b.waiters, k)
-	}
-	b.boxMu.Unlock()
-}
-
-// endPeer records that the connection from peer ended and wakes every
-// receiver waiting on it.
-func (b *Bootstrap) endPeer(peer int, err error) {
-	b.boxMu.Lock()
-	if b.inErr[peer] == nil {
-		b.inErr[peer] = err
-	}
-	for k, w := range b.waiters {
-		if k.peer == peer {
-			close(w)
-			delete(b.waiters, k)
-		}
-	}
-	b.boxMu.Unlock()
-}
-
-// readPeer queues every message arriving from peer until the connection ends.
-func (b *Bootstrap) readPeer(peer int, c *net.TCPConn) {
-	r := bufio.NewReaderSize(c, 64<<10)
-	var hdr [p2pHdrLen]byte
-	for {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			b.endPeer(peer, err)
-			b.untrack(c)
-			return
-		}
-		tag := int(int64(binary.LittleEndian.Uint64(hdr[0:8])))
-		n := binary.LittleEndian.Uint64(hdr[8:16])
-		if n > maxP2PMessage {
-			b.endPeer(peer, fmt.Errorf("rank %d announced a message of %d bytes", peer, n))
-			b.untrack(c)
-			return
-		}
-		msg := make([]byte, n)
-		if _, err := io.ReadFull(r, msg); err != nil {
-			b.endPeer(peer, err)
-			b.untrack(c)
-			return
-		}
-		b.deliver(peer, tag, msg)
-	}
 }

@@ -347,6 +347,42 @@ func TestRecvTimeout(t *testing.T) {
 	}
 }
 
+func TestCollectiveTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	cases := []struct {
+		n, waiting, absent int
+		want               string
+	}{
+		{2, 0, 1, "no data from rank 1 within 300ms"}, // ring
+		{3, 1, 0, "no data from rank 0 within 300ms"}, // star spoke waits for rank 0
+		{3, 0, 1, "no data from rank 1 within 300ms"}, // rank 0 waits for a spoke
+	}
+	for _, c := range cases {
+		t.Run(c.want, func(t *testing.T) {
+			bs := formAddr(t, c.n, Options{Timeout: timeout})
+			start := time.Now()
+			var errs []error
+			var waiting []*Bootstrap
+			for r, b := range bs {
+				if r != c.absent {
+					waiting = append(waiting, b)
+				}
+			}
+			errs = each(waiting, func(b *Bootstrap) error { return b.Barrier() })
+			if d := time.Since(start); d < timeout-deadlineSlack || d > timeout+2*time.Second {
+				t.Fatalf("barrier failed after %v", d)
+			}
+			for i, b := range waiting {
+				if b.Rank() == c.waiting {
+					wantCode(t, errs[i], status.RemoteError, c.want)
+				} else {
+					wantCode(t, errs[i], status.RemoteError)
+				}
+			}
+		})
+	}
+}
+
 func TestPeerClosedRecv(t *testing.T) {
 	bs := formAddr(t, 2, Options{Timeout: 20 * time.Second})
 	if err := bs[1].Send(0, 1, []byte("last words")); err != nil {
@@ -534,6 +570,53 @@ func TestRankClosedMidAllGather(t *testing.T) {
 	// Later calls keep failing with the same error.
 	if err := bs[2].Barrier(); err != errs[2] {
 		t.Fatalf("later call: %v, want %v", err, errs[2])
+	}
+}
+
+// TestRankClosedTopologies closes one rank while the others run
+// collectives over each topology: the star (small data, N ≥ 3) with a spoke
+// or rank 0 gone, and the ring (large slots, and N = 2).
+func TestRankClosedTopologies(t *testing.T) {
+	cases := []struct {
+		name          string
+		n, size, dead int
+	}{
+		{"star-spoke", 4, 4, 2},
+		{"star-hub", 4, 4, 0},
+		{"ring-small", 3, 8 << 10, 1},
+		{"ring-large", 3, 1 << 20, 1},
+		{"ring-2", 2, 4, 1},
+		{"barrier-star", 5, 0, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			bs := formAddr(t, c.n, Options{Timeout: 30 * time.Second})
+			bs[c.dead].Close()
+			start := time.Now()
+			errs := each(bs, func(b *Bootstrap) error {
+				if b.Rank() == c.dead {
+					return nil
+				}
+				if c.size == 0 {
+					return b.Barrier()
+				}
+				return b.AllGather(make([]byte, c.n*c.size), c.size)
+			})
+			for r, err := range errs {
+				switch {
+				case r == c.dead:
+				case c.size > inlineMax && r != (c.dead+1)%c.n:
+					// No abort frames while large slots stream: the failure
+					// cascades as closed connections.
+					wantCode(t, err, status.RemoteError, "closed the connection")
+				default:
+					wantCode(t, err, status.RemoteError, fmt.Sprintf("rank %d closed", c.dead))
+				}
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("survivors noticed after %v", d)
+			}
+		})
 	}
 }
 
@@ -744,6 +827,38 @@ func TestStrangersAtRoot(t *testing.T) {
 	checkAllGather(t, bs, 4, 3)
 }
 
+// TestRootForgetsDeadRegistration: a rank that registers and dies before
+// the communicator forms frees its slot for a new attempt.
+func TestRootForgetsDeadRegistration(t *testing.T) {
+	addr := loopbackAddr(t)
+	ap, _ := ParseAddr(addr)
+	magic, secret := deriveFields(ap)
+	logs := newLogSink()
+	opts := Options{Timeout: 10 * time.Second, Logf: logs.logf}
+	bs := make([]*Bootstrap, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	wg.Go(func() { bs[0], errs[0] = InitAddr(addr, 0, 3, opts) })
+	logs.waitFor(t, "rank 0 registered")
+	c := poke(t, addr, rawHello(kindRegister, magic, secret, 1, 3, encodeRegister("127.0.0.1:1", "")), false)
+	logs.waitFor(t, "rank 1 registered")
+	c.Close()
+	logs.waitFor(t, "closed its connection before the communicator formed")
+	for r := 1; r < 3; r++ {
+		wg.Go(func() { bs[r], errs[r] = InitAddr(addr, r, 3, opts) })
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, b := range bs {
+			if b != nil {
+				b.Close()
+			}
+		}
+	})
+	noErrs(t, "init", errs)
+	checkAllGather(t, bs, 4, 3)
+}
+
 func TestStrangersAtRank(t *testing.T) {
 	logs := newLogSink()
 	addr := loopbackAddr(t)
@@ -762,9 +877,11 @@ func TestStrangersAtRank(t *testing.T) {
 	poke(t, la, rawHello(kindP2P, b.magic, b.secret, 0, 4, nil), false)  // wrong nranks
 	poke(t, la, rawHello(kindAck, b.magic, b.secret, 0, 3, nil), false)  // wrong kind
 	poke(t, la, rawHello(kindRegister, b.magic, b.secret, 0, 3, nil), false)
+	poke(t, la, rawHello(kindStar, b.magic, b.secret, 2, 3, nil), false) // star connections go to rank 0
+	poke(t, bs[0].ListenAddr(), rawHello(kindStar, b.magic, b.secret, 2, 3, nil), false)
 	for _, want := range []string{"garbage", "wrong secret", "closed the connection after 30 bytes",
 		"ring predecessor is rank 0", "second ring connection", "claims to be rank 7", "nranks=4",
-		"kind 4 hello", "kind 1 hello"} {
+		"kind 4 hello", "kind 1 hello", "not 0", "unexpected star connection"} {
 		logs.waitFor(t, want)
 	}
 	checkAllGather(t, bs, 4, 3)

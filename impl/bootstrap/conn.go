@@ -7,15 +7,12 @@ import (
 	"time"
 )
 
-// ringConn is one ring connection: the rank reads from its predecessor's
-// connection and writes to its successor's.
+// ringConn is a connection used by collectives (ring or star).
 type ringConn struct {
 	c    *net.TCPConn
 	raw  syscall.RawConn
 	peer int
-	// dl is the deadline last set on c (read or write side, depending on
-	// the direction), and dlSet when it was set; see setDeadline.
-	dl    time.Time
+	// dlSet is when the deadline of c was last set; see setDeadline.
 	dlSet time.Time
 }
 
@@ -33,21 +30,11 @@ func newRingConn(c *net.TCPConn, peer int) (*ringConn, error) {
 // timeout-deadlineSlack and timeout.
 const deadlineSlack = time.Millisecond
 
-// setReadDeadline makes sure the read side times out at about now+timeout.
-func (r *ringConn) setReadDeadline(now time.Time, timeout time.Duration) {
+// setDeadline makes sure both directions time out at about now+timeout.
+func (r *ringConn) setDeadline(now time.Time, timeout time.Duration) {
 	if now.Sub(r.dlSet) > deadlineSlack {
 		r.dlSet = now
-		r.dl = now.Add(timeout)
-		r.c.SetReadDeadline(r.dl)
-	}
-}
-
-// setWriteDeadline is setReadDeadline for the write side.
-func (r *ringConn) setWriteDeadline(now time.Time, timeout time.Duration) {
-	if now.Sub(r.dlSet) > deadlineSlack {
-		r.dlSet = now
-		r.dl = now.Add(timeout)
-		r.c.SetWriteDeadline(r.dl)
+		r.c.SetDeadline(now.Add(timeout))
 	}
 }
 

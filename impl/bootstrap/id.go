@@ -18,11 +18,12 @@ const IDBytes = 128
 
 // ID is the opaque mscclppUniqueId: the root's address, the communicator's
 // magic and secret, and a format version.
-//
-// Layout: [0] version, [1] address family (4 or 6), [2:4] port (big endian),
-// [4:20] IP (IPv4 in the first 4 bytes), [20:28] magic (little endian),
-// [28:60] secret, [60] zone length, [61:77] IPv6 zone; the rest is zero.
 type ID [IDBytes]byte
+
+// ID layout: [0] version, [1] address family (4 or 6), [2:4] port (big
+// endian), [4:20] IP (IPv4 in the first 4 bytes), [20:28] magic (little
+// endian), [28:60] secret, [60] zone length, [61:77] IPv6 zone; the rest is
+// zero.
 
 const (
 	idVersion   = 1

@@ -187,6 +187,9 @@ func (r *root) run() {
 					r.logf(true, "bootstrap root at %s: rank %d (%s) closed its connection before the communicator formed",
 						r.addr, rank, ev.c.RemoteAddr())
 					r.drop(ev.c)
+					if len(regs) == 0 {
+						nranks = 0 // let the next registration set it afresh
+					}
 				}
 				continue
 			}

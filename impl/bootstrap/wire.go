@@ -19,7 +19,7 @@ import (
 //
 //	[0:4]   "MSCB"
 //	[4]     wireVersion
-//	[5]     kind (kindRegister, kindRing, kindP2P, kindAck)
+//	[5]     kind (kindRegister, kindRing, kindStar, kindP2P, kindAck)
 //	[6:8]   reserved
 //	[8:16]  communicator magic
 //	[16:48] secret
@@ -28,7 +28,7 @@ import (
 //	[56:60] payload length (≤ maxHelloPayload)
 //	[60:64] reserved
 //
-// The accepting side of a ring or point-to-point connection answers with a
+// The accepting side of a ring, star or point-to-point connection answers with a
 // hello of kind kindAck carrying its own rank. A register hello's payload is
 // the rank's listener address and host id (each a uint16 length + bytes).
 //
@@ -58,6 +58,7 @@ const (
 	kindRing     = 2
 	kindP2P      = 3
 	kindAck      = 4
+	kindStar     = 5
 
 	replyOK    = 0
 	replyError = 1

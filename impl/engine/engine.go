@@ -155,6 +155,8 @@ func (x *Ctx) NewConn(comm *Comm, d DevConns, connID, peerRank, tag int) *Conn {
 	c.dev = d.at(connID)
 	c.comm = comm.p
 	c.ops = x.p.ops
+	c.transport = x.p.transport
+	c.ctx = x.p
 	x.p.conns[connID] = c
 	return &Conn{p: c}
 }

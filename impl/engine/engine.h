@@ -83,7 +83,8 @@ typedef struct engConn {
   volatile uint64_t* remoteProxyEpoch; /* the peer's localSignalEpochId->proxy for this connection */
   struct engComm* comm;
   const engOps* ops;
-  void* transport; /* the transport's own per-connection state */
+  void* transport; /* the transport's own state: for CUDA P2P, its context's state */
+  struct engCtx* ctx;
 } engConn;
 
 typedef struct engCtx {

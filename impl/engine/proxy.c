@@ -12,11 +12,11 @@
 
 static void publish(engCtx* ctx, uint64_t tail)
 {
+  __atomic_store_n(&ctx->tail, tail, __ATOMIC_RELEASE);
   if (ctx->ops->publishTail != NULL) {
     int rc = ctx->ops->publishTail(ctx, tail);
     if (rc != mscclppSuccess) engCommSetError(ctx->comm, rc, "proxy: publishing the FIFO tail failed");
   }
-  __atomic_store_n(&ctx->tail, tail, __ATOMIC_RELEASE);
 }
 
 /* Whether every pushed trigger was served: known only where the head is host memory. */

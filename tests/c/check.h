@@ -221,7 +221,28 @@ static TEST_UNUSED void test_report_res(const char* file, int line, const char* 
     }                                                                                \
   } while (0)
 
-/* Returns 1 when call returned want (and, for an error, left a message). */
+/* Before a call that must fail, the last-error texts are "primed" with a
+ * known message from a harmless failing call, so that a call which fails
+ * without setting its own message is caught (instead of passing on a stale
+ * one): process-wide with mscclppSetBootstrapConnTimeout(-12345), and for a
+ * live comm with mscclppConnectWithoutBuffer(comm, -12345, ...). */
+static char g_test_prime_msg[2048];
+static char g_test_prime_comm_msg[2048];
+
+static TEST_UNUSED int test_prime(mscclppComm_t comm, int useComm)
+{
+  g_test_prime_comm_msg[0] = '\0';
+  if (useComm && comm != NULL) {
+    (void)mscclppConnectWithoutBuffer(comm, -12345, -54321, mscclppTransportSHM, NULL);
+    snprintf(g_test_prime_comm_msg, sizeof g_test_prime_comm_msg, "%s", test_last_error(comm));
+  }
+  (void)mscclppSetBootstrapConnTimeout(-12345);
+  snprintf(g_test_prime_msg, sizeof g_test_prime_msg, "%s", test_last_error(NULL));
+  return 0;
+}
+
+/* Returns 1 when call returned want (and, for an error, left its own
+ * message); call test_prime first (the EXPECT_ macros do). */
 static TEST_UNUSED int test_expect_res(const char* file, int line, const char* expr, mscclppResult_t got,
                                        mscclppResult_t want, mscclppComm_t comm, int useComm)
 {
@@ -239,12 +260,28 @@ static TEST_UNUSED int test_expect_res(const char* file, int line, const char* e
               mscclppGetErrorString(got));
       return 0;
     }
+    if (g_test_prime_msg[0] != '\0' && strcmp(msg, g_test_prime_msg) == 0) {
+      g_test_failures++;
+      fprintf(stdout,
+              "%s:%d: %s returned %s as expected but set no last error: mscclppGetLastError(NULL) is still the "
+              "previous failure's \"%s\"\n",
+              file, line, expr, mscclppGetErrorString(got), msg);
+      return 0;
+    }
     if (useComm) {
       const char* cmsg = test_last_error(comm);
       if (cmsg[0] == '\0') {
         g_test_failures++;
         fprintf(stdout, "%s:%d: %s returned %s as expected but mscclppGetLastError(comm) is empty\n", file, line,
                 expr, mscclppGetErrorString(got));
+        return 0;
+      }
+      if (g_test_prime_comm_msg[0] != '\0' && strcmp(cmsg, g_test_prime_comm_msg) == 0) {
+        g_test_failures++;
+        fprintf(stdout,
+                "%s:%d: %s returned %s as expected but set no last error on comm: mscclppGetLastError(comm) is "
+                "still the previous failure's \"%s\"\n",
+                file, line, expr, mscclppGetErrorString(got), cmsg);
         return 0;
       }
     }
@@ -255,8 +292,10 @@ static TEST_UNUSED int test_expect_res(const char* file, int line, const char* e
   return 1;
 }
 
-#define EXPECT_RES(call, want) test_expect_res(__FILE__, __LINE__, #call, (call), (want), NULL, 0)
-#define EXPECT_RES_COMM(comm, call, want) test_expect_res(__FILE__, __LINE__, #call, (call), (want), (comm), 1)
+#define EXPECT_RES(call, want) \
+  (test_prime(NULL, 0), test_expect_res(__FILE__, __LINE__, #call, (call), (want), NULL, 0))
+#define EXPECT_RES_COMM(comm, call, want) \
+  (test_prime((comm), 1), test_expect_res(__FILE__, __LINE__, #call, (call), (want), (comm), 1))
 
 /* Case-insensitive strstr. */
 static TEST_UNUSED const char* test_stristr(const char* hay, const char* needle)

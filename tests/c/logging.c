@@ -6,7 +6,9 @@
  *   logging info   MSCCLPP_DEBUG=INFO: the handler gets INFO lines
  *                  "host:pid:tid [dev] MSCCLPP INFO ...\n" during init and
  *                  "host:pid:tid [dev] file:line MSCCLPP WARN ...\n" for a
- *                  failure, whose text holds mscclppGetLastError(NULL);
+ *                  failure, whose text holds mscclppGetLastError(NULL)
+ *                  (the VERSION line "host:pid:tid [dev] MSCCLPP <msg>\n"
+ *                  and TRACE lines are accepted too);
  *                  SetLogHandler(NULL) restores the default (stdout);
  *                  mscclppDefaultLogHandler writes a line to stdout as is.
  *   logging warn   MSCCLPP_DEBUG=WARN: WARN lines only, no INFO.
@@ -77,7 +79,7 @@ static const char* skip_prefix(const char* s)
   return s + 2;
 }
 
-enum kind { K_BAD, K_INFO, K_WARN, K_OTHER };
+enum kind { K_BAD, K_INFO, K_WARN, K_VERSION, K_TRACE };
 
 /* Classify a line; *msg points at the text after "MSCCLPP LEVEL ". */
 static enum kind classify(const char* line, const char** msg)
@@ -107,8 +109,18 @@ static enum kind classify(const char* line, const char** msg)
     *msg = sp + 14;
     return K_WARN;
   }
-  *msg = s;
-  return K_OTHER;
+  /* <ms since init> func:line MSCCLPP TRACE */
+  const char* tr = strstr(s, " MSCCLPP TRACE ");
+  if (tr && isdigit((unsigned char)s[0])) {
+    *msg = tr + 15;
+    return K_TRACE;
+  }
+  /* the VERSION line: "MSCCLPP <msg>" (NCCL's shape for its version line) */
+  if (strncmp(s, "MSCCLPP ", 8) == 0) {
+    *msg = s + 8;
+    return K_VERSION;
+  }
+  return K_BAD;
 }
 
 /* Check every captured line; count INFO and WARN lines; find a WARN line
@@ -314,7 +326,7 @@ static void mode_file(void)
     snprintf(buf, sizeof buf, "%s\n", ln);
     const char* msg;
     enum kind k = classify(buf, &msg);
-    CHECK(k == K_INFO || k == K_WARN, "debug file line has not the spec's shape: \"%s\"", ln);
+    CHECK(k == K_INFO || k == K_WARN || k == K_VERSION, "debug file line has not the spec's shape: \"%s\"", ln);
     checked++;
   }
   printf("ok   %d lines in %s, of the spec's shapes\n", checked, want);
