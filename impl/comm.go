@@ -182,15 +182,24 @@ func (c *Comm) AllGather(data unsafe.Pointer, size int) error {
 	}
 	buf := unsafe.Slice((*byte)(data), size*c.nranks)
 	if err := c.boot.AllGather(buf, size); err != nil {
-		return fmt.Errorf("rank %d: allgather of %d bytes: %w", c.rank, size, err)
+		return c.remoteFailure(fmt.Errorf("rank %d: allgather of %d bytes: %w", c.rank, size, err))
 	}
 	return nil
+}
+
+// remoteFailure records a peer's failure as the communicator's asynchronous error too, so
+// that host waits on connections stop waiting for a peer that is gone.
+func (c *Comm) remoteFailure(err error) error {
+	if status.CodeOf(err) == status.RemoteError {
+		c.eng.SetErr(err)
+	}
+	return err
 }
 
 // Barrier returns once every rank has entered it.
 func (c *Comm) Barrier() error {
 	if err := c.boot.Barrier(); err != nil {
-		return fmt.Errorf("rank %d: barrier: %w", c.rank, err)
+		return c.remoteFailure(fmt.Errorf("rank %d: barrier: %w", c.rank, err))
 	}
 	return nil
 }

@@ -128,7 +128,7 @@ func (c *Comm) ConnectionSetup() error {
 	for _, cn := range c.conns {
 		raw, err := c.boot.Recv(cn.remoteRank, cn.tag)
 		if err != nil {
-			return fmt.Errorf("connection setup: rank %d never answered for tag %d (did it declare the mirror connection?): %w", cn.remoteRank, cn.tag, err)
+			return c.remoteFailure(fmt.Errorf("connection setup: rank %d never answered for tag %d (did it declare the mirror connection?): %w", cn.remoteRank, cn.tag, err))
 		}
 		if err := c.finishConn(cn, raw); err != nil {
 			return fmt.Errorf("connection setup with rank %d tag %d: %w", cn.remoteRank, cn.tag, err)

@@ -384,7 +384,7 @@ func (b *Bootstrap) connectCollectives() error {
 // dialRoot connects to the root, retrying (the root may not listen yet)
 // until deadline.
 func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*net.TCPConn, error) {
-	backoff := time.Millisecond
+	backoff := 250 * time.Microsecond
 	var last error // the last error other than a timeout
 	for {
 		d := net.Dialer{Deadline: deadline}
@@ -403,7 +403,7 @@ func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*net
 			return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within %v", addr, wait)
 		}
 		time.Sleep(min(backoff, left))
-		backoff = min(2*backoff, 20*time.Millisecond)
+		backoff = min(2*backoff, 4*time.Millisecond)
 	}
 }
 

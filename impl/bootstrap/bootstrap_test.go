@@ -827,6 +827,37 @@ func TestStrangersAtRoot(t *testing.T) {
 	checkAllGather(t, bs, 4, 3)
 }
 
+// TestSlowStrangers: connections that send nothing are dropped after the
+// handshake deadline, at the root and at a rank, and logged.
+func TestSlowStrangers(t *testing.T) {
+	saved := maxHandshake
+	maxHandshake = 200 * time.Millisecond
+	t.Cleanup(func() { maxHandshake = saved })
+	addr := loopbackAddr(t)
+	logs := newLogSink()
+	opts := Options{Timeout: 10 * time.Second, Logf: logs.logf}
+	bs := make([]*Bootstrap, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	wg.Go(func() { bs[0], errs[0] = InitAddr(addr, 0, 2, opts) })
+	logs.waitFor(t, "rank 0 registered")
+	poke(t, addr, []byte("MSC"), false)
+	logs.waitFor(t, "sent no complete hello in time (3 bytes)")
+	wg.Go(func() { bs[1], errs[1] = InitAddr(addr, 1, 2, opts) })
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, b := range bs {
+			if b != nil {
+				b.Close()
+			}
+		}
+	})
+	noErrs(t, "init", errs)
+	poke(t, bs[1].ListenAddr(), nil, false)
+	logs.waitFor(t, "sent no complete hello in time (0 bytes)")
+	noErrs(t, "barrier", each(bs, func(b *Bootstrap) error { return b.Barrier() }))
+}
+
 // TestRootForgetsDeadRegistration: a rank that registers and dies before
 // the communicator forms frees its slot for a new attempt.
 func TestRootForgetsDeadRegistration(t *testing.T) {

@@ -38,18 +38,18 @@ func (r *ringConn) setDeadline(now time.Time, timeout time.Duration) {
 	}
 }
 
-// readAtLeast reads into buf until at least min bytes arrived (never more
+// readAtLeast reads into buf until at least atLeast bytes arrived (never more
 // than len(buf)). Before parking in the netpoller it busy-polls the socket
 // for up to spin, yielding the CPU between tries: a peer that answers
 // within a few µs is seen without the ~30 µs cost of waking a sleeping
 // thread.
-func (r *ringConn) readAtLeast(buf []byte, min int, spin time.Duration) (int, error) {
+func (r *ringConn) readAtLeast(buf []byte, atLeast int, spin time.Duration) (int, error) {
 	n := 0
 	var opErr error
 	var start time.Time
 	spinning := spin > 0
 	err := r.raw.Read(func(fd uintptr) bool {
-		for n < min {
+		for n < atLeast {
 			m, e := syscall.Read(int(fd), buf[n:])
 			switch {
 			case m > 0:

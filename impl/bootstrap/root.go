@@ -305,5 +305,6 @@ func handshakeTimeout(timeout time.Duration) time.Duration {
 	return min(timeout, maxHandshake)
 }
 
-// maxHandshake is the longest a legitimate peer takes to send its hello.
-const maxHandshake = 3 * time.Second
+// maxHandshake is the longest a legitimate peer takes to send its hello (a
+// variable so tests can shorten it).
+var maxHandshake = 3 * time.Second

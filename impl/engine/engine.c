@@ -76,15 +76,30 @@ void engCtxFree(engCtx* ctx)
   free(ctx);
 }
 
-/* The engine context and connection behind a device connection, or NULL. */
-static engConn* connOf(struct mscclppDevConn* dev)
+/* capi's process-wide last-error text; weak so that the engine links without capi (Go tests). */
+extern void capiSetGlobalError(const char* msg) __attribute__((weak));
+
+/* The engine connection behind a device connection; NULL (and the process-wide
+ * last error set) when there is none. */
+static engConn* connOf(struct mscclppDevConn* dev, const char* fn)
 {
-  if (dev == NULL || dev->fifo.triggerFifo == NULL) return NULL;
-  engCtx* ctx = (engCtx*)(void*)dev->fifo.triggerFifo;
-  if (ctx->magic != ENG_CTX_MAGIC) return NULL;
-  int id = dev->fifo.connId;
-  if (id < 0 || id >= ENG_MAX_CONNS) return NULL;
-  return ctx->conns[id];
+  const char* why = NULL;
+  engConn* c = NULL;
+  if (dev == NULL) {
+    why = "conn is NULL";
+  } else if (dev->fifo.triggerFifo == NULL || ((engCtx*)(void*)dev->fifo.triggerFifo)->magic != ENG_CTX_MAGIC) {
+    why = "not a connection returned by mscclppGetAllDeviceConnections, or its communicator was destroyed";
+  } else if (dev->fifo.connId < 0 || dev->fifo.connId >= ENG_MAX_CONNS) {
+    why = "fifo.connId out of range";
+  } else if ((c = ((engCtx*)(void*)dev->fifo.triggerFifo)->conns[dev->fifo.connId]) == NULL) {
+    why = "connection not set up: call mscclppConnectionSetup first";
+  }
+  if (why != NULL && capiSetGlobalError != NULL) {
+    char msg[256];
+    snprintf(msg, sizeof(msg), "%s: %s", fn, why);
+    capiSetGlobalError(msg);
+  }
+  return c;
 }
 
 int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen)
@@ -166,7 +181,7 @@ const engOps engShmOps = {"SHM", engOp, NULL, NULL};
 mscclppResult_t mscclppConnOp(struct mscclppDevConn* conn, uint64_t type, uint64_t dstDataOffset,
                               uint64_t srcDataOffset, uint64_t dataSize)
 {
-  engConn* c = connOf(conn);
+  engConn* c = connOf(conn, "mscclppConnOp");
   if (c == NULL) return mscclppInvalidUsage;
   return (mscclppResult_t)c->ops->op(c, type, 1, dstDataOffset, 1, srcDataOffset, dataSize);
 }
@@ -174,7 +189,7 @@ mscclppResult_t mscclppConnOp(struct mscclppDevConn* conn, uint64_t type, uint64
 mscclppResult_t mscclppConnPutHandle(struct mscclppDevConn* conn, mscclppBufferHandle_t dst, uint64_t dstDataOffset,
                                      mscclppBufferHandle_t src, uint64_t srcDataOffset, uint64_t dataSize)
 {
-  engConn* c = connOf(conn);
+  engConn* c = connOf(conn, "mscclppConnPutHandle");
   if (c == NULL) return mscclppInvalidUsage;
   return (mscclppResult_t)c->ops->op(c, mscclppData, dst, dstDataOffset, src, srcDataOffset, dataSize);
 }
@@ -197,7 +212,7 @@ static int processGone(int pid)
 
 mscclppResult_t mscclppConnWait(struct mscclppDevConn* conn, int64_t timeoutMs)
 {
-  engConn* c = connOf(conn);
+  engConn* c = connOf(conn, "mscclppConnWait");
   if (c == NULL) return mscclppInvalidUsage;
   volatile uint64_t* proxy = &conn->localSignalEpochId->proxy;
   uint64_t want = *conn->waitEpochId;

@@ -24,18 +24,18 @@
   } while (0)
 
 /* For calls where either code is defensible (a NULL connection pointer). */
-static void expect_either(const char* expr, mscclppResult_t got, mscclppResult_t a, mscclppResult_t b)
+static void expect_either(int line, const char* expr, mscclppResult_t got, mscclppResult_t a, mscclppResult_t b)
 {
   if (got == a || got == b) {
-    test_expect_res(__FILE__, __LINE__, expr, got, got, NULL, 0);
+    test_expect_res(__FILE__, line, expr, got, got, NULL, 0);
   } else {
     g_test_failures++;
     g_test_checks++;
-    printf("%s returned %d (%s), expected %s or %s; last error \"%s\"\n", expr, (int)got,
+    printf("%s:%d: %s returned %d (%s), expected %s or %s; last error \"%s\"\n", __FILE__, line, expr, (int)got,
            mscclppGetErrorString(got), mscclppGetErrorString(a), mscclppGetErrorString(b), test_last_error(NULL));
   }
 }
-#define EXPECT_EITHER(call, a, b) (test_prime(NULL, 0), expect_either(#call, (call), (a), (b)))
+#define EXPECT_EITHER(call, a, b) (test_prime(NULL, 0), expect_either(__LINE__, #call, (call), (a), (b)))
 
 /* The same for a call on the live communicator c: its own last error too. */
 #define PROMPT_C(c, call, want)                                                                      \

@@ -19,9 +19,52 @@
 
 static int rank, nranks;
 
-static uint8_t pattern(int r, size_t i, int size, int salt)
+/* Slot contents: 64-bit words that depend on rank, position, size and salt
+ * (cheap enough for 64 MiB slots); byte i is byte i % 8 of word i / 8. */
+static uint64_t pattern_word(int r, size_t w, int size, int salt)
 {
-  return (uint8_t)(r * 37 + (int)(i * 13) + (int)(i >> 8) * 3 + (int)(i >> 16) + size * 5 + salt * 11);
+  uint64_t x = ((uint64_t)(r + 1) << 48) ^ ((uint64_t)w * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)size << 20) ^
+               (uint64_t)(salt * 7919);
+  return x ^ (x >> 29);
+}
+
+static void fill_slot(uint8_t* p, int r, size_t size, int salt)
+{
+  size_t w = 0;
+  for (; (w + 1) * 8 <= size; w++) {
+    uint64_t x = pattern_word(r, w, (int)size, salt);
+    memcpy(p + w * 8, &x, 8);
+  }
+  if (w * 8 < size) {
+    uint64_t x = pattern_word(r, w, (int)size, salt);
+    memcpy(p + w * 8, &x, size - w * 8);
+  }
+}
+
+/* Number of wrong bytes in slot r (reports the first few). */
+static size_t check_slot(const uint8_t* p, int r, size_t size, int salt, const char* what)
+{
+  enum { CHUNK = 1 << 16 };
+  static uint8_t want[CHUNK + 8];
+  size_t bad = 0;
+  for (size_t off = 0; off < size; off += CHUNK) {
+    size_t len = size - off < CHUNK ? size - off : CHUNK;
+    for (size_t w = 0; w * 8 < len; w++) {
+      uint64_t x = pattern_word(r, off / 8 + w, (int)size, salt);
+      memcpy(want + w * 8, &x, 8);
+    }
+    if (memcmp(p + off, want, len) == 0)
+      continue;
+    for (size_t i = 0; i < len; i++) {
+      if (p[off + i] != want[i]) {
+        if (bad < 5)
+          printf("%s size %zu salt %d: slot %d byte %zu is 0x%02x, expected 0x%02x\n", what, size, salt, r, off + i,
+                 p[off + i], want[i]);
+        bad++;
+      }
+    }
+  }
+  return bad;
 }
 
 /* One AllGather of size bytes per rank on comm, every byte checked.
@@ -32,8 +75,7 @@ static int allgather_check(mscclppComm_t comm, int r, int n, int size, int salt,
   uint8_t* buf = (uint8_t*)malloc(total);
   REQUIRE(buf != NULL, "malloc(%zu)", total);
   memset(buf, 0xA5, total);
-  for (size_t i = 0; i < (size_t)size; i++)
-    buf[(size_t)r * size + i] = pattern(r, i, size, salt);
+  fill_slot(buf + (size_t)r * size, r, (size_t)size, salt);
   double t0 = test_now();
   mscclppResult_t res = mscclppBootstrapAllGather(comm, buf, size);
   double dt = test_now() - t0;
@@ -44,18 +86,8 @@ static int allgather_check(mscclppComm_t comm, int r, int n, int size, int salt,
     return 0;
   }
   size_t bad = 0;
-  for (int s = 0; s < n; s++) {
-    for (size_t i = 0; i < (size_t)size; i++) {
-      uint8_t want = pattern(s, i, size, salt);
-      uint8_t got = buf[(size_t)s * size + i];
-      if (got != want) {
-        if (bad < 5)
-          printf("allgather size %d salt %d: slot %d byte %zu is 0x%02x, expected 0x%02x\n", size, salt, s, i, got,
-                 want);
-        bad++;
-      }
-    }
-  }
+  for (int s = 0; s < n; s++)
+    bad += check_slot(buf + (size_t)s * size, s, (size_t)size, salt, "allgather");
   free(buf);
   CHECK(bad == 0, "AllGather of %d bytes: %zu wrong bytes", size, bad);
   if (verbose && bad == 0)
@@ -123,21 +155,26 @@ static void* thread_main(void* p)
     size_t total = (size_t)nranks * size;
     uint8_t* buf = (uint8_t*)malloc(total);
     memset(buf, 0, total);
-    for (int i = 0; i < size; i++)
-      buf[(size_t)rank * size + i] = pattern(rank, (size_t)i, size, 1000 + a->index);
+    fill_slot(buf + (size_t)rank * size, rank, (size_t)size, 1000 + a->index);
     res = mscclppBootstrapAllGather(comm, buf, size);
     if (res != mscclppSuccess) {
       snprintf(a->msg, sizeof a->msg, "thread %d iteration %d: AllGather = %s: %s", a->index, it,
                mscclppGetErrorString(res), test_last_error(comm));
       a->failures++;
     } else {
-      for (int s = 0; s < nranks && a->failures == 0; s++)
-        for (int i = 0; i < size; i++)
-          if (buf[(size_t)s * size + i] != pattern(s, (size_t)i, size, 1000 + a->index)) {
+      for (int s = 0; s < nranks && a->failures == 0; s++) {
+        const uint8_t* slot = buf + (size_t)s * size;
+        for (int i = 0; i < size; i++) {
+          uint8_t want[8];
+          uint64_t x = pattern_word(s, (size_t)i / 8, size, 1000 + a->index);
+          memcpy(want, &x, 8);
+          if (slot[i] != want[i % 8]) {
             snprintf(a->msg, sizeof a->msg, "thread %d iteration %d: slot %d byte %d wrong", a->index, it, s, i);
             a->failures++;
             break;
           }
+        }
+      }
     }
     free(buf);
     if (a->failures == 0 && (res = mscclppBootstrapBarrier(comm)) != mscclppSuccess) {

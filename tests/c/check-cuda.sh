@@ -1,12 +1,20 @@
 #!/bin/sh
-# check-cuda.sh [INCLUDE_DIR]: compile tests/c/cuda_devconn.cu with nvcc -c
-# (a kernel calling every device method of mscclppDevConn and
-# mscclppConcurrentFifo). INCLUDE_DIR defaults to the repository's include/.
+# check-cuda.sh [DIR]: compile tests/c/cuda_devconn.cu with nvcc -c (a
+# kernel calling every device method of mscclppDevConn and
+# mscclppConcurrentFifo). DIR is a build directory (its include/ is used) or
+# an include directory; default: the repository's include/.
 # Without nvcc (on PATH or /usr/bin/nvcc, /usr/local/cuda/bin/nvcc) it says
 # so and exits 0. Extra nvcc flags can come in NVCC_FLAGS.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 inc=${1:-$here/../../include}
+if [ -f "$inc/include/mscclpp.h" ]; then
+  inc=$inc/include
+fi
+if [ ! -f "$inc/mscclpp.h" ]; then
+  echo "check-cuda: FAILED: no mscclpp.h in $inc"
+  exit 1
+fi
 
 nvcc=$(command -v nvcc 2>/dev/null || true)
 for c in /usr/bin/nvcc /usr/local/cuda/bin/nvcc; do

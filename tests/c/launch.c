@@ -1,7 +1,7 @@
 /*
  * launch: start N copies of a test program as the ranks of one job, no MPI.
  *
- *   launch [-n N] [-t SECONDS] [--expect-fail RANKS] [--] prog [args...]
+ *   launch [-n N] [-t SECONDS] [--expect-fail RANKS] [-e VAR=VALUE]... [--] prog [args...]
  *
  * Each rank r gets, in its environment:
  *   MSCCLPP_TEST_RANK=r  MSCCLPP_TEST_NRANKS=N
@@ -10,6 +10,10 @@
  * Each rank runs in its own process group; its stdout and stderr lines are
  * printed prefixed with "[rank r] ". After SECONDS (default 60) the ranks
  * still running are named and their whole process groups killed.
+ *
+ * -e sets VAR for every rank; in VALUE, {ADDR} and {ADDR+k} become
+ * 127.0.0.1:P and 127.0.0.1:P+k, {PORT} and {PORT+k} the port alone,
+ * {DIR} the temp dir and {RANK} the rank.
  *
  * RANKS is a comma list of ranks that are expected to die (killed by a
  * signal or a non-zero exit); every other rank must exit 0. The exit status
@@ -74,8 +78,49 @@ static void die(const char* fmt, ...)
 
 static void usage(void)
 {
-  fprintf(stderr, "usage: launch [-n N] [-t SECONDS] [--expect-fail RANKS] [--] prog [args...]\n");
+  fprintf(stderr, "usage: launch [-n N] [-t SECONDS] [--expect-fail RANKS] [-e VAR=VALUE]... [--] prog [args...]\n");
   exit(2);
+}
+
+#define MAX_ENVS 32
+static const char* envs[MAX_ENVS];
+static int nenvs;
+
+/* VALUE with its {...} placeholders expanded (malloc'd). */
+static char* expand(const char* v, int port, const char* dir, int rank)
+{
+  size_t cap = strlen(v) + 4096;
+  char* out = malloc(cap);
+  size_t o = 0;
+  while (*v && o + 600 < cap) {
+    int k = 0, n = 0;
+    if (*v == '{') {
+      if (sscanf(v, "{ADDR+%d}%n", &k, &n) == 1 && n > 0) {
+        o += (size_t)snprintf(out + o, cap - o, "127.0.0.1:%d", port + k);
+      } else if (strncmp(v, "{ADDR}", 6) == 0) {
+        o += (size_t)snprintf(out + o, cap - o, "127.0.0.1:%d", port);
+        n = 6;
+      } else if (sscanf(v, "{PORT+%d}%n", &k, &n) == 1 && n > 0) {
+        o += (size_t)snprintf(out + o, cap - o, "%d", port + k);
+      } else if (strncmp(v, "{PORT}", 6) == 0) {
+        o += (size_t)snprintf(out + o, cap - o, "%d", port);
+        n = 6;
+      } else if (strncmp(v, "{DIR}", 5) == 0) {
+        o += (size_t)snprintf(out + o, cap - o, "%s", dir);
+        n = 5;
+      } else if (strncmp(v, "{RANK}", 6) == 0) {
+        o += (size_t)snprintf(out + o, cap - o, "%d", rank);
+        n = 6;
+      }
+      if (n > 0) {
+        v += n;
+        continue;
+      }
+    }
+    out[o++] = *v++;
+  }
+  out[o] = '\0';
+  return out;
 }
 
 static void on_signal(int sig)
@@ -269,6 +314,10 @@ int main(int argc, char** argv)
       timeout = atof(argv[++i]);
     } else if (strcmp(argv[i], "--expect-fail") == 0 && i + 1 < argc) {
       parse_ranks(argv[++i]);
+    } else if (strcmp(argv[i], "-e") == 0 && i + 1 < argc) {
+      if (strchr(argv[i + 1], '=') == NULL || nenvs == MAX_ENVS)
+        usage();
+      envs[nenvs++] = argv[++i];
     } else if (strcmp(argv[i], "--") == 0) {
       i++;
       break;
@@ -336,6 +385,12 @@ int main(int argc, char** argv)
       setenv("MSCCLPP_TEST_NRANKS", nr, 1);
       setenv("MSCCLPP_TEST_ADDR", addr, 1);
       setenv("MSCCLPP_TEST_DIR", dir, 1);
+      for (int e = 0; e < nenvs; e++) {
+        char* name = strdup(envs[e]);
+        char* eq = strchr(name, '=');
+        *eq = '\0';
+        setenv(name, expand(eq + 1, port, dir, r), 1);
+      }
       execvp(progArgv[0], progArgv);
       fprintf(stderr, "launch: exec %s: %s\n", progArgv[0], strerror(errno));
       _exit(127);

@@ -11,7 +11,9 @@
  *                  and TRACE lines are accepted too);
  *                  SetLogHandler(NULL) restores the default (stdout);
  *                  mscclppDefaultLogHandler writes a line to stdout as is.
- *   logging warn   MSCCLPP_DEBUG=WARN: WARN lines only, no INFO.
+ *   logging warn   MSCCLPP_DEBUG=warn (any case): WARN lines only, no INFO.
+ *   logging subsys MSCCLPP_DEBUG=Info, MSCCLPP_DEBUG_SUBSYS=^INIT: the INIT
+ *                  INFO lines of init are masked out, WARN lines are not.
  *   logging off    MSCCLPP_DEBUG unset: the handler gets nothing, the last
  *                  error is still kept.
  *   logging file   MSCCLPP_DEBUG=INFO, MSCCLPP_DEBUG_FILE=$DIR/dbg-%h-%p-%%.log,
@@ -21,6 +23,7 @@
  */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <strings.h>
 #include <pthread.h>
 #include <sys/stat.h>
 
@@ -336,7 +339,7 @@ static void mode_file(void)
 int main(int argc, char** argv)
 {
   test_init("logging");
-  REQUIRE(argc == 2, "usage: logging info|warn|off|file");
+  REQUIRE(argc == 2, "usage: logging info|warn|subsys|off|file");
   pid = (int)getpid();
   REQUIRE(gethostname(host, sizeof host) == 0, "gethostname");
   host[sizeof host - 1] = '\0';
@@ -347,10 +350,15 @@ int main(int argc, char** argv)
   printf("mode %s, MSCCLPP_DEBUG=%s, host %s, pid %d\n", argv[1], dbg ? dbg : "(unset)", host, pid);
 
   if (strcmp(argv[1], "info") == 0) {
-    REQUIRE(dbg && strcmp(dbg, "INFO") == 0, "run with MSCCLPP_DEBUG=INFO");
+    REQUIRE(dbg && strcasecmp(dbg, "INFO") == 0, "run with MSCCLPP_DEBUG=INFO");
     mode_handler(1, 1);
   } else if (strcmp(argv[1], "warn") == 0) {
-    REQUIRE(dbg && strcmp(dbg, "WARN") == 0, "run with MSCCLPP_DEBUG=WARN");
+    REQUIRE(dbg && strcasecmp(dbg, "WARN") == 0, "run with MSCCLPP_DEBUG=WARN");
+    mode_handler(0, 1);
+  } else if (strcmp(argv[1], "subsys") == 0) {
+    const char* sub = getenv("MSCCLPP_DEBUG_SUBSYS");
+    REQUIRE(dbg && strcasecmp(dbg, "INFO") == 0 && sub && strcmp(sub, "^INIT") == 0,
+            "run with MSCCLPP_DEBUG=INFO and MSCCLPP_DEBUG_SUBSYS=^INIT");
     mode_handler(0, 1);
   } else if (strcmp(argv[1], "off") == 0) {
     REQUIRE(dbg == NULL, "run without MSCCLPP_DEBUG");

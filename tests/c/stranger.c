@@ -10,6 +10,13 @@
  * The communicator must still form quickly and AllGather must work, and
  * the log handler of rank 0 must have seen a WARN line about a dropped
  * connection.
+ *
+ *   stranger         the root is MSCCLPP_TEST_ADDR (mscclppCommInitRank)
+ *   stranger commid  MSCCLPP_COMM_ID=<ADDR port+4> is set for every rank:
+ *                    rank 0's mscclppGetUniqueId must put the root there
+ *                    (the strangers dial that port), and the ranks use
+ *                    mscclppCommInitRankFromId; a wrong secret is now one
+ *                    that does not match the id's.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -34,23 +41,26 @@ static void handler(const char* msg)
   pthread_mutex_unlock(&logMu);
 }
 
+/* WARN lines that speak of a connection (the dropped strangers). */
 static int count_warn(void)
 {
   int n = 0;
   pthread_mutex_lock(&logMu);
   for (int i = 0; i < nlines; i++)
-    if (strstr(lines[i], "MSCCLPP WARN") != NULL)
+    if (strstr(lines[i], "MSCCLPP WARN") != NULL && test_stristr(lines[i], "connection") != NULL)
       n++;
   pthread_mutex_unlock(&logMu);
   return n;
 }
+
+static int rootPort;
 
 static struct sockaddr_in rootAddr(void)
 {
   struct sockaddr_in a;
   memset(&a, 0, sizeof a);
   a.sin_family = AF_INET;
-  a.sin_port = htons((uint16_t)test_port());
+  a.sin_port = htons((uint16_t)rootPort);
   inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
   return a;
 }
@@ -191,9 +201,17 @@ static void allgather_check(mscclppComm_t comm, int rank, int nranks)
   free(buf);
 }
 
-int main(void)
+int main(int argc, char** argv)
 {
   test_init("stranger");
+  int commId = argc > 1 && strcmp(argv[1], "commid") == 0;
+  rootPort = test_port();
+  if (commId) {
+    const char* cid = getenv("MSCCLPP_COMM_ID");
+    REQUIRE(cid != NULL && strrchr(cid, ':') != NULL, "run with MSCCLPP_COMM_ID=127.0.0.1:PORT");
+    rootPort = atoi(strrchr(cid, ':') + 1);
+    printf("MSCCLPP_COMM_ID=%s: the strangers dial port %d\n", cid, rootPort);
+  }
   signal(SIGPIPE, SIG_IGN);
   int rank = test_rank(), nranks = test_nranks();
   REQUIRE(nranks >= 2, "run with N >= 2");
@@ -203,18 +221,32 @@ int main(void)
   MCHECK(mscclppSetBootstrapConnTimeout(20));
 
   mscclppComm_t comm = NULL;
+  mscclppUniqueId id;
+  memset(&id, 0, sizeof id);
   double t0 = test_now();
   if (rank == 0) {
     MCHECK(mscclppSetLogHandler(handler));
+    if (commId) {
+      MCHECK(mscclppGetUniqueId(&id));
+      REQUIRE(test_publish_id("uid", &id) == 0, "publish the id");
+    }
     pthread_t th;
     REQUIRE(pthread_create(&th, NULL, stranger, NULL) == 0, "pthread_create");
-    MCHECK(mscclppCommInitRank(&comm, nranks, test_addr(), rank));
+    if (commId)
+      MCHECK(mscclppCommInitRankFromId(&comm, nranks, id, rank));
+    else
+      MCHECK(mscclppCommInitRank(&comm, nranks, test_addr(), rank));
     pthread_join(th, NULL);
     CHECK(strangerFailures == 0, "the stranger thread failed");
   } else {
     REQUIRE(test_wait_file("strangers.done", 20) == 0, "rank 0's strangers did not finish in 20 s");
+    if (commId)
+      REQUIRE(test_fetch_id("uid", &id, 5) == 0, "no id from rank 0");
     t0 = test_now();
-    MCHECK(mscclppCommInitRank(&comm, nranks, test_addr(), rank));
+    if (commId)
+      MCHECK(mscclppCommInitRankFromId(&comm, nranks, id, rank));
+    else
+      MCHECK(mscclppCommInitRank(&comm, nranks, test_addr(), rank));
   }
   double dt = test_now() - t0;
   printf("ok   communicator formed (%.2f s since %s)\n", dt, rank == 0 ? "rank 0's init" : "the strangers finished");
@@ -234,7 +266,7 @@ int main(void)
       CHECK(len > 0 && lines[i][len - 1] == '\n', "log line %d does not end in a newline", i);
     }
     pthread_mutex_unlock(&logMu);
-    CHECK(warns > 0, "no \"MSCCLPP WARN\" line about a dropped connection reached the log handler");
+    CHECK(warns > 0, "no \"MSCCLPP WARN\" line about a (dropped) connection reached the log handler");
     if (warns)
       printf("ok   %d WARN line(s) seen by the log handler\n", warns);
     for (int i = 0; i < nheld; i++)

@@ -1,0 +1,295 @@
+package bootstrap
+
+import (
+	"encoding/binary"
+	"net"
+	"time"
+
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+// Collectives. AllGather and Barrier (an AllGather of nothing) run over one
+// of two topologies:
+//
+//   - star, for small messages and 3 or more ranks: every rank sends its slot
+//     to rank 0, which answers everyone with all slots. Two hops, and every
+//     rank wakes up about once per operation, which is what matters when
+//     ranks outnumber CPUs (a ring needs N-1 hops and N(N-1) wake-ups:
+//     measured 1.6 ms vs 0.4 ms for 16 processes on 2 CPUs).
+//   - ring, for 2 ranks (one exchange) and for large slots (bandwidth spreads
+//     over all links instead of converging on rank 0).
+//
+// Every message carries a header (sequence number, size, op, step) that the
+// receiver checks, so ranks that disagree about the collective fail with
+// InvalidUsage instead of misreading data. A rank that fails mid-collective
+// sends an abort frame carrying the original error on the connections it
+// writes to before closing them, so its neighbours report the root cause.
+const (
+	starMinRanks = 3
+	// starMax is the largest message rank 0 sends in the star (header plus
+	// all slots). The star cannot deadlock at any size (rank 0 answers a
+	// rank only after reading all it sent), but rank 0 moves N times more
+	// data than a ring rank does, so large slots go around the ring.
+	starMax = 128 << 10
+	// opAbort marks an abort frame; its size field is the length of the
+	// error text that follows.
+	opAbort = 3
+	// maxAbortText bounds the text of an abort frame.
+	maxAbortText = 64 << 10
+	// abortWriteTimeout bounds the best-effort write of an abort frame.
+	abortWriteTimeout = 100 * time.Millisecond
+)
+
+// AllGather gathers size bytes from every rank: data holds Size() slots of
+// size bytes, and on return slot r holds what rank r put there.
+func (b *Bootstrap) AllGather(data []byte, size int) error {
+	if size <= 0 {
+		return b.errorf(status.InvalidArgument, "allgather: size %d must be positive", size)
+	}
+	if int64(len(data)) < int64(size)*int64(b.nranks) {
+		return b.errorf(status.InvalidArgument, "allgather: %d bytes of data is less than %d ranks × %d bytes", len(data), b.nranks, size)
+	}
+	return b.collective(data, size, opAllGather)
+}
+
+// Barrier returns once every rank has entered it.
+func (b *Bootstrap) Barrier() error {
+	return b.collective(nil, 0, opBarrier)
+}
+
+// collective runs an allgather of size bytes per rank (size 0: a barrier).
+func (b *Bootstrap) collective(data []byte, size int, op uint32) error {
+	b.collMu.Lock()
+	defer b.collMu.Unlock()
+	if err := b.failed(); err != nil {
+		return err
+	}
+	if b.nranks == 1 {
+		return nil
+	}
+	b.seq++
+	now := time.Now()
+	switch {
+	case b.nranks >= starMinRanks && ringHdrLen+size*b.nranks <= starMax:
+		if b.rank == 0 {
+			for _, c := range b.star[1:] {
+				c.setDeadline(now, b.timeout)
+			}
+			return b.hub(data, size, op)
+		}
+		b.star[0].setDeadline(now, b.timeout)
+		return b.spoke(data, size, op)
+	case size <= inlineMax:
+		b.prev.setDeadline(now, b.timeout)
+		b.next.setDeadline(now, b.timeout)
+		return b.ringSmall(data, size, op)
+	default:
+		b.prev.setDeadline(now, b.timeout)
+		b.next.setDeadline(now, b.timeout)
+		return b.ringLarge(data, size, op)
+	}
+}
+
+// grow returns (*buf)[:n], reallocating when too small.
+func grow(buf *[]byte, n int) []byte {
+	if cap(*buf) < n {
+		*buf = make([]byte, n)
+	}
+	return (*buf)[:n]
+}
+
+// hub is rank 0's side of the star: gather every slot, then send all slots
+// to everyone.
+func (b *Bootstrap) hub(data []byte, size int, op uint32) error {
+	n := b.nranks
+	rbuf := grow(&b.rbuf, ringHdrLen+size)
+	for r := 1; r < n; r++ {
+		if origin, err := b.recvMsg(b.star[r], rbuf, size, op, 0); err != nil {
+			return b.failColl(err, origin, b.star[1:], nil)
+		}
+		copy(data[r*size:(r+1)*size], rbuf[ringHdrLen:])
+	}
+	out := grow(&b.sbuf, ringHdrLen+n*size)
+	putRingHdr(out, b.seq, n*size, op, 1)
+	copy(out[ringHdrLen:], data[:n*size])
+	for r := 1; r < n; r++ {
+		if _, err := b.star[r].c.Write(out); err != nil {
+			return b.failColl(b.ioErr(op, r, true, err), "", b.star[1:], b.star[r])
+		}
+	}
+	return nil
+}
+
+// spoke is the side of the star of every rank but 0.
+func (b *Bootstrap) spoke(data []byte, size int, op uint32) error {
+	n, me, hub := b.nranks, b.rank, b.star[0]
+	out := grow(&b.sbuf, ringHdrLen+size)
+	putRingHdr(out, b.seq, size, op, 0)
+	copy(out[ringHdrLen:], data[me*size:(me+1)*size])
+	if _, err := hub.c.Write(out); err != nil {
+		return b.failColl(b.ioErr(op, 0, true, err), "", nil, nil)
+	}
+	rbuf := grow(&b.rbuf, ringHdrLen+n*size)
+	if origin, err := b.recvMsg(hub, rbuf, n*size, op, 1); err != nil {
+		return b.failColl(err, origin, b.star[:1], nil)
+	}
+	copy(data[:n*size], rbuf[ringHdrLen:])
+	return nil
+}
+
+// ringSmall writes each step's slot and then reads the next one: a slot this
+// small fits in the socket buffers, so writes never wait for readers.
+func (b *Bootstrap) ringSmall(data []byte, size int, op uint32) error {
+	n, me := b.nranks, b.rank
+	sbuf := grow(&b.sbuf, ringHdrLen+size)
+	rbuf := grow(&b.rbuf, ringHdrLen+size)
+	next := []*ringConn{b.next}
+	for s := 0; s < n-1; s++ {
+		sendSlot := (me - s + n) % n
+		recvSlot := (me - s - 1 + n) % n
+		putRingHdr(sbuf, b.seq, size, op, s)
+		copy(sbuf[ringHdrLen:], data[sendSlot*size:(sendSlot+1)*size])
+		if _, err := b.next.c.Write(sbuf); err != nil {
+			return b.failColl(b.ioErr(op, b.next.peer, true, err), "", nil, nil)
+		}
+		if origin, err := b.recvMsg(b.prev, rbuf, size, op, s); err != nil {
+			return b.failColl(err, origin, next, nil)
+		}
+		copy(data[recvSlot*size:(recvSlot+1)*size], rbuf[ringHdrLen:])
+	}
+	return nil
+}
+
+// ringLarge sends from a second goroutine while receiving, so that ranks
+// whose slots exceed the socket buffers do not all block in write. It sends
+// no abort frames: the writer may be in the middle of a message.
+func (b *Bootstrap) ringLarge(data []byte, size int, op uint32) error {
+	n, me := b.nranks, b.rank
+	ready := make(chan struct{}, n)
+	werr := make(chan error, 1)
+	seq := b.seq
+	go func() {
+		hdr := make([]byte, ringHdrLen)
+		for s := 0; s < n-1; s++ {
+			if s > 0 {
+				select {
+				case <-ready:
+				case <-b.done:
+					werr <- nil
+					return
+				}
+			}
+			slot := (me - s + n) % n
+			putRingHdr(hdr, seq, size, op, s)
+			bufs := net.Buffers{hdr, data[slot*size : (slot+1)*size]}
+			if _, err := bufs.WriteTo(b.next.c); err != nil {
+				werr <- b.failColl(b.ioErr(op, b.next.peer, true, err), "", nil, nil)
+				return
+			}
+		}
+		werr <- nil
+	}()
+	rerr := func() error {
+		hdr := make([]byte, ringHdrLen)
+		for s := 0; s < n-1; s++ {
+			slot := (me - s - 1 + n) % n
+			if origin, err := b.recvMsg(b.prev, hdr, size, op, s); err != nil {
+				return b.failColl(err, origin, nil, nil)
+			}
+			if err := b.prev.readFull(data[slot*size:(slot+1)*size], b.spin); err != nil {
+				return b.failColl(b.ioErr(op, b.prev.peer, false, err), "", nil, nil)
+			}
+			ready <- struct{}{}
+		}
+		return nil
+	}()
+	if rerr != nil {
+		<-werr
+		return rerr
+	}
+	if err := <-werr; err != nil {
+		return err
+	}
+	return b.failed()
+}
+
+// recvMsg reads one message of want payload bytes from c into buf (the
+// header and payload; with a buf of only ringHdrLen bytes just the header,
+// for a caller that reads the payload itself) and checks its header. On
+// failure it returns the error to record and, for an abort frame, the
+// original error text.
+func (b *Bootstrap) recvMsg(c *ringConn, buf []byte, want int, op uint32, step int) (origin string, err error) {
+	got, err := c.readAtLeast(buf, ringHdrLen, b.spin)
+	if err != nil {
+		return "", b.ioErr(op, c.peer, false, err)
+	}
+	seq := binary.LittleEndian.Uint64(buf[0:8])
+	gotSize := binary.LittleEndian.Uint64(buf[8:16])
+	gotOp := binary.LittleEndian.Uint32(buf[16:20])
+	gotStep := int(binary.LittleEndian.Uint32(buf[20:24]))
+	if gotOp == opAbort && gotSize <= maxAbortText {
+		text := make([]byte, gotSize)
+		have := copy(text, buf[ringHdrLen:got])
+		if err := c.readFull(text[have:], 0); err != nil {
+			return "", b.ioErr(op, c.peer, false, err)
+		}
+		return string(text), b.errorf(status.RemoteError, "%s failed on another rank: %s", opName(op), text)
+	}
+	if seq != b.seq || gotSize != uint64(want) || gotOp != op || gotStep != step {
+		return "", b.errorf(status.InvalidUsage,
+			"%s: rank %d is in collective #%d (%s of %d bytes, step %d) while this rank is in collective #%d (%s of %d bytes, step %d)",
+			opName(op), c.peer, seq, opName(gotOp), gotSize, gotStep, b.seq, opName(op), want, step)
+	}
+	if got < len(buf) {
+		if err := c.readFull(buf[got:], b.spin); err != nil {
+			return "", b.ioErr(op, c.peer, false, err)
+		}
+	}
+	return "", nil
+}
+
+// ioErr explains an I/O error with peer during a collective.
+func (b *Bootstrap) ioErr(op uint32, peer int, sending bool, err error) error {
+	if e := b.failed(); e != nil {
+		return e
+	}
+	name := opName(op)
+	switch {
+	case isTimeout(err) && sending:
+		return b.errorf(status.RemoteError, "%s: rank %d took no data within %v", name, peer, b.timeout)
+	case isTimeout(err):
+		return b.errorf(status.RemoteError, "%s: no data from rank %d within %v", name, peer, b.timeout)
+	case isPeerGone(err):
+		return b.errorf(status.RemoteError, "%s: rank %d closed the connection (it exited, failed or aborted)", name, peer)
+	}
+	return b.errorf(status.RemoteError, "%s: connection with rank %d failed: %w", name, peer, err)
+}
+
+// failColl records a collective's failure: it sends an abort frame carrying
+// origin (the first failure's text; e's own text if empty) on each of
+// notify but skip, then aborts the bootstrap, which closes every socket so
+// the failure reaches every rank. It returns the recorded error.
+func (b *Bootstrap) failColl(e error, origin string, notify []*ringConn, skip *ringConn) error {
+	if err := b.failed(); err != nil {
+		return err
+	}
+	if len(notify) > 0 {
+		if origin == "" {
+			origin = e.Error()
+		}
+		if len(origin) > maxAbortText {
+			origin = origin[:maxAbortText]
+		}
+		frame := make([]byte, ringHdrLen+len(origin))
+		putRingHdr(frame, b.seq, len(origin), opAbort, 0)
+		copy(frame[ringHdrLen:], origin)
+		dl := deadlineIn(min(abortWriteTimeout, b.timeout))
+		for _, c := range notify {
+			if c != skip {
+				c.c.SetWriteDeadline(dl)
+				c.c.Write(frame)
+			}
+		}
+	}
+	return b.fail(e)
+}

@@ -1,0 +1,170 @@
+package bootstrap
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+// Send queues data for peer's Recv(rank, tag); it returns once the data is
+// handed to the network (the receiver queues it; Send never waits for a
+// matching Recv). Messages to one (peer, tag) arrive in order.
+func (b *Bootstrap) Send(peer, tag int, data []byte) error {
+	if peer < 0 || peer >= b.nranks {
+		return b.errorf(status.InvalidArgument, "send: peer %d out of range for %d ranks", peer, b.nranks)
+	}
+	if int64(len(data)) > maxP2PMessage {
+		return b.errorf(status.InvalidArgument, "send: %d bytes is more than %d", len(data), int64(maxP2PMessage))
+	}
+	if err := b.failed(); err != nil {
+		return err
+	}
+	if peer == b.rank {
+		b.deliver(peer, tag, append([]byte(nil), data...))
+		return nil
+	}
+	o := &b.out[peer]
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return o.err
+	}
+	if o.c == nil {
+		c, err := b.dialPeer(peer, kindP2P, deadlineIn(b.timeout))
+		if err != nil {
+			return err
+		}
+		o.c = c
+	}
+	var hdr [p2pHdrLen]byte
+	binary.LittleEndian.PutUint64(hdr[0:8], uint64(int64(tag)))
+	binary.LittleEndian.PutUint64(hdr[8:16], uint64(len(data)))
+	o.c.SetWriteDeadline(deadlineIn(b.timeout))
+	bufs := net.Buffers{hdr[:], data}
+	if _, err := bufs.WriteTo(o.c); err != nil {
+		if e := b.failed(); e != nil {
+			return e
+		}
+		switch {
+		case isTimeout(err):
+			o.err = b.errorf(status.RemoteError, "send to rank %d tag %d: the peer took no data within %v", peer, tag, b.timeout)
+		case isPeerGone(err):
+			o.err = b.errorf(status.RemoteError, "send to rank %d tag %d: rank %d closed the connection (it exited, failed or aborted)", peer, tag, peer)
+		default:
+			o.err = b.errorf(status.RemoteError, "send to rank %d tag %d: %w", peer, tag, err)
+		}
+		b.untrack(o.c)
+		return o.err
+	}
+	return nil
+}
+
+// Recv returns the next message from peer with tag, waiting at most the
+// timeout (then status.RemoteError naming peer and tag).
+func (b *Bootstrap) Recv(peer, tag int) ([]byte, error) {
+	if peer < 0 || peer >= b.nranks {
+		return nil, b.errorf(status.InvalidArgument, "recv: peer %d out of range for %d ranks", peer, b.nranks)
+	}
+	k := boxKey{peer, tag}
+	var timer *time.Timer
+	for {
+		if err := b.failed(); err != nil {
+			return nil, err
+		}
+		b.boxMu.Lock()
+		if q := b.box[k]; len(q) > 0 {
+			msg := q[0]
+			if len(q) == 1 {
+				delete(b.box, k)
+			} else {
+				q[0] = nil
+				b.box[k] = q[1:]
+			}
+			b.boxMu.Unlock()
+			return msg, nil
+		}
+		if e := b.inErr[peer]; e != nil {
+			b.boxMu.Unlock()
+			if isPeerGone(e) {
+				return nil, b.errorf(status.RemoteError, "recv from rank %d tag %d: rank %d closed the connection (it exited, failed or aborted)", peer, tag, peer)
+			}
+			return nil, b.errorf(status.RemoteError, "recv from rank %d tag %d: %w", peer, tag, e)
+		}
+		w := b.waiters[k]
+		if w == nil {
+			w = make(chan struct{})
+			b.waiters[k] = w
+		}
+		b.boxMu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(b.timeout)
+			defer timer.Stop()
+		}
+		select {
+		case <-w:
+		case <-b.done:
+		case <-timer.C:
+			return nil, b.errorf(status.RemoteError, "recv from rank %d tag %d: no message within %v", peer, tag, b.timeout)
+		}
+	}
+}
+
+// deliver queues a message and wakes its receivers.
+func (b *Bootstrap) deliver(peer, tag int, msg []byte) {
+	k := boxKey{peer, tag}
+	b.boxMu.Lock()
+	b.box[k] = append(b.box[k], msg)
+	if w := b.waiters[k]; w != nil {
+		close(w)
+		delete(b.waiters, k)
+	}
+	b.boxMu.Unlock()
+}
+
+// endPeer records that the connection from peer ended and wakes every
+// receiver waiting on it.
+func (b *Bootstrap) endPeer(peer int, err error) {
+	b.boxMu.Lock()
+	if b.inErr[peer] == nil {
+		b.inErr[peer] = err
+	}
+	for k, w := range b.waiters {
+		if k.peer == peer {
+			close(w)
+			delete(b.waiters, k)
+		}
+	}
+	b.boxMu.Unlock()
+}
+
+// readPeer queues every message arriving from peer until the connection ends.
+func (b *Bootstrap) readPeer(peer int, c *net.TCPConn) {
+	r := bufio.NewReaderSize(c, 16<<10)
+	var hdr [p2pHdrLen]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			b.endPeer(peer, err)
+			b.untrack(c)
+			return
+		}
+		tag := int(int64(binary.LittleEndian.Uint64(hdr[0:8])))
+		n := binary.LittleEndian.Uint64(hdr[8:16])
+		if n > maxP2PMessage {
+			b.endPeer(peer, fmt.Errorf("rank %d announced a message of %d bytes", peer, n))
+			b.untrack(c)
+			return
+		}
+		msg := make([]byte, n)
+		if _, err := io.ReadFull(r, msg); err != nil {
+			b.endPeer(peer, err)
+			b.untrack(c)
+			return
+		}
+		b.deliver(peer, tag, msg)
+	}
+}

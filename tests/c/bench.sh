@@ -1,0 +1,226 @@
+#!/bin/bash
+# bench.sh: benchmarks of libmscclpp beside references measured in the same run.
+#
+#   bash tests/c/bench.sh [BUILD]      (make bench; BUILD defaults to build)
+#
+# Builds the programs of tests/c/bench against BUILD (through pkg-config
+# only) into BUILD/bench, runs each figure and its reference alternately
+# BENCH_REPS times (default 3; every figure is the median over the reps) and
+# prints two tables, each figure beside its reference, the ratio, the goal
+# and whether it is met. Times are medians over iterations (see the
+# programs); the machine is shared, so only the ratios mean much.
+#
+# Environment: BENCH_REPS (3), BENCH_BUDGET_S (0.3 s per figure and run),
+# BENCH_NS ("2 4 8 16": bootstrap sizes), BENCH_SKIP_MPI=1 (no Open MPI
+# references). Open MPI is installed with apt-get when missing and we are root.
+set -u -o pipefail
+
+BUILD=${1:-build}
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+OUT=$BUILD/bench
+SRC=$HERE/bench
+REPS=${BENCH_REPS:-3}
+NS=${BENCH_NS:-"2 4 8 16"}
+export BENCH_BUDGET_S=${BENCH_BUDGET_S:-0.3}
+RES=$OUT/results.txt
+LOG=$OUT/bench.log
+T_START=$(date +%s)
+
+die() { echo "bench: $*" >&2; exit 1; }
+
+[ -f "$BUILD/lib/pkgconfig/mscclpp.pc" ] || die "no $BUILD/lib/pkgconfig/mscclpp.pc: run make first"
+mkdir -p "$OUT"
+: >"$RES"
+: >"$LOG"
+
+# ---- Open MPI (references only) ----
+MPI=1
+if [ "${BENCH_SKIP_MPI:-0}" = 1 ]; then
+  MPI=0
+elif ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "bench: installing Open MPI (apt-get install -y openmpi-bin libopenmpi-dev)"
+    { apt-get install -y openmpi-bin libopenmpi-dev || { apt-get update && apt-get install -y openmpi-bin libopenmpi-dev; }; } >>"$LOG" 2>&1
+  fi
+  command -v mpicc >/dev/null && command -v mpirun >/dev/null || { echo "bench: no Open MPI; its references are n/a"; MPI=0; }
+fi
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
+
+# ---- build ----
+PC=$(PKG_CONFIG_PATH=$BUILD/lib/pkgconfig pkg-config --cflags --libs mscclpp) || die "pkg-config mscclpp failed"
+CC=${CC:-cc}
+CFLAGS="-O2 -Wall -Wextra -std=gnu11"
+build() { # out src [libs]
+  local out=$1 src=$2; shift 2
+  "$CC" $CFLAGS -o "$OUT/$out" "$SRC/$src" "$@" >>"$LOG" 2>&1 || { cat "$LOG" >&2; die "building $out failed"; }
+}
+build launch launch.c
+build boot_tcp boot_tcp.c
+build boot_mscclpp boot_mscclpp.c $PC
+build host_ref host_ref.c
+build host_mscclpp host_mscclpp.c $PC
+if [ $MPI = 1 ]; then
+  { mpicc $CFLAGS -o "$OUT/mpi_ref" "$SRC/mpi_ref.c" &&
+    mpicc $CFLAGS -DBENCH_MPI -o "$OUT/host_mpi" "$SRC/host_mscclpp.c" $PC; } >>"$LOG" 2>&1 ||
+    { echo "bench: building the MPI programs failed (see $LOG); MPI references are n/a"; MPI=0; }
+fi
+
+# run PREFIX cmd...: run a benchmark, keep its RESULT/LAUNCH lines as "PREFIX.key value".
+FAILED=0
+run() {
+  local prefix=$1; shift
+  local out
+  if ! out=$(timeout 180 "$@" 2>>"$LOG"); then
+    echo "bench: FAILED: $*" | tee -a "$LOG" >&2
+    FAILED=$((FAILED + 1))
+  fi
+  echo "$out" | awk -v p="$prefix" '$1=="RESULT"||$1=="LAUNCH"{print p "." $2, $3}' >>"$RES"
+}
+
+# get KEY: the median of every value recorded under KEY (empty when none)
+get() {
+  awk -v k="$1" '$1==k{print $2}' "$RES" | sort -g | awk '{v[NR]=$1} END{if(NR) printf "%.6g", v[int((NR+1)/2)]}'
+}
+
+# ---- machine ----
+echo "== libmscclpp bench ($(date -u '+%Y-%m-%d %H:%M UTC'))"
+echo "machine: $(nproc) CPUs, $(lscpu | awk -F: '/Model name/{gsub(/^ +/,"",$2); print $2; exit}'), $(uname -r)"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)   reps: $REPS   budget: ${BENCH_BUDGET_S}s per figure and run"
+[ $MPI = 1 ] && echo "Open MPI: $(mpirun --version 2>/dev/null | head -1)"
+echo
+
+# ---- 1. bootstrap ----
+echo "running the bootstrap benchmarks (N = $NS) ..."
+for n in $NS; do
+  for rep in $(seq "$REPS"); do
+    run "tcp.$n" "$OUT/launch" "$n" "$OUT/boot_tcp"
+    run "ours.$n" "$OUT/launch" "$n" "$OUT/boot_mscclpp"
+  done
+  for rep in 1 2; do # two more init samples each, and init with the Go runtime's start
+    run "tcp.$n" "$OUT/launch" "$n" "$OUT/boot_tcp" init
+    run "ours.$n" "$OUT/launch" "$n" "$OUT/boot_mscclpp" init
+    run "cold.$n" "$OUT/launch" "$n" "$OUT/boot_mscclpp" cold
+  done
+done
+
+# ---- 2. host data path ----
+# The figures and their references run interleaved in the same processes
+# (host_mscclpp.c); with Open MPI the processes are MPI ranks (host_mpi)
+# and the MPI references join in. The standalone reference programs
+# (host_ref, mpi_ref) run once more at the end, for the record.
+echo "running the host data-path benchmarks ..."
+if [ $MPI = 1 ]; then
+  PAIR=("${MPIRUN[@]}" -np 2 --bind-to core "$OUT/host_mpi")
+  FOUR=("${MPIRUN[@]}" -np 4 --bind-to none "$OUT/host_mpi")
+else
+  PAIR=("$OUT/launch" -p 2 "$OUT/host_mscclpp")
+  FOUR=("$OUT/launch" 4 "$OUT/host_mscclpp")
+fi
+for rep in $(seq "$REPS"); do
+  run h "${PAIR[@]}" pair hostalloc
+  run h "${PAIR[@]}" pair malloc
+  run h4 "${FOUR[@]}" ag
+done
+# diagnostic: the 8-byte malloc case with the spin phase the library picks for unpinned ranks
+for rep in $(seq "$REPS"); do
+  run diag env MSCCLPP_WAIT_SPIN=4000 "${PAIR[@]}" pair malloc 8
+done
+run s "$OUT/host_ref" line
+run s "$OUT/host_ref" memcpy
+run s "$OUT/host_ref" vmwrite
+if [ $MPI = 1 ]; then
+  run s "${MPIRUN[@]}" -np 2 --bind-to core "$OUT/mpi_ref" p2p
+  run s4 "${MPIRUN[@]}" -np 4 --bind-to none "$OUT/mpi_ref" ag
+fi
+
+# ---- tables ----
+# ftime NS / fbw GBPS: human units
+ftime() {
+  [ -z "$1" ] && { echo "n/a"; return; }
+  awk -v t="$1" 'BEGIN{ if (t>=1e6) printf "%.2f ms", t/1e6; else if (t>=1e3) printf "%.1f us", t/1e3; else printf "%.0f ns", t }'
+}
+fbw() {
+  [ -z "$1" ] && { echo "n/a"; return; }
+  awk -v b="$1" 'BEGIN{ printf "%.2f GB/s", b }'
+}
+MET=0
+MISSED=0
+# row LABEL KIND OURS REF GOALTEXT CHECK
+#   KIND: t (times, ratio ours/ref) or b (bandwidth, ratio ours/ref)
+#   CHECK: "" (no goal), "le R" (ratio <= R), "ge R" (ratio >= R), "abs V" (ours <= V ns)
+row() {
+  local label=$1 kind=$2 ours=$3 ref=$4 goal=$5 check=$6 o r ratio met
+  if [ "$kind" = t ]; then o=$(ftime "$ours"); r=$(ftime "$ref"); else o=$(fbw "$ours"); r=$(fbw "$ref"); fi
+  ratio=n/a
+  [ -n "$ours" ] && [ -n "$ref" ] && ratio=$(awk -v a="$ours" -v b="$ref" 'BEGIN{ if (b>0) printf "%.2f", a/b; else print "n/a" }')
+  met=""
+  if [ -n "$check" ]; then
+    set -- $check
+    met=$(awk -v c="$1" -v x="$2" -v o="$ours" -v r="$ratio" 'BEGIN{
+      if (o=="") { print "n/a"; exit }
+      if (c=="abs") { print (o+0 <= x+0) ? "yes" : "NO"; exit }
+      if (r=="n/a") { print "n/a"; exit }
+      if (c=="le") print (r+0 <= x+0) ? "yes" : "NO"; else print (r+0 >= x+0) ? "yes" : "NO" }')
+    [ "$met" = yes ] && MET=$((MET + 1))
+    [ "$met" = NO ] && MISSED=$((MISSED + 1))
+  fi
+  printf "%-44s %12s %12s %7s  %-22s %s\n" "$label" "$o" "$r" "$ratio" "$goal" "$met"
+}
+hdr() { printf "%-44s %12s %12s %7s  %-22s %s\n" "$1" ours reference ratio goal "met?"; }
+
+echo
+echo "== 1. Bootstrap: ours vs plain TCP (boot_tcp.c), medians; ratio = ours / reference"
+for n in $NS; do
+  echo
+  hdr "N = $n local processes"
+  g=""; c=""
+  [ "$n" = 16 ] && { g="init <= 50 ms"; c="abs 50e6"; }
+  row "init (release -> last rank ready)" t "$(get ours.$n.init_ns)" "$(get tcp.$n.init_ns)" "$g" "$c"
+  row "init, Go runtime start included" t "$(get cold.$n.init_ns)" "$(get tcp.$n.init_ns)" "" ""
+  g=""; c=""
+  [ "$n" = 2 ] && { g="<= 10 us"; c="abs 10e3"; }
+  [ "$n" = 16 ] && { g="<= 1 ms"; c="abs 1e6"; }
+  row "mscclppBootstrapAllGather 4 B/rank" t "$(get ours.$n.ag4.median_ns)" "$(get tcp.$n.ag4.median_ns)" "$g" "$c"
+  row "mscclppBootstrapAllGather 1 MiB/rank" t "$(get ours.$n.ag1m.median_ns)" "$(get tcp.$n.ag1m.median_ns)" "" ""
+  row "mscclppBootstrapBarrier" t "$(get ours.$n.barrier.median_ns)" "$(get tcp.$n.barrier.median_ns)" "" ""
+done
+
+echo
+echo "== 2. Host data path (SHM transport, host mode), medians; ratio = ours / reference"
+echo "   Each figure and its references run interleaved, block by block, in the same 2 processes"
+echo "   pinned to CPUs 0 and 1 ($( [ $MPI = 1 ] && echo 'mpirun --bind-to core' || echo 'launch -p')); one way = RTT / 2; bandwidth = size / RTT"
+echo
+hdr "8 B putWithSignal -> wait, one way"
+row "HostAlloc vs (a) cache-line ping-pong" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.line.oneway_ns)" "<= 1.25 x (a)" "le 1.25"
+row "HostAlloc vs (d) MPI RMA, shared window" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.rma.oneway_ns)" "<= 1 x MPI RMA" "le 1"
+row "HostAlloc vs (b) memcpy + epoch" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "" ""
+row "malloc vs (c) process_vm_writev + epoch" t "$(get h.malloc.8.ours.oneway_ns)" "$(get h.malloc.8.vmwrite.oneway_ns)" "<= 1.5 x (c)" "le 1.5"
+row "malloc vs (d) MPI_Send/MPI_Recv" t "$(get h.malloc.8.ours.oneway_ns)" "$(get h.malloc.8.sendrecv.oneway_ns)" "" ""
+row "malloc, MSCCLPP_WAIT_SPIN=4000, vs (c)" t "$(get diag.malloc.8.ours.oneway_ns)" "$(get diag.malloc.8.vmwrite.oneway_ns)" "(diagnostic)" ""
+echo
+hdr "putWithSignal bandwidth"
+row "HostAlloc 1 MiB vs (b) memcpy" b "$(get h.hostalloc.1m.ours.gbps)" "$(get h.hostalloc.1m.memcpy.gbps)" "" ""
+row "HostAlloc 16 MiB vs (b) memcpy" b "$(get h.hostalloc.16m.ours.gbps)" "$(get h.hostalloc.16m.memcpy.gbps)" ">= 0.9 x (b)" "ge 0.9"
+row "HostAlloc 256 MiB vs (b) memcpy" b "$(get h.hostalloc.256m.ours.gbps)" "$(get h.hostalloc.256m.memcpy.gbps)" ">= 0.9 x (b)" "ge 0.9"
+row "HostAlloc 16 MiB vs (d) MPI RMA" b "$(get h.hostalloc.16m.ours.gbps)" "$(get h.hostalloc.16m.rma.gbps)" "" ""
+row "malloc 1 MiB vs (c) process_vm_writev" b "$(get h.malloc.1m.ours.gbps)" "$(get h.malloc.1m.vmwrite.gbps)" "" ""
+row "malloc 16 MiB vs (c) process_vm_writev" b "$(get h.malloc.16m.ours.gbps)" "$(get h.malloc.16m.vmwrite.gbps)" ">= 0.9 x (c)" "ge 0.9"
+row "malloc 256 MiB vs (c) process_vm_writev" b "$(get h.malloc.256m.ours.gbps)" "$(get h.malloc.256m.vmwrite.gbps)" ">= 0.9 x (c)" "ge 0.9"
+row "malloc 16 MiB vs (d) MPI_Send/MPI_Recv" b "$(get h.malloc.16m.ours.gbps)" "$(get h.malloc.16m.sendrecv.gbps)" ">= 1 x MPI Send/Recv" "ge 1"
+echo
+hdr "8 B allgather round, 4 ranks on $(nproc) CPUs"
+row "putWithSignal x3 + wait x3 vs MPI_Allgather" t "$(get h4.ag.ours.round_ns)" "$(get h4.ag.mpi.round_ns)" "<= 3 x MPI_Allgather" "le 3"
+
+echo
+echo "== the reference programs alone (separate processes, one run each; not used for the ratios)"
+printf "  (a) host_ref line: cache-line ping-pong one way   %s\n" "$(ftime "$(get s.line.oneway_ns)")"
+printf "  (b) host_ref memcpy: 8 B one way %s;  1 MiB %s;  16 MiB %s;  256 MiB %s\n" "$(ftime "$(get s.memcpy.8.oneway_ns)")" "$(fbw "$(get s.memcpy.1m.gbps)")" "$(fbw "$(get s.memcpy.16m.gbps)")" "$(fbw "$(get s.memcpy.256m.gbps)")"
+printf "  (c) host_ref vmwrite: 8 B one way %s;  1 MiB %s;  16 MiB %s;  256 MiB %s\n" "$(ftime "$(get s.vmwrite.8.oneway_ns)")" "$(fbw "$(get s.vmwrite.1m.gbps)")" "$(fbw "$(get s.vmwrite.16m.gbps)")" "$(fbw "$(get s.vmwrite.256m.gbps)")"
+printf "      one bare 8-byte process_vm_writev call %s\n" "$(ftime "$(get s.vmcall8.ns)")"
+printf "  (d) mpi_ref: Send/Recv 8 B one way %s, 16 MiB %s;  RMA 8 B one way %s, 16 MiB %s;  MPI_Allgather 8 B, N=4: %s\n" "$(ftime "$(get s.sendrecv.8.oneway_ns)")" "$(fbw "$(get s.sendrecv.16m.gbps)")" "$(ftime "$(get s.rma.8.oneway_ns)")" "$(fbw "$(get s.rma.16m.gbps)")" "$(ftime "$(get s4.ag.round_ns)")"
+echo
+echo "goals met: $MET, missed: $MISSED; runs failed: $FAILED; load average at end: $(cut -d' ' -f1-3 /proc/loadavg); $(( $(date +%s) - T_START )) s"
+echo "raw figures: $RES (every rep), log: $LOG"
+[ "$FAILED" = 0 ]

@@ -1,0 +1,502 @@
+/*
+ * perf.c: an allgather bandwidth tool over SHM connections, in the manner of
+ * nccl-tests' all_gather_perf, for libmscclpp in host mode.
+ *
+ *   perf [-n N] [-b minbytes] [-e maxbytes] [-f factor] [-i iters] [-w warmup]
+ *        [--malloc] [--id-file PATH] [-t timeout_s]
+ *
+ * Ranks:
+ *  - started by tests/c/launch (MSCCLPP_TEST_RANK / _NRANKS / _ADDR), or
+ *  - under Open MPI (OMPI_COMM_WORLD_RANK/SIZE), PMI (PMI_RANK/PMI_SIZE) or
+ *    Slurm (SLURM_PROCID/SLURM_NTASKS); the root address then comes from
+ *    MSCCLPP_COMM_ID=ip:port, or rank 0 writes a mscclppUniqueId to the file
+ *    named by --id-file (or MSCCLPP_PERF_ID_FILE) that the others read;
+ *  - otherwise perf starts N local ranks itself (default 4): it posix_spawns
+ *    its own binary N times with the rank in the environment, before any
+ *    library call (fork after the library is loaded is unusable: the Go
+ *    runtime behind it does not survive fork), waits for them, and kills the
+ *    rest if one fails or after the timeout (-t, default 600 s).
+ *
+ * Sizes: the total gathered bytes (size = nranks * per-rank chunk); the chunk
+ * starts at minbytes/N and is multiplied by factor up to maxbytes (defaults
+ * 8 B .. 256 MiB, factor 2). Each size: poison every peer's slot, warm-up,
+ * timed iterations (fewer for big sizes), then every byte of every slot is
+ * checked against the pattern its owner wrote. Every rank puts its chunk
+ * straight into every peer's buffer (putWithSignal) and waits for every
+ * peer's signal: "direct-memcpy" when the peers' buffers are mapped (they
+ * come from mscclppHostAlloc, the default), "direct-vm_writev" for plain
+ * malloc buffers (--malloc). time is the slowest rank's average per
+ * iteration; algbw = size / time; busbw = algbw * (N-1)/N.
+ * Exit status: 0 only when no byte was wrong and nothing failed.
+ */
+#define _GNU_SOURCE
+#include <mscclpp.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char** environ;
+
+static int rank = 0, nranks = 1;
+static mscclppComm_t comm = NULL;
+
+static double now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(int ms)
+{
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+#define CK(call)                                                                                          \
+  do {                                                                                                    \
+    mscclppResult_t r_ = (call);                                                                          \
+    if (r_ != mscclppSuccess) {                                                                           \
+      fprintf(stderr, "perf rank %d: %s:%d: %s: %s (%s)\n", rank, __FILE__, __LINE__, #call,              \
+              mscclppGetErrorString(r_), comm ? mscclppGetLastError(comm) : mscclppGetLastError(NULL));   \
+      exit(1);                                                                                            \
+    }                                                                                                     \
+  } while (0)
+
+/* ---- the data pattern: byte i of the chunk rank r sends at size s ---- */
+
+static inline uint64_t mix(uint64_t seed, uint64_t w)
+{
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + w * 0xBF58476D1CE4E5B9ull + 0x632BE59BD9B4E019ull;
+  z ^= z >> 31;
+  z *= 0x94D049BB133111EBull;
+  z ^= z >> 29;
+  return z;
+}
+
+static void fill(unsigned char* p, size_t n, uint64_t seed)
+{
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w = mix(seed, i >> 3);
+    memcpy(p + i, &w, 8);
+  }
+  for (; i < n; i++) p[i] = (unsigned char)(mix(seed, i >> 3) >> ((i & 7) * 8));
+}
+
+static size_t count_wrong(const unsigned char* p, size_t n, uint64_t seed)
+{
+  size_t wrong = 0, i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w = mix(seed, i >> 3), got;
+    memcpy(&got, p + i, 8);
+    if (got != w)
+      for (int k = 0; k < 8; k++) wrong += p[i + k] != (unsigned char)(w >> (k * 8));
+  }
+  for (; i < n; i++) wrong += p[i] != (unsigned char)(mix(seed, i >> 3) >> ((i & 7) * 8));
+  return wrong;
+}
+
+static uint64_t seed_of(int r, size_t chunk) { return mix(0x5eed0000ull + (uint64_t)r, chunk); }
+
+/* ---- options ---- */
+
+static size_t parse_size(const char* s)
+{
+  char* end;
+  double v = strtod(s, &end);
+  switch (*end) {
+  case 'k': case 'K': v *= 1024; break;
+  case 'm': case 'M': v *= 1024 * 1024; break;
+  case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
+  default: break;
+  }
+  return (size_t)v;
+}
+
+static void usage(void)
+{
+  fprintf(stderr, "usage: perf [-n N] [-b minbytes] [-e maxbytes] [-f factor] [-i iters] [-w warmup] [--malloc] "
+                  "[--id-file PATH] [-t timeout_s]\n"
+                  "  sizes accept K/M/G suffixes; defaults: -n 4 -b 8 -e 256M -f 2 -i 20 -w 5\n");
+  exit(2);
+}
+
+/* ---- starting N local ranks ---- */
+
+static int port_free(int port)
+{
+  int ok = 1;
+  for (int any = 0; any < 2 && ok; any++) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0) return 0;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(any ? INADDR_ANY : INADDR_LOOPBACK);
+    ok = bind(s, (struct sockaddr*)&a, sizeof a) == 0;
+    close(s);
+  }
+  return ok;
+}
+
+static int pick_port(void)
+{
+  int lo = 32768;
+  FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f) {
+    int hi;
+    if (fscanf(f, "%d %d", &lo, &hi) != 2) lo = 32768;
+    fclose(f);
+  }
+  if (lo < 12000) lo = 30000;
+  srand((unsigned)(time(NULL) ^ (getpid() << 10)));
+  for (int attempt = 0; attempt < 1000; attempt++) {
+    int p = 10000 + rand() % (lo - 10000 - 16);
+    if (port_free(p)) return p;
+  }
+  return 0;
+}
+
+static int spawn_ranks(int n, char** argv, double timeout)
+{
+  char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) {
+    fprintf(stderr, "perf: readlink /proc/self/exe: %s\n", strerror(errno));
+    return 1;
+  }
+  self[len] = 0;
+  int port = pick_port();
+  if (port == 0) {
+    fprintf(stderr, "perf: no free TCP port found\n");
+    return 1;
+  }
+  char addr[64], nr[16];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+  snprintf(nr, sizeof nr, "%d", n);
+  setenv("MSCCLPP_TEST_NRANKS", nr, 1);
+  setenv("MSCCLPP_TEST_ADDR", addr, 1);
+  setenv("MSCCLPP_PERF_SPAWNED", "1", 1);
+  pid_t* pids = calloc((size_t)n, sizeof(pid_t));
+  int* done = calloc((size_t)n, sizeof(int));
+  fflush(stdout);
+  for (int r = 0; r < n; r++) {
+    char rs[16];
+    snprintf(rs, sizeof rs, "%d", r);
+    setenv("MSCCLPP_TEST_RANK", rs, 1);
+    argv[0] = self;
+    int e = posix_spawn(&pids[r], self, NULL, NULL, argv, environ);
+    if (e != 0) {
+      fprintf(stderr, "perf: posix_spawn %s: %s\n", self, strerror(e));
+      for (int k = 0; k < r; k++) kill(pids[k], SIGKILL);
+      return 1;
+    }
+  }
+  int bad = 0, left = n;
+  double deadline = now() + timeout, killAt = 0;
+  while (left > 0) {
+    int st;
+    pid_t p = waitpid(-1, &st, WNOHANG);
+    if (p > 0) {
+      for (int r = 0; r < n; r++) {
+        if (pids[r] != p || done[r]) continue;
+        done[r] = 1;
+        left--;
+        if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+          if (WIFSIGNALED(st))
+            fprintf(stderr, "perf: rank %d killed by signal %d\n", r, WTERMSIG(st));
+          else
+            fprintf(stderr, "perf: rank %d exited with status %d\n", r, WEXITSTATUS(st));
+          if (!bad) killAt = now() + 10; /* give the others a chance to report, then stop them */
+          bad = 1;
+        }
+      }
+      continue;
+    }
+    if (p < 0 && errno != EINTR) break;
+    double t = now();
+    if ((killAt > 0 && t > killAt) || t > deadline) {
+      if (t > deadline) fprintf(stderr, "perf: timeout after %.0f s\n", timeout);
+      for (int r = 0; r < n; r++)
+        if (!done[r]) {
+          fprintf(stderr, "perf: killing rank %d (pid %d)\n", r, (int)pids[r]);
+          kill(pids[r], SIGKILL);
+        }
+      bad = 1;
+      killAt = 0;
+      deadline = t + 1e9;
+    }
+    sleep_ms(5);
+  }
+  free(pids);
+  free(done);
+  return bad ? 1 : 0;
+}
+
+/* ---- where the ranks come from ---- */
+
+static int env_int(const char* a, int* out)
+{
+  const char* s = getenv(a);
+  if (s == NULL || *s == '\0') return 0;
+  *out = atoi(s);
+  return 1;
+}
+
+/* 1 when some launcher started us; sets rank and nranks. */
+static int from_launcher(void)
+{
+  static const char* pairs[][2] = {{"MSCCLPP_TEST_RANK", "MSCCLPP_TEST_NRANKS"},
+                                   {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                   {"PMI_RANK", "PMI_SIZE"},
+                                   {"PMIX_RANK", "PMIX_SIZE"},
+                                   {"SLURM_PROCID", "SLURM_NTASKS"}};
+  for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+    int r, n;
+    if (env_int(pairs[i][0], &r) && env_int(pairs[i][1], &n)) {
+      rank = r;
+      nranks = n;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static void init_comm(const char* idFile)
+{
+  const char* addr = getenv("MSCCLPP_TEST_ADDR");
+  if (addr == NULL || *addr == '\0') addr = getenv("MSCCLPP_COMM_ID");
+  if (addr != NULL && *addr != '\0') {
+    CK(mscclppCommInitRank(&comm, nranks, addr, rank));
+    return;
+  }
+  if (idFile == NULL) idFile = getenv("MSCCLPP_PERF_ID_FILE");
+  if (idFile == NULL || *idFile == '\0') {
+    fprintf(stderr, "perf rank %d: no root address: set MSCCLPP_COMM_ID=ip:port for every rank, or pass "
+                    "--id-file PATH (or MSCCLPP_PERF_ID_FILE) on a file system all ranks share\n", rank);
+    exit(2);
+  }
+  mscclppUniqueId id;
+  if (rank == 0) {
+    CK(mscclppGetUniqueId(&id));
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", idFile, (int)getpid());
+    FILE* f = fopen(tmp, "wb");
+    if (f == NULL || fwrite(&id, sizeof id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, idFile) != 0) {
+      fprintf(stderr, "perf rank 0: cannot write %s: %s\n", idFile, strerror(errno));
+      exit(1);
+    }
+  } else {
+    double deadline = now() + 120;
+    for (;;) {
+      FILE* f = fopen(idFile, "rb");
+      if (f != NULL) {
+        size_t got = fread(&id, sizeof id, 1, f);
+        fclose(f);
+        if (got == 1) break;
+      }
+      if (now() > deadline) {
+        fprintf(stderr, "perf rank %d: %s did not appear in 120 s\n", rank, idFile);
+        exit(1);
+      }
+      sleep_ms(20);
+    }
+  }
+  CK(mscclppCommInitRankFromId(&comm, nranks, id, rank));
+}
+
+/* ---- the benchmark ---- */
+
+static mscclppDevConn_t** conn; /* by peer rank */
+
+static void wait_peer(int p, const char* when)
+{
+  mscclppResult_t r = mscclppDevConnWaitTimeout(conn[p], 60000);
+  if (r != mscclppSuccess) {
+    fprintf(stderr, "perf rank %d: waiting for rank %d (%s): %s: %s\n", rank, p, when, mscclppGetErrorString(r),
+            mscclppGetLastError(comm));
+    exit(1);
+  }
+}
+
+static void allgather_once(unsigned char* buf, size_t chunk)
+{
+  (void)buf;
+  size_t off = (size_t)rank * chunk;
+  for (int k = 1; k < nranks; k++) {
+    int p = (rank + k) % nranks;
+    mscclppResult_t r = mscclppDevConnPutWithSignal(conn[p], off, off, chunk);
+    if (r != mscclppSuccess) {
+      fprintf(stderr, "perf rank %d: put of %zu bytes to rank %d: %s: %s\n", rank, chunk, p, mscclppGetErrorString(r),
+              mscclppGetLastError(comm));
+      exit(1);
+    }
+  }
+  for (int k = 1; k < nranks; k++) wait_peer((rank + nranks - k) % nranks, "allgather");
+}
+
+int main(int argc, char** argv)
+{
+  int n = 4, iters = 20, warmup = 5, useMalloc = 0;
+  size_t minBytes = 8, maxBytes = (size_t)256 << 20;
+  double factor = 2, timeout = 600;
+  const char* idFile = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char* a = argv[i];
+    if (!strcmp(a, "--malloc")) useMalloc = 1;
+    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage();
+    else if (i + 1 >= argc) usage();
+    else if (!strcmp(a, "-n")) n = atoi(argv[++i]);
+    else if (!strcmp(a, "-b")) minBytes = parse_size(argv[++i]);
+    else if (!strcmp(a, "-e")) maxBytes = parse_size(argv[++i]);
+    else if (!strcmp(a, "-f")) factor = atof(argv[++i]);
+    else if (!strcmp(a, "-i")) iters = atoi(argv[++i]);
+    else if (!strcmp(a, "-w")) warmup = atoi(argv[++i]);
+    else if (!strcmp(a, "-t")) timeout = atof(argv[++i]);
+    else if (!strcmp(a, "--id-file")) idFile = argv[++i];
+    else usage();
+  }
+  if (n < 1 || iters < 1 || warmup < 0 || factor <= 1.0 || maxBytes < 1 || minBytes > maxBytes) usage();
+
+  /* No library call may come before this point: the parent only spawns. */
+  if (!from_launcher()) return spawn_ranks(n, argv, timeout);
+
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  int quiet = rank != 0;
+  init_comm(idFile);
+
+  size_t minChunk = minBytes / (size_t)nranks;
+  if (minChunk < 1) minChunk = 1;
+  size_t maxChunk = maxBytes / (size_t)nranks;
+  if (maxChunk < minChunk) maxChunk = minChunk;
+  /* the largest chunk of the sequence */
+  size_t topChunk = minChunk;
+  for (double c = (double)minChunk; (size_t)c <= maxChunk; c *= factor) topChunk = (size_t)c;
+  size_t bufBytes = topChunk * (size_t)nranks;
+
+  unsigned char* buf = NULL;
+  if (useMalloc) {
+    buf = malloc(bufBytes);
+    if (buf == NULL) {
+      fprintf(stderr, "perf rank %d: malloc of %zu bytes failed\n", rank, bufBytes);
+      return 1;
+    }
+  } else {
+    CK(mscclppHostAlloc((void**)&buf, bufBytes));
+  }
+  memset(buf, 0, bufBytes);
+  conn = calloc((size_t)nranks, sizeof *conn);
+  for (int p = 0; p < nranks; p++)
+    if (p != rank) CK(mscclppConnect(comm, p, 0, buf, bufBytes, mscclppTransportSHM, NULL));
+  CK(mscclppConnectionSetup(comm));
+  const char* algo = nranks == 1 ? "local" : "direct-memcpy";
+  for (int p = 0; p < nranks; p++) {
+    if (p == rank) continue;
+    CK(mscclppGetDeviceConnection(comm, p, 0, &conn[p]));
+    if (conn[p]->remoteBuff == NULL) algo = "direct-vm_writev";
+  }
+  CK(mscclppProxyLaunch(comm));
+
+  if (!quiet) {
+    int version = 0;
+    mscclppGetVersion(&version);
+    printf("# mscclpp all_gather_perf: host mode over SHM, library version %d\n", version);
+    printf("# nranks %d (pid %d is rank 0), %s buffers, iters %d, warmup %d, sizes %zu .. %zu B, factor %g\n", nranks,
+           (int)getpid(), useMalloc ? "malloc" : "mscclppHostAlloc", iters, warmup, minChunk * (size_t)nranks,
+           bufBytes, factor);
+    printf("# count: bytes per rank (size = count * nranks); time: the slowest rank's average per iteration\n");
+    printf("#\n");
+    printf("# %12s %12s %12s %12s %12s  %-18s %8s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
+           "algo", "#wrong");
+  }
+
+  size_t totalWrong = 0;
+  double busSum = 0;
+  int nSizes = 0;
+  double* times = calloc((size_t)nranks, sizeof(double));
+  size_t* wrongs = calloc((size_t)nranks, sizeof(size_t));
+  for (double cd = (double)minChunk; (size_t)cd <= maxChunk; cd *= factor) {
+    size_t chunk = (size_t)cd;
+    size_t size = chunk * (size_t)nranks;
+    /* fewer iterations for big sizes: about 512 MiB gathered per size at most */
+    int it = iters, wu = warmup;
+    size_t budget = (size_t)512 << 20;
+    if ((size_t)it * size > budget) it = (int)(budget / size) < 2 ? 2 : (int)(budget / size);
+    if (wu > 0 && (size_t)wu * size > budget / 4) wu = 1;
+
+    /* poison the peers' slots, fill mine */
+    for (int p = 0; p < nranks; p++)
+      if (p != rank) memset(buf + (size_t)p * chunk, 0xEE, chunk);
+    fill(buf + (size_t)rank * chunk, chunk, seed_of(rank, chunk));
+    CK(mscclppBootstrapBarrier(comm));
+    for (int i = 0; i < wu; i++) allgather_once(buf, chunk);
+    CK(mscclppBootstrapBarrier(comm));
+    double t0 = now();
+    for (int i = 0; i < it; i++) allgather_once(buf, chunk);
+    double dt = (now() - t0) / it;
+
+    /* every byte of every slot */
+    size_t wrong = 0;
+    for (int p = 0; p < nranks; p++) wrong += count_wrong(buf + (size_t)p * chunk, chunk, seed_of(p, chunk));
+    mscclppResult_t async = mscclppSuccess;
+    CK(mscclppCommGetAsyncError(comm, &async));
+    if (async != mscclppSuccess) {
+      fprintf(stderr, "perf rank %d: async error at size %zu: %s: %s\n", rank, size, mscclppGetErrorString(async),
+              mscclppGetLastError(comm));
+      wrong += 1;
+    }
+    memset(times, 0, (size_t)nranks * sizeof(double));
+    memset(wrongs, 0, (size_t)nranks * sizeof(size_t));
+    times[rank] = dt;
+    wrongs[rank] = wrong;
+    CK(mscclppBootstrapAllGather(comm, times, sizeof(double)));
+    CK(mscclppBootstrapAllGather(comm, wrongs, sizeof(size_t)));
+    double tmax = 0;
+    size_t wsum = 0;
+    for (int p = 0; p < nranks; p++) {
+      if (times[p] > tmax) tmax = times[p];
+      wsum += wrongs[p];
+    }
+    totalWrong += wsum;
+    double algbw = tmax > 0 ? (double)size / tmax / 1e9 : 0;
+    double busbw = algbw * (double)(nranks - 1) / (double)nranks;
+    busSum += busbw;
+    nSizes++;
+    if (!quiet)
+      printf("  %12zu %12zu %12.2f %12.3f %12.3f  %-18s %8zu\n", size, chunk, tmax * 1e6, algbw, busbw, algo, wsum);
+    if (wrong && rank != 0)
+      fprintf(stderr, "perf rank %d: %zu wrong bytes at size %zu\n", rank, wrong, size);
+  }
+
+  CK(mscclppProxyStop(comm));
+  CK(mscclppCommDestroy(comm));
+  comm = NULL;
+  if (useMalloc)
+    free(buf);
+  else
+    CK(mscclppHostFree(buf));
+  if (!quiet) {
+    printf("# Out of bounds values : %zu %s\n", totalWrong, totalWrong ? "FAILED" : "OK");
+    printf("# Avg bus bandwidth    : %.3f\n", nSizes ? busSum / nSizes : 0.0);
+    printf("#\n");
+  }
+  free(times);
+  free(wrongs);
+  free(conn);
+  return totalWrong ? 1 : 0;
+}

@@ -1,0 +1,320 @@
+#!/usr/bin/env bash
+# run.sh [BUILD_DIR]: the C/C++ conformance suite of libmscclpp.
+#
+# Builds every program in tests/c against the library in BUILD_DIR (default
+# build, relative to the current directory or else to the repository root)
+# using only pkg-config (PKG_CONFIG_PATH=$BUILD/lib/pkgconfig), into
+# $BUILD/tests/c/, then runs each case -- a program started as N ranks by
+# `launch` with a timeout -- and prints "PASS name", "FAIL name" (with the
+# case's output) or "SKIP name: reason" per case, and last exactly one line
+# "N passed, M failed". The exit status is non-zero when M > 0.
+#
+# Environment:
+#   MSCCLPP_TEST_FILTER=REGEX   run only the cases whose name matches
+#   MSCCLPP_TEST_VERBOSE=1      print every case's output, not only failures
+#   MSCCLPP_TEST_BUDGET=SECONDS the whole suite's time limit (default 225):
+#                               each case's timeout is cut to what is left,
+#                               and cases left when it is used up FAIL unrun
+#   CC, CXX                     compilers (default cc, c++)
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+
+build=${1:-build}
+if [ -d "$build" ]; then
+  build=$(cd "$build" && pwd)
+elif [ -d "$root/$build" ]; then
+  build=$(cd "$root/$build" && pwd)
+else
+  echo "run.sh: no build directory '$build' (looked in $PWD and $root)"
+  echo "FAIL build-dir"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
+CC=${CC:-cc}
+CXX=${CXX:-c++}
+filter=${MSCCLPP_TEST_FILTER:-}
+verbose=${MSCCLPP_TEST_VERBOSE:-0}
+
+# The library's behaviour must come from each case's own settings only.
+unset MSCCLPP_DEBUG MSCCLPP_DEBUG_SUBSYS MSCCLPP_DEBUG_FILE MSCCLPP_COMM_ID MSCCLPP_SOCKET_IFNAME \
+  MSCCLPP_SOCKET_FAMILY MSCCLPP_HOSTID NPKIT_DUMP_DIR MSCCLPP_TEST_RANK MSCCLPP_TEST_NRANKS MSCCLPP_TEST_ADDR \
+  MSCCLPP_TEST_DIR
+
+export PKG_CONFIG_PATH="$build/lib/pkgconfig"
+export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+out="$build/tests/c"
+mkdir -p "$out" || exit 1
+# clean what an earlier run left (only ours: others may build here too)
+(cd "$out" && rm -rf launch abi_layout_c abi_layout_cc11 abi_layout_cc14 abi_layout_cc17 abi_layout_cc20 \
+  error_strings bootstrap connections datapath bad_input timeouts stranger logging fork threads_cc \
+  build-*.log ./*.log ./*.short only-mscclpp*.c only-mscclpp*.cc logging-file.d)
+
+passed=0
+failed=0
+skipped=0
+suite_start=$(date +%s.%N)
+budget=${MSCCLPP_TEST_BUDGET:-225}
+suite_deadline=$(($(date +%s) + budget))
+
+# time_left CASE_TIMEOUT -> the timeout to use, or nothing when the budget is spent
+time_left() {
+  local left=$((suite_deadline - $(date +%s)))
+  if [ $left -lt 5 ]; then return 1; fi
+  if [ "$1" -lt $left ]; then echo "$1"; else echo $left; fi
+}
+
+elapsed() { # start -> "1.2"
+  awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'
+}
+
+selected() {
+  [ -z "$filter" ] && return 0
+  [[ $1 =~ $filter ]]
+}
+
+show_log() { # file: everything but the "ok" lines of passing checks
+  local lines shown
+  lines=$(wc -l <"$1")
+  grep -Ev '^(\[rank [0-9]+\] )?ok   ' "$1" >"$1.short"
+  shown=$(wc -l <"$1.short")
+  if [ "$shown" -gt 150 ]; then
+    echo "    ... ($shown lines without the passing checks; the first 30 and the last 120 follow; all in $1)"
+    head -n 30 "$1.short" | sed 's/^/    /'
+    echo "    ..."
+    tail -n 120 "$1.short" | sed 's/^/    /'
+  else
+    sed 's/^/    /' "$1.short"
+    [ "$shown" -lt "$lines" ] && echo "    ($((lines - shown)) passing checks not shown; all in $1)"
+  fi
+  rm -f "$1.short"
+}
+
+pass() { # name start
+  passed=$((passed + 1))
+  echo "PASS $1  ($(elapsed "$2") s)"
+  if [ "$verbose" = 1 ] && [ -n "${3:-}" ]; then sed 's/^/    /' "$3"; fi
+}
+
+fail() { # name start log
+  failed=$((failed + 1))
+  echo "FAIL $1  ($(elapsed "$2") s)"
+  if [ -n "${3:-}" ] && [ -f "$3" ]; then show_log "$3"; fi
+}
+
+skip() { # name reason
+  skipped=$((skipped + 1))
+  echo "SKIP $1: $2"
+}
+
+# ---- pkg-config ----
+if ! pkg-config --exists mscclpp 2>"$out/pkg-config.log"; then
+  echo "pkg-config cannot find mscclpp in $PKG_CONFIG_PATH" >>"$out/pkg-config.log"
+  fail pkg-config "$suite_start" "$out/pkg-config.log"
+  echo "$passed passed, $failed failed"
+  exit 1
+fi
+cflags=$(pkg-config --cflags mscclpp)
+libs=$(pkg-config --libs mscclpp)
+echo "# library: $build/lib ($(pkg-config --modversion mscclpp 2>/dev/null))"
+echo "# cflags: $cflags"
+echo "# libs:   $libs"
+
+# ---- build ----
+# Every program: the exact pkg-config command line (plus -pthread and -o).
+declare -A built=()
+build_c() { # bin src
+  local bin=$1 src=$2
+  if $CC -std=c11 -Wall -Wextra -Werror $cflags "$here/$src" $libs -pthread -o "$out/$bin" \
+    >"$out/build-$bin.log" 2>&1; then
+    built[$bin]=1
+  else
+    built[$bin]=0
+  fi
+}
+build_cxx() { # bin src std
+  local bin=$1 src=$2 std=$3
+  if $CXX -std="$std" -Wall -Wextra -Werror $cflags "$here/$src" $libs -pthread -o "$out/$bin" \
+    >"$out/build-$bin.log" 2>&1; then
+    built[$bin]=1
+  else
+    built[$bin]=0
+  fi
+}
+
+if ! $CC -std=c11 -Wall -Wextra -Werror -o "$out/launch" "$here/launch.c" >"$out/build-launch.log" 2>&1; then
+  fail build-launch "$suite_start" "$out/build-launch.log"
+  echo "$passed passed, $failed failed"
+  exit 1
+fi
+
+build_start=$(date +%s.%N)
+jobs_max=$(nproc 2>/dev/null || echo 2)
+builds=(
+  "c abi_layout_c abi_layout.c" "c error_strings error_strings.c" "c bootstrap bootstrap.c"
+  "c connections connections.c" "c datapath datapath.c" "c bad_input bad_input.c" "c timeouts timeouts.c"
+  "c stranger stranger.c" "c logging logging.c" "c fork fork.c" "cxx threads_cc threads.cc c++17"
+  "cxx abi_layout_cc11 abi_layout.cc c++11" "cxx abi_layout_cc14 abi_layout.cc c++14"
+  "cxx abi_layout_cc17 abi_layout.cc c++17" "cxx abi_layout_cc20 abi_layout.cc c++20"
+)
+for job in "${builds[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+  set -- $job
+  lang=$1
+  shift
+  if [ "$lang" = c ]; then build_c "$@" & else build_cxx "$@" & fi
+done
+wait
+# `built` was filled in subshells: read the results back from the files
+for f in "$out"/build-*.log; do
+  bin=${f#"$out"/build-}
+  bin=${bin%.log}
+  [ "$bin" = launch ] && continue
+  if [ -x "$out/$bin" ]; then built[$bin]=1; else built[$bin]=0; fi
+done
+echo "# built the programs in $(elapsed "$build_start") s"
+
+# ---- cases ----
+# run_case NAME N TIMEOUT BIN [ARGS...]; before the call, optionally:
+#   case_env=(VAR=value ...)   extra environment for the ranks
+#   case_expect_fail=RANKS     ranks expected to die
+#   case_lenv=(VAR=value ...)  environment set by launch, with its {ADDR+k},
+#                              {PORT+k}, {DIR}, {RANK} placeholders expanded
+case_env=()
+case_lenv=()
+case_expect_fail=""
+run_case() {
+  local name=$1 n=$2 t=$3 bin=$4
+  shift 4
+  local envs=(${case_env[@]+"${case_env[@]}"}) lenvs=(${case_lenv[@]+"${case_lenv[@]}"}) expect=$case_expect_fail
+  case_env=()
+  case_lenv=()
+  case_expect_fail=""
+  selected "$name" || return 0
+  local start log=$out/$name.log
+  start=$(date +%s.%N)
+  if [ "${built[$bin]:-0}" != 1 ]; then
+    {
+      echo "$bin did not compile:"
+      cat "$out/build-$bin.log" 2>/dev/null
+    } >"$log"
+    fail "$name" "$start" "$log"
+    return
+  fi
+  if ! t=$(time_left "$t"); then
+    echo "not run: the suite's ${budget} s budget is used up" >"$log"
+    fail "$name" "$start" "$log"
+    return
+  fi
+  local args=(-n "$n" -t "$t")
+  [ -n "$expect" ] && args+=(--expect-fail "$expect")
+  local e
+  for e in ${lenvs[@]+"${lenvs[@]}"}; do args+=(-e "$e"); done
+  env ${envs[@]+"${envs[@]}"} "$out/launch" "${args[@]}" -- "$out/$bin" "$@" >"$log" 2>&1
+  local rc=$?
+  if [ $rc -eq 0 ]; then
+    pass "$name" "$start" "$log"
+  else
+    fail "$name" "$start" "$log"
+  fi
+}
+
+# compile-only case: the headers alone, strictly, in C and C++
+headers_case() {
+  local name=headers-self-contained start log=$out/headers.log
+  selected "$name" || return 0
+  start=$(date +%s.%N)
+  local ok=1
+  : >"$log"
+  for h in mscclppfifo.h mscclpp.h; do
+    printf '#include <%s>\n#include <%s>\nint main(void) { return 0; }\n' "$h" "$h" >"$out/only-$h.c"
+    cp "$out/only-$h.c" "$out/only-$h.cc"
+    for std in c99 c11 c17; do
+      if ! $CC -std=$std -Wall -Wextra -Werror -pedantic-errors $cflags -c "$out/only-$h.c" -o /dev/null >>"$log" 2>&1; then
+        echo "$h alone does not compile as $std -pedantic-errors" >>"$log"
+        ok=0
+      fi
+    done
+    for std in c++11 c++14 c++17 c++20; do
+      if ! $CXX -std=$std -Wall -Wextra -Werror -pedantic-errors $cflags -c "$out/only-$h.cc" -o /dev/null >>"$log" 2>&1; then
+        echo "$h alone does not compile as $std -pedantic-errors" >>"$log"
+        ok=0
+      fi
+    done
+  done
+  if [ $ok = 1 ]; then pass "$name" "$start" "$log"; else fail "$name" "$start" "$log"; fi
+}
+
+cuda_case() {
+  local name=check-cuda-compile start log=$out/check-cuda.log
+  selected "$name" || return 0
+  local nvcc
+  nvcc=$(command -v nvcc 2>/dev/null || true)
+  [ -z "$nvcc" ] && [ -x /usr/bin/nvcc ] && nvcc=/usr/bin/nvcc
+  [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+  if [ -z "$nvcc" ]; then
+    skip "$name" "nvcc not found"
+    return
+  fi
+  start=$(date +%s.%N)
+  local inc
+  inc=$(pkg-config --variable=includedir mscclpp 2>/dev/null)
+  [ -d "$inc" ] || inc=$build/include
+  local t
+  if ! t=$(time_left 120); then
+    echo "not run: the suite's ${budget} s budget is used up" >"$log"
+    fail "$name" "$start" "$log"
+    return
+  fi
+  if PATH="$(dirname "$nvcc"):$PATH" timeout -k 5 "$t" "$here/check-cuda.sh" "$inc" >"$log" 2>&1 &&
+    ! grep -q skipped "$log"; then
+    pass "$name" "$start" "$log"
+  else
+    fail "$name" "$start" "$log"
+  fi
+}
+
+headers_case
+run_case abi_layout.c 1 15 abi_layout_c
+for std in 11 14 17 20; do
+  run_case "abi_layout.cc-c++$std" 1 15 "abi_layout_cc$std"
+done
+run_case error_strings 1 15 error_strings
+for n in 1 2 4 8; do
+  run_case "bootstrap-n$n" "$n" 40 bootstrap
+done
+run_case connections-n2 2 30 connections
+run_case connections-n3 3 30 connections
+run_case datapath-n2 2 30 datapath
+run_case datapath-n3 3 30 datapath
+run_case bad_input 2 30 bad_input
+run_case timeouts-missing-rank 3 20 timeouts missing
+case_expect_fail=2
+run_case timeouts-killed-rank 3 30 timeouts killed
+case_env=(MSCCLPP_DEBUG=WARN)
+run_case stranger 2 30 stranger
+case_env=(MSCCLPP_DEBUG=WARN)
+case_lenv=("MSCCLPP_COMM_ID={ADDR+4}")
+run_case stranger-comm-id 3 30 stranger commid
+case_env=(MSCCLPP_DEBUG=INFO)
+run_case logging-info 1 15 logging info
+case_env=(MSCCLPP_DEBUG=warn)
+run_case logging-warn 1 15 logging warn
+case_env=(MSCCLPP_DEBUG=Info MSCCLPP_DEBUG_SUBSYS=^INIT)
+run_case logging-subsys 1 15 logging subsys
+run_case logging-off 1 15 logging off
+logdir="$out/logging-file.d"
+rm -rf "$logdir" && mkdir -p "$logdir"
+case_env=(MSCCLPP_DEBUG=INFO "MSCCLPP_DEBUG_FILE=$logdir/dbg-%h-%p-%%.log" "MSCCLPP_TEST_LOGDIR=$logdir")
+run_case logging-file 1 15 logging file
+run_case fork 1 30 fork
+run_case threads.cc 2 30 threads_cc
+cuda_case
+
+echo "# suite took $(elapsed "$suite_start") s; logs in $out"
+[ $skipped -gt 0 ] && echo "# $skipped skipped"
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
