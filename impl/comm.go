@@ -15,6 +15,7 @@ import (
 
 	"github.com/mscclpp-go/mscclpp/impl/bootstrap"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/hostmem"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/nodeshm"
 	"github.com/mscclpp-go/mscclpp/impl/status"
@@ -48,6 +49,7 @@ type Comm struct {
 	setupDone  bool
 	proxyOn    bool
 	regRecords []engine.RegRecord
+	mappings   []hostmem.Mapping // peers' mscclppHostAlloc regions this communicator mapped
 	closed     bool
 }
 
@@ -223,6 +225,9 @@ func (c *Comm) Destroy() error {
 	}
 	for _, r := range c.regRecords {
 		r.Free()
+	}
+	for _, m := range c.mappings {
+		hostmem.Release(m)
 	}
 	c.devConns.Free()
 	c.eng.Free()

@@ -92,10 +92,11 @@ func (c *Comm) importReg(pid int, d regDesc) (engine.Reg, error) {
 		}
 		r.Mapped = c.node.Epoch(local, conn)
 	case regHostAlloc:
-		p, err := hostmem.MapRemote(pid, hostmem.Share{Fd: int(d.fd), Ino: d.ino, Size: d.regSize, Offset: d.offset})
+		p, m, err := hostmem.MapRemote(pid, hostmem.Share{Fd: int(d.fd), Ino: d.ino, Size: d.regSize, Offset: d.offset})
 		if err != nil {
 			return r, err
 		}
+		c.mappings = append(c.mappings, m)
 		r.Mapped = p
 	case regRaw:
 	default:

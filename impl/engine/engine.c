@@ -178,11 +178,33 @@ int engOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64
 
 const engOps engShmOps = {"SHM", engOp, NULL, NULL};
 
+/* A host Flag or Sync covers every earlier put, including triggers pushed into the
+ * FIFO: wait until the proxy has served everything pushed before this call. */
+static int drainFifo(engConn* c)
+{
+  engCtx* ctx = c->ctx;
+  if (ctx == NULL || ctx->devHead != NULL) return mscclppSuccess;
+  uint64_t head = __atomic_load_n(&ctx->head, __ATOMIC_ACQUIRE);
+  if (__atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE) >= head) return mscclppSuccess;
+  engBackoff b = {0, 0};
+  while (__atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE) < head) {
+    if (!__atomic_load_n(&ctx->running, __ATOMIC_ACQUIRE))
+      return opFail(c, mscclppInvalidUsage,
+                    "signal or flush with triggers queued in the FIFO and no proxy running (call mscclppProxyLaunch)");
+    engBackoffStep(&b, &c->comm->waitCfg);
+  }
+  return mscclppSuccess;
+}
+
 mscclppResult_t mscclppConnOp(struct mscclppDevConn* conn, uint64_t type, uint64_t dstDataOffset,
                               uint64_t srcDataOffset, uint64_t dataSize)
 {
   engConn* c = connOf(conn, "mscclppConnOp");
   if (c == NULL) return mscclppInvalidUsage;
+  if (type & (mscclppFlag | mscclppSync)) {
+    int rc = drainFifo(c);
+    if (rc != mscclppSuccess) return (mscclppResult_t)rc;
+  }
   return (mscclppResult_t)c->ops->op(c, type, 1, dstDataOffset, 1, srcDataOffset, dataSize);
 }
 
@@ -226,7 +248,8 @@ mscclppResult_t mscclppConnWait(struct mscclppDevConn* conn, int64_t timeoutMs)
       if (timeoutMs >= 0 && now - start >= (uint64_t)timeoutMs * 1000000ull) return mscclppInProgress;
       if (now - lastCheck > 5000000ull) { /* every 5 ms */
         lastCheck = now;
-        if (__atomic_load_n(&c->comm->asyncErr, __ATOMIC_ACQUIRE) != 0) return mscclppRemoteError;
+        /* only a remote failure ends the wait: a rejected put of this rank's does not */
+        if (__atomic_load_n(&c->comm->asyncErr, __ATOMIC_ACQUIRE) == mscclppRemoteError) return mscclppRemoteError;
         if (processGone(c->peerPid)) {
           char msg[200];
           snprintf(msg, sizeof(msg), "rank %d (pid %d) exited while rank %d waited for its signal", c->peerRank,
@@ -244,6 +267,11 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
 {
   engCtx* ctx = (engCtx*)(void*)fifo->triggerFifo;
   const engBackoffCfg* cfg = &ctx->comm->waitCfg;
+  if (MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize) == 0) {
+    /* an empty put: it would read as an empty slot, so push it as a marker that moves no data */
+    type &= ~(uint64_t)mscclppData;
+    dataSize = 1;
+  }
   uint64_t h = __atomic_fetch_add(fifo->triggerFifoHead, 1, __ATOMIC_RELAXED);
   engBackoff b = {0, 0};
   while (h >= MSCCLPP_PROXY_FIFO_SIZE + __atomic_load_n(fifo->triggerFifoTail, __ATOMIC_ACQUIRE))

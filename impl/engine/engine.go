@@ -247,4 +247,3 @@ func (r RegRecord) Write(comm *Comm, off uint64, src unsafe.Pointer, size uint64
 	}
 	return nil
 }
-

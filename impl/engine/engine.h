@@ -98,7 +98,7 @@ typedef struct engCtx {
   uint64_t* devHead;  /* where initiators count pushes when not &head (device memory), or NULL */
   engConn* conns[ENG_MAX_CONNS];
   pthread_t thread;
-  int running;
+  volatile int running;
   volatile int stop;
   uint64_t served; /* triggers served, for tests and stats */
 } engCtx;

@@ -25,8 +25,14 @@ var (
 	regions = map[uintptr]*region{} // by base address
 
 	remoteMu sync.Mutex
-	remotes  = map[remoteKey][]byte{}
+	remotes  = map[remoteKey]*remoteMap{}
 )
+
+// remoteMap is a peer's region mapped here, shared by every registration that uses it.
+type remoteMap struct {
+	mem  []byte
+	refs int
+}
 
 type remoteKey struct {
 	pid int
@@ -99,28 +105,58 @@ func Lookup(p unsafe.Pointer, size uint64) (Share, bool) {
 	return Share{}, false
 }
 
-// MapRemote maps the region a peer process shared (cached per process and region).
-func MapRemote(pid int, s Share) (unsafe.Pointer, error) {
+// Mapping is one use of a peer's region; Release it when done.
+type Mapping struct{ key remoteKey }
+
+// MapRemote maps the region a peer process shared (one mapping per process and region,
+// counted: each call must be paired with Release).
+func MapRemote(pid int, s Share) (unsafe.Pointer, Mapping, error) {
 	k := remoteKey{pid, s.Ino}
 	remoteMu.Lock()
 	defer remoteMu.Unlock()
-	mem, ok := remotes[k]
-	if !ok || uint64(len(mem)) < s.Size {
+	m, ok := remotes[k]
+	if !ok {
 		path := fmt.Sprintf("/proc/%d/fd/%d", pid, s.Fd)
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
-			return nil, status.Errorf(status.SystemError, "open peer memory %s: %w", path, err)
+			return nil, Mapping{}, status.Errorf(status.SystemError, "open peer memory %s: %w", path, err)
 		}
 		defer f.Close()
 		var st unix.Stat_t
 		if err = unix.Fstat(int(f.Fd()), &st); err != nil || st.Ino != s.Ino {
-			return nil, status.Errorf(status.RemoteError, "peer memory %s is not the region the peer registered", path)
+			return nil, Mapping{}, status.Errorf(status.RemoteError, "peer memory %s is not the region the peer registered", path)
 		}
-		mem, err = unix.Mmap(int(f.Fd()), 0, int(s.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		mem, err := unix.Mmap(int(f.Fd()), 0, int(s.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 		if err != nil {
-			return nil, status.Errorf(status.SystemError, "map peer memory %s: %w", path, err)
+			return nil, Mapping{}, status.Errorf(status.SystemError, "map peer memory %s: %w", path, err)
 		}
-		remotes[k] = mem
+		m = &remoteMap{mem: mem}
+		remotes[k] = m
 	}
-	return unsafe.Add(unsafe.Pointer(&mem[0]), s.Offset), nil
+	if s.Offset >= uint64(len(m.mem)) {
+		return nil, Mapping{}, status.Errorf(status.RemoteError, "peer region offset %d beyond its %d bytes", s.Offset, len(m.mem))
+	}
+	m.refs++
+	return unsafe.Add(unsafe.Pointer(&m.mem[0]), s.Offset), Mapping{key: k}, nil
+}
+
+// Release ends one use of a mapping; the last one unmaps the region.
+func Release(mp Mapping) {
+	remoteMu.Lock()
+	defer remoteMu.Unlock()
+	m, ok := remotes[mp.key]
+	if !ok {
+		return
+	}
+	if m.refs--; m.refs <= 0 {
+		unix.Munmap(m.mem)
+		delete(remotes, mp.key)
+	}
+}
+
+// Mapped is the number of peer regions mapped in this process (for tests).
+func Mapped() int {
+	remoteMu.Lock()
+	defer remoteMu.Unlock()
+	return len(remotes)
 }

@@ -56,13 +56,13 @@ func (c Code) String() string {
 // Error is an error that carries a result code.
 type Error struct {
 	Code Code
-	Msg  string
-	Err  error // optional cause
+	Msg  string // the whole message, the cause's text included
+	Err  error  // optional cause, for errors.Is / errors.As
 }
 
 func (e *Error) Error() string {
-	if e.Err != nil {
-		return e.Msg + ": " + e.Err.Error()
+	if e.Msg == "" && e.Err != nil {
+		return e.Err.Error()
 	}
 	return e.Msg
 }

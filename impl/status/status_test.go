@@ -33,6 +33,9 @@ func TestCodeOfWrapped(t *testing.T) {
 	if CodeOf(cause) != RemoteError {
 		t.Fatal("cause code lost")
 	}
+	if got := cause.Error(); got != "allgather with rank 2: connection reset by peer" {
+		t.Fatalf("message %q repeats or loses the cause", got)
+	}
 	if CodeOf(fmt.Errorf("read: %w", os.ErrDeadlineExceeded)) != RemoteError {
 		t.Fatal("deadline is not RemoteError")
 	}

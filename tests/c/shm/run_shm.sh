@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# run_shm.sh [BUILD_DIR]: the SHM data-path tests.
+#
+# Builds every program of tests/c/shm (and the launcher tests/c/launch.c)
+# against BUILD_DIR (default: build) through pkg-config only, runs each case
+# as N local processes under the launcher, and prints one line per case:
+#   PASS name (seconds) | FAIL name (seconds), then the case's log | SKIP name: why
+# and at the end "N passed, M failed". Exit status: 0 when nothing failed.
+#
+# Environment: SHM_CASES="name ..." runs only those cases; SHM_KEEP=1 keeps
+# the logs (their directory is printed).
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+build=${1:-build}
+case $build in /*) ;; *) build=$root/$build ;; esac
+
+export PKG_CONFIG_PATH="$build/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+if ! pc=$(pkg-config --cflags --libs mscclpp 2>&1); then
+  echo "run_shm.sh: pkg-config cannot find mscclpp under $build/lib/pkgconfig: $pc"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
+out=$(mktemp -d "${TMPDIR:-/tmp}/mscclpp-shm.XXXXXX")
+if [ "${SHM_KEEP:-0}" = 1 ]; then
+  echo "logs in $out"
+else
+  trap 'rm -rf "$out"' EXIT
+fi
+
+passed=0
+failed=0
+skipped=0
+declare -A built
+
+compile() { # compile NAME SOURCE
+  local name=$1 src=$2 cmd
+  case $src in
+    *.c) cmd=(gcc -std=c11 -O2 -g -Wall -Wextra -pthread -o "$out/$name" "$src" $pc) ;;
+    *) cmd=(g++ -std=c++17 -O2 -g -Wall -Wextra -pthread -o "$out/$name" "$src" $pc) ;;
+  esac
+  if "${cmd[@]}" >"$out/build-$name.log" 2>&1; then
+    built[$name]=1
+    if [ -s "$out/build-$name.log" ]; then
+      echo "note: warnings building $name:"
+      sed 's/^/    /' "$out/build-$name.log" | head -20
+    fi
+  else
+    echo "FAIL build-$name"
+    sed 's/^/    /' "$out/build-$name.log" | head -40
+    failed=$((failed + 1))
+  fi
+}
+
+compile launch "$here/../launch.c"
+for src in "$here"/*.c "$here"/*.cc; do
+  [ -e "$src" ] || continue
+  name=$(basename "$src")
+  name=${name%.*}
+  compile "$name" "$src"
+done
+
+want_case() {
+  [ -z "${SHM_CASES:-}" ] && return 0
+  local c
+  for c in $SHM_CASES; do [ "$c" = "$1" ] && return 0; done
+  return 1
+}
+
+# run_case NAME NRANKS TIMEOUT EXPECT_FAIL PROG [ARGS...]   (EXPECT_FAIL: "-" or a rank list)
+run_case() {
+  local name=$1 n=$2 t=$3 ef=$4 prog=$5
+  shift 5
+  want_case "$name" || return 0
+  if [ -z "${built[launch]:-}" ]; then
+    echo "SKIP $name: the launcher did not build"
+    skipped=$((skipped + 1))
+    return 0
+  fi
+  if [ -z "${built[$prog]:-}" ]; then
+    echo "SKIP $name: $prog did not build"
+    skipped=$((skipped + 1))
+    return 0
+  fi
+  local efargs=()
+  [ "$ef" != "-" ] && efargs=(--expect-fail "$ef")
+  local log="$out/$name.log" t0 t1 rc
+  t0=$(date +%s.%N)
+  "$out/launch" -n "$n" -t "$t" "${efargs[@]}" "$out/$prog" "$@" >"$log" 2>&1
+  rc=$?
+  t1=$(date +%s.%N)
+  local dt
+  dt=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+  if [ $rc -eq 0 ]; then
+    echo "PASS $name (${dt}s)"
+    passed=$((passed + 1))
+  else
+    echo "FAIL $name (${dt}s, launch exit $rc): $prog $*"
+    grep -v '^\[rank [0-9]*\] .* rank [0-9]*: OK (' "$log" | tail -40 | sed 's/^/    /'
+    failed=$((failed + 1))
+  fi
+}
+
+MB=$((1 << 20))
+
+# allgather: 200 small rounds (1000 B per rank) + a few large ones, HostAlloc and malloc
+for n in 2 3 4 8; do
+  case $n in 2) big=$((16 * MB)) ;; 3 | 4) big=$((8 * MB)) ;; *) big=$((2 * MB)) ;; esac
+  run_case "allgather_hostalloc_n$n" "$n" 60 - allgather --iters 200 --chunk 1000 --big-iters 3 --big-chunk $big
+  run_case "allgather_malloc_n$n" "$n" 60 - allgather --malloc --iters 200 --chunk 1000 --big-iters 3 --big-chunk $big
+done
+# several registered buffers per connection, mscclppConnPutHandle at odd offsets
+run_case handles_n2 2 60 - handles
+run_case handles_n3 3 60 - handles
+# FIFO: wrap-around with a full FIFO, fifo.sync, flush(), exact signal counts
+run_case fifo_wrap_hostalloc_n2 2 60 - fifo wrap
+run_case fifo_wrap_malloc_n2 2 60 - fifo wrap --malloc
+run_case fifo_wrap_ring_n3 3 60 - fifo wrap
+# FIFO: several threads pushing to one connection (and to two sharing a FIFO)
+run_case fifo_concurrent_n2 2 60 - fifo concurrent
+run_case fifo_concurrent_n3 3 60 - fifo concurrent
+# host flush()/signal() ordered after earlier fifo.push triggers
+run_case fifo_order_hostalloc_n2 2 60 - fifo order
+run_case fifo_order_malloc_n2 2 60 - fifo order --malloc
+# 1-byte and 256 MiB puts
+run_case sizes_hostalloc_n2 2 90 - sizes
+run_case sizes_malloc_n2 2 90 - sizes --malloc
+# out-of-range triggers rejected, canary intact, later operations work
+run_case bounds_hostalloc_n2 2 60 - bounds
+run_case bounds_malloc_n2 2 60 - bounds --malloc
+# a peer SIGKILLed mid-transfer
+run_case kill_waittimeout_n2 2 60 1 kill 1 timeout
+run_case kill_wait_malloc_n3 3 60 2 kill 2 wait --malloc
+run_case kill_root_n3 3 60 0 kill 0 timeout
+# mscclppRegisterBuffer + mscclppRegisteredBufferWrite
+run_case regbuf_n2 2 60 - regbuf
+run_case regbuf_n3 3 60 - regbuf
+# ProxyStop / Destroy with proxies running and a backlog, repeated; no leaks
+run_case stop_n2 2 60 - stop
+run_case stop_n4 4 60 - stop
+# oversubscribed: 4 ranks, 1000 rounds of an 8-byte allgather in < 5 s
+run_case oversub_allgather_n4 4 60 - allgather --iters 1000 --chunk 8 --big-iters 0 --max-seconds 5
+if want_case oversub_allgather_n4 && [ -f "$out/oversub_allgather_n4.log" ]; then
+  grep -o 'rank 0: n=4 .*' "$out/oversub_allgather_n4.log" | sed 's/^/    /'
+fi
+
+if [ $skipped -gt 0 ]; then
+  echo "$passed passed, $failed failed, $skipped skipped"
+else
+  echo "$passed passed, $failed failed"
+fi
+[ $failed -eq 0 ]
