@@ -222,6 +222,29 @@ run_case() {
   fi
 }
 
+# `make install PREFIX=...` then build and run a C and a C++ program with that
+# prefix's pkg-config file only (no LD_LIBRARY_PATH: the .pc's rpath must do)
+install_case() {
+  local name=install-pkgconfig start log=$out/install.log prefix=$out/prefix
+  selected "$name" || return 0
+  start=$(date +%s.%N)
+  rm -rf "$prefix"
+  if make -s -C "$root" install PREFIX="$prefix" BUILD="$build" >"$log" 2>&1 &&
+    [ -f "$prefix/lib/libmscclpp.so.0.1.0" ] && [ -L "$prefix/lib/libmscclpp.so.0" ] && [ -L "$prefix/lib/libmscclpp.so" ] &&
+    [ -f "$prefix/include/mscclpp.h" ] && [ -f "$prefix/include/mscclppfifo.h" ] &&
+    env -u LD_LIBRARY_PATH PKG_CONFIG_PATH="$prefix/lib/pkgconfig" bash -c '
+      set -e
+      $0 -std=c11 -Wall -Werror $(pkg-config --cflags mscclpp) "$2/error_strings.c" -o "$3/inst_c" $(pkg-config --libs mscclpp)
+      $1 -std=c++17 -Wall -Werror $(pkg-config --cflags mscclpp) "$2/abi_layout.cc" -o "$3/inst_cc" $(pkg-config --libs mscclpp)
+      ldd "$3/inst_c" | grep -q "$3/prefix/lib/libmscclpp.so.0"
+      "$3/inst_c" && "$3/inst_cc"' "$CC" "$CXX" "$here" "$out" >>"$log" 2>&1; then
+    pass "$name" "$start" "$log"
+  else
+    echo "install or the installed pkg-config build failed" >>"$log"
+    fail "$name" "$start" "$log"
+  fi
+}
+
 # compile-only case: the headers alone, strictly, in C and C++
 headers_case() {
   local name=headers-self-contained start log=$out/headers.log
@@ -313,6 +336,20 @@ run_case logging-file 1 15 logging file
 run_case fork 1 30 fork
 run_case threads.cc 2 30 threads_cc
 cuda_case
+install_case
+
+# the SHM data-path suite (tests/c/shm): its cases count here too
+if [ -z "$filter" ] || [[ shm =~ $filter ]]; then
+  shm_log=$out/shm-suite.log
+  bash "$here/shm/run_shm.sh" "$build" 2>&1 | tee "$shm_log" | grep -E '^(PASS|FAIL|SKIP)'
+  if summary=$(tail -n 1 "$shm_log") && [[ $summary =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
+    passed=$((passed + BASH_REMATCH[1]))
+    failed=$((failed + BASH_REMATCH[2]))
+  else
+    echo "FAIL shm-suite (no summary line; see $shm_log)"
+    failed=$((failed + 1))
+  fi
+fi
 
 echo "# suite took $(elapsed "$suite_start") s; logs in $out"
 [ $skipped -gt 0 ] && echo "# $skipped skipped"
