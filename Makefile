@@ -54,6 +54,7 @@ test-c: all
 
 check-cuda: all
 	bash tests/c/check-cuda.sh $(BUILD)
+	bash tests/gpu/build.sh $(BUILD) $(BUILD)/tests/gpu
 
 run: all
 	bash tests/c/perf.sh $(BUILD) $(NRANKS)

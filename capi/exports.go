@@ -367,7 +367,7 @@ func go_mscclppRegisteredBufferWrite(comm C.mscclppComm_t, entries unsafe.Pointe
 				peers = append(peers, impl.RegisteredPeer{RemoteBuff: e.remoteBuff, Record: e.ibMr})
 			}
 		}
-		return c.RegisteredBufferWrite(peers, src, uint64(size), uint32(srcOff), uint32(dstOff))
+		return c.RegisteredBufferWrite(peers, src, uint64(size), uint32(srcOff), uint32(dstOff), uintptr(stream))
 	})
 	return
 }

@@ -30,6 +30,13 @@ const (
 	CUDAMode
 )
 
+func (m Mode) String() string {
+	if m == CUDAMode {
+		return "CUDA mode"
+	}
+	return "host mode"
+}
+
 // Comm is one rank's communicator.
 type Comm struct {
 	mu     sync.Mutex // serialises the control plane of this communicator
@@ -48,6 +55,7 @@ type Comm struct {
 	shmCtx     *engine.Ctx
 	setupDone  bool
 	proxyOn    bool
+	cuda       *cudaState // CUDA mode only
 	regRecords []engine.RegRecord
 	mappings   []hostmem.Mapping // peers' mscclppHostAlloc regions this communicator mapped
 	closed     bool
@@ -114,19 +122,34 @@ func InitRankFromID(nranks int, id bootstrap.ID, rank int) (*Comm, error) {
 var versionOnce sync.Once
 
 func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
-	versionOnce.Do(func() { logx.Versionf("MSCCL++ version 0.1.0 (Go implementation, host mode)") })
+	versionOnce.Do(func() { logx.Versionf("MSCCL++ version 0.1.0 (Go implementation)") })
 	c := &Comm{rank: b.Rank(), nranks: b.Size(), boot: b, mode: HostMode, hostIDs: b.HostIDs()}
-	if err := c.initNode(start); err != nil {
+	fail := func(err error) (*Comm, error) {
 		b.Abort(err)
 		b.Close()
 		return nil, err
+	}
+	mode, dev, err := chooseMode()
+	if err != nil {
+		return fail(fmt.Errorf("rank %d: %w", c.rank, err))
+	}
+	if err := c.initNode(start); err != nil {
+		return fail(err)
+	}
+	if mode == CUDAMode {
+		if err := c.initCUDA(dev); err != nil {
+			c.node.Unlink()
+			c.node.Close()
+			return fail(err)
+		}
+		c.mode = CUDAMode
 	}
 	c.eng = engine.NewComm(c.rank, waitBackoff(len(c.localOf)), proxyBackoff())
 	c.devConns = engine.NewDevConns(engine.MaxConns)
 	// Peers write into this process with process_vm_writev where memory is not shared;
 	// allow it under Yama's ptrace restrictions (EINVAL where Yama is absent is fine).
 	_ = unix.Prctl(unix.PR_SET_PTRACER, uintptr(unix.PR_SET_PTRACER_ANY), 0, 0, 0)
-	logx.Infof(logx.Init, "rank %d of %d ready in %v (host mode, %d ranks on this node)", c.rank, c.nranks, time.Since(start), len(c.localOf))
+	logx.Infof(logx.Init, "rank %d of %d ready in %v (%v, %d ranks on this node)", c.rank, c.nranks, time.Since(start), c.mode, len(c.localOf))
 	return c, nil
 }
 
@@ -223,6 +246,7 @@ func (c *Comm) Destroy() error {
 	if c.shmCtx != nil {
 		c.shmCtx.Free()
 	}
+	c.freeCUDA()
 	for _, r := range c.regRecords {
 		r.Free()
 	}
@@ -237,10 +261,25 @@ func (c *Comm) Destroy() error {
 }
 
 func (c *Comm) stopProxies() {
-	if c.shmCtx != nil {
-		c.shmCtx.Stop()
+	for _, x := range c.contexts() {
+		x.Stop()
+	}
+	if c.proxyOn {
+		c.logBinding()
 	}
 	c.proxyOn = false
+}
+
+// contexts are the communicator's proxy contexts.
+func (c *Comm) contexts() []*engine.Ctx {
+	var out []*engine.Ctx
+	if c.shmCtx != nil {
+		out = append(out, c.shmCtx)
+	}
+	if c.cuda != nil && c.cuda.p2p != nil {
+		out = append(out, c.cuda.p2p)
+	}
+	return out
 }
 
 // ProxyLaunch starts one proxy thread per transport context.
@@ -253,8 +292,11 @@ func (c *Comm) ProxyLaunch() error {
 	if c.proxyOn {
 		return status.Errorf(status.InvalidUsage, "proxies already launched")
 	}
-	if c.shmCtx != nil {
-		if err := c.shmCtx.Start(); err != nil {
+	for i, x := range c.contexts() {
+		if err := x.Start(); err != nil {
+			for _, y := range c.contexts()[:i] {
+				y.Stop()
+			}
 			return err
 		}
 	}

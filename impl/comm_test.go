@@ -180,3 +180,31 @@ func TestBadArguments(t *testing.T) {
 		t.Errorf("timeout 0: %v", err)
 	}
 }
+
+func TestModeChoice(t *testing.T) {
+	t.Setenv("MSCCLPP_DEVICE", "host")
+	if m, _, err := chooseMode(); m != HostMode || err != nil {
+		t.Fatalf("MSCCLPP_DEVICE=host: %v, %v", m, err)
+	}
+	t.Setenv("MSCCLPP_DEVICE", "")
+	m, _, err := chooseMode()
+	if err != nil {
+		t.Fatalf("auto: %v", err)
+	}
+	if m != HostMode {
+		t.Skip("a GPU is current here: the no-GPU checks do not apply")
+	}
+	t.Setenv("MSCCLPP_DEVICE", "cuda")
+	_, _, err = chooseMode()
+	if err == nil || !strings.Contains(err.Error(), "MSCCLPP_DEVICE=cuda") {
+		t.Fatalf("MSCCLPP_DEVICE=cuda without a GPU: %v", err)
+	}
+	if c := status.CodeOf(err); c != status.UnhandledCudaError && c != status.InvalidUsage {
+		t.Fatalf("MSCCLPP_DEVICE=cuda without a GPU: code %v", c)
+	}
+	t.Logf("MSCCLPP_DEVICE=cuda here: %v", err)
+	t.Setenv("MSCCLPP_DEVICE", "tpu")
+	if _, _, err = chooseMode(); status.CodeOf(err) != status.InvalidArgument {
+		t.Fatalf("MSCCLPP_DEVICE=tpu: %v", err)
+	}
+}

@@ -56,7 +56,13 @@ func (c *Comm) checkTransport(t Transport, peer int, ibDev *string) error {
 		}
 		return nil
 	case TransportP2P:
-		return status.Errorf(status.InvalidUsage, "P2P transport to rank %d needs CUDA mode, and this communicator runs in host mode (no GPU current): use mscclppTransportSHM", peer)
+		if c.mode != CUDAMode {
+			return status.Errorf(status.InvalidUsage, "P2P transport to rank %d needs CUDA mode, and this communicator runs in host mode (no GPU current): use mscclppTransportSHM", peer)
+		}
+		if _, ok := c.localOf[peer]; !ok {
+			return status.Errorf(status.InvalidUsage, "P2P transport to rank %d: that rank is on another host (CUDA IPC works within a node)", peer)
+		}
+		return nil
 	case TransportIB:
 		if ibDev == nil {
 			return status.Errorf(status.InvalidArgument, "IB transport to rank %d: ibDev is NULL", peer)
@@ -94,22 +100,34 @@ func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t 
 		}
 	}
 	idx := len(c.conns)
-	epoch := c.node.Epoch(c.localIdx, idx)
-	wait := c.node.Wait(c.localIdx, idx)
-	*(*[2]uint64)(epoch) = [2]uint64{}
-	*(*uint64)(wait) = 0
-	if c.shmCtx == nil {
-		c.shmCtx = engine.NewCtx(c.eng)
-	}
-	cn := &Conn{idx: idx, remoteRank: remoteRank, tag: tag, transport: t, ctx: c.shmCtx,
-		bufs: []buffer{{ptr: epoch, size: 16}}}
 	var local unsafe.Pointer
 	if withBuffer {
 		local = buff
+	}
+	cn := &Conn{idx: idx, remoteRank: remoteRank, tag: tag, transport: t}
+	var epoch unsafe.Pointer
+	if t == TransportP2P {
+		ctx, ep, err := c.connectP2P(idx, remoteRank, tag, local)
+		if err != nil {
+			return fmt.Errorf("connect to rank %d tag %d: %w", remoteRank, tag, err)
+		}
+		cn.ctx, epoch = ctx, ep
+	} else {
+		epoch = c.node.Epoch(c.localIdx, idx)
+		wait := c.node.Wait(c.localIdx, idx)
+		*(*[2]uint64)(epoch) = [2]uint64{}
+		*(*uint64)(wait) = 0
+		if c.shmCtx == nil {
+			c.shmCtx = engine.NewCtx(c.eng)
+		}
+		cn.ctx = c.shmCtx
+		c.devConns.SetIdentity(idx, remoteRank, tag, local, epoch, wait)
+		cn.ctx.Attach(c.devConns, idx)
+	}
+	cn.bufs = []buffer{{ptr: epoch, size: epochBytes}}
+	if withBuffer {
 		cn.bufs = append(cn.bufs, buffer{ptr: buff, size: size})
 	}
-	c.devConns.SetIdentity(idx, remoteRank, tag, local, epoch, wait)
-	cn.ctx.Attach(c.devConns, idx)
 	c.conns = append(c.conns, cn)
 	return nil
 }

@@ -16,6 +16,7 @@ const (
 	regSignal    = 1 // the signal slot in the node segment: (local index, connection index)
 	regHostAlloc = 2 // an mscclppHostAlloc region the peer maps through /proc/pid/fd
 	regRaw       = 3 // any memory: the peer writes it with process_vm_writev
+	regCudaIpc   = 4 // device memory: a CUDA IPC handle of its allocation, offset and size
 )
 
 const setupMagic = 0x53455455 // "SETU"
@@ -25,10 +26,24 @@ type regDesc struct {
 	kind             uint64
 	addr, size       uint64
 	fd, ino, regSize uint64 // regHostAlloc
-	offset           uint64 // regHostAlloc: offset in the region; regSignal: local index << 32 | conn index
+	offset           uint64 // regHostAlloc, regCudaIpc: offset in the region; regSignal: local index << 32 | conn index
+	ipc              [64]byte
 }
 
 const regDescWords = 7
+const regDescBytes = regDescWords*8 + 64
+
+// describeFor describes handle h of connection cn for its peer.
+func (c *Comm) describeFor(cn *Conn, h int, b buffer) (regDesc, error) {
+	if cn.transport == TransportP2P {
+		return c.describeIpc(b)
+	}
+	connIdx := -1
+	if h == 0 {
+		connIdx = cn.idx
+	}
+	return describe(b, c.localIdx, connIdx), nil
+}
 
 func describe(b buffer, localIdx, connIdx int) regDesc {
 	d := regDesc{kind: regRaw, addr: uint64(uintptr(b.ptr)), size: b.size}
@@ -49,7 +64,7 @@ type setupMsg struct {
 }
 
 func (m setupMsg) encode() []byte {
-	out := make([]byte, 0, 32+len(m.regs)*regDescWords*8)
+	out := make([]byte, 0, 32+len(m.regs)*regDescBytes)
 	le := binary.LittleEndian
 	out = le.AppendUint32(out, setupMagic)
 	out = le.AppendUint32(out, uint32(m.transport))
@@ -59,6 +74,7 @@ func (m setupMsg) encode() []byte {
 		for _, w := range [regDescWords]uint64{r.kind, r.addr, r.size, r.fd, r.ino, r.regSize, r.offset} {
 			out = le.AppendUint64(out, w)
 		}
+		out = append(out, r.ipc[:]...)
 	}
 	return out
 }
@@ -70,13 +86,15 @@ func decodeSetup(b []byte) (setupMsg, error) {
 	}
 	m := setupMsg{transport: Transport(le.Uint32(b[4:])), pid: int(le.Uint64(b[8:]))}
 	n := le.Uint64(b[16:])
-	if n > 1<<20 || uint64(len(b)-24) != n*regDescWords*8 {
+	if n > 1<<20 || uint64(len(b)-24) != n*regDescBytes {
 		return setupMsg{}, status.Errorf(status.RemoteError, "malformed setup message: %d registrations in %d bytes", n, len(b))
 	}
 	for i := uint64(0); i < n; i++ {
-		w := b[24+i*regDescWords*8:]
-		m.regs = append(m.regs, regDesc{le.Uint64(w), le.Uint64(w[8:]), le.Uint64(w[16:]), le.Uint64(w[24:]),
-			le.Uint64(w[32:]), le.Uint64(w[40:]), le.Uint64(w[48:])})
+		w := b[24+i*regDescBytes:]
+		d := regDesc{kind: le.Uint64(w), addr: le.Uint64(w[8:]), size: le.Uint64(w[16:]), fd: le.Uint64(w[24:]),
+			ino: le.Uint64(w[32:]), regSize: le.Uint64(w[40:]), offset: le.Uint64(w[48:])}
+		copy(d.ipc[:], w[regDescWords*8:])
+		m.regs = append(m.regs, d)
 	}
 	return m, nil
 }
@@ -98,6 +116,12 @@ func (c *Comm) importReg(pid int, d regDesc) (engine.Reg, error) {
 		}
 		c.mappings = append(c.mappings, m)
 		r.Mapped = p
+	case regCudaIpc:
+		a, err := c.openIpc(d)
+		if err != nil {
+			return r, err
+		}
+		r.Addr, r.Pid = a, 0
 	case regRaw:
 	default:
 		return r, status.Errorf(status.RemoteError, "unknown registration kind %d", d.kind)
@@ -116,11 +140,11 @@ func (c *Comm) ConnectionSetup() error {
 	for _, cn := range c.conns {
 		m := setupMsg{transport: cn.transport, pid: pid}
 		for h, b := range cn.bufs {
-			connIdx := -1
-			if h == 0 {
-				connIdx = cn.idx
+			d, err := c.describeFor(cn, h, b)
+			if err != nil {
+				return fmt.Errorf("connection setup with rank %d tag %d: handle %d: %w", cn.remoteRank, cn.tag, h, err)
 			}
-			m.regs = append(m.regs, describe(b, c.localIdx, connIdx))
+			m.regs = append(m.regs, d)
 		}
 		if err := c.boot.Send(cn.remoteRank, cn.tag, m.encode()); err != nil {
 			return fmt.Errorf("connection setup: send to rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
@@ -147,7 +171,7 @@ func (c *Comm) finishConn(cn *Conn, raw []byte) error {
 	if m.transport != cn.transport {
 		return status.Errorf(status.InvalidUsage, "this rank declared %v, the peer declared %v", cn.transport, m.transport)
 	}
-	if len(m.regs) == 0 || m.regs[0].kind != regSignal {
+	if len(m.regs) == 0 || (m.regs[0].kind != regSignal && m.regs[0].kind != regCudaIpc) {
 		return status.Errorf(status.RemoteError, "the peer sent no signal slot")
 	}
 	remote := make([]engine.Reg, len(m.regs))
@@ -159,14 +183,23 @@ func (c *Comm) finishConn(cn *Conn, raw []byte) error {
 	local := make([]engine.Reg, len(cn.bufs))
 	for i, b := range cn.bufs {
 		local[i] = engine.Reg{Mapped: b.ptr, Addr: uint64(uintptr(b.ptr)), Size: b.size, Pid: os.Getpid()}
+		if cn.transport == TransportP2P {
+			local[i].Mapped = nil // device memory: never touched by the host
+		}
 	}
 	cn.eng = cn.ctx.NewConn(c.eng, c.devConns, cn.idx, cn.remoteRank, cn.tag)
 	cn.eng.SetLocal(local)
 	epoch := remote[0].Mapped
+	if cn.transport == TransportP2P {
+		epoch = engine.DevPtr(remote[0].Addr)
+	}
 	cn.eng.SetRemote(remote, unsafe.Add(epoch, 8), m.pid)
 	var remoteBuff unsafe.Pointer
 	if len(remote) > 1 {
 		remoteBuff = remote[1].Mapped
+		if cn.transport == TransportP2P {
+			remoteBuff = engine.DevPtr(remote[1].Addr)
+		}
 	}
 	c.devConns.SetRemote(cn.idx, epoch, remoteBuff)
 	return nil
@@ -188,9 +221,12 @@ func (c *Comm) RegisterBuffer(mem unsafe.Pointer, size uint64) ([]RegisteredPeer
 	if !c.setupDone {
 		return nil, status.Errorf(status.InvalidUsage, "mscclppRegisterBuffer before mscclppConnectionSetup")
 	}
-	m := setupMsg{pid: os.Getpid(), regs: []regDesc{describe(buffer{mem, size}, c.localIdx, -1)}}
 	for _, cn := range c.conns {
-		m.transport = cn.transport
+		d, err := c.describeFor(cn, 1, buffer{mem, size})
+		if err != nil {
+			return nil, fmt.Errorf("register buffer for rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
+		}
+		m := setupMsg{pid: os.Getpid(), transport: cn.transport, regs: []regDesc{d}}
 		if err := c.boot.Send(cn.remoteRank, cn.tag, m.encode()); err != nil {
 			return nil, fmt.Errorf("register buffer: send to rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
 		}
@@ -211,13 +247,17 @@ func (c *Comm) RegisterBuffer(mem unsafe.Pointer, size uint64) ([]RegisteredPeer
 		}
 		rec := engine.NewRegRecord(r)
 		c.regRecords = append(c.regRecords, rec)
-		out = append(out, RegisteredPeer{RemoteBuff: r.Mapped, Record: rec.Ptr()})
+		remote := r.Mapped
+		if cn.transport == TransportP2P {
+			remote = engine.DevPtr(r.Addr)
+		}
+		out = append(out, RegisteredPeer{RemoteBuff: remote, Record: rec.Ptr()})
 	}
 	return out, nil
 }
 
 // RegisteredBufferWrite copies size bytes of src+srcOff to offset dstOff of every peer's registered buffer.
-func (c *Comm) RegisteredBufferWrite(peers []RegisteredPeer, src unsafe.Pointer, size uint64, srcOff, dstOff uint32) error {
+func (c *Comm) RegisteredBufferWrite(peers []RegisteredPeer, src unsafe.Pointer, size uint64, srcOff, dstOff uint32, stream uintptr) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if src == nil || size == 0 {
@@ -231,7 +271,13 @@ func (c *Comm) RegisteredBufferWrite(peers []RegisteredPeer, src unsafe.Pointer,
 		if !ok {
 			return status.Errorf(status.InvalidArgument, "registered memory entry %d was not made by mscclppRegisterBuffer on this communicator", i)
 		}
-		if err := rec.Write(c.eng, uint64(dstOff), unsafe.Add(src, srcOff), size); err != nil {
+		var err error
+		if c.conns[i].transport == TransportP2P {
+			err = c.cudaWrite(rec, uint64(dstOff), unsafe.Add(src, srcOff), size, stream)
+		} else {
+			err = rec.Write(c.eng, uint64(dstOff), unsafe.Add(src, srcOff), size)
+		}
+		if err != nil {
 			return fmt.Errorf("registered buffer write to rank %d: %w", c.conns[i].remoteRank, err)
 		}
 	}

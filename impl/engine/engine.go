@@ -11,6 +11,8 @@ package engine
 static void engSetBackoff(engBackoffCfg* c, unsigned spin, unsigned yields, unsigned sleepMax) {
 	c->spin = spin; c->yields = yields; c->sleepMaxUs = sleepMax;
 }
+// A device address as a pointer: never dereferenced on the host, only stored where the ABI wants a pointer.
+static void* engDevPtr(uint64_t a) { return (void*)(uintptr_t)a; }
 */
 import "C"
 
@@ -103,8 +105,38 @@ type Ctx struct{ p *C.engCtx }
 // NewCtx allocates a proxy context of comm.
 func NewCtx(comm *Comm) *Ctx { return &Ctx{p: C.engCtxNew(comm.p)} }
 
+// CtxSize is the number of bytes NewCtxAt needs.
+const CtxSize = C.sizeof_engCtx
+
+// NewCtxAt builds a proxy context in mem (CtxSize bytes the caller allocated, e.g. pinned host memory)
+// for a transport with its own ops table and state; devHead, when non-zero, is the device address
+// where initiators count their pushes.
+func NewCtxAt(comm *Comm, mem, ops, transport unsafe.Pointer, devHead uint64) *Ctx {
+	p := (*C.engCtx)(mem)
+	C.engCtxInit(p, comm.p, (*C.engOps)(ops))
+	p.transport = transport
+	if devHead != 0 {
+		p.devHead = (*C.uint64_t)(C.engDevPtr(C.uint64_t(devHead)))
+	}
+	return &Ctx{p: p}
+}
+
+// DevPtr turns a device address into the pointer type the ABI's structs hold.
+func DevPtr(a uint64) unsafe.Pointer { return C.engDevPtr(C.uint64_t(a)) }
+
 // Free releases x; its proxy must be stopped.
 func (x *Ctx) Free() { C.engCtxFree(x.p); x.p = nil }
+
+// Invalidate marks a context built by NewCtxAt dead (its memory is the caller's to free).
+func (x *Ctx) Invalidate() { x.p.magic = 0; x.p = nil }
+
+// AttachDevice points entry i of d at this context's FIFO, with head and tail in device memory.
+func (x *Ctx) AttachDevice(d DevConns, i int, devHead, devTail uint64) {
+	e := d.at(i)
+	e.fifo.triggerFifo = &x.p.fifo[0]
+	e.fifo.triggerFifoHead = (*C.uint64_t)(C.engDevPtr(C.uint64_t(devHead)))
+	e.fifo.triggerFifoTail = (*C.uint64_t)(C.engDevPtr(C.uint64_t(devTail)))
+}
 
 // Attach points entry i of d at this context's FIFO.
 func (x *Ctx) Attach(d DevConns, i int) {
@@ -231,6 +263,9 @@ func Lookup(recs []RegRecord, p unsafe.Pointer) (RegRecord, bool) {
 	}
 	return RegRecord{}, false
 }
+
+// Addr is the registration's address in its owner (a device address for P2P).
+func (r RegRecord) Addr() uint64 { return uint64(r.p.addr) }
 
 // Size is the registered size.
 func (r RegRecord) Size() uint64 { return uint64(r.p.size) }

@@ -156,7 +156,7 @@ jobs_max=$(nproc 2>/dev/null || echo 2)
 builds=(
   "c abi_layout_c abi_layout.c" "c error_strings error_strings.c" "c bootstrap bootstrap.c"
   "c connections connections.c" "c datapath datapath.c" "c bad_input bad_input.c" "c timeouts timeouts.c"
-  "c stranger stranger.c" "c logging logging.c" "c fork fork.c" "cxx threads_cc threads.cc c++17"
+  "c stranger stranger.c" "c logging logging.c" "c fork fork.c" "c mode mode.c" "cxx threads_cc threads.cc c++17"
   "cxx abi_layout_cc11 abi_layout.cc c++11" "cxx abi_layout_cc14 abi_layout.cc c++14"
   "cxx abi_layout_cc17 abi_layout.cc c++17" "cxx abi_layout_cc20 abi_layout.cc c++20"
 )
@@ -334,6 +334,12 @@ rm -rf "$logdir" && mkdir -p "$logdir"
 case_env=(MSCCLPP_DEBUG=INFO "MSCCLPP_DEBUG_FILE=$logdir/dbg-%h-%p-%%.log" "MSCCLPP_TEST_LOGDIR=$logdir")
 run_case logging-file 1 15 logging file
 run_case fork 1 30 fork
+case_env=(MSCCLPP_DEBUG=INFO MSCCLPP_DEVICE=)
+run_case mode-auto-host 1 30 mode auto
+case_env=(MSCCLPP_DEVICE=cuda)
+run_case mode-forced-cuda 1 30 mode cuda
+case_env=(MSCCLPP_DEBUG=INFO MSCCLPP_CUDA_LIBRARY=/nonexistent/libcuda.so.1)
+run_case mode-no-libcuda 1 30 mode auto
 run_case threads.cc 2 30 threads_cc
 cuda_case
 install_case

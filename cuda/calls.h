@@ -1,0 +1,61 @@
+/*
+ * calls.h: the C side of the Go wrappers (calls.c) and of the P2P
+ * transport (p2p.c).
+ */
+#ifndef MSCCLPP_CUDA_CALLS_H_
+#define MSCCLPP_CUDA_CALLS_H_
+
+#include <stdint.h>
+
+#include "cuapi.h"
+
+int cuwProbe(const cuwApi* a, int* ordinal, cuwContext* ctx, char* busId, int len, const char** call);
+int cuwSetCurrent(const cuwApi* a, cuwContext ctx);
+int cuwMemAlloc(const cuwApi* a, cuwContext ctx, size_t size, cuwDevicePtr* out, const char** call);
+int cuwMemFree(const cuwApi* a, cuwContext ctx, cuwDevicePtr p, const char** call);
+int cuwMemset(const cuwApi* a, cuwContext ctx, cuwDevicePtr p, unsigned char v, size_t n, const char** call);
+int cuwHostAlloc(const cuwApi* a, cuwContext ctx, size_t size, void** out, cuwDevicePtr* dev, const char** call);
+int cuwHostFree(const cuwApi* a, cuwContext ctx, void* p, const char** call);
+int cuwIpcHandleOf(const cuwApi* a, cuwContext ctx, cuwDevicePtr p, cuwIpcMemHandle* h, cuwDevicePtr* base,
+                   size_t* size, const char** call);
+int cuwIpcOpen(const cuwApi* a, cuwContext ctx, const cuwIpcMemHandle* h, cuwDevicePtr* base, const char** call);
+int cuwCopyAsync(const cuwApi* a, cuwContext ctx, cuwDevicePtr dst, cuwDevicePtr src, size_t n, uintptr_t stream,
+                 const char** call);
+int cuwIpcClose(const cuwApi* a, cuwContext ctx, cuwDevicePtr base, const char** call);
+/* The driver's name / description of code, or NULL when it has none. */
+const char* cuwErrorName(const cuwApi* a, int code);
+const char* cuwErrorString(const cuwApi* a, int code);
+
+/* The P2P transport's per-context state (engCtx.transport and every
+ * engConn.transport of that context point to it). */
+typedef struct cudaP2PState {
+  const cuwApi* api;
+  cuwContext ctx;       /* made current on the proxy thread */
+  cuwStream stream;     /* every copy of this context, in trigger order */
+  cuwDevicePtr devTail; /* the FIFO tail initiators read (device memory) */
+  uint64_t* hostTail;   /* pinned staging word for devTail */
+  void* cpus;           /* cpu_set_t* to bind the proxy thread to, or NULL */
+  size_t cpusSize;      /* its size in bytes */
+  int bindDone;         /* 1 once the proxy thread ran threadInit */
+  int bindErr;          /* pthread_setaffinity_np's result (an errno), 0 when bound or not asked */
+} cudaP2PState;
+
+/* Allocates the state: a non-blocking stream and the tail words in ctx, and
+ * the cpu set from cpus[0..nCpus). */
+int cudaP2PStateNew(const cuwApi* a, cuwContext ctx, const int* cpus, int nCpus, cudaP2PState** out,
+                    const char** call);
+/* Waits for the stream, then frees everything of st. */
+int cudaP2PStateFree(cudaP2PState* st, const char** call);
+/* &cudaP2POps, as a pointer to the engine's engOps. */
+const void* cudaP2POpsPtr(void);
+
+/* NVML's CPU affinity of the GPU at busId into set[0..words) (bit i of word
+ * w: cpu 64*w+i); init and shutdown around it. On failure: the call and
+ * NVML's text of the error. */
+int cuwNvmlCpuAffinity(const cuwNvml* n, const char* busId, unsigned long* set, unsigned int words,
+                       const char** call, const char** msg);
+
+/* Whether the proxy thread ran threadInit, and pthread_setaffinity_np's result. */
+void cudaP2PBindResult(const cudaP2PState* st, int* done, int* err);
+
+#endif

@@ -1,0 +1,306 @@
+// Package cuda is the CUDA provider of libmscclpp: it loads the driver
+// (libcuda.so.1) and NVML (libnvidia-ml.so.1) at run time with go-nvml's
+// pkg/dl, wraps the few driver calls connection setup needs, and supplies
+// the P2P transport of the C engine (p2p.c). Building it needs no CUDA
+// toolkit: the declarations it uses are written out in cuapi.h.
+//
+// Every wrapper that takes a Device makes the device's context current for
+// the duration of the call and restores the calling thread's own context
+// afterwards, so it may run on any goroutine, including on an application's
+// thread inside an export.
+package cuda
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../include -I${SRCDIR}/../impl/engine -O2 -Wall
+#cgo LDFLAGS: -ldl
+#include <stdlib.h>
+#include "calls.h"
+
+static const cuwSym* cudaSyms(void) { return cuwCudaSyms; }
+static const cuwSym* nvmlSyms(void) { return cuwNvmlSyms; }
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/NVIDIA/go-nvml/pkg/dl"
+
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+// DefaultLibrary is the driver library Load opens unless MSCCLPP_CUDA_LIBRARY names another.
+const DefaultLibrary = "libcuda.so.1"
+
+// loader opens one vendor library once and fills a C table of its entry points.
+type loader struct {
+	name  string
+	syms  *C.cuwSym // NULL-terminated
+	size  C.size_t
+	once  sync.Once
+	err   error
+	table unsafe.Pointer // C memory: a cuwApi or cuwNvml, never freed once filled
+}
+
+func newCudaLoader(name string) *loader {
+	return &loader{name: name, syms: C.cudaSyms(), size: C.sizeof_cuwApi}
+}
+
+func newNvmlLoader(name string) *loader {
+	return &loader{name: name, syms: C.nvmlSyms(), size: C.sizeof_cuwNvml}
+}
+
+// load opens the library on the first call and returns the same result on every call.
+func (l *loader) load() error {
+	l.once.Do(func() { l.err = l.open() })
+	return l.err
+}
+
+func (l *loader) open() error {
+	lib := dl.New(l.name, dl.RTLD_LAZY|dl.RTLD_LOCAL)
+	if err := lib.Open(); err != nil {
+		why := strings.TrimPrefix(err.Error(), l.name+": ")
+		return &status.Error{Code: status.UnhandledCudaError, Msg: fmt.Sprintf("no %s: %s", l.name, why)}
+	}
+	for _, s := range symbols(l.syms) {
+		if lib.Lookup(s.name) == nil || (s.fallback != "" && lib.Lookup(s.fallback) == nil) {
+			continue
+		}
+		_ = lib.Close()
+		return &status.Error{Code: status.UnhandledCudaError, Msg: fmt.Sprintf("%s: symbol %q not found", l.name, s.name)}
+	}
+	table := C.calloc(1, l.size)
+	if table == nil {
+		_ = lib.Close()
+		return &status.Error{Code: status.SystemError, Msg: "out of memory loading " + l.name}
+	}
+	cname := C.CString(l.name)
+	defer C.free(unsafe.Pointer(cname))
+	var msg [512]C.char
+	if C.cuwResolve(cname, l.syms, table, &msg[0], C.int(len(msg))) != 0 {
+		C.free(table)
+		_ = lib.Close()
+		return &status.Error{Code: status.UnhandledCudaError, Msg: C.GoString(&msg[0])}
+	}
+	// lib stays open: the table points into it for the life of the process.
+	l.table = table
+	return nil
+}
+
+type symbol struct{ name, fallback string }
+
+// symbols lists a NULL-terminated cuwSym array.
+func symbols(p *C.cuwSym) []symbol {
+	var out []symbol
+	for s := p; s.name != nil; s = (*C.cuwSym)(unsafe.Add(unsafe.Pointer(s), C.sizeof_cuwSym)) {
+		sym := symbol{name: C.GoString(s.name)}
+		if s.fallback != nil {
+			sym.fallback = C.GoString(s.fallback)
+		}
+		out = append(out, sym)
+	}
+	return out
+}
+
+func (l *loader) api() *C.cuwApi { return (*C.cuwApi)(l.table) }
+
+var defaultCuda struct {
+	once sync.Once
+	l    *loader
+}
+
+// driver is the process's libcuda loader, named by MSCCLPP_CUDA_LIBRARY when set.
+func driver() *loader {
+	defaultCuda.once.Do(func() { defaultCuda.l = newCudaLoader(libraryName()) })
+	return defaultCuda.l
+}
+
+// libraryName is MSCCLPP_CUDA_LIBRARY, else DefaultLibrary.
+func libraryName() string {
+	if name := os.Getenv("MSCCLPP_CUDA_LIBRARY"); name != "" {
+		return name
+	}
+	return DefaultLibrary
+}
+
+// Load opens the driver library (MSCCLPP_CUDA_LIBRARY, else libcuda.so.1) once and resolves every entry point this package uses; later calls return the first call's result.
+func Load() error { return driver().load() }
+
+// Device is a GPU as the calling application selected it: the context current on its thread.
+type Device struct {
+	Ordinal int            // the CUDA device ordinal (CUdevice)
+	Ctx     unsafe.Pointer // its CUcontext (the primary context after cudaSetDevice)
+	BusID   string         // its PCI bus id as the driver prints it, e.g. "0000:3B:00.0"
+	api     *C.cuwApi
+}
+
+// Probe loads the driver, initialises it and returns the device of the context current on the calling thread; the error says in one line why there is none (call it on an export's own goroutine, which runs on the application's thread).
+func Probe() (Device, error) { return probe(driver()) }
+
+func probe(l *loader) (Device, error) {
+	if err := l.load(); err != nil {
+		return Device{}, err
+	}
+	var (
+		ord  C.int
+		ctx  C.cuwContext
+		bus  [64]C.char
+		call *C.char
+	)
+	if rc := C.cuwProbe(l.api(), &ord, &ctx, &bus[0], C.int(len(bus)), &call); rc != 0 {
+		return Device{}, newError(l.api(), C.GoString(call), int(rc))
+	}
+	if ctx == nil {
+		return Device{}, &status.Error{Code: status.UnhandledCudaError,
+			Msg: "no current CUDA context on the calling thread (call cudaSetDevice first)"}
+	}
+	return Device{Ordinal: int(ord), Ctx: unsafe.Pointer(ctx), BusID: C.GoString(&bus[0]), api: l.api()}, nil
+}
+
+func (d Device) check() error {
+	if d.api == nil || d.Ctx == nil {
+		return &status.Error{Code: status.InternalError, Msg: "cuda: Device not obtained from Probe"}
+	}
+	return nil
+}
+
+func (d Device) ctx() C.cuwContext { return C.cuwContext(d.Ctx) }
+
+// fail turns a failed call's result into an error (nil for success).
+func (d Device) fail(rc C.int, call *C.char) error {
+	if rc == 0 {
+		return nil
+	}
+	return newError(d.api, C.GoString(call), int(rc))
+}
+
+// SetCurrent makes ctx the current context of the calling OS thread (lock the goroutine to it first).
+func SetCurrent(ctx unsafe.Pointer) error {
+	l := driver()
+	if err := l.load(); err != nil {
+		return err
+	}
+	if rc := C.cuwSetCurrent(l.api(), C.cuwContext(ctx)); rc != 0 {
+		return newError(l.api(), "cuCtxSetCurrent", int(rc))
+	}
+	return nil
+}
+
+// MemAlloc allocates size bytes of device memory and returns its device address.
+func (d Device) MemAlloc(size uint64) (uint64, error) {
+	if err := d.check(); err != nil {
+		return 0, err
+	}
+	var p C.cuwDevicePtr
+	var call *C.char
+	if err := d.fail(C.cuwMemAlloc(d.api, d.ctx(), C.size_t(size), &p, &call), call); err != nil {
+		return 0, err
+	}
+	return uint64(p), nil
+}
+
+// MemFree frees device memory from MemAlloc.
+func (d Device) MemFree(ptr uint64) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	var call *C.char
+	return d.fail(C.cuwMemFree(d.api, d.ctx(), C.cuwDevicePtr(ptr), &call), call)
+}
+
+// Memset sets size bytes of device memory at ptr to value and waits until it is done.
+func (d Device) Memset(ptr uint64, value byte, size uint64) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	var call *C.char
+	return d.fail(C.cuwMemset(d.api, d.ctx(), C.cuwDevicePtr(ptr), C.uchar(value), C.size_t(size), &call), call)
+}
+
+// HostAlloc allocates size bytes of pinned host memory, portable and mapped, whose host address is also its device address (unified addressing; an error otherwise).
+func (d Device) HostAlloc(size uint64) (unsafe.Pointer, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	var p unsafe.Pointer
+	var dev C.cuwDevicePtr
+	var call *C.char
+	if err := d.fail(C.cuwHostAlloc(d.api, d.ctx(), C.size_t(size), &p, &dev, &call), call); err != nil {
+		return nil, err
+	}
+	if uint64(dev) != uint64(uintptr(p)) {
+		_ = d.HostFree(p)
+		return nil, &status.Error{Code: status.UnhandledCudaError,
+			Msg: fmt.Sprintf("pinned host memory at %p maps to device address %#x: unified addressing is required", p, uint64(dev))}
+	}
+	return p, nil
+}
+
+// HostFree frees memory from HostAlloc.
+func (d Device) HostFree(p unsafe.Pointer) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	var call *C.char
+	return d.fail(C.cuwHostFree(d.api, d.ctx(), p, &call), call)
+}
+
+// CopyAsync enqueues a copy of size bytes from src to dst (unified addresses: device or pinned host memory) on stream, a CUstream or cudaStream_t (0: the default stream).
+func (d Device) CopyAsync(dst, src, size uint64, stream uintptr) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	var call *C.char
+	return d.fail(C.cuwCopyAsync(d.api, d.ctx(), C.cuwDevicePtr(dst), C.cuwDevicePtr(src), C.size_t(size), C.uintptr_t(stream), &call), call)
+}
+
+// IpcHandle names a device allocation for other processes (CUipcMemHandle).
+type IpcHandle [64]byte
+
+// IpcHandleOf returns the IPC handle of the allocation holding ptr and ptr's offset in it.
+func (d Device) IpcHandleOf(ptr uint64) (h IpcHandle, offset uint64, err error) {
+	if err := d.check(); err != nil {
+		return h, 0, err
+	}
+	var (
+		ch   C.cuwIpcMemHandle
+		base C.cuwDevicePtr
+		size C.size_t
+		call *C.char
+	)
+	if err := d.fail(C.cuwIpcHandleOf(d.api, d.ctx(), C.cuwDevicePtr(ptr), &ch, &base, &size, &call), call); err != nil {
+		return h, 0, err
+	}
+	copy(h[:], unsafe.Slice((*byte)(unsafe.Pointer(&ch.reserved[0])), len(h)))
+	return h, ptr - uint64(base), nil
+}
+
+// IpcOpen maps another process's allocation into this context (peer access enabled lazily) and returns its base address here.
+func (d Device) IpcOpen(h IpcHandle) (uint64, error) {
+	if err := d.check(); err != nil {
+		return 0, err
+	}
+	var (
+		ch   C.cuwIpcMemHandle
+		base C.cuwDevicePtr
+		call *C.char
+	)
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&ch.reserved[0])), len(h)), h[:])
+	if err := d.fail(C.cuwIpcOpen(d.api, d.ctx(), &ch, &base, &call), call); err != nil {
+		return 0, err
+	}
+	return uint64(base), nil
+}
+
+// IpcClose unmaps an allocation from IpcOpen.
+func (d Device) IpcClose(base uint64) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	var call *C.char
+	return d.fail(C.cuwIpcClose(d.api, d.ctx(), C.cuwDevicePtr(base), &call), call)
+}

@@ -1,0 +1,165 @@
+package cuda
+
+// A harness for this package's tests (cgo cannot be used in _test.go files):
+// engine objects around the P2P ops, and calls into a test library.
+
+/*
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include "calls.h"
+#include "engine.h"
+
+extern const engOps cudaP2POps;
+
+static int harnessCall(const char* lib, const char* sym, const char* arg)
+{
+  void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
+  if (h == NULL) return -1000;
+  int (*f)(const char*) = (int (*)(const char*))dlsym(h, sym);
+  if (f == NULL) return -1001;
+  return f(arg);
+}
+
+typedef struct harnessP2P {
+  engComm* comm;
+  engCtx* ctx;
+  engConn conn;
+  engReg local[2], remote[2];
+  struct mscclppDevConn dev;
+  mscclppDevConnSignalEpochId epoch;
+  uint64_t waitEpoch;
+  uint64_t remoteEpoch[2];
+} harnessP2P;
+
+static harnessP2P* harnessNew(void* state, uint64_t src, uint64_t srcSize, uint64_t dst, uint64_t dstSize)
+{
+  harnessP2P* t = (harnessP2P*)calloc(1, sizeof(*t));
+  t->comm = engCommNew(0);
+  if (posix_memalign((void**)&t->ctx, 64, sizeof(engCtx)) != 0) return NULL;
+  engCtxInit(t->ctx, t->comm, &cudaP2POps);
+  t->ctx->transport = state;
+  t->local[1] = (engReg){ENG_REG_MAGIC, NULL, src, srcSize, 0};
+  t->remote[1] = (engReg){ENG_REG_MAGIC, NULL, dst, dstSize, 0};
+  t->conn.connId = 0;
+  t->conn.peerRank = 1;
+  t->conn.tag = 7;
+  t->conn.dev = &t->dev;
+  t->conn.nLocal = 2;
+  t->conn.local = t->local;
+  t->conn.nRemote = 2;
+  t->conn.remote = t->remote;
+  t->conn.remoteProxyEpoch = &t->remoteEpoch[1];
+  t->conn.comm = t->comm;
+  t->conn.ops = &cudaP2POps;
+  t->conn.transport = state;
+  t->conn.ctx = t->ctx;
+  t->ctx->conns[0] = &t->conn;
+  t->dev.fifo.triggerFifo = &t->ctx->fifo[0];
+  t->dev.fifo.triggerFifoTail = &t->ctx->tail;
+  t->dev.fifo.triggerFifoHead = &t->ctx->head;
+  t->dev.fifo.connId = 0;
+  t->dev.remoteRank = 1;
+  t->dev.tag = 7;
+  t->dev.localSignalEpochId = &t->epoch;
+  t->dev.waitEpochId = &t->waitEpoch;
+  return t;
+}
+
+static int harnessOp(harnessP2P* t, uint64_t type, uint64_t dstH, uint64_t dstOff, uint64_t srcH, uint64_t srcOff,
+                     uint64_t size)
+{
+  return t->conn.ops->op(&t->conn, type, dstH, dstOff, srcH, srcOff, size);
+}
+
+static uint64_t harnessPush(harnessP2P* t, uint64_t type, uint64_t dstOff, uint64_t srcOff, uint64_t size)
+{
+  if (type & mscclppFlag) t->epoch.device++;
+  uint64_t seq = mscclppFifoPush(&t->dev.fifo, type, dstOff, srcOff, size);
+  if (type & mscclppSync) mscclppFifoWaitServed(&t->dev.fifo, seq);
+  return seq;
+}
+
+static void harnessPeek(uint64_t p, void* out, size_t n) { memcpy(out, (const void*)(uintptr_t)p, n); }
+static void harnessPoke(uint64_t p, const void* in, size_t n) { memcpy((void*)(uintptr_t)p, in, n); }
+
+static void harnessFree(harnessP2P* t)
+{
+  engProxyStop(t->ctx);
+  engCtxFree(t->ctx);
+  engCommFree(t->comm);
+  free(t);
+}
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+// harnessCall calls int sym(const char* arg) in the already loaded library lib, on the calling thread.
+func harnessCall(lib, sym, arg string) int {
+	cl, cs, ca := C.CString(lib), C.CString(sym), C.CString(arg)
+	defer C.free(unsafe.Pointer(cl))
+	defer C.free(unsafe.Pointer(cs))
+	defer C.free(unsafe.Pointer(ca))
+	return int(C.harnessCall(cl, cs, ca))
+}
+
+// harnessP2P is one P2P connection (rank 1, tag 7) on its own engine context, with handle 1 = src/dst.
+type harnessP2P struct{ p *C.harnessP2P }
+
+func newHarnessP2P(state unsafe.Pointer, src, srcSize, dst, dstSize uint64) harnessP2P {
+	return harnessP2P{C.harnessNew(state, C.uint64_t(src), C.uint64_t(srcSize), C.uint64_t(dst), C.uint64_t(dstSize))}
+}
+
+// op runs the transport's op on the calling thread and returns its result code.
+func (h harnessP2P) op(typ, dstH, dstOff, srcH, srcOff, size uint64) status.Code {
+	return status.Code(C.harnessOp(h.p, C.uint64_t(typ), C.uint64_t(dstH), C.uint64_t(dstOff), C.uint64_t(srcH),
+		C.uint64_t(srcOff), C.uint64_t(size)))
+}
+
+// push pushes a trigger as a device would (a Flag first increments the epoch); a Sync waits until it was served.
+func (h harnessP2P) push(typ, dstOff, srcOff, size uint64) uint64 {
+	return uint64(C.harnessPush(h.p, C.uint64_t(typ), C.uint64_t(dstOff), C.uint64_t(srcOff), C.uint64_t(size)))
+}
+
+func (h harnessP2P) commErr() (status.Code, string) {
+	var buf [512]C.char
+	code := C.engCommError(h.p.comm, &buf[0], C.int(len(buf)))
+	return status.Code(code), C.GoString(&buf[0])
+}
+
+func (h harnessP2P) start() error {
+	if C.engProxyStart(h.p.ctx) != 0 {
+		return &status.Error{Code: status.SystemError, Msg: "engProxyStart failed"}
+	}
+	return nil
+}
+
+func (h harnessP2P) stop()        { C.engProxyStop(h.p.ctx) }
+func (h harnessP2P) free()        { C.harnessFree(h.p) }
+func (h harnessP2P) tail() uint64 { return uint64(h.p.ctx.tail) }
+func (h harnessP2P) epochs() (uint64, uint64) {
+	return uint64(h.p.epoch.device), uint64(h.p.remoteEpoch[1])
+}
+func (h harnessP2P) setEpoch(v uint64) { h.p.epoch.device = C.uint64_t(v) }
+func (h harnessP2P) dropRemoteEpoch()  { h.p.conn.remoteProxyEpoch = nil }
+
+// peek returns n bytes at address p (fake device memory is host memory).
+func peek(p uint64, n int) []byte {
+	b := make([]byte, n)
+	if n > 0 {
+		C.harnessPeek(C.uint64_t(p), unsafe.Pointer(&b[0]), C.size_t(n))
+	}
+	return b
+}
+
+// poke writes b at address p.
+func poke(p uint64, b []byte) {
+	if len(b) > 0 {
+		C.harnessPoke(C.uint64_t(p), unsafe.Pointer(&b[0]), C.size_t(len(b)))
+	}
+}

@@ -1,0 +1,254 @@
+/*
+ * p2p.c: the CUDA P2P transport of the C engine (an engOps table). The
+ * engine's registrations hold device pointers: mine from cuMemAlloc (or the
+ * application's cudaMalloc), the peer's opened with cuIpcOpenMemHandle. A
+ * put is a cuMemcpyDtoDAsync on the context's stream; a signal copies my
+ * device epoch to the peer's proxy epoch on the same stream, so it lands
+ * after every earlier put; a flush waits for the stream. Runs on the proxy
+ * thread (and on host initiators' threads), never calls into Go.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "calls.h"
+#include "engine.h"
+
+/* The driver's name of rc, or its number. */
+static const char* errName(const cuwApi* a, cuwResult rc, char* buf, size_t len)
+{
+  const char* s = NULL;
+  if (a->getErrorName(rc, &s) == CUW_SUCCESS && s != NULL) return s;
+  snprintf(buf, len, "CUresult %d", (int)rc);
+  return buf;
+}
+
+static int connFail(engConn* c, int code, const char* what)
+{
+  char msg[512];
+  snprintf(msg, sizeof(msg), "connection %d (rank %d, tag %d): %s", c->connId, c->peerRank, c->tag, what);
+  engCommSetError(c->comm, code, msg);
+  return code;
+}
+
+static int cudaFail(engConn* c, const cuwApi* a, const char* call, cuwResult rc)
+{
+  char what[200], buf[32];
+  snprintf(what, sizeof(what), "%s: %s", call, errName(a, rc, buf, sizeof(buf)));
+  return connFail(c, mscclppUnhandledCudaError, what);
+}
+
+static int p2pOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+                 uint64_t size)
+{
+  cudaP2PState* st = (cudaP2PState*)c->transport;
+  char what[400];
+  if (st == NULL) return connFail(c, mscclppInvalidUsage, "P2P operation before connection setup");
+  const cuwApi* a = st->api;
+  uint64_t srcAddr = 0, dstAddr = 0;
+  if (type & mscclppData) {
+    if (srcHandle >= (uint64_t)(int64_t)c->nLocal || dstHandle >= (uint64_t)(int64_t)c->nRemote ||
+        c->nLocal <= 0 || c->nRemote <= 0) {
+      snprintf(what, sizeof(what), "put from handle %llu to handle %llu: only %d local and %d remote handles",
+               (unsigned long long)srcHandle, (unsigned long long)dstHandle, c->nLocal, c->nRemote);
+      return connFail(c, mscclppInvalidArgument, what);
+    }
+    const engReg* s = &c->local[srcHandle];
+    const engReg* d = &c->remote[dstHandle];
+    if (srcOff > s->size || size > s->size - srcOff) {
+      snprintf(what, sizeof(what), "put reads %llu bytes at offset %llu of local handle %llu, which has %llu bytes",
+               (unsigned long long)size, (unsigned long long)srcOff, (unsigned long long)srcHandle,
+               (unsigned long long)s->size);
+      return connFail(c, mscclppInvalidArgument, what);
+    }
+    if (dstOff > d->size || size > d->size - dstOff) {
+      snprintf(what, sizeof(what), "put writes %llu bytes at offset %llu of remote handle %llu, which has %llu bytes",
+               (unsigned long long)size, (unsigned long long)dstOff, (unsigned long long)dstHandle,
+               (unsigned long long)d->size);
+      return connFail(c, mscclppInvalidArgument, what);
+    }
+    srcAddr = s->addr + srcOff;
+    dstAddr = d->addr + dstOff;
+  }
+  if ((type & mscclppFlag) && (c->remoteProxyEpoch == NULL || c->dev == NULL || c->dev->localSignalEpochId == NULL))
+    return connFail(c, mscclppInvalidUsage, "signal before connection setup");
+
+  /* Host initiators may call from a thread where another context (or none) is current. */
+  cuwContext prev = NULL;
+  cuwResult rc = a->ctxGetCurrent(&prev);
+  if (rc != CUW_SUCCESS) return cudaFail(c, a, "cuCtxGetCurrent", rc);
+  if (prev != st->ctx && (rc = a->ctxSetCurrent(st->ctx)) != CUW_SUCCESS)
+    return cudaFail(c, a, "cuCtxSetCurrent", rc);
+
+  int ret = mscclppSuccess;
+  if ((type & mscclppData) && size > 0) {
+    rc = a->memcpyDtoDAsync((cuwDevicePtr)dstAddr, (cuwDevicePtr)srcAddr, (size_t)size, st->stream);
+    if (rc != CUW_SUCCESS) {
+      ret = cudaFail(c, a, "cuMemcpyDtoDAsync", rc);
+      goto out;
+    }
+  }
+  if (type & mscclppFlag) {
+    rc = a->memcpyDtoDAsync((cuwDevicePtr)(uintptr_t)c->remoteProxyEpoch,
+                            (cuwDevicePtr)(uintptr_t)&c->dev->localSignalEpochId->device, sizeof(uint64_t),
+                            st->stream);
+    if (rc != CUW_SUCCESS) {
+      ret = cudaFail(c, a, "cuMemcpyDtoDAsync", rc);
+      goto out;
+    }
+  }
+  if (type & mscclppSync) {
+    rc = a->streamSynchronize(st->stream);
+    if (rc != CUW_SUCCESS) ret = cudaFail(c, a, "cuStreamSynchronize", rc);
+  }
+out:
+  if (prev != st->ctx) a->ctxSetCurrent(prev);
+  return ret;
+}
+
+static int p2pThreadInit(engCtx* ctx)
+{
+  cudaP2PState* st = (cudaP2PState*)ctx->transport;
+  if (st == NULL) {
+    engCommSetError(ctx->comm, mscclppInvalidUsage, "P2P proxy: no transport state on its context");
+    return mscclppInvalidUsage;
+  }
+  int ret = mscclppSuccess;
+  cuwResult rc = st->api->ctxSetCurrent(st->ctx);
+  if (rc != CUW_SUCCESS) {
+    char msg[200], buf[32];
+    snprintf(msg, sizeof(msg), "P2P proxy: cuCtxSetCurrent: %s", errName(st->api, rc, buf, sizeof(buf)));
+    engCommSetError(ctx->comm, mscclppUnhandledCudaError, msg);
+    ret = mscclppUnhandledCudaError;
+  }
+  if (st->cpus != NULL) {
+    /* a refused binding is not an error: Go logs it from bindErr */
+    st->bindErr = pthread_setaffinity_np(pthread_self(), st->cpusSize, (cpu_set_t*)st->cpus);
+  }
+  __atomic_store_n(&st->bindDone, 1, __ATOMIC_RELEASE);
+  return ret;
+}
+
+static int p2pPublishTail(engCtx* ctx, uint64_t tail)
+{
+  cudaP2PState* st = (cudaP2PState*)ctx->transport;
+  if (st == NULL) return mscclppInvalidUsage;
+  /* hostTail is pinned: the copy reads it when it runs, and a newer tail is
+   * always a valid one to publish */
+  __atomic_store_n(st->hostTail, tail, __ATOMIC_RELEASE);
+  cuwResult rc = st->api->memcpyHtoDAsync(st->devTail, st->hostTail, sizeof(uint64_t), st->stream);
+  if (rc != CUW_SUCCESS) {
+    char msg[200], buf[32];
+    snprintf(msg, sizeof(msg), "P2P proxy: cuMemcpyHtoDAsync of the FIFO tail: %s",
+             errName(st->api, rc, buf, sizeof(buf)));
+    engCommSetError(ctx->comm, mscclppUnhandledCudaError, msg);
+    return mscclppUnhandledCudaError;
+  }
+  return mscclppSuccess;
+}
+
+const engOps cudaP2POps = {"P2P", p2pOp, p2pThreadInit, p2pPublishTail};
+
+const void* cudaP2POpsPtr(void) { return &cudaP2POps; }
+
+int cudaP2PStateNew(const cuwApi* a, cuwContext ctx, const int* cpus, int nCpus, cudaP2PState** out,
+                    const char** call)
+{
+  *out = NULL;
+  cudaP2PState* st = (cudaP2PState*)calloc(1, sizeof(*st));
+  if (st == NULL) {
+    *call = "calloc";
+    return CUW_ERROR_OUT_OF_MEMORY;
+  }
+  st->api = a;
+  st->ctx = ctx;
+  if (nCpus > 0) {
+    int max = 0;
+    for (int i = 0; i < nCpus; i++)
+      if (cpus[i] > max) max = cpus[i];
+    st->cpus = CPU_ALLOC(max + 1);
+    if (st->cpus == NULL) {
+      free(st);
+      *call = "CPU_ALLOC";
+      return CUW_ERROR_OUT_OF_MEMORY;
+    }
+    st->cpusSize = CPU_ALLOC_SIZE(max + 1);
+    CPU_ZERO_S(st->cpusSize, (cpu_set_t*)st->cpus);
+    for (int i = 0; i < nCpus; i++)
+      if (cpus[i] >= 0) CPU_SET_S((size_t)cpus[i], st->cpusSize, (cpu_set_t*)st->cpus);
+  }
+  cuwContext prev = NULL;
+  cuwResult rc = a->ctxGetCurrent(&prev);
+  if (rc != CUW_SUCCESS) {
+    *call = "cuCtxGetCurrent";
+    goto fail;
+  }
+  if (prev != ctx && (rc = a->ctxSetCurrent(ctx)) != CUW_SUCCESS) {
+    *call = "cuCtxSetCurrent";
+    goto fail;
+  }
+  if ((rc = a->streamCreate(&st->stream, CUW_STREAM_NON_BLOCKING)) != CUW_SUCCESS) {
+    *call = "cuStreamCreate";
+  } else if ((rc = a->memAlloc(&st->devTail, sizeof(uint64_t))) != CUW_SUCCESS) {
+    *call = "cuMemAlloc";
+  } else if ((rc = a->memsetD8(st->devTail, 0, sizeof(uint64_t))) != CUW_SUCCESS) {
+    *call = "cuMemsetD8";
+  } else if ((rc = a->streamSynchronize(NULL)) != CUW_SUCCESS) { /* the memset ran on the legacy stream */
+    *call = "cuStreamSynchronize";
+  } else if ((rc = a->memHostAlloc((void**)&st->hostTail, sizeof(uint64_t), CUW_MEMHOSTALLOC_PORTABLE)) !=
+             CUW_SUCCESS) {
+    *call = "cuMemHostAlloc";
+  }
+  if (rc != CUW_SUCCESS) {
+    if (st->devTail != 0) a->memFree(st->devTail);
+    if (st->stream != NULL) a->streamDestroy(st->stream);
+  }
+  if (prev != ctx) a->ctxSetCurrent(prev);
+  if (rc != CUW_SUCCESS) goto fail;
+  *st->hostTail = 0;
+  *out = st;
+  return CUW_SUCCESS;
+fail:
+  if (st->cpus != NULL) CPU_FREE(st->cpus);
+  free(st);
+  return rc;
+}
+
+int cudaP2PStateFree(cudaP2PState* st, const char** call)
+{
+  if (st == NULL) return CUW_SUCCESS;
+  const cuwApi* a = st->api;
+  cuwContext prev = NULL;
+  cuwResult rc = a->ctxGetCurrent(&prev), first = CUW_SUCCESS;
+  if (rc == CUW_SUCCESS && prev != st->ctx) rc = a->ctxSetCurrent(st->ctx);
+  if (rc != CUW_SUCCESS) {
+    *call = "cuCtxSetCurrent";
+    first = rc;
+  } else {
+#define KEEP(expr, name)                                   \
+  do {                                                     \
+    cuwResult r_ = (expr);                                 \
+    if (r_ != CUW_SUCCESS && first == CUW_SUCCESS) {      \
+      first = r_;                                          \
+      *call = name;                                        \
+    }                                                      \
+  } while (0)
+    KEEP(a->streamSynchronize(st->stream), "cuStreamSynchronize");
+    KEEP(a->streamDestroy(st->stream), "cuStreamDestroy");
+    KEEP(a->memFree(st->devTail), "cuMemFree");
+    KEEP(a->memFreeHost(st->hostTail), "cuMemFreeHost");
+#undef KEEP
+    if (prev != st->ctx) a->ctxSetCurrent(prev);
+  }
+  if (st->cpus != NULL) CPU_FREE(st->cpus);
+  free(st);
+  return first;
+}
+
+void cudaP2PBindResult(const cudaP2PState* st, int* done, int* err)
+{
+  *done = __atomic_load_n(&st->bindDone, __ATOMIC_ACQUIRE);
+  *err = *done ? st->bindErr : 0;
+}

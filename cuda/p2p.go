@@ -1,0 +1,70 @@
+package cuda
+
+/*
+#include "calls.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"syscall"
+	"unsafe"
+
+	// p2p.c calls the engine's C functions (engCommSetError): link them in.
+	_ "github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+// NewP2PState creates the P2P transport state of one proxy context on dev: a non-blocking stream, the FIFO tail word in device memory (zero) with its pinned staging word, and the CPUs (none: do not bind) its proxy thread binds to; store it as engCtx.transport and as every engConn.transport of that context.
+func NewP2PState(dev Device, cpus []int) (unsafe.Pointer, error) {
+	if err := dev.check(); err != nil {
+		return nil, err
+	}
+	ccpus := make([]C.int, len(cpus))
+	for i, c := range cpus {
+		if c < 0 {
+			return nil, &status.Error{Code: status.InvalidArgument, Msg: fmt.Sprintf("cuda: negative cpu %d", c)}
+		}
+		ccpus[i] = C.int(c)
+	}
+	var first *C.int
+	if len(ccpus) > 0 {
+		first = &ccpus[0]
+	}
+	var st *C.cudaP2PState
+	var call *C.char
+	if err := dev.fail(C.cudaP2PStateNew(dev.api, dev.ctx(), first, C.int(len(ccpus)), &st, &call), call); err != nil {
+		return nil, err
+	}
+	return unsafe.Pointer(st), nil
+}
+
+// FreeP2PState waits for the state's stream and frees it; its proxy must be stopped and its connections gone.
+func FreeP2PState(state unsafe.Pointer) error {
+	if state == nil {
+		return nil
+	}
+	st := (*C.cudaP2PState)(state)
+	api := st.api
+	var call *C.char
+	if rc := C.cudaP2PStateFree(st, &call); rc != 0 {
+		return newError(api, C.GoString(call), int(rc))
+	}
+	return nil
+}
+
+// P2PTail returns the device address of the state's FIFO tail word, which initiators read as triggerFifoTail.
+func P2PTail(state unsafe.Pointer) uint64 { return uint64((*C.cudaP2PState)(state).devTail) }
+
+// P2POps returns the transport's operations, a const engOps* for engCtx.ops and engConn.ops.
+func P2POps() unsafe.Pointer { return unsafe.Pointer(C.cudaP2POpsPtr()) }
+
+// BindResult reports whether the state's proxy thread has run its initialisation and, if it was asked to bind to CPUs and the system refused, why (a refusal is not a failure of the proxy).
+func BindResult(state unsafe.Pointer) (done bool, err error) {
+	var d, e C.int
+	C.cudaP2PBindResult((*C.cudaP2PState)(state), &d, &e)
+	if e != 0 {
+		err = fmt.Errorf("pthread_setaffinity_np: %w", syscall.Errno(e))
+	}
+	return d != 0, err
+}

@@ -1,0 +1,194 @@
+/*
+ * boot_tcp: the plain-TCP reference for the bootstrap, timed by boot.h.
+ * Started by launch, like boot_mscclpp.
+ *
+ *   launch N boot_tcp [init]
+ *
+ * Init: every rank opens a ring listener on 127.0.0.1, connects to rank 0
+ * (which listens at BENCH_ADDR; refused connects are retried every 100 µs)
+ * and sends its listener's port; rank 0 answers everyone with the table of
+ * ports; each rank then connects to rank+1's listener and accepts rank-1.
+ * Allgather: ring allgather over the two ring sockets, raw blocking
+ * write/read (TCP_NODELAY) for slots up to 64 KiB; larger slots send and
+ * receive each step concurrently with poll() so that no rank blocks in
+ * write with full socket buffers. Barrier: a 1-byte ring allgather.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include "boot.h"
+
+typedef struct {
+  int rank, n, next, prev;
+  char* scratch;
+} ring;
+
+static void nodelay(int fd)
+{
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static int writeall(int fd, const void* p, size_t len)
+{
+  const char* c = p;
+  while (len > 0) {
+    ssize_t k = write(fd, c, len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    c += k;
+    len -= (size_t)k;
+  }
+  return 0;
+}
+
+static int readall(int fd, void* p, size_t len)
+{
+  char* c = p;
+  while (len > 0) {
+    ssize_t k = read(fd, c, len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    c += k;
+    len -= (size_t)k;
+  }
+  return 0;
+}
+
+/* Send slen bytes to sfd while receiving rlen bytes from rfd. */
+static int duplex(int sfd, const char* s, size_t slen, int rfd, char* r, size_t rlen)
+{
+  while (slen > 0 || rlen > 0) {
+    int progress = 0;
+    if (slen > 0) {
+      ssize_t k = send(sfd, s, slen, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (k > 0) s += k, slen -= (size_t)k, progress = 1;
+      else if (k < 0 && errno != EAGAIN && errno != EINTR) return -1;
+    }
+    if (rlen > 0) {
+      ssize_t k = recv(rfd, r, rlen, MSG_DONTWAIT);
+      if (k > 0) r += k, rlen -= (size_t)k, progress = 1;
+      else if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) return -1;
+    }
+    if (!progress) {
+      struct pollfd p[2];
+      int np = 0;
+      if (slen > 0) p[np].fd = sfd, p[np].events = POLLOUT, np++;
+      if (rlen > 0) p[np].fd = rfd, p[np].events = POLLIN, np++;
+      poll(p, (nfds_t)np, -1);
+    }
+  }
+  return 0;
+}
+
+static int ag(void* ctx, void* data, int size)
+{
+  ring* g = ctx;
+  char* d = data;
+  int n = g->n, me = g->rank;
+  for (int s = 0; s < n - 1; s++) {
+    size_t so = (size_t)((me - s + n) % n) * size, ro = (size_t)((me - s - 1 + n) % n) * size;
+    if (size <= 65536) {
+      if (writeall(g->next, d + so, (size_t)size) || readall(g->prev, d + ro, (size_t)size)) return -1;
+    } else if (duplex(g->next, d + so, (size_t)size, g->prev, d + ro, (size_t)size)) {
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int bar(void* ctx)
+{
+  ring* g = ctx;
+  return ag(ctx, g->scratch, 1);
+}
+
+static int listener(struct sockaddr_in* a)
+{
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(s, (struct sockaddr*)a, sizeof(*a)) != 0 || listen(s, 1024) != 0) BENCH_DIE("listen: %s", strerror(errno));
+  socklen_t l = sizeof(*a);
+  getsockname(s, (struct sockaddr*)a, &l);
+  return s;
+}
+
+static int dial(struct sockaddr_in* a)
+{
+  for (;;) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(s, (struct sockaddr*)a, sizeof(*a)) == 0) {
+      nodelay(s);
+      return s;
+    }
+    if (errno != ECONNREFUSED) BENCH_DIE("connect: %s", strerror(errno));
+    close(s);
+    usleep(100);
+  }
+}
+
+int main(int argc, char** argv)
+{
+  int rank = bench_env_int("BENCH_RANK", 0), n = bench_env_int("BENCH_NRANKS", 1);
+  const char* addr = getenv("BENCH_ADDR");
+  if (!addr) BENCH_DIE("run me through launch");
+  int initOnly = argc > 1 && strcmp(argv[1], "init") == 0;
+  struct sockaddr_in root = {0};
+  root.sin_family = AF_INET;
+  root.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  root.sin_port = htons((uint16_t)atoi(strchr(addr, ':') + 1));
+  bench_start();
+
+  /* init */
+  struct sockaddr_in mine = {0};
+  mine.sin_family = AF_INET;
+  mine.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int lfd = listener(&mine);
+  int32_t* ports = calloc((size_t)n, sizeof(int32_t));
+  ports[rank] = ntohs(mine.sin_port);
+  if (rank == 0) {
+    int rl = listener(&root);
+    int* c = calloc((size_t)n, sizeof(int));
+    for (int i = 1; i < n; i++) {
+      int s = accept(rl, NULL, NULL);
+      int32_t msg[2];
+      if (s < 0 || readall(s, msg, sizeof(msg))) BENCH_DIE("root: registration");
+      c[msg[0]] = s;
+      ports[msg[0]] = msg[1];
+    }
+    for (int i = 1; i < n; i++) {
+      if (writeall(c[i], ports, (size_t)n * sizeof(int32_t))) BENCH_DIE("root: reply");
+      close(c[i]);
+    }
+    close(rl);
+    free(c);
+  } else {
+    int s = dial(&root);
+    int32_t msg[2] = {rank, ports[rank]};
+    if (writeall(s, msg, sizeof(msg)) || readall(s, ports, (size_t)n * sizeof(int32_t))) BENCH_DIE("rank %d: root", rank);
+    close(s);
+  }
+  ring g = {rank, n, -1, -1, calloc((size_t)n, 1)};
+  if (n > 1) {
+    struct sockaddr_in nx = mine;
+    nx.sin_port = htons((uint16_t)ports[(rank + 1) % n]);
+    g.next = dial(&nx);
+    g.prev = accept(lfd, NULL, NULL);
+    if (g.prev < 0) BENCH_DIE("accept: %s", strerror(errno));
+    nodelay(g.prev);
+  }
+  close(lfd);
+  bench_ready();
+
+  if (!initOnly && n > 1) {
+    boot_ops o = {&g, rank, n, ag, bar};
+    boot_all(&o);
+  }
+  if (n > 1 && bar(&g)) BENCH_DIE("rank %d: final barrier", rank);
+  return 0;
+}

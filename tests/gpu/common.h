@@ -1,0 +1,74 @@
+/*
+ * common.h: what the GPU checks share: the rank environment set by
+ * tests/c/launch (MSCCLPP_TEST_RANK, MSCCLPP_TEST_NRANKS, MSCCLPP_TEST_ADDR),
+ * error checks that name the failing call and the library's last error, and
+ * a bootstrapped communicator on the GPU rank % (number of GPUs).
+ */
+#ifndef MSCCLPP_TESTS_GPU_COMMON_H_
+#define MSCCLPP_TESTS_GPU_COMMON_H_
+
+#include <cuda_runtime.h>
+#include <mscclpp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int gRank = -1;
+static mscclppComm_t gComm = NULL;
+
+#define CUDACHECK(cmd)                                                                                 \
+  do {                                                                                                 \
+    cudaError_t e_ = (cmd);                                                                            \
+    if (e_ != cudaSuccess) {                                                                           \
+      fprintf(stderr, "rank %d: %s:%d: %s: %s\n", gRank, __FILE__, __LINE__, #cmd, cudaGetErrorString(e_)); \
+      exit(1);                                                                                         \
+    }                                                                                                  \
+  } while (0)
+
+#define MSCCLPPCHECK(cmd)                                                                               \
+  do {                                                                                                  \
+    mscclppResult_t r_ = (cmd);                                                                         \
+    if (r_ != mscclppSuccess) {                                                                         \
+      fprintf(stderr, "rank %d: %s:%d: %s: %s (%s)\n", gRank, __FILE__, __LINE__, #cmd,                 \
+              mscclppGetErrorString(r_), mscclppGetLastError(gComm));                                   \
+      exit(1);                                                                                          \
+    }                                                                                                   \
+  } while (0)
+
+static int envInt(const char* name)
+{
+  const char* v = getenv(name);
+  if (v == NULL || *v == '\0') {
+    fprintf(stderr, "%s is not set: start this program with tests/c/launch\n", name);
+    exit(2);
+  }
+  return atoi(v);
+}
+
+/* Selects the GPU rank % ndev (the application's cudaSetDevice), makes its
+ * context current, and joins the job's communicator. */
+static void setupRank(int* rank, int* nranks, int* device)
+{
+  *rank = gRank = envInt("MSCCLPP_TEST_RANK");
+  *nranks = envInt("MSCCLPP_TEST_NRANKS");
+  const char* addr = getenv("MSCCLPP_TEST_ADDR");
+  if (addr == NULL) {
+    fprintf(stderr, "MSCCLPP_TEST_ADDR is not set: start this program with tests/c/launch\n");
+    exit(2);
+  }
+  int ndev = 0;
+  CUDACHECK(cudaGetDeviceCount(&ndev));
+  *device = *rank % ndev;
+  CUDACHECK(cudaSetDevice(*device));
+  CUDACHECK(cudaFree(0)); /* creates the primary context on every CUDA version */
+  MSCCLPPCHECK(mscclppCommInitRank(&gComm, *nranks, addr, *rank));
+}
+
+static double elapsedMs(cudaEvent_t a, cudaEvent_t b)
+{
+  float ms = 0;
+  CUDACHECK(cudaEventElapsedTime(&ms, a, b));
+  return ms;
+}
+
+#endif
