@@ -2,7 +2,6 @@ package impl
 
 import (
 	"os"
-	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
+	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
 )
 
 // DefaultBootstrapTimeout bounds every bootstrap wait unless mscclppSetBootstrapConnTimeout changes it.
@@ -52,15 +52,16 @@ func envUint(name string, def uint32) uint32 {
 // waitBackoff is the polling policy of host waits and FIFO pushes: MSCCLPP_WAIT_SPIN pause
 // iterations, then MSCCLPP_WAIT_YIELD sched_yield calls, then sleeps doubling up to
 // MSCCLPP_WAIT_SLEEP_MAX_US. With more local ranks than CPUs a spinning waiter only delays the
-// rank it waits for, so it spins briefly before yielding.
+// rank it waits for, so it spins briefly and soon sleeps; otherwise it keeps a CPU, yielding,
+// for up to about a second before it sleeps (a sleeping waiter wakes late: a timer tick).
 func waitBackoff(localRanks int) engine.Backoff {
-	spin := uint32(4000)
-	if localRanks > runtime.NumCPU() {
-		spin = 64
+	spin, yields := uint32(4000), uint32(1000000)
+	if localRanks > sysinfo.OnlineCPUs() {
+		spin, yields = 64, 2000
 	}
 	return engine.Backoff{
 		Spin:       envUint("MSCCLPP_WAIT_SPIN", spin),
-		Yields:     envUint("MSCCLPP_WAIT_YIELD", 2000),
+		Yields:     envUint("MSCCLPP_WAIT_YIELD", yields),
 		SleepMaxUs: envUint("MSCCLPP_WAIT_SLEEP_MAX_US", 1000),
 	}
 }

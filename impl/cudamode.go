@@ -33,6 +33,10 @@ func chooseMode() (Mode, cuda.Device, error) {
 		logx.Infof(logx.Init, "host mode: MSCCLPP_DEVICE=host")
 		return HostMode, cuda.Device{}, nil
 	case "", "auto":
+		if !cuda.InUse() {
+			logx.Infof(logx.Init, "host mode: the application has not loaded the CUDA driver (no current CUDA context possible)")
+			return HostMode, cuda.Device{}, nil
+		}
 		dev, err := cuda.Probe()
 		if err != nil {
 			logx.Infof(logx.Init, "host mode: %v", err)

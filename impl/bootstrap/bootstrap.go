@@ -25,12 +25,12 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
+	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
 )
 
 // DefaultTimeout bounds every bootstrap wait when Options.Timeout is zero.
@@ -315,7 +315,7 @@ func initRank(rootAddr netip.AddrPort, magic uint64, secret [secretBytes]byte, r
 			local++
 		}
 	}
-	b.spin = spinBudget(local, runtime.NumCPU())
+	b.spin = spinBudget(local, sysinfo.OnlineCPUs())
 	b.logf(false, "bootstrap: rank %d of %d of communicator %#x ready, listening at %s", rank, nranks, magic, b.listenAddr)
 	return b, nil
 }

@@ -16,6 +16,10 @@
 
 #include "backoff.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 engComm* engCommNew(int rank)
 {
   engComm* c = (engComm*)calloc(1, sizeof(engComm));
@@ -102,11 +106,36 @@ static engConn* connOf(struct mscclppDevConn* dev, const char* fn)
   return c;
 }
 
+/* A copy that bypasses the cache with non-temporal stores: for large puts the
+ * destination is the peer's, and pulling it through this core's cache only
+ * evicts useful lines (glibc switches to such stores only far above L3 size). */
+static void copyStreaming(char* dst, const char* src, size_t n)
+{
+#if defined(__SSE2__)
+  size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+  if (head > n) head = n;
+  memcpy(dst, src, head);
+  dst += head, src += head, n -= head;
+  for (; n >= 64; n -= 64, dst += 64, src += 64) {
+    __m128i a = _mm_loadu_si128((const __m128i*)src), b = _mm_loadu_si128((const __m128i*)(src + 16));
+    __m128i c = _mm_loadu_si128((const __m128i*)(src + 32)), d = _mm_loadu_si128((const __m128i*)(src + 48));
+    _mm_stream_si128((__m128i*)dst, a);
+    _mm_stream_si128((__m128i*)(dst + 16), b);
+    _mm_stream_si128((__m128i*)(dst + 32), c);
+    _mm_stream_si128((__m128i*)(dst + 48), d);
+  }
+  _mm_sfence(); /* the streamed data is visible before any later signal store */
+#endif
+  memcpy(dst, src, n);
+}
+
 int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen)
 {
-  (void)comm;
   if (r->mapped != NULL) {
-    memcpy(r->mapped + off, src, size);
+    if (comm != NULL && comm->streamBytes != 0 && size >= comm->streamBytes)
+      copyStreaming(r->mapped + off, (const char*)src, (size_t)size);
+    else
+      memcpy(r->mapped + off, src, size);
     return mscclppSuccess;
   }
   uint64_t done = 0;

@@ -42,6 +42,9 @@ func NewComm(rank int, wait, proxy Backoff) *Comm {
 	return c
 }
 
+// SetStreamBytes makes puts of at least n bytes into mapped memory use non-temporal stores (0: never).
+func (c *Comm) SetStreamBytes(n uint64) { c.p.streamBytes = C.uint64_t(n) }
+
 // Free releases c; no context of c may be in use.
 func (c *Comm) Free() { C.engCommFree(c.p); c.p = nil }
 

@@ -39,6 +39,7 @@ typedef struct engComm {
   engBackoffCfg waitCfg;  /* host waits and FIFO pushes */
   engBackoffCfg proxyCfg; /* the idle proxy */
   int rank;
+  uint64_t streamBytes; /* puts of at least this many bytes into mapped memory bypass the cache (0: never) */
 } engComm;
 
 /* A registration as seen from this process. */

@@ -12,6 +12,12 @@
  * write/read (TCP_NODELAY) for slots up to 64 KiB; larger slots send and
  * receive each step concurrently with poll() so that no rank blocks in
  * write with full socket buffers. Barrier: a 1-byte ring allgather.
+ *
+ * BENCH_TOPO=star (a diagnostic; the library uses a star for small
+ * messages): allgather and barrier go through rank 0 instead, over the
+ * connections of the init exchange, kept open: every rank writes its slot
+ * to rank 0 and reads all slots back; rank 0 reads the slots in rank order,
+ * then writes the whole table to each rank.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -25,6 +31,7 @@
 typedef struct {
   int rank, n, next, prev;
   char* scratch;
+  int* star; /* rank 0: the connection of each rank; others: star[0], to rank 0; NULL: ring */
 } ring;
 
 static void nodelay(int fd)
@@ -85,11 +92,24 @@ static int duplex(int sfd, const char* s, size_t slen, int rfd, char* r, size_t 
   return 0;
 }
 
+static int star_ag(ring* g, char* d, int size)
+{
+  size_t all = (size_t)g->n * (size_t)size;
+  if (g->rank != 0)
+    return writeall(g->star[0], d + (size_t)g->rank * size, (size_t)size) || readall(g->star[0], d, all);
+  for (int r = 1; r < g->n; r++)
+    if (readall(g->star[r], d + (size_t)r * size, (size_t)size)) return -1;
+  for (int r = 1; r < g->n; r++)
+    if (writeall(g->star[r], d, all)) return -1;
+  return 0;
+}
+
 static int ag(void* ctx, void* data, int size)
 {
   ring* g = ctx;
   char* d = data;
   int n = g->n, me = g->rank;
+  if (g->star) return star_ag(g, d, size);
   for (int s = 0; s < n - 1; s++) {
     size_t so = (size_t)((me - s + n) % n) * size, ro = (size_t)((me - s - 1 + n) % n) * size;
     if (size <= 65536) {
@@ -151,11 +171,15 @@ int main(int argc, char** argv)
   int lfd = listener(&mine);
   int32_t* ports = calloc((size_t)n, sizeof(int32_t));
   ports[rank] = ntohs(mine.sin_port);
+  const char* topo = getenv("BENCH_TOPO");
+  int star = topo && !strcmp(topo, "star");
+  int* c = NULL;
   if (rank == 0) {
     int rl = listener(&root);
-    int* c = calloc((size_t)n, sizeof(int));
+    c = calloc((size_t)n, sizeof(int));
     for (int i = 1; i < n; i++) {
       int s = accept(rl, NULL, NULL);
+      nodelay(s);
       int32_t msg[2];
       if (s < 0 || readall(s, msg, sizeof(msg))) BENCH_DIE("root: registration");
       c[msg[0]] = s;
@@ -163,17 +187,17 @@ int main(int argc, char** argv)
     }
     for (int i = 1; i < n; i++) {
       if (writeall(c[i], ports, (size_t)n * sizeof(int32_t))) BENCH_DIE("root: reply");
-      close(c[i]);
+      if (!star) close(c[i]);
     }
     close(rl);
-    free(c);
   } else {
     int s = dial(&root);
     int32_t msg[2] = {rank, ports[rank]};
     if (writeall(s, msg, sizeof(msg)) || readall(s, ports, (size_t)n * sizeof(int32_t))) BENCH_DIE("rank %d: root", rank);
-    close(s);
+    if (star) c = calloc(1, sizeof(int)), c[0] = s;
+    else close(s);
   }
-  ring g = {rank, n, -1, -1, calloc((size_t)n, 1)};
+  ring g = {rank, n, -1, -1, calloc((size_t)n, 1), star ? c : NULL};
   if (n > 1) {
     struct sockaddr_in nx = mine;
     nx.sin_port = htons((uint16_t)ports[(rank + 1) % n]);
