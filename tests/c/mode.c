@@ -1,7 +1,12 @@
 /* mode.c: CUDA/host mode choice on a machine without a usable GPU.
- *   mode auto  -- init succeeds in host mode and says why in one INFO line
- *   mode cuda  -- MSCCLPP_DEVICE=cuda: init fails clearly (no hang, a message naming the cause) */
+ *   mode auto      -- init succeeds in host mode and says why in one INFO line
+ *   mode preloaded -- the app loaded libcuda.so.1 first (as cudart does): the library
+ *                     probes the driver and still falls back to host mode, naming the CUDA error
+ *   mode cuda      -- MSCCLPP_DEVICE=cuda: init fails clearly (no hang, a message naming the cause) */
+#define _GNU_SOURCE
 #include "mscclpp.h"
+
+#include <dlfcn.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,9 +36,15 @@ int main(int argc, char** argv)
     CHECK(strstr(msg, "MSCCLPP_DEVICE=cuda") != NULL, "%s", msg);
     CHECK(strstr(msg, "cuInit") != NULL || strstr(msg, "libcuda") != NULL || strstr(msg, "context") != NULL, "%s", msg);
   } else {
+    if (strcmp(which, "preloaded") == 0 && dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL) == NULL) {
+      printf("SKIP: no libcuda.so.1 here (%s)\n", dlerror());
+      return 0;
+    }
     MCHECK(mscclppCommInitRank(&comm, 1, addr, 0));
     printf("log: %s", seen);
     CHECK(strstr(seen, "MSCCLPP INFO host mode: ") != NULL, "no INFO line saying why host mode: %s", seen);
+    if (strcmp(which, "preloaded") == 0)
+      CHECK(strstr(seen, "host mode: cuInit: CUDA_ERROR_") != NULL, "the probe's CUDA error is not named: %s", seen);
     MCHECK(mscclppCommDestroy(comm));
   }
   return test_finish();

@@ -338,8 +338,10 @@ case_env=(MSCCLPP_DEBUG=INFO MSCCLPP_DEVICE=)
 run_case mode-auto-host 1 30 mode auto
 case_env=(MSCCLPP_DEVICE=cuda)
 run_case mode-forced-cuda 1 30 mode cuda
-case_env=(MSCCLPP_DEBUG=INFO MSCCLPP_CUDA_LIBRARY=/nonexistent/libcuda.so.1)
-run_case mode-no-libcuda 1 30 mode auto
+case_env=(MSCCLPP_DEBUG=INFO MSCCLPP_DEVICE=)
+run_case mode-app-loaded-libcuda 1 30 mode preloaded
+case_env=(MSCCLPP_DEVICE=cuda MSCCLPP_CUDA_LIBRARY=/nonexistent/libcuda.so.1)
+run_case mode-forced-cuda-no-libcuda 1 30 mode cuda
 run_case threads.cc 2 30 threads_cc
 cuda_case
 install_case
