@@ -145,7 +145,7 @@ func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 		c.mode = CUDAMode
 	}
 	c.eng = engine.NewComm(c.rank, waitBackoff(len(c.localOf)), proxyBackoff())
-	c.eng.SetStreamBytes(uint64(envUint("MSCCLPP_STREAM_COPY_BYTES", 4<<20)))
+	c.eng.SetStreamBytes(uint64(envUint("MSCCLPP_STREAM_COPY_BYTES", 8<<20)), uint64(envUint("MSCCLPP_STREAM_COPY_MAX_BYTES", 128<<20)))
 	c.devConns = engine.NewDevConns(engine.MaxConns)
 	// Peers write into this process with process_vm_writev where memory is not shared;
 	// allow it under Yama's ptrace restrictions (EINVAL where Yama is absent is fine).

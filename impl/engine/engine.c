@@ -108,7 +108,9 @@ static engConn* connOf(struct mscclppDevConn* dev, const char* fn)
 
 /* A copy that bypasses the cache with non-temporal stores: for large puts the
  * destination is the peer's, and pulling it through this core's cache only
- * evicts useful lines (glibc switches to such stores only far above L3 size). */
+ * evicts useful lines. glibc switches to such stores only far above the L3
+ * size (192 MiB here), and from there its own copy is faster than this one:
+ * measured here, memcpy 5.6 / this 7.3 GB/s at 16 MiB, 7.3 / 6.4 at 256 MiB. */
 static void copyStreaming(char* dst, const char* src, size_t n)
 {
 #if defined(__SSE2__)
@@ -132,7 +134,7 @@ static void copyStreaming(char* dst, const char* src, size_t n)
 int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen)
 {
   if (r->mapped != NULL) {
-    if (comm != NULL && comm->streamBytes != 0 && size >= comm->streamBytes)
+    if (comm != NULL && comm->streamBytes != 0 && size >= comm->streamBytes && size < comm->streamMaxBytes)
       copyStreaming(r->mapped + off, (const char*)src, (size_t)size);
     else
       memcpy(r->mapped + off, src, size);

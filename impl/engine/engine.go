@@ -42,8 +42,10 @@ func NewComm(rank int, wait, proxy Backoff) *Comm {
 	return c
 }
 
-// SetStreamBytes makes puts of at least n bytes into mapped memory use non-temporal stores (0: never).
-func (c *Comm) SetStreamBytes(n uint64) { c.p.streamBytes = C.uint64_t(n) }
+// SetStreamBytes makes puts of [min, max) bytes into mapped memory use non-temporal stores (min 0: never).
+func (c *Comm) SetStreamBytes(min, max uint64) {
+	c.p.streamBytes, c.p.streamMaxBytes = C.uint64_t(min), C.uint64_t(max)
+}
 
 // Free releases c; no context of c may be in use.
 func (c *Comm) Free() { C.engCommFree(c.p); c.p = nil }

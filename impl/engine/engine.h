@@ -39,7 +39,8 @@ typedef struct engComm {
   engBackoffCfg waitCfg;  /* host waits and FIFO pushes */
   engBackoffCfg proxyCfg; /* the idle proxy */
   int rank;
-  uint64_t streamBytes; /* puts of at least this many bytes into mapped memory bypass the cache (0: never) */
+  uint64_t streamBytes;    /* puts of [streamBytes, streamMaxBytes) bytes into mapped memory bypass */
+  uint64_t streamMaxBytes; /* the cache with this library's copy (streamBytes 0: never) */
 } engComm;
 
 /* A registration as seen from this process. */

@@ -32,7 +32,7 @@ func TestWriteStreamingEdges(t *testing.T) {
 	rec := NewRegRecord(Reg{Mapped: dstP, Size: n})
 	defer rec.Free()
 	for _, stream := range []uint64{0, 64} {
-		comm.SetStreamBytes(stream)
+		comm.SetStreamBytes(stream, 1<<20)
 		for _, off := range []uint64{0, 1, 7, 15, 16, 33} {
 			for _, size := range []uint64{0, 1, 63, 64, 65, 1000, 4099} {
 				for i := range dst {
