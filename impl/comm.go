@@ -56,6 +56,9 @@ type Comm struct {
 	setupDone  bool
 	proxyOn    bool
 	cuda       *cudaState // CUDA mode only
+	waitCfg    engine.Backoff
+	collMu     sync.Mutex // serialises collectives through the node segment
+	collSeq    uint64     // collectives done through the node segment
 	regRecords []engine.RegRecord
 	mappings   []hostmem.Mapping // peers' mscclppHostAlloc regions this communicator mapped
 	closed     bool
@@ -144,7 +147,8 @@ func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 		}
 		c.mode = CUDAMode
 	}
-	c.eng = engine.NewComm(c.rank, waitBackoff(len(c.localOf)), proxyBackoff())
+	c.waitCfg = waitBackoff(len(c.localOf))
+	c.eng = engine.NewComm(c.rank, c.waitCfg, proxyBackoff())
 	c.eng.SetStreamBytes(uint64(envUint("MSCCLPP_STREAM_COPY_BYTES", 8<<20)), uint64(envUint("MSCCLPP_STREAM_COPY_MAX_BYTES", 128<<20)))
 	c.devConns = engine.NewDevConns(engine.MaxConns)
 	// Peers write into this process with process_vm_writev where memory is not shared;
@@ -207,6 +211,12 @@ func (c *Comm) AllGather(data unsafe.Pointer, size int) error {
 		return status.Errorf(status.InvalidArgument, "allgather: size %d must be positive", size)
 	}
 	buf := unsafe.Slice((*byte)(data), size*c.nranks)
+	if c.shmCollectives(size) {
+		if err := c.allGatherShm(buf, size); err != nil {
+			return fmt.Errorf("rank %d: allgather of %d bytes: %w", c.rank, size, err)
+		}
+		return nil
+	}
 	if err := c.boot.AllGather(buf, size); err != nil {
 		return c.remoteFailure(fmt.Errorf("rank %d: allgather of %d bytes: %w", c.rank, size, err))
 	}
@@ -224,6 +234,13 @@ func (c *Comm) remoteFailure(err error) error {
 
 // Barrier returns once every rank has entered it.
 func (c *Comm) Barrier() error {
+	if c.shmCollectives(0) {
+		var none []byte
+		if err := c.allGatherShm(none, 0); err != nil {
+			return fmt.Errorf("rank %d: barrier: %w", c.rank, err)
+		}
+		return nil
+	}
 	if err := c.boot.Barrier(); err != nil {
 		return c.remoteFailure(fmt.Errorf("rank %d: barrier: %w", c.rank, err))
 	}

@@ -27,6 +27,13 @@ const (
 	shmDir       = "/dev/shm/"
 )
 
+// CollSlotBytes is the most data per rank a collective can move through the segment.
+const CollSlotBytes = 64 << 10
+
+// collRegion is one local rank's collective area: a sequence word on its own
+// cache line, then two data slots used alternately (see Comm.allGatherShm).
+const collRegion = 64 + 2*CollSlotBytes
+
 // Segment is one mapping of a node's segment.
 type Segment struct {
 	name     string
@@ -49,7 +56,7 @@ func Name(magic, nonce uint64, node int) string {
 // Open creates (leader) or opens (others, waiting until deadline for the leader) the segment
 // for nLocal ranks with maxConns connection slots each; the last rank to map it unlinks it.
 func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time) (*Segment, error) {
-	size := headerBytes + nLocal*regionSize(maxConns)
+	size := headerBytes + nLocal*(regionSize(maxConns)+collRegion)
 	path := shmDir + name
 	var f *os.File
 	var err error
@@ -127,6 +134,17 @@ func (s *Segment) Epoch(local, conn int) unsafe.Pointer {
 // Wait is the address of local rank local's wait counter for its connection conn.
 func (s *Segment) Wait(local, conn int) unsafe.Pointer {
 	return unsafe.Pointer(&s.mem[s.regionOff(local)+regionHeader+s.maxConns*epochBytes+conn*waitBytes])
+}
+
+func (s *Segment) collOff(local int) int { return headerBytes + s.nLocal*s.region + local*collRegion }
+
+// CollSeq is local rank local's collective sequence word.
+func (s *Segment) CollSeq(local int) *uint64 { return s.word(s.collOff(local)) }
+
+// CollSlot is local rank local's data slot of the given parity (0 or 1).
+func (s *Segment) CollSlot(local, parity int) []byte {
+	off := s.collOff(local) + 64 + parity*CollSlotBytes
+	return s.mem[off : off+CollSlotBytes : off+CollSlotBytes]
 }
 
 // SetPid records the pid of local rank local.

@@ -1,0 +1,107 @@
+package impl
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mscclpp-go/mscclpp/impl/nodeshm"
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+// Small collectives of a communicator whose ranks all share one node go through the node's
+// shared-memory segment instead of TCP: a rank writes its slot, publishes a sequence number,
+// and reads each peer's slot once the peer's sequence number reached it. Collective k uses
+// the slots of parity k%2: a rank can only start collective k+2 (overwriting those slots)
+// after every peer published k+1, which each does only after it finished reading k.
+
+// shmCollectives reports whether AllGather of size bytes per rank goes through shared memory.
+func (c *Comm) shmCollectives(size int) bool {
+	return c.node != nil && c.nranks > 1 && len(c.localOf) == c.nranks && size <= nodeshm.CollSlotBytes
+}
+
+// allGatherShm is AllGather through the node segment (local index == rank on a single node).
+func (c *Comm) allGatherShm(buf []byte, size int) error {
+	c.collMu.Lock()
+	defer c.collMu.Unlock()
+	c.collSeq++
+	k, parity := c.collSeq, int(c.collSeq&1)
+	copy(c.node.CollSlot(c.rank, parity), buf[c.rank*size:(c.rank+1)*size])
+	atomic.StoreUint64(c.node.CollSeq(c.rank), k)
+	deadline := time.Now().Add(BootstrapTimeout())
+	for p := 0; p < c.nranks; p++ {
+		if p == c.rank {
+			continue
+		}
+		if err := c.waitSeq(p, k, deadline); err != nil {
+			c.boot.Abort(err) // peers waiting over TCP learn it too
+			return c.remoteFailure(err)
+		}
+		copy(buf[p*size:(p+1)*size], c.node.CollSlot(p, parity)[:size])
+	}
+	return nil
+}
+
+// waitSeq waits until rank p published collective k, backing off like host waits, and fails
+// when p's process is gone or the bootstrap timeout passes.
+func (c *Comm) waitSeq(p int, k uint64, deadline time.Time) error {
+	seq := c.node.CollSeq(p)
+	cfg := c.waitCfg
+	var n uint64
+	sleep := time.Microsecond
+	var lastCheck time.Time
+	for atomic.LoadUint64(seq) < k {
+		n++
+		switch {
+		case n < uint64(cfg.Spin)*4: // a Go load loop iterates faster than a pause loop
+		case n < uint64(cfg.Spin)*4+uint64(cfg.Yields):
+			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		default:
+			time.Sleep(sleep)
+			if sleep < time.Duration(cfg.SleepMaxUs)*time.Microsecond {
+				sleep *= 2
+			}
+		}
+		if n%1024 != 0 && n < uint64(cfg.Spin)*4+uint64(cfg.Yields) {
+			continue
+		}
+		now := time.Now()
+		if now.Sub(lastCheck) < 5*time.Millisecond {
+			continue
+		}
+		lastCheck = now
+		if pid := c.node.Pid(p); processGone(pid) {
+			return status.Errorf(status.RemoteError, "rank %d (pid %d) exited before collective %d", p, pid, k)
+		}
+		if err := c.eng.Err(); status.CodeOf(err) == status.RemoteError {
+			return err
+		}
+		if now.After(deadline) {
+			return status.Errorf(status.RemoteError, "rank %d did not reach collective %d within %v", p, k, BootstrapTimeout())
+		}
+	}
+	return nil
+}
+
+// processGone reports whether pid no longer runs (gone, or a zombie nobody reaped yet).
+func processGone(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := unix.Kill(pid, 0); err == unix.ESRCH {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] == 'Z' || s[i+2] == 'X'
+	}
+	return false
+}
