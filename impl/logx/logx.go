@@ -113,9 +113,14 @@ func init() {
 }
 
 func get() *config {
-	h := current.Load()
-	h.once.Do(func() { h.cfg = load() })
-	return h.cfg
+	for {
+		h := current.Load()
+		h.once.Do(func() { h.cfg = load() })
+		if h.cfg != nil {
+			return h.cfg
+		}
+		// a concurrent Reset retired h before anyone loaded it: use its successor
+	}
 }
 
 func load() *config {
