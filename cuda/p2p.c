@@ -25,55 +25,29 @@ static const char* errName(const cuwApi* a, cuwResult rc, char* buf, size_t len)
   return buf;
 }
 
-static int connFail(engConn* c, int code, const char* what)
-{
-  char msg[512];
-  snprintf(msg, sizeof(msg), "connection %d (rank %d, tag %d): %s", c->connId, c->peerRank, c->tag, what);
-  engCommSetError(c->comm, code, msg);
-  return code;
-}
-
 static int cudaFail(engConn* c, const cuwApi* a, const char* call, cuwResult rc)
 {
   char what[200], buf[32];
   snprintf(what, sizeof(what), "%s: %s", call, errName(a, rc, buf, sizeof(buf)));
-  return connFail(c, mscclppUnhandledCudaError, what);
+  return engConnFail(c, mscclppUnhandledCudaError, what);
 }
 
 static int p2pOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
                  uint64_t size)
 {
   cudaP2PState* st = (cudaP2PState*)c->transport;
-  char what[400];
-  if (st == NULL) return connFail(c, mscclppInvalidUsage, "P2P operation before connection setup");
+  if (st == NULL) return engConnFail(c, mscclppInvalidUsage, "P2P operation before connection setup");
   const cuwApi* a = st->api;
   uint64_t srcAddr = 0, dstAddr = 0;
   if (type & mscclppData) {
-    if (srcHandle >= (uint64_t)(int64_t)c->nLocal || dstHandle >= (uint64_t)(int64_t)c->nRemote ||
-        c->nLocal <= 0 || c->nRemote <= 0) {
-      snprintf(what, sizeof(what), "put from handle %llu to handle %llu: only %d local and %d remote handles",
-               (unsigned long long)srcHandle, (unsigned long long)dstHandle, c->nLocal, c->nRemote);
-      return connFail(c, mscclppInvalidArgument, what);
-    }
-    const engReg* s = &c->local[srcHandle];
-    const engReg* d = &c->remote[dstHandle];
-    if (srcOff > s->size || size > s->size - srcOff) {
-      snprintf(what, sizeof(what), "put reads %llu bytes at offset %llu of local handle %llu, which has %llu bytes",
-               (unsigned long long)size, (unsigned long long)srcOff, (unsigned long long)srcHandle,
-               (unsigned long long)s->size);
-      return connFail(c, mscclppInvalidArgument, what);
-    }
-    if (dstOff > d->size || size > d->size - dstOff) {
-      snprintf(what, sizeof(what), "put writes %llu bytes at offset %llu of remote handle %llu, which has %llu bytes",
-               (unsigned long long)size, (unsigned long long)dstOff, (unsigned long long)dstHandle,
-               (unsigned long long)d->size);
-      return connFail(c, mscclppInvalidArgument, what);
-    }
+    const engReg *s, *d;
+    int rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &s, &d);
+    if (rc != mscclppSuccess) return rc;
     srcAddr = s->addr + srcOff;
     dstAddr = d->addr + dstOff;
   }
   if ((type & mscclppFlag) && (c->remoteProxyEpoch == NULL || c->dev == NULL || c->dev->localSignalEpochId == NULL))
-    return connFail(c, mscclppInvalidUsage, "signal before connection setup");
+    return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
 
   /* Host initiators may call from a thread where another context (or none) is current. */
   cuwContext prev = NULL;

@@ -161,7 +161,7 @@ int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint
   return mscclppSuccess;
 }
 
-static int opFail(engConn* c, int code, const char* what)
+int engConnFail(engConn* c, int code, const char* what)
 {
   char msg[512];
   snprintf(msg, sizeof(msg), "connection %d (rank %d, tag %d): %s", c->connId, c->peerRank, c->tag, what);
@@ -169,38 +169,50 @@ static int opFail(engConn* c, int code, const char* what)
   return code;
 }
 
+int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff, uint64_t size,
+                const engReg** src, const engReg** dst)
+{
+  char what[400];
+  if (c->nLocal <= 0 || c->nRemote <= 0 || srcHandle >= (uint64_t)c->nLocal || dstHandle >= (uint64_t)c->nRemote) {
+    snprintf(what, sizeof(what), "put from handle %llu to handle %llu: only %d local and %d remote handles",
+             (unsigned long long)srcHandle, (unsigned long long)dstHandle, c->nLocal, c->nRemote);
+    return engConnFail(c, mscclppInvalidArgument, what);
+  }
+  const engReg* s = &c->local[srcHandle];
+  const engReg* d = &c->remote[dstHandle];
+  if (srcOff > s->size || size > s->size - srcOff) {
+    snprintf(what, sizeof(what), "put reads %llu bytes at offset %llu of local handle %llu, which has %llu bytes",
+             (unsigned long long)size, (unsigned long long)srcOff, (unsigned long long)srcHandle,
+             (unsigned long long)s->size);
+    return engConnFail(c, mscclppInvalidArgument, what);
+  }
+  if (dstOff > d->size || size > d->size - dstOff) {
+    snprintf(what, sizeof(what), "put writes %llu bytes at offset %llu of remote handle %llu, which has %llu bytes",
+             (unsigned long long)size, (unsigned long long)dstOff, (unsigned long long)dstHandle,
+             (unsigned long long)d->size);
+    return engConnFail(c, mscclppInvalidArgument, what);
+  }
+  *src = s;
+  *dst = d;
+  return mscclppSuccess;
+}
+
 int engOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
           uint64_t size)
 {
   char what[400];
   if (type & mscclppData) {
-    if ((int64_t)srcHandle >= c->nLocal || (int64_t)dstHandle >= c->nRemote) {
-      snprintf(what, sizeof(what), "put from handle %llu to handle %llu: only %d local and %d remote handles",
-               (unsigned long long)srcHandle, (unsigned long long)dstHandle, c->nLocal, c->nRemote);
-      return opFail(c, mscclppInvalidArgument, what);
-    }
-    const engReg* s = &c->local[srcHandle];
-    const engReg* d = &c->remote[dstHandle];
-    if (srcOff > s->size || size > s->size - srcOff) {
-      snprintf(what, sizeof(what), "put reads %llu bytes at offset %llu of local handle %llu, which has %llu bytes",
-               (unsigned long long)size, (unsigned long long)srcOff, (unsigned long long)srcHandle,
-               (unsigned long long)s->size);
-      return opFail(c, mscclppInvalidArgument, what);
-    }
-    if (dstOff > d->size || size > d->size - dstOff) {
-      snprintf(what, sizeof(what), "put writes %llu bytes at offset %llu of remote handle %llu, which has %llu bytes",
-               (unsigned long long)size, (unsigned long long)dstOff, (unsigned long long)dstHandle,
-               (unsigned long long)d->size);
-      return opFail(c, mscclppInvalidArgument, what);
-    }
+    const engReg *s, *d;
+    int rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &s, &d);
+    if (rc != mscclppSuccess) return rc;
     if (size > 0) {
       int rc = engWrite(c->comm, d, dstOff, s->mapped + srcOff, size, what, sizeof(what));
-      if (rc != mscclppSuccess) return opFail(c, rc, what);
+      if (rc != mscclppSuccess) return engConnFail(c, rc, what);
     }
   }
   if (type & mscclppFlag) {
     uint64_t epoch = __atomic_load_n(&c->dev->localSignalEpochId->device, __ATOMIC_RELAXED);
-    if (c->remoteProxyEpoch == NULL) return opFail(c, mscclppInvalidUsage, "signal before connection setup");
+    if (c->remoteProxyEpoch == NULL) return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
     __atomic_store_n(c->remoteProxyEpoch, epoch, __ATOMIC_RELEASE);
   }
   /* Sync: every operation above completed before returning; nothing is left to flush. */
@@ -220,7 +232,7 @@ static int drainFifo(engConn* c)
   engBackoff b = {0, 0};
   while (__atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE) < head) {
     if (!__atomic_load_n(&ctx->running, __ATOMIC_ACQUIRE))
-      return opFail(c, mscclppInvalidUsage,
+      return engConnFail(c, mscclppInvalidUsage,
                     "signal or flush with triggers queued in the FIFO and no proxy running (call mscclppProxyLaunch)");
     engBackoffStep(&b, &c->comm->waitCfg);
   }

@@ -121,6 +121,13 @@ int engProxyStart(engCtx* ctx);
 /* Drains the FIFO, then stops and joins the proxy thread. */
 void engProxyStop(engCtx* ctx);
 
+/* Records what failed on connection c (with its id, peer and tag) as the
+ * communicator's error; returns code. */
+int engConnFail(engConn* c, int code, const char* what);
+/* Checks a put's handles and ranges against the registrations; on success sets
+ * *src and *dst, else records the failure (engConnFail) and returns its code. */
+int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff, uint64_t size,
+                const engReg** src, const engReg** dst);
 /* One operation on a connection over SHM (engShmOps.op). */
 int engOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
           uint64_t size);
