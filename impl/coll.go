@@ -31,6 +31,7 @@ func (c *Comm) allGatherShm(buf []byte, size int) error {
 	c.collSeq++
 	k, parity := c.collSeq, int(c.collSeq&1)
 	copy(c.node.CollSlot(c.rank, parity), buf[c.rank*size:(c.rank+1)*size])
+	atomic.StoreUint64(c.node.CollSize(c.rank, parity), uint64(size))
 	atomic.StoreUint64(c.node.CollSeq(c.rank), k)
 	deadline := time.Now().Add(BootstrapTimeout())
 	for p := 0; p < c.nranks; p++ {
@@ -40,6 +41,11 @@ func (c *Comm) allGatherShm(buf []byte, size int) error {
 		if err := c.waitSeq(p, k, deadline); err != nil {
 			c.boot.Abort(err) // peers waiting over TCP learn it too
 			return c.remoteFailure(err)
+		}
+		if got := atomic.LoadUint64(c.node.CollSize(p, parity)); got != uint64(size) {
+			err := status.Errorf(status.InvalidUsage, "collective %d: rank %d gathers %d bytes per rank, this rank %d (every rank must call the same collectives with the same size)", k, p, got, size)
+			c.boot.Abort(err)
+			return err
 		}
 		copy(buf[p*size:(p+1)*size], c.node.CollSlot(p, parity)[:size])
 	}

@@ -208,3 +208,29 @@ func TestModeChoice(t *testing.T) {
 		t.Fatalf("MSCCLPP_DEVICE=tpu: %v", err)
 	}
 }
+
+func TestMismatchedCollectiveSizes(t *testing.T) {
+	addr := freeAddr(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			c, err := InitRank(2, addr, r)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			defer c.Destroy()
+			buf := make([]byte, 2*16)
+			errs[r] = c.AllGather(unsafe.Pointer(&buf[0]), 8+8*r) // rank 0: 8 bytes, rank 1: 16
+		}(r)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if status.CodeOf(err) != status.InvalidUsage || !strings.Contains(err.Error(), "same size") {
+			t.Errorf("rank %d: %v, want InvalidUsage naming the size mismatch", r, err)
+		}
+	}
+}

@@ -141,6 +141,9 @@ func (s *Segment) collOff(local int) int { return headerBytes + s.nLocal*s.regio
 // CollSeq is local rank local's collective sequence word.
 func (s *Segment) CollSeq(local int) *uint64 { return s.word(s.collOff(local)) }
 
+// CollSize is where local rank local records the size of its collective of the given parity.
+func (s *Segment) CollSize(local, parity int) *uint64 { return s.word(s.collOff(local) + 8 + 8*parity) }
+
 // CollSlot is local rank local's data slot of the given parity (0 or 1).
 func (s *Segment) CollSlot(local, parity int) []byte {
 	off := s.collOff(local) + 64 + parity*CollSlotBytes
