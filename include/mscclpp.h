@@ -89,6 +89,11 @@ mscclppResult_t mscclppConnPutHandle(struct mscclppDevConn* conn, mscclppBufferH
  * communicator reports an error (a dead peer) and mscclppInProgress when
  * timeoutMs (>= 0) passes first; timeoutMs < 0 waits without a deadline. */
 mscclppResult_t mscclppConnWait(struct mscclppDevConn* conn, int64_t timeoutMs);
+/* Extension, host mode: ++*waitEpochId, then mscclppConnWait (what wait() does on host). */
+mscclppResult_t mscclppConnWaitNext(struct mscclppDevConn* conn, int64_t timeoutMs);
+/* Extension, host mode: ++localSignalEpochId->device (what epochIncrement() does on host).
+ * On a CUDA-mode connection (counters in device memory) both only set the last error. */
+void mscclppConnEpochIncrement(struct mscclppDevConn* conn);
 #ifdef __cplusplus
 }
 #endif
@@ -170,19 +175,23 @@ struct mscclppDevConn
   /* Wait for the peer's next signal. */
   MSCCLPP_HOSTDEVICE_INLINE void wait()
   {
-    (*waitEpochId) += 1;
 #if defined(__CUDA_ARCH__)
+    (*waitEpochId) += 1;
     while (*(volatile uint64_t*)&(localSignalEpochId->proxy) < (*waitEpochId))
       ;
 #else
-    mscclppConnWait(this, -1);
+    mscclppConnWaitNext(this, -1);
 #endif
   }
 
   MSCCLPP_HOSTDEVICE_INLINE void epochIncrement()
   {
+#if defined(__CUDA_ARCH__)
     volatile uint64_t* device = &localSignalEpochId->device;
     *device = *device + 1;
+#else
+    mscclppConnEpochIncrement(this);
+#endif
   }
 #endif /* __cplusplus */
 
@@ -293,8 +302,7 @@ mscclppResult_t mscclppHostFree(void* ptr);
 #if !defined(__CUDA_ARCH__)
 static inline void mscclppDevConnEpochIncrement(mscclppDevConn_t* conn)
 {
-  volatile uint64_t* device = &conn->localSignalEpochId->device;
-  *device = *device + 1;
+  mscclppConnEpochIncrement(conn);
 }
 static inline mscclppResult_t mscclppDevConnPut(mscclppDevConn_t* conn, uint64_t dstDataOffset,
                                                 uint64_t srcDataOffset, uint64_t dataSize)
@@ -324,15 +332,13 @@ static inline mscclppResult_t mscclppDevConnFlush(mscclppDevConn_t* conn)
 }
 static inline mscclppResult_t mscclppDevConnWait(mscclppDevConn_t* conn)
 {
-  *conn->waitEpochId += 1;
-  return mscclppConnWait(conn, -1);
+  return mscclppConnWaitNext(conn, -1);
 }
 /* Like mscclppDevConnWait, but gives up after timeoutMs: mscclppInProgress
  * (the wait stays counted: call mscclppConnWait again to keep waiting). */
 static inline mscclppResult_t mscclppDevConnWaitTimeout(mscclppDevConn_t* conn, int64_t timeoutMs)
 {
-  *conn->waitEpochId += 1;
-  return mscclppConnWait(conn, timeoutMs);
+  return mscclppConnWaitNext(conn, timeoutMs);
 }
 #endif
 

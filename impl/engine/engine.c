@@ -221,6 +221,8 @@ int engOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64
 
 const engOps engShmOps = {"SHM", engOp, NULL, NULL};
 
+static engCtx* hostCtxOf(struct mscclppDevConn* conn, const char* fn);
+
 /* A host Flag or Sync covers every earlier put, including triggers pushed into the
  * FIFO: wait until the proxy has served everything pushed before this call. */
 static int drainFifo(engConn* c)
@@ -244,6 +246,8 @@ mscclppResult_t mscclppConnOp(struct mscclppDevConn* conn, uint64_t type, uint64
 {
   engConn* c = connOf(conn, "mscclppConnOp");
   if (c == NULL) return mscclppInvalidUsage;
+  /* a signal sends the epoch host threads cannot count on a CUDA-mode connection */
+  if ((type & mscclppFlag) && hostCtxOf(conn, "mscclppConnOp") == NULL) return mscclppInvalidUsage;
   if (type & (mscclppFlag | mscclppSync)) {
     int rc = drainFifo(c);
     if (rc != mscclppSuccess) return (mscclppResult_t)rc;
@@ -275,8 +279,42 @@ static int processGone(int pid)
   return p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
+/* The host-mode context behind conn; NULL, with the process-wide last error set, for a
+ * connection whose counters live in device memory (CUDA mode), which host threads
+ * must not touch. */
+static engCtx* hostCtxOf(struct mscclppDevConn* conn, const char* fn)
+{
+  engCtx* ctx = (conn != NULL && conn->fifo.triggerFifo != NULL) ? (engCtx*)(void*)conn->fifo.triggerFifo : NULL;
+  const char* why = NULL;
+  if (ctx == NULL || ctx->magic != ENG_CTX_MAGIC)
+    why = "not a connection returned by mscclppGetAllDeviceConnections, or its communicator was destroyed";
+  else if (ctx->devHead != NULL)
+    why = "this connection runs in CUDA mode: its counters are in device memory, so its methods are for device code";
+  if (why == NULL) return ctx;
+  if (capiSetGlobalError != NULL) {
+    char msg[256];
+    snprintf(msg, sizeof(msg), "%s: %s", fn, why);
+    capiSetGlobalError(msg);
+  }
+  return NULL;
+}
+
+void mscclppConnEpochIncrement(struct mscclppDevConn* conn)
+{
+  if (hostCtxOf(conn, "mscclppConnEpochIncrement") == NULL) return;
+  __atomic_fetch_add(&conn->localSignalEpochId->device, 1, __ATOMIC_RELAXED);
+}
+
+mscclppResult_t mscclppConnWaitNext(struct mscclppDevConn* conn, int64_t timeoutMs)
+{
+  if (hostCtxOf(conn, "mscclppConnWaitNext") == NULL) return mscclppInvalidUsage;
+  *conn->waitEpochId += 1;
+  return mscclppConnWait(conn, timeoutMs);
+}
+
 mscclppResult_t mscclppConnWait(struct mscclppDevConn* conn, int64_t timeoutMs)
 {
+  if (hostCtxOf(conn, "mscclppConnWait") == NULL) return mscclppInvalidUsage;
   engConn* c = connOf(conn, "mscclppConnWait");
   if (c == NULL) return mscclppInvalidUsage;
   volatile uint64_t* proxy = &conn->localSignalEpochId->proxy;

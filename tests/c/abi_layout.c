@@ -135,7 +135,9 @@ static void c_inline_checks(void)
                           (void*)&putWithSignalAndFlush, (void*)&flush, (void*)&wait, (void*)&waitTimeout};
   (void)all;
 
-  /* epochIncrement on a plain struct: ++localSignalEpochId->device */
+  /* epochIncrement on a struct the library did not hand out: misuse is an error
+   * (the last error names it), never a write through its pointers; the real
+   * increment is checked on live connections (datapath.c, shm/) */
   mscclppDevConnSignalEpochId ep = {41, 7};
   uint64_t waitId = 0;
   mscclppDevConn_t dc;
@@ -143,8 +145,12 @@ static void c_inline_checks(void)
   dc.localSignalEpochId = &ep;
   dc.waitEpochId = &waitId;
   mscclppDevConnEpochIncrement(&dc);
-  ABI_EQ("mscclppDevConnEpochIncrement: device 41 -> 42", ep.device, 42);
-  ABI_EQ("mscclppDevConnEpochIncrement leaves proxy", ep.proxy, 7);
+  ABI_EQ("mscclppDevConnEpochIncrement on a foreign struct leaves device", ep.device, 41);
+  ABI_EQ("mscclppDevConnEpochIncrement on a foreign struct leaves proxy", ep.proxy, 7);
+  ABI_EQ("mscclppDevConnEpochIncrement on a foreign struct sets the last error",
+         strstr(mscclppGetLastError(NULL), "mscclppConnEpochIncrement") != NULL, 1);
+  ABI_EQ("mscclppDevConnWait on a foreign struct is invalid usage", mscclppDevConnWait(&dc), mscclppInvalidUsage);
+  ABI_EQ("mscclppDevConnWait on a foreign struct leaves waitEpochId", waitId, 0);
 }
 
 int main(void)

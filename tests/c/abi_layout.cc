@@ -166,14 +166,17 @@ static void cpp_checks()
   mscclppTriggerType_t t = mscclppSync;
   ABI_EQ("mscclppTriggerType_t holds mscclppSync", (uint64_t)t, 4);
 
-  // epochIncrement() is an inline volatile increment: try it on plain memory
+  // on a host thread epochIncrement() goes through the library, which refuses a struct
+  // it did not hand out (last error set) instead of writing through its pointers
   mscclppDevConnSignalEpochId ep = {41, 7};
   mscclppDevConn dc;
   memset(&dc, 0, sizeof dc);
   dc.localSignalEpochId = &ep;
   dc.epochIncrement();
-  ABI_EQ("mscclppDevConn::epochIncrement(): device 41 -> 42", ep.device, 42);
-  ABI_EQ("mscclppDevConn::epochIncrement() leaves proxy", ep.proxy, 7);
+  ABI_EQ("mscclppDevConn::epochIncrement() on a foreign struct leaves device", ep.device, 41);
+  ABI_EQ("mscclppDevConn::epochIncrement() on a foreign struct leaves proxy", ep.proxy, 7);
+  ABI_EQ("mscclppDevConn::epochIncrement() on a foreign struct sets the last error",
+         strstr(mscclppGetLastError(nullptr), "mscclppConnEpochIncrement") != nullptr, 1);
 
   // the C++-only functions are extern "C" symbols of the library
   static void* volatile cppOnly[] = {(void*)&mscclppRegisterBuffer, (void*)&mscclppRegisteredBufferWrite};

@@ -26,7 +26,8 @@ var api = []string{
 
 var extensions = []string{
 	"mscclppGetLastError", "mscclppGetVersion", "mscclppCommGetAsyncError", "mscclppHostAlloc", "mscclppHostFree",
-	"mscclppConnOp", "mscclppConnPutHandle", "mscclppConnWait", "mscclppFifoPush", "mscclppFifoWaitServed",
+	"mscclppConnOp", "mscclppConnPutHandle", "mscclppConnWait", "mscclppConnWaitNext", "mscclppConnEpochIncrement",
+	"mscclppFifoPush", "mscclppFifoWaitServed",
 }
 
 // library returns the path of the built library, building it into a temp dir when make has not.
