@@ -8,6 +8,7 @@ import (
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/hostmem"
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -202,7 +203,23 @@ func (c *Comm) finishConn(cn *Conn, raw []byte) error {
 		}
 	}
 	c.devConns.SetRemote(cn.idx, epoch, remoteBuff)
+	logx.Infof(logx.SHM|logx.P2P, "rank %d: connection %d to rank %d tag %d over %v: %s", c.rank, cn.idx,
+		cn.remoteRank, cn.tag, cn.transport, putPath(cn.transport, remote))
 	return nil
+}
+
+// putPath says in words how puts to the peer's handle 1 travel.
+func putPath(t Transport, remote []engine.Reg) string {
+	switch {
+	case t == TransportP2P:
+		return "cuMemcpyDtoDAsync into the peer's buffer opened through CUDA IPC"
+	case len(remote) < 2:
+		return "signals only (the peer registered no buffer)"
+	case remote[1].Mapped != nil:
+		return "memcpy into the peer's mscclppHostAlloc buffer, mapped here"
+	default:
+		return "process_vm_writev into the peer's buffer (allocate it with mscclppHostAlloc for single-copy memcpy)"
+	}
 }
 
 // RegisteredPeer is one connection's entry of an mscclppRegisteredMemory.
