@@ -211,9 +211,18 @@ int engOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64
     }
   }
   if (type & mscclppFlag) {
-    uint64_t epoch = __atomic_load_n(&c->dev->localSignalEpochId->device, __ATOMIC_RELAXED);
     if (c->remoteProxyEpoch == NULL) return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
-    __atomic_store_n(c->remoteProxyEpoch, epoch, __ATOMIC_RELEASE);
+    /* Send the number of signals completed on this connection, not the device
+     * epoch: a Flag the proxy serves late must not announce signals whose
+     * triggers (and data) are still queued behind it. Each signal increments
+     * the epoch once and sends one Flag, so the two agree once all are served.
+     * The acq_rel count orders every counted signal's data before the value;
+     * the max keeps the peer's epoch monotonic when signallers race. */
+    uint64_t v = __atomic_add_fetch(&c->signalsDone, 1, __ATOMIC_ACQ_REL);
+    uint64_t cur = __atomic_load_n(c->remoteProxyEpoch, __ATOMIC_RELAXED);
+    while (cur < v &&
+           !__atomic_compare_exchange_n(c->remoteProxyEpoch, &cur, v, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+      ;
   }
   /* Sync: every operation above completed before returning; nothing is left to flush. */
   return mscclppSuccess;

@@ -83,6 +83,7 @@ typedef struct engConn {
   int nRemote;
   engReg* remote; /* the peer's registrations, by handle */
   volatile uint64_t* remoteProxyEpoch; /* the peer's localSignalEpochId->proxy for this connection */
+  uint64_t signalsDone;                /* signals completed on this connection (SHM) */
   struct engComm* comm;
   const engOps* ops;
   void* transport; /* the transport's own state: for CUDA P2P, its context's state */

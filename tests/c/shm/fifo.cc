@@ -15,6 +15,7 @@
  *     same threads do direct host puts at once; one Flag per connection at
  *     the end. Every byte checked.
  *   fifo order [--malloc]    (2 ranks)
+ *   fifo flagorder [--malloc] (2 ranks)
  *     Host-mode ordering between FIFO triggers and the host methods:
  *     (a) fifo.push Data..., then conn.flush(), then the sender overwrites its
  *         source: the receiver must see the data as it was before flush();
@@ -326,6 +327,52 @@ static int run_order()
   return su_finish();
 }
 
+/* ---------------- flagorder ---------------- */
+
+/* A Flag served by the proxy must not announce signals whose triggers are still
+ * queued behind it: two putWithSignal-style triggers (8 B, then 64 MiB) are
+ * queued before the proxy runs; when the receiver's first wait returns, an
+ * epoch of 2 would claim the 64 MiB put, which the proxy is still copying. */
+static int run_flagorder()
+{
+  int n = su_nranks, me = su_rank;
+  SU_REQUIRE(n == 2, "needs 2 ranks");
+  int peer = 1 - me;
+  const size_t BIG = 64u << 20, SRC = BIG + 64;
+  su_comm_init();
+  alloc_buf(SRC + BIG); /* [0,BIG): big receive, [BIG,BIG+8): small receive, [SRC,SRC+BIG): source */
+  SU_CK(mscclppConnect(su_comm, peer, 0, buf, bufBytes, mscclppTransportSHM));
+  SU_CK(mscclppConnectionSetup(su_comm));
+  mscclppDevConn_t* cp = nullptr;
+  SU_CK(mscclppGetDeviceConnection(su_comm, peer, 0, &cp));
+  mscclppDevConn_t& c = *cp;
+  if (me == 0) {
+    su_fill(buf + SRC, BIG, su_seed(9, 0, 0));
+    c.epochIncrement();
+    c.fifo.push(mscclppData | mscclppFlag, BIG, SRC, 8);
+    c.epochIncrement();
+    c.fifo.push(mscclppData | mscclppFlag, 0, SRC, BIG);
+    SU_CK(mscclppProxyLaunch(su_comm));
+    c.flush();
+  } else {
+    SU_CK(mscclppProxyLaunch(su_comm));
+    su_wait(&c, 30000, "the first (8-byte) signal");
+    uint64_t seen = *(volatile uint64_t*)&c.localSignalEpochId->proxy;
+    if (seen >= 2) {
+      size_t bad = su_verify(buf, BIG, su_seed(9, 0, 0), "64 MiB put announced by an epoch of 2");
+      SU_CHECK(bad == 0, "the epoch said 2 signals were done right after the first wait, but the second put's data "
+                         "was not there (%zu bytes wrong)", bad);
+    }
+    printf("fifo flagorder rank 1: epoch %llu right after the first wait\n", (unsigned long long)seen);
+    SU_CHECK(su_verify(buf + BIG, 8, su_seed(9, 0, 0), "8-byte put") == 0, "the first put's data is wrong");
+    su_wait(&c, 30000, "the second (64 MiB) signal");
+    SU_CHECK(su_verify(buf, BIG, su_seed(9, 0, 0), "64 MiB put") == 0, "the second put's data is wrong");
+  }
+  SU_CK(mscclppBootstrapBarrier(su_comm));
+  finish_comm();
+  return su_finish();
+}
+
 int main(int argc, char** argv)
 {
   std::string mode = argc > 1 ? argv[1] : "";
@@ -336,6 +383,7 @@ int main(int argc, char** argv)
   if (mode == "wrap") return run_wrap();
   if (mode == "concurrent") return run_concurrent();
   if (mode == "order") return run_order();
+  if (mode == "flagorder") return run_flagorder();
   printf("usage: fifo wrap|concurrent|order [--malloc]\n");
   return 2;
 }

@@ -124,6 +124,8 @@ run_case fifo_concurrent_n3 3 60 - fifo concurrent
 # host flush()/signal() ordered after earlier fifo.push triggers
 run_case fifo_order_hostalloc_n2 2 60 - fifo order
 run_case fifo_order_malloc_n2 2 60 - fifo order --malloc
+run_case fifo_flagorder_hostalloc_n2 2 60 - fifo flagorder
+run_case fifo_flagorder_malloc_n2 2 60 - fifo flagorder --malloc
 # 1-byte and 256 MiB puts
 run_case sizes_hostalloc_n2 2 90 - sizes
 run_case sizes_malloc_n2 2 90 - sizes --malloc
