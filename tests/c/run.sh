@@ -309,6 +309,9 @@ run_case error_strings 1 15 error_strings
 for n in 1 2 4 8; do
   run_case "bootstrap-n$n" "$n" 40 bootstrap
 done
+# every rank its own "host": small collectives take the TCP path, not the node segment
+case_lenv=("MSCCLPP_HOSTID=host{RANK}")
+run_case bootstrap-n4-hosts 4 40 bootstrap
 run_case connections-n2 2 30 connections
 run_case connections-n3 3 30 connections
 run_case datapath-n2 2 30 datapath
