@@ -219,7 +219,7 @@ int engOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64
      * The acq_rel count orders every counted signal's data before the value;
      * the max keeps the peer's epoch monotonic when signallers race. */
     uint64_t v = __atomic_add_fetch(&c->signalsDone, 1, __ATOMIC_ACQ_REL);
-    uint64_t cur = __atomic_load_n(c->remoteProxyEpoch, __ATOMIC_RELAXED);
+    uint64_t cur = v - 1; /* the usual previous value: the first CAS takes the line once */
     while (cur < v &&
            !__atomic_compare_exchange_n(c->remoteProxyEpoch, &cur, v, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
       ;
@@ -256,7 +256,8 @@ mscclppResult_t mscclppConnOp(struct mscclppDevConn* conn, uint64_t type, uint64
   engConn* c = connOf(conn, "mscclppConnOp");
   if (c == NULL) return mscclppInvalidUsage;
   /* a signal sends the epoch host threads cannot count on a CUDA-mode connection */
-  if ((type & mscclppFlag) && hostCtxOf(conn, "mscclppConnOp") == NULL) return mscclppInvalidUsage;
+  if ((type & mscclppFlag) && c->ctx->devHead != NULL && hostCtxOf(conn, "mscclppConnOp") == NULL)
+    return mscclppInvalidUsage;
   if (type & (mscclppFlag | mscclppSync)) {
     int rc = drainFifo(c);
     if (rc != mscclppSuccess) return (mscclppResult_t)rc;
@@ -314,11 +315,15 @@ void mscclppConnEpochIncrement(struct mscclppDevConn* conn)
   __atomic_fetch_add(&conn->localSignalEpochId->device, 1, __ATOMIC_RELAXED);
 }
 
+static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t timeoutMs);
+
 mscclppResult_t mscclppConnWaitNext(struct mscclppDevConn* conn, int64_t timeoutMs)
 {
   if (hostCtxOf(conn, "mscclppConnWaitNext") == NULL) return mscclppInvalidUsage;
+  engConn* c = connOf(conn, "mscclppConnWaitNext");
+  if (c == NULL) return mscclppInvalidUsage;
   *conn->waitEpochId += 1;
-  return mscclppConnWait(conn, timeoutMs);
+  return waitFor(c, conn, timeoutMs);
 }
 
 mscclppResult_t mscclppConnWait(struct mscclppDevConn* conn, int64_t timeoutMs)
@@ -326,6 +331,12 @@ mscclppResult_t mscclppConnWait(struct mscclppDevConn* conn, int64_t timeoutMs)
   if (hostCtxOf(conn, "mscclppConnWait") == NULL) return mscclppInvalidUsage;
   engConn* c = connOf(conn, "mscclppConnWait");
   if (c == NULL) return mscclppInvalidUsage;
+  return waitFor(c, conn, timeoutMs);
+}
+
+/* Waits until conn's proxy epoch reaches *waitEpochId (see mscclppConnWait). */
+static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t timeoutMs)
+{
   volatile uint64_t* proxy = &conn->localSignalEpochId->proxy;
   uint64_t want = *conn->waitEpochId;
   if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
