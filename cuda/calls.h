@@ -28,12 +28,18 @@ const char* cuwErrorString(const cuwApi* a, int code);
 
 /* The P2P transport's per-context state (engCtx.transport and every
  * engConn.transport of that context point to it). */
+/* Pinned words a signal value is copied from; a slot is reused only after a
+ * stream synchronize, forced every CUDA_P2P_FLAG_RING signals. */
+#define CUDA_P2P_FLAG_RING 4096
+
 typedef struct cudaP2PState {
   const cuwApi* api;
   cuwContext ctx;       /* made current on the proxy thread */
   cuwStream stream;     /* every copy of this context, in trigger order */
   cuwDevicePtr devTail; /* the FIFO tail initiators read (device memory) */
-  uint64_t* hostTail;   /* pinned staging word for devTail */
+  uint64_t* hostTail;   /* pinned staging word for devTail, followed by flagRing */
+  uint64_t* flagRing;   /* pinned staging words for signal values (CUDA_P2P_FLAG_RING of them) */
+  uint64_t flagPos;     /* signals sent through flagRing (proxy thread only) */
   void* cpus;           /* cpu_set_t* to bind the proxy thread to, or NULL */
   size_t cpusSize;      /* its size in bytes */
   int bindDone;         /* 1 once the proxy thread ran threadInit */

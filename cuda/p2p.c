@@ -2,9 +2,10 @@
  * p2p.c: the CUDA P2P transport of the C engine (an engOps table). The
  * engine's registrations hold device pointers: mine from cuMemAlloc (or the
  * application's cudaMalloc), the peer's opened with cuIpcOpenMemHandle. A
- * put is a cuMemcpyDtoDAsync on the context's stream; a signal copies my
- * device epoch to the peer's proxy epoch on the same stream, so it lands
- * after every earlier put; a flush waits for the stream. Runs on the proxy
+ * put is a cuMemcpyDtoDAsync on the context's stream; a signal copies the
+ * number of signals served on the connection into the peer's proxy epoch on
+ * the same stream, so it lands after every earlier put; a flush waits for the
+ * stream. Runs on the proxy
  * thread (and on host initiators' threads), never calls into Go.
  */
 #define _GNU_SOURCE
@@ -65,11 +66,22 @@ static int p2pOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff,
     }
   }
   if (type & mscclppFlag) {
-    rc = a->memcpyDtoDAsync((cuwDevicePtr)(uintptr_t)c->remoteProxyEpoch,
-                            (cuwDevicePtr)(uintptr_t)&c->dev->localSignalEpochId->device, sizeof(uint64_t),
-                            st->stream);
+    /* The value is fixed now, in trigger order: the count of signals served on
+     * this connection. Copying the device epoch instead would send it as it is
+     * when the copy runs, which may already count later signals whose data is
+     * still queued. Each signal increments the epoch once and pushes one Flag,
+     * so the two agree once every trigger is served. Signals come from the
+     * proxy thread only (host threads may not signal a CUDA-mode connection). */
+    if (st->flagPos > 0 && st->flagPos % CUDA_P2P_FLAG_RING == 0 &&
+        (rc = a->streamSynchronize(st->stream)) != CUW_SUCCESS) {
+      ret = cudaFail(c, a, "cuStreamSynchronize", rc);
+      goto out;
+    }
+    uint64_t* slot = &st->flagRing[st->flagPos++ % CUDA_P2P_FLAG_RING];
+    *slot = ++c->signalsDone;
+    rc = a->memcpyHtoDAsync((cuwDevicePtr)(uintptr_t)c->remoteProxyEpoch, slot, sizeof(uint64_t), st->stream);
     if (rc != CUW_SUCCESS) {
-      ret = cudaFail(c, a, "cuMemcpyDtoDAsync", rc);
+      ret = cudaFail(c, a, "cuMemcpyHtoDAsync", rc);
       goto out;
     }
   }
@@ -171,8 +183,8 @@ int cudaP2PStateNew(const cuwApi* a, cuwContext ctx, const int* cpus, int nCpus,
     *call = "cuMemsetD8";
   } else if ((rc = a->streamSynchronize(NULL)) != CUW_SUCCESS) { /* the memset ran on the legacy stream */
     *call = "cuStreamSynchronize";
-  } else if ((rc = a->memHostAlloc((void**)&st->hostTail, sizeof(uint64_t), CUW_MEMHOSTALLOC_PORTABLE)) !=
-             CUW_SUCCESS) {
+  } else if ((rc = a->memHostAlloc((void**)&st->hostTail, sizeof(uint64_t) * (1 + CUDA_P2P_FLAG_RING),
+                                    CUW_MEMHOSTALLOC_PORTABLE)) != CUW_SUCCESS) {
     *call = "cuMemHostAlloc";
   }
   if (rc != CUW_SUCCESS) {
@@ -182,6 +194,7 @@ int cudaP2PStateNew(const cuwApi* a, cuwContext ctx, const int* cpus, int nCpus,
   if (prev != ctx) a->ctxSetCurrent(prev);
   if (rc != CUW_SUCCESS) goto fail;
   *st->hostTail = 0;
+  st->flagRing = st->hostTail + 1;
   *out = st;
   return CUW_SUCCESS;
 fail:

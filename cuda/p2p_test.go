@@ -116,7 +116,7 @@ func TestP2PStateLifecycle(t *testing.T) {
 func TestP2POpOnHostThread(t *testing.T) {
 	f := newFixture(t, nil)
 	// a host initiator whose thread has another context (0) current, or none
-	for _, ctx := range []string{"0", "n"} {
+	for i, ctx := range []string{"0", "n"} {
 		onThread(ctx, func() {
 			want := current()
 			if rc := f.h.op(tData, 1, 100, 1, 200, 1000); rc != status.Success {
@@ -125,13 +125,15 @@ func TestP2POpOnHostThread(t *testing.T) {
 			if got, exp := peek(f.dst+100, 1000), peek(f.src+200, 1000); !bytes.Equal(got, exp) {
 				t.Error("Data op did not copy the bytes")
 			}
+			// a signal sends the count of signals served on the connection, fixed when it is
+			// served, not the device epoch as it is when the copy runs
 			f.h.setEpoch(41)
 			syncs := harnessCall(fakeCuda, "fakeSyncs", "")
 			if rc := f.h.op(tFlag|tSync, 1, 0, 1, 0, 0); rc != status.Success {
 				t.Fatalf("Flag|Sync op = %v", rc)
 			}
-			if _, remote := f.h.epochs(); remote != 41 {
-				t.Errorf("peer's proxy epoch = %d, want 41", remote)
+			if _, remote := f.h.epochs(); remote != uint64(i+1) {
+				t.Errorf("peer's proxy epoch = %d, want %d (signals served)", remote, i+1)
 			}
 			if n := harnessCall(fakeCuda, "fakeSyncs", ""); n != syncs+1 {
 				t.Errorf("Sync ran %d stream synchronizations", n-syncs)
@@ -166,8 +168,8 @@ func TestP2POpErrors(t *testing.T) {
 			msg: "connection 0 (rank 1, tag 7): signal before connection setup"},
 		{name: "copy fails", arm: "cuMemcpyDtoDAsync_v2", typ: tData, dh: 1, sh: 1, size: 8, code: status.UnhandledCudaError,
 			msg: "connection 0 (rank 1, tag 7): cuMemcpyDtoDAsync: CUDA_ERROR_OUT_OF_MEMORY"},
-		{name: "flag fails", arm: "cuMemcpyDtoDAsync_v2", typ: tFlag, code: status.UnhandledCudaError,
-			msg: "connection 0 (rank 1, tag 7): cuMemcpyDtoDAsync: CUDA_ERROR_OUT_OF_MEMORY"},
+		{name: "flag fails", arm: "cuMemcpyHtoDAsync_v2", typ: tFlag, code: status.UnhandledCudaError,
+			msg: "connection 0 (rank 1, tag 7): cuMemcpyHtoDAsync: CUDA_ERROR_OUT_OF_MEMORY"},
 		{name: "sync fails", arm: "cuStreamSynchronize", typ: tSync, code: status.UnhandledCudaError,
 			msg: "connection 0 (rank 1, tag 7): cuStreamSynchronize: CUDA_ERROR_OUT_OF_MEMORY"},
 		{name: "context fails", arm: "cuCtxGetCurrent", typ: tSync, code: status.UnhandledCudaError,
@@ -298,4 +300,25 @@ func TestP2PProxyFailures(t *testing.T) {
 	if code, msg := g.h.commErr(); code != status.UnhandledCudaError || msg != want {
 		t.Errorf("recorded %v %q, want %q", code, msg, want)
 	}
+}
+
+// TestP2PFlagRing sends more signals than the pinned value ring holds: the slots are reused
+// only after one stream synchronize, and every value sent is the running count.
+func TestP2PFlagRing(t *testing.T) {
+	f := newFixture(t, nil)
+	onThread("0", func() {
+		syncs := harnessCall(fakeCuda, "fakeSyncs", "")
+		const n = 4096 + 5
+		for i := 1; i <= n; i++ {
+			if rc := f.h.op(tFlag, 1, 0, 1, 0, 0); rc != status.Success {
+				t.Fatalf("signal %d = %v", i, rc)
+			}
+		}
+		if got := harnessCall(fakeCuda, "fakeSyncs", "") - syncs; got != 1 {
+			t.Errorf("%d signals ran %d stream synchronizations, want 1 (the ring wrapped once)", n, got)
+		}
+		if _, remote := f.h.epochs(); remote != n {
+			t.Errorf("peer's proxy epoch = %d, want %d", remote, n)
+		}
+	})
 }

@@ -83,7 +83,7 @@ typedef struct engConn {
   int nRemote;
   engReg* remote; /* the peer's registrations, by handle */
   volatile uint64_t* remoteProxyEpoch; /* the peer's localSignalEpochId->proxy for this connection */
-  uint64_t signalsDone;                /* signals completed on this connection (SHM) */
+  uint64_t signalsDone;                /* signals served on this connection: the value a signal sends */
   struct engComm* comm;
   const engOps* ops;
   void* transport; /* the transport's own state: for CUDA P2P, its context's state */
