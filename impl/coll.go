@@ -1,14 +1,12 @@
 package impl
 
 import (
-	"fmt"
-	"os"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/nodeshm"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
@@ -80,7 +78,7 @@ func (c *Comm) waitSeq(p int, k uint64, deadline time.Time) error {
 			continue
 		}
 		lastCheck = now
-		if pid := c.node.Pid(p); processGone(pid) {
+		if pid := c.node.Pid(p); engine.ProcessGone(pid) {
 			return status.Errorf(status.RemoteError, "rank %d (pid %d) exited before collective %d", p, pid, k)
 		}
 		if err := c.eng.Err(); status.CodeOf(err) == status.RemoteError {
@@ -91,23 +89,4 @@ func (c *Comm) waitSeq(p int, k uint64, deadline time.Time) error {
 		}
 	}
 	return nil
-}
-
-// processGone reports whether pid no longer runs (gone, or a zombie nobody reaped yet).
-func processGone(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	if err := unix.Kill(pid, 0); err == unix.ESRCH {
-		return true
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] == 'Z' || s[i+2] == 'X'
-	}
-	return false
 }

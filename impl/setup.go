@@ -190,22 +190,25 @@ func (c *Comm) finishConn(cn *Conn, raw []byte) error {
 	}
 	cn.eng = cn.ctx.NewConn(c.eng, c.devConns, cn.idx, cn.remoteRank, cn.tag)
 	cn.eng.SetLocal(local)
-	epoch := remote[0].Mapped
-	if cn.transport == TransportP2P {
-		epoch = engine.DevPtr(remote[0].Addr)
-	}
+	epoch := appPointer(cn.transport, remote[0])
 	cn.eng.SetRemote(remote, unsafe.Add(epoch, 8), m.pid)
 	var remoteBuff unsafe.Pointer
 	if len(remote) > 1 {
-		remoteBuff = remote[1].Mapped
-		if cn.transport == TransportP2P {
-			remoteBuff = engine.DevPtr(remote[1].Addr)
-		}
+		remoteBuff = appPointer(cn.transport, remote[1])
 	}
 	c.devConns.SetRemote(cn.idx, epoch, remoteBuff)
 	logx.Infof(logx.SHM|logx.P2P, "rank %d: connection %d to rank %d tag %d over %v: %s", c.rank, cn.idx,
 		cn.remoteRank, cn.tag, cn.transport, putPath(cn.transport, remote))
 	return nil
+}
+
+// appPointer is the peer registration's address as this rank's app and kernels use it: the
+// device address for P2P, the local mapping otherwise (nil when not mapped here).
+func appPointer(t Transport, r engine.Reg) unsafe.Pointer {
+	if t == TransportP2P {
+		return engine.DevPtr(r.Addr)
+	}
+	return r.Mapped
 }
 
 // putPath says in words how puts to the peer's handle 1 travel.
@@ -264,11 +267,7 @@ func (c *Comm) RegisterBuffer(mem unsafe.Pointer, size uint64) ([]RegisteredPeer
 		}
 		rec := engine.NewRegRecord(r)
 		c.regRecords = append(c.regRecords, rec)
-		remote := r.Mapped
-		if cn.transport == TransportP2P {
-			remote = engine.DevPtr(r.Addr)
-		}
-		out = append(out, RegisteredPeer{RemoteBuff: remote, Record: rec.Ptr()})
+		out = append(out, RegisteredPeer{RemoteBuff: appPointer(cn.transport, r), Record: rec.Ptr()})
 	}
 	return out, nil
 }

@@ -273,8 +273,7 @@ mscclppResult_t mscclppConnPutHandle(struct mscclppDevConn* conn, mscclppBufferH
   return (mscclppResult_t)c->ops->op(c, mscclppData, dst, dstDataOffset, src, srcDataOffset, dataSize);
 }
 
-/* 1 when pid no longer runs (gone, or a zombie nobody reaped yet). */
-static int processGone(int pid)
+int engProcessGone(int pid)
 {
   if (pid <= 0) return 0;
   if (kill(pid, 0) != 0) return errno == ESRCH;
@@ -351,7 +350,7 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
         lastCheck = now;
         /* only a remote failure ends the wait: a rejected put of this rank's does not */
         if (__atomic_load_n(&c->comm->asyncErr, __ATOMIC_ACQUIRE) == mscclppRemoteError) return mscclppRemoteError;
-        if (processGone(c->peerPid)) {
+        if (engProcessGone(c->peerPid)) {
           char msg[200];
           snprintf(msg, sizeof(msg), "rank %d (pid %d) exited while rank %d waited for its signal", c->peerRank,
                    c->peerPid, c->comm->rank);

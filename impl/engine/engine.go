@@ -126,6 +126,9 @@ func NewCtxAt(comm *Comm, mem, ops, transport unsafe.Pointer, devHead uint64) *C
 	return &Ctx{p: p}
 }
 
+// ProcessGone reports whether pid no longer runs (gone, or a zombie nobody reaped yet).
+func ProcessGone(pid int) bool { return C.engProcessGone(C.int(pid)) != 0 }
+
 // DevPtr turns a device address into the pointer type the ABI's structs hold.
 func DevPtr(a uint64) unsafe.Pointer { return C.engDevPtr(C.uint64_t(a)) }
 

@@ -132,6 +132,8 @@ int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHan
 /* One operation on a connection over SHM (engShmOps.op). */
 int engOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
           uint64_t size);
+/* 1 when pid no longer runs (gone, or a zombie nobody reaped yet). */
+int engProcessGone(int pid);
 /* Copies size bytes from src to the registration r at off (memcpy or process_vm_writev). */
 int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen);
 
