@@ -96,12 +96,9 @@ func go_mscclppCommDestroy(comm C.mscclppComm_t) (res C.mscclppResult_t) {
 	}
 	st, ok := release(comm)
 	if !ok {
-		_, err := lookup(comm)
-		return fail(nil, fn, err)
+		return fail(nil, fn, invalidHandle(uintptr(unsafe.Pointer(comm))))
 	}
-	err := st.comm.Destroy()
-	C.free(unsafe.Pointer(st.lastErr)) // the handle is gone: nobody can ask for this text any more
-	return result(nil, fn, err)
+	return result(nil, fn, st.comm.Destroy())
 }
 
 func optString(s *C.char) *string {
@@ -207,10 +204,11 @@ func go_mscclppProxyStop(comm C.mscclppComm_t) (res C.mscclppResult_t) {
 
 func commRankOrSize(fn string, comm C.mscclppComm_t, out *C.int, get func(*impl.Comm) int) (res C.mscclppResult_t) {
 	defer guard(fn, &res)
-	st, err := lookup(comm)
+	st, err := enter(comm)
 	if err != nil {
 		return fail(nil, fn, err)
 	}
+	defer st.leave()
 	if out == nil {
 		return fail(st, fn, status.Errorf(status.InvalidUsage, "output pointer is NULL"))
 	}
@@ -268,11 +266,12 @@ func go_mscclppGetLastError(comm C.mscclppComm_t) (s *C.char) {
 			s = nil
 		}
 	}()
-	st, err := lookup(comm)
+	st, err := enter(comm)
 	if err != nil {
 		return nil
 	}
-	return st.lastError()
+	defer st.leave()
+	return (*C.char)(st.comm.LastErrorText())
 }
 
 //export go_mscclppGetVersion

@@ -18,14 +18,14 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
-const lastErrBytes = 1024
-
 // commState is what a mscclppComm_t handle stands for.
 type commState struct {
-	comm      *impl.Comm
-	mu        sync.Mutex
-	lastErr   *C.char // lastErrBytes of C memory, handed out by mscclppGetLastError
-	asyncSeen bool
+	comm *impl.Comm
+	// inUse is held shared by every call on the communicator and exclusively by
+	// mscclppCommDestroy, which therefore waits for calls already inside and
+	// makes later ones fail with InvalidUsage instead of touching freed memory.
+	inUse  sync.RWMutex
+	closed bool
 }
 
 var (
@@ -35,7 +35,7 @@ var (
 
 // newHandle registers c and writes its handle into *out.
 func newHandle(c *impl.Comm, out *C.mscclppComm_t) {
-	st := &commState{comm: c, lastErr: (*C.char)(C.calloc(1, lastErrBytes))}
+	st := &commState{comm: c}
 	h := cgo.NewHandle(st)
 	handlesMu.Lock()
 	live[uintptr(h)] = st
@@ -43,8 +43,13 @@ func newHandle(c *impl.Comm, out *C.mscclppComm_t) {
 	*(*uintptr)(unsafe.Pointer(out)) = uintptr(h) // copy the bits: the handle is not a Go pointer
 }
 
-// lookup validates a handle passed in by the application.
-func lookup(c C.mscclppComm_t) (*commState, error) {
+func invalidHandle(h uintptr) error {
+	return status.Errorf(status.InvalidUsage, "communicator %#x is not valid: destroyed, or never returned by mscclppCommInitRank", h)
+}
+
+// enter validates a handle passed in by the application and holds it against
+// mscclppCommDestroy until leave.
+func enter(c C.mscclppComm_t) (*commState, error) {
 	if c == nil {
 		return nil, status.Errorf(status.InvalidUsage, "comm is NULL")
 	}
@@ -53,42 +58,34 @@ func lookup(c C.mscclppComm_t) (*commState, error) {
 	st := live[h]
 	handlesMu.RUnlock()
 	if st == nil {
-		return nil, status.Errorf(status.InvalidUsage, "communicator %#x is not valid: destroyed, or never returned by mscclppCommInitRank", h)
+		return nil, invalidHandle(h)
+	}
+	st.inUse.RLock()
+	if st.closed {
+		st.inUse.RUnlock()
+		return nil, invalidHandle(h)
 	}
 	return st, nil
 }
 
-// release forgets a handle; later lookups fail with InvalidUsage.
+func (st *commState) leave() { st.inUse.RUnlock() }
+
+// release forgets a handle and waits until no call is inside it; later calls fail with
+// InvalidUsage. It reports false for a handle that is not live.
 func release(c C.mscclppComm_t) (*commState, bool) {
 	h := uintptr(unsafe.Pointer(c))
 	handlesMu.Lock()
 	st, ok := live[h]
 	delete(live, h)
 	handlesMu.Unlock()
-	if ok {
-		cgo.Handle(h).Delete()
+	if !ok {
+		return nil, false
 	}
-	return st, ok
-}
-
-func (st *commState) setLastErr(msg string) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	buf := unsafe.Slice((*byte)(unsafe.Pointer(st.lastErr)), lastErrBytes)
-	n := copy(buf[:lastErrBytes-1], msg)
-	buf[n] = 0
-}
-
-// lastError returns the communicator's last-error text, taking in a newly found async error.
-func (st *commState) lastError() *C.char {
-	if !st.asyncSeen {
-		if err := st.comm.AsyncErr(); err != nil {
-			st.asyncSeen = true
-			logx.Warnf("asynchronous error: %v", err)
-			st.setLastErr(err.Error())
-		}
-	}
-	return st.lastErr
+	cgo.Handle(h).Delete()
+	st.inUse.Lock()
+	st.closed = true
+	st.inUse.Unlock()
+	return st, true
 }
 
 // fail records err as the last error of st (may be nil) and of the process, logs it at WARN,
@@ -100,7 +97,7 @@ func fail(st *commState, fn string, err error) C.mscclppResult_t {
 	C.capiSetGlobalError(cmsg)
 	C.free(unsafe.Pointer(cmsg))
 	if st != nil {
-		st.setLastErr(msg)
+		st.comm.SetLastError(msg)
 	}
 	return C.mscclppResult_t(status.CodeOf(err))
 }
@@ -120,13 +117,14 @@ func guard(fn string, res *C.mscclppResult_t) {
 	}
 }
 
-// call runs one API call on comm: validate the handle, dispatch, map the error.
+// call runs one API call on comm: validate and hold the handle, dispatch, map the error.
 func call(fn string, comm C.mscclppComm_t, res *C.mscclppResult_t, f func(*impl.Comm) error) {
-	st, err := lookup(comm)
+	st, err := enter(comm)
 	if err != nil {
 		*res = fail(nil, fn, err)
 		return
 	}
+	defer st.leave()
 	*res = result(st, fn, f(st.comm))
 }
 

@@ -24,8 +24,6 @@ func (c *Comm) shmCollectives(size int) bool {
 
 // allGatherShm is AllGather through the node segment (local index == rank on a single node).
 func (c *Comm) allGatherShm(buf []byte, size int) error {
-	c.collMu.Lock()
-	defer c.collMu.Unlock()
 	c.collSeq++
 	k, parity := c.collSeq, int(c.collSeq&1)
 	copy(c.node.CollSlot(c.rank, parity), buf[c.rank*size:(c.rank+1)*size])

@@ -57,7 +57,7 @@ type Comm struct {
 	proxyOn    bool
 	cuda       *cudaState // CUDA mode only
 	waitCfg    engine.Backoff
-	collMu     sync.Mutex // serialises collectives through the node segment
+	collMu     sync.Mutex // serialises the collectives of this communicator (threads would get each other's data)
 	collSeq    uint64     // collectives done through the node segment
 	regRecords []engine.RegRecord
 	mappings   []hostmem.Mapping // peers' mscclppHostAlloc regions this communicator mapped
@@ -172,19 +172,29 @@ func (c *Comm) initNode(start time.Time) error {
 	}
 	c.localIdx = c.localOf[c.rank]
 	// A per-instance nonce from rank 0 names the segment, so a communicator re-formed
-	// at the same address never meets a stale segment of an earlier one.
-	buf := make([]byte, 8*c.nranks)
+	// at the same address never meets a stale segment of an earlier one; every rank's
+	// pid lets local ranks notice one that exits while they wait for it.
+	buf := make([]byte, 16*c.nranks)
 	if c.rank == 0 {
 		if _, err := rand.Read(buf[:8]); err != nil {
 			return status.Errorf(status.SystemError, "random nonce: %w", err)
 		}
 	}
-	if err := c.boot.AllGather(buf, 8); err != nil {
+	binary.LittleEndian.PutUint64(buf[16*c.rank+8:], uint64(os.Getpid()))
+	if err := c.boot.AllGather(buf, 16); err != nil {
 		return fmt.Errorf("rank %d: exchange node nonce: %w", c.rank, err)
 	}
 	nonce := binary.LittleEndian.Uint64(buf[:8])
+	alive := func() error {
+		for r := range c.localOf {
+			if pid := int(binary.LittleEndian.Uint64(buf[16*r+8:])); r != c.rank && engine.ProcessGone(pid) {
+				return status.Errorf(status.RemoteError, "rank %d (pid %d) on this node exited during mscclppCommInitRank", r, pid)
+			}
+		}
+		return nil
+	}
 	name := nodeshm.Name(c.boot.Magic(), nonce, leader)
-	seg, err := nodeshm.Open(name, leader == c.rank, len(c.localOf), engine.MaxConns, start.Add(BootstrapTimeout()))
+	seg, err := nodeshm.Open(name, leader == c.rank, len(c.localOf), engine.MaxConns, start.Add(BootstrapTimeout()), alive)
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", c.rank, err)
 	}
@@ -199,6 +209,12 @@ func (c *Comm) Rank() int { return c.rank }
 // Size is the number of ranks.
 func (c *Comm) Size() int { return c.nranks }
 
+// SetLastError makes msg the text mscclppGetLastError shows for this communicator.
+func (c *Comm) SetLastError(msg string) { c.eng.SetLast(msg) }
+
+// LastErrorText is the address of the communicator's last-error text, a C string.
+func (c *Comm) LastErrorText() unsafe.Pointer { return c.eng.LastPtr() }
+
 // AsyncErr is the first error found asynchronously (by a proxy or a host operation), or nil.
 func (c *Comm) AsyncErr() error { return c.eng.Err() }
 
@@ -211,6 +227,8 @@ func (c *Comm) AllGather(data unsafe.Pointer, size int) error {
 		return status.Errorf(status.InvalidArgument, "allgather: size %d must be positive", size)
 	}
 	buf := unsafe.Slice((*byte)(data), size*c.nranks)
+	c.collMu.Lock()
+	defer c.collMu.Unlock()
 	if c.shmCollectives(size) {
 		if err := c.allGatherShm(buf, size); err != nil {
 			return fmt.Errorf("rank %d: allgather of %d bytes: %w", c.rank, size, err)
@@ -234,6 +252,8 @@ func (c *Comm) remoteFailure(err error) error {
 
 // Barrier returns once every rank has entered it.
 func (c *Comm) Barrier() error {
+	c.collMu.Lock()
+	defer c.collMu.Unlock()
 	if c.shmCollectives(0) {
 		var none []byte
 		if err := c.allGatherShm(none, 0); err != nil {
@@ -256,6 +276,9 @@ func (c *Comm) Destroy() error {
 	}
 	c.closed = true
 	c.stopProxies()
+	for _, x := range c.contexts() {
+		x.Close() // no host call is inside a context from here on
+	}
 	for _, cn := range c.conns {
 		if cn.eng != nil {
 			cn.ctx.FreeConn(cn.eng)

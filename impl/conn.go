@@ -118,7 +118,11 @@ func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t 
 		*(*[2]uint64)(epoch) = [2]uint64{}
 		*(*uint64)(wait) = 0
 		if c.shmCtx == nil {
-			c.shmCtx = engine.NewCtx(c.eng)
+			x, err := engine.NewCtx(c.eng)
+			if err != nil {
+				return fmt.Errorf("connect to rank %d tag %d: %w", remoteRank, tag, err)
+			}
+			c.shmCtx = x
 		}
 		cn.ctx = c.shmCtx
 		c.devConns.SetIdentity(idx, remoteRank, tag, local, epoch, wait)

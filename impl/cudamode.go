@@ -115,7 +115,11 @@ func (c *Comm) p2pCtx() (*engine.Ctx, error) {
 		return nil, fmt.Errorf("P2P FIFO head in device memory: %w", err)
 	}
 	st.p2pState, st.p2pMem, st.devHead = state, mem, head
-	st.p2p = engine.NewCtxAt(c.eng, mem, cuda.P2POps(), state, head)
+	x, err := engine.NewCtxAt(c.eng, mem, cuda.P2POps(), state, head)
+	if err != nil {
+		return nil, fmt.Errorf("P2P proxy context: %w", err)
+	}
+	st.p2p = x
 	return st.p2p, nil
 }
 

@@ -83,12 +83,22 @@ struct mscclppConcurrentFifo;
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* What mscclppFifoPush returns when it pushed nothing (the last error says why). */
+#define MSCCLPP_FIFO_PUSH_FAILED (~(uint64_t)0)
+
 /* Host-side FIFO push (library function): same protocol as the device push;
- * waits, backing off, while the FIFO is full. Returns the slot's sequence number. */
+ * waits, backing off, while the FIFO is full. Returns the slot's sequence
+ * number, or MSCCLPP_FIFO_PUSH_FAILED (and sets the process-wide last error)
+ * for a NULL or foreign FIFO, a CUDA-mode connection (its FIFO counters are in
+ * device memory), a bad type, or a full FIFO with no proxy running. */
 uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint64_t dstDataOffset,
                          uint64_t srcDataOffset, uint64_t dataSize);
-/* Host-side: wait until the trigger pushed as sequence number `seq` was served. */
-void mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq);
+/* Host-side: wait until the trigger pushed as sequence number `seq` was served.
+ * Returns 0 (mscclppSuccess), or a mscclppResult_t code with the process-wide
+ * last error set: InvalidUsage for a NULL, foreign or CUDA-mode FIFO, no proxy
+ * running, or a communicator destroyed meanwhile; InvalidArgument for a seq
+ * that no push returned. */
+int mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq);
 #ifdef __cplusplus
 }
 #endif

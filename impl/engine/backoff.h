@@ -59,4 +59,50 @@ static inline uint64_t engNowNs(void)
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* A bounded wait: back-off plus a deadline and periodic slow checks. The
+ * clock is read every ENG_CLOCK_EVERY pauses while spinning and at every
+ * yield or sleep, so a deadline holds in every phase, also when CPU hogs make
+ * each sched_yield last a time slice. */
+#define ENG_CLOCK_EVERY 64
+#define ENG_SLOW_FIRST_NS 1000000ull /* first slow check (peer liveness) after 1 ms */
+#define ENG_SLOW_EVERY_NS 5000000ull /* then every 5 ms */
+
+enum { ENG_WAIT_GO = 0, ENG_WAIT_CHECK = 1, ENG_WAIT_SLOW = 2, ENG_WAIT_TIMEOUT = 3 };
+
+typedef struct engWait {
+  engBackoff b;
+  uint64_t deadline; /* absolute ns, or 0 for none */
+  uint64_t nextSlow; /* absolute ns of the next slow check */
+} engWait;
+
+static inline void engWaitInit(engWait* w, int64_t timeoutMs)
+{
+  uint64_t now = engNowNs();
+  w->b.n = 0;
+  w->b.sleepUs = 0;
+  w->deadline = timeoutMs >= 0 ? now + (uint64_t)timeoutMs * 1000000ull : 0;
+  if (timeoutMs >= 0 && w->deadline == now) w->deadline = now + 1; /* 0 ms: one look, then time out */
+  w->nextSlow = now + ENG_SLOW_FIRST_NS;
+}
+
+/* Checks first, then backs off one step. Returns ENG_WAIT_GO (keep polling),
+ * ENG_WAIT_CHECK (the clock was read: look at cheap conditions such as a
+ * recorded error or a closing context), ENG_WAIT_SLOW (also run slow checks
+ * such as peer liveness) or ENG_WAIT_TIMEOUT. The first call always checks. */
+static inline int engWaitStep(engWait* w, const engBackoffCfg* cfg)
+{
+  int rc = ENG_WAIT_GO;
+  if (w->b.n >= cfg->spin || (w->b.n % ENG_CLOCK_EVERY) == 0) {
+    uint64_t now = engNowNs();
+    if (w->deadline != 0 && now >= w->deadline) return ENG_WAIT_TIMEOUT;
+    rc = ENG_WAIT_CHECK;
+    if (now >= w->nextSlow) {
+      w->nextSlow = now + ENG_SLOW_EVERY_NS;
+      rc = ENG_WAIT_SLOW;
+    }
+  }
+  engBackoffStep(&w->b, cfg);
+  return rc;
+}
+
 #endif

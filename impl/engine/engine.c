@@ -47,6 +47,21 @@ int engCommError(engComm* c, char* buf, int len)
   return err;
 }
 
+/* capi's process-wide last-error text; weak so that the engine links without capi (Go tests). */
+extern void capiSetGlobalError(const char* msg) __attribute__((weak));
+
+static void setGlobalError(const char* msg)
+{
+  if (capiSetGlobalError != NULL) capiSetGlobalError(msg);
+}
+
+void engCommSetLast(engComm* c, const char* msg)
+{
+  pthread_mutex_lock(&c->lock);
+  snprintf(c->lastMsg, sizeof(c->lastMsg), "%s", msg);
+  pthread_mutex_unlock(&c->lock);
+}
+
 void engCommSetError(engComm* c, int err, const char* msg)
 {
   pthread_mutex_lock(&c->lock);
@@ -54,56 +69,140 @@ void engCommSetError(engComm* c, int err, const char* msg)
     snprintf(c->errMsg, sizeof(c->errMsg), "%s", msg);
     __atomic_store_n(&c->asyncErr, err, __ATOMIC_RELEASE);
   }
+  snprintf(c->lastMsg, sizeof(c->lastMsg), "%s", msg);
   pthread_mutex_unlock(&c->lock);
+  setGlobalError(msg);
 }
 
-void engCtxInit(engCtx* ctx, engComm* comm, const engOps* ops)
+/* The table of live contexts (see engine.h). A slot's users count is raised
+ * before its pointer is checked, and engCtxClose clears the pointer before it
+ * reads the count (both sequentially consistent), so either the caller sees
+ * the context gone or the closer sees the caller inside. */
+typedef struct engCtxSlot {
+  engCtx* ctx;
+  int64_t users;
+  char pad[48];
+} engCtxSlot;
+
+static engCtxSlot ctxSlots[ENG_MAX_CTXS];
+static int ctxSlotsUsed; /* slots [0, ctxSlotsUsed) were ever used */
+static pthread_mutex_t ctxSlotsLock = PTHREAD_MUTEX_INITIALIZER;
+
+engCtx* engEnter(const void* p)
+{
+  if (p == NULL) return NULL;
+  int n = __atomic_load_n(&ctxSlotsUsed, __ATOMIC_ACQUIRE);
+  for (int i = 0; i < n; i++) {
+    engCtxSlot* s = &ctxSlots[i];
+    if (__atomic_load_n(&s->ctx, __ATOMIC_RELAXED) != p) continue;
+    __atomic_fetch_add(&s->users, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&s->ctx, __ATOMIC_SEQ_CST) == p) return (engCtx*)p;
+    __atomic_fetch_sub(&s->users, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+  }
+  return NULL;
+}
+
+void engLeave(engCtx* ctx)
+{
+  if (ctx != NULL) __atomic_fetch_sub(&ctxSlots[ctx->slot].users, 1, __ATOMIC_RELEASE);
+}
+
+static int ctxRegister(engCtx* ctx)
+{
+  pthread_mutex_lock(&ctxSlotsLock);
+  int i = 0;
+  while (i < ctxSlotsUsed && ctxSlots[i].ctx != NULL) i++;
+  if (i == ENG_MAX_CTXS) {
+    pthread_mutex_unlock(&ctxSlotsLock);
+    return -1;
+  }
+  ctx->slot = i;
+  __atomic_store_n(&ctxSlots[i].ctx, ctx, __ATOMIC_SEQ_CST);
+  if (i == ctxSlotsUsed) __atomic_store_n(&ctxSlotsUsed, i + 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&ctxSlotsLock);
+  return 0;
+}
+
+void engCtxClose(engCtx* ctx)
+{
+  if (ctx == NULL || ctx->slot < 0) return;
+  engCtxSlot* s = &ctxSlots[ctx->slot];
+  __atomic_store_n(&ctx->closing, 1, __ATOMIC_SEQ_CST);
+  pthread_mutex_lock(&ctxSlotsLock);
+  __atomic_store_n(&s->ctx, NULL, __ATOMIC_SEQ_CST);
+  pthread_mutex_unlock(&ctxSlotsLock);
+  /* calls inside notice closing at their next clock check (well under a millisecond) */
+  engBackoff b = {0, 0};
+  engBackoffCfg cfg = {.spin = 64, .yields = 64, .sleepMaxUs = 1000};
+  while (__atomic_load_n(&s->users, __ATOMIC_SEQ_CST) != 0) engBackoffStep(&b, &cfg);
+  ctx->magic = 0;
+  ctx->slot = -1;
+}
+
+int engCtxInit(engCtx* ctx, engComm* comm, const engOps* ops)
 {
   memset(ctx, 0, sizeof(*ctx));
   ctx->magic = ENG_CTX_MAGIC;
   ctx->comm = comm;
   ctx->ops = ops;
+  ctx->slot = -1;
+  return ctxRegister(ctx);
 }
 
 engCtx* engCtxNew(engComm* comm)
 {
   engCtx* ctx = NULL;
   if (posix_memalign((void**)&ctx, 64, sizeof(engCtx)) != 0) return NULL;
-  engCtxInit(ctx, comm, &engShmOps);
+  if (engCtxInit(ctx, comm, &engShmOps) != 0) {
+    free(ctx);
+    return NULL;
+  }
   return ctx;
 }
 
 void engCtxFree(engCtx* ctx)
 {
   if (ctx == NULL) return;
-  ctx->magic = 0;
+  engCtxClose(ctx);
   free(ctx);
 }
 
-/* capi's process-wide last-error text; weak so that the engine links without capi (Go tests). */
-extern void capiSetGlobalError(const char* msg) __attribute__((weak));
-
-/* The engine connection behind a device connection; NULL (and the process-wide
- * last error set) when there is none. */
-static engConn* connOf(struct mscclppDevConn* dev, const char* fn)
+static void callFailed(const char* fn, const char* why)
 {
+  char msg[320];
+  snprintf(msg, sizeof(msg), "%s: %s", fn, why);
+  setGlobalError(msg);
+}
+
+#define ENG_NOT_OURS "not a connection returned by mscclppGetAllDeviceConnections, or its communicator was destroyed"
+#define ENG_CUDA_MODE \
+  "this connection runs in CUDA mode: its counters and FIFO are in device memory, so its methods are for device code"
+
+/* Enters the live context of a device connection (engEnter) and finds its engine
+ * connection; NULL, with the process-wide last error set, when there is none.
+ * hostOnly refuses CUDA-mode contexts. On success the caller must engLeave(c->ctx). */
+static engConn* connEnter(struct mscclppDevConn* dev, const char* fn, int hostOnly)
+{
+  if (dev == NULL) {
+    callFailed(fn, "conn is NULL");
+    return NULL;
+  }
+  engCtx* ctx = engEnter(dev->fifo.triggerFifo);
   const char* why = NULL;
   engConn* c = NULL;
-  if (dev == NULL) {
-    why = "conn is NULL";
-  } else if (dev->fifo.triggerFifo == NULL || ((engCtx*)(void*)dev->fifo.triggerFifo)->magic != ENG_CTX_MAGIC) {
-    why = "not a connection returned by mscclppGetAllDeviceConnections, or its communicator was destroyed";
-  } else if (dev->fifo.connId < 0 || dev->fifo.connId >= ENG_MAX_CONNS) {
+  if (ctx == NULL)
+    why = ENG_NOT_OURS;
+  else if (hostOnly && ctx->devHead != NULL)
+    why = ENG_CUDA_MODE;
+  else if (dev->fifo.connId < 0 || dev->fifo.connId >= ENG_MAX_CONNS)
     why = "fifo.connId out of range";
-  } else if ((c = ((engCtx*)(void*)dev->fifo.triggerFifo)->conns[dev->fifo.connId]) == NULL) {
+  else if ((c = ctx->conns[dev->fifo.connId]) == NULL)
     why = "connection not set up: call mscclppConnectionSetup first";
-  }
-  if (why != NULL && capiSetGlobalError != NULL) {
-    char msg[256];
-    snprintf(msg, sizeof(msg), "%s: %s", fn, why);
-    capiSetGlobalError(msg);
-  }
-  return c;
+  if (why == NULL) return c;
+  engLeave(ctx);
+  callFailed(fn, why);
+  return NULL;
 }
 
 /* A copy that bypasses the cache with non-temporal stores: for large puts the
@@ -173,6 +272,12 @@ int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHan
                 const engReg** src, const engReg** dst)
 {
   char what[400];
+  if (srcHandle == 0 || dstHandle == 0) {
+    /* handle 0 is the connection's signal slot: only signals write it */
+    snprintf(what, sizeof(what), "put from handle %llu to handle %llu: handle 0 is the signal slot, not data",
+             (unsigned long long)srcHandle, (unsigned long long)dstHandle);
+    return engConnFail(c, mscclppInvalidArgument, what);
+  }
   if (c->nLocal <= 0 || c->nRemote <= 0 || srcHandle >= (uint64_t)c->nLocal || dstHandle >= (uint64_t)c->nRemote) {
     snprintf(what, sizeof(what), "put from handle %llu to handle %llu: only %d local and %d remote handles",
              (unsigned long long)srcHandle, (unsigned long long)dstHandle, c->nLocal, c->nRemote);
@@ -230,22 +335,22 @@ int engOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64
 
 const engOps engShmOps = {"SHM", engOp, NULL, NULL};
 
-static engCtx* hostCtxOf(struct mscclppDevConn* conn, const char* fn);
-
 /* A host Flag or Sync covers every earlier put, including triggers pushed into the
  * FIFO: wait until the proxy has served everything pushed before this call. */
 static int drainFifo(engConn* c)
 {
   engCtx* ctx = c->ctx;
-  if (ctx == NULL || ctx->devHead != NULL) return mscclppSuccess;
+  if (ctx->devHead != NULL) return mscclppSuccess;
   uint64_t head = __atomic_load_n(&ctx->head, __ATOMIC_ACQUIRE);
-  if (__atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE) >= head) return mscclppSuccess;
-  engBackoff b = {0, 0};
+  engWait w;
+  engWaitInit(&w, -1);
   while (__atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE) < head) {
+    if (engWaitStep(&w, &c->comm->waitCfg) == ENG_WAIT_GO) continue;
     if (!__atomic_load_n(&ctx->running, __ATOMIC_ACQUIRE))
       return engConnFail(c, mscclppInvalidUsage,
-                    "signal or flush with triggers queued in the FIFO and no proxy running (call mscclppProxyLaunch)");
-    engBackoffStep(&b, &c->comm->waitCfg);
+                         "signal or flush with triggers queued in the FIFO and no proxy running (call mscclppProxyLaunch)");
+    if (__atomic_load_n(&ctx->closing, __ATOMIC_ACQUIRE))
+      return engConnFail(c, mscclppInvalidUsage, "communicator destroyed during a signal or flush");
   }
   return mscclppSuccess;
 }
@@ -253,24 +358,24 @@ static int drainFifo(engConn* c)
 mscclppResult_t mscclppConnOp(struct mscclppDevConn* conn, uint64_t type, uint64_t dstDataOffset,
                               uint64_t srcDataOffset, uint64_t dataSize)
 {
-  engConn* c = connOf(conn, "mscclppConnOp");
+  /* a signal sends the count host threads cannot keep on a CUDA-mode connection */
+  engConn* c = connEnter(conn, "mscclppConnOp", (type & mscclppFlag) != 0);
   if (c == NULL) return mscclppInvalidUsage;
-  /* a signal sends the epoch host threads cannot count on a CUDA-mode connection */
-  if ((type & mscclppFlag) && c->ctx->devHead != NULL && hostCtxOf(conn, "mscclppConnOp") == NULL)
-    return mscclppInvalidUsage;
-  if (type & (mscclppFlag | mscclppSync)) {
-    int rc = drainFifo(c);
-    if (rc != mscclppSuccess) return (mscclppResult_t)rc;
-  }
-  return (mscclppResult_t)c->ops->op(c, type, 1, dstDataOffset, 1, srcDataOffset, dataSize);
+  int rc = mscclppSuccess;
+  if (type & (mscclppFlag | mscclppSync)) rc = drainFifo(c);
+  if (rc == mscclppSuccess) rc = c->ops->op(c, type, 1, dstDataOffset, 1, srcDataOffset, dataSize);
+  engLeave(c->ctx);
+  return (mscclppResult_t)rc;
 }
 
 mscclppResult_t mscclppConnPutHandle(struct mscclppDevConn* conn, mscclppBufferHandle_t dst, uint64_t dstDataOffset,
                                      mscclppBufferHandle_t src, uint64_t srcDataOffset, uint64_t dataSize)
 {
-  engConn* c = connOf(conn, "mscclppConnPutHandle");
+  engConn* c = connEnter(conn, "mscclppConnPutHandle", 0);
   if (c == NULL) return mscclppInvalidUsage;
-  return (mscclppResult_t)c->ops->op(c, mscclppData, dst, dstDataOffset, src, srcDataOffset, dataSize);
+  int rc = c->ops->op(c, mscclppData, dst, dstDataOffset, src, srcDataOffset, dataSize);
+  engLeave(c->ctx);
+  return (mscclppResult_t)rc;
 }
 
 int engProcessGone(int pid)
@@ -288,107 +393,164 @@ int engProcessGone(int pid)
   return p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
-/* The host-mode context behind conn; NULL, with the process-wide last error set, for a
- * connection whose counters live in device memory (CUDA mode), which host threads
- * must not touch. */
-static engCtx* hostCtxOf(struct mscclppDevConn* conn, const char* fn)
-{
-  engCtx* ctx = (conn != NULL && conn->fifo.triggerFifo != NULL) ? (engCtx*)(void*)conn->fifo.triggerFifo : NULL;
-  const char* why = NULL;
-  if (ctx == NULL || ctx->magic != ENG_CTX_MAGIC)
-    why = "not a connection returned by mscclppGetAllDeviceConnections, or its communicator was destroyed";
-  else if (ctx->devHead != NULL)
-    why = "this connection runs in CUDA mode: its counters are in device memory, so its methods are for device code";
-  if (why == NULL) return ctx;
-  if (capiSetGlobalError != NULL) {
-    char msg[256];
-    snprintf(msg, sizeof(msg), "%s: %s", fn, why);
-    capiSetGlobalError(msg);
-  }
-  return NULL;
-}
-
 void mscclppConnEpochIncrement(struct mscclppDevConn* conn)
 {
-  if (hostCtxOf(conn, "mscclppConnEpochIncrement") == NULL) return;
+  engConn* c = connEnter(conn, "mscclppConnEpochIncrement", 1);
+  if (c == NULL) return;
   __atomic_fetch_add(&conn->localSignalEpochId->device, 1, __ATOMIC_RELAXED);
+  engLeave(c->ctx);
 }
 
 static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t timeoutMs);
 
 mscclppResult_t mscclppConnWaitNext(struct mscclppDevConn* conn, int64_t timeoutMs)
 {
-  if (hostCtxOf(conn, "mscclppConnWaitNext") == NULL) return mscclppInvalidUsage;
-  engConn* c = connOf(conn, "mscclppConnWaitNext");
+  engConn* c = connEnter(conn, "mscclppConnWaitNext", 1);
   if (c == NULL) return mscclppInvalidUsage;
   *conn->waitEpochId += 1;
-  return waitFor(c, conn, timeoutMs);
+  mscclppResult_t rc = waitFor(c, conn, timeoutMs);
+  engLeave(c->ctx);
+  return rc;
 }
 
 mscclppResult_t mscclppConnWait(struct mscclppDevConn* conn, int64_t timeoutMs)
 {
-  if (hostCtxOf(conn, "mscclppConnWait") == NULL) return mscclppInvalidUsage;
-  engConn* c = connOf(conn, "mscclppConnWait");
+  engConn* c = connEnter(conn, "mscclppConnWait", 1);
   if (c == NULL) return mscclppInvalidUsage;
-  return waitFor(c, conn, timeoutMs);
+  mscclppResult_t rc = waitFor(c, conn, timeoutMs);
+  engLeave(c->ctx);
+  return rc;
 }
 
-/* Waits until conn's proxy epoch reaches *waitEpochId (see mscclppConnWait). */
+/* Records and returns the failure of a wait on c whose peer exited. */
+static mscclppResult_t peerGone(engConn* c, const char* what)
+{
+  char msg[200];
+  snprintf(msg, sizeof(msg), "rank %d (pid %d) exited while rank %d waited for %s", c->peerRank, c->peerPid,
+           c->comm->rank, what);
+  engCommSetError(c->comm, mscclppRemoteError, msg);
+  return mscclppRemoteError;
+}
+
+/* Waits until conn's proxy epoch reaches *waitEpochId (see mscclppConnWait): the deadline,
+ * a remote failure and a closing communicator are looked at every bounded number of
+ * steps in every back-off phase, peer liveness every few milliseconds. */
 static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t timeoutMs)
 {
   volatile uint64_t* proxy = &conn->localSignalEpochId->proxy;
   uint64_t want = *conn->waitEpochId;
-  if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
-  engBackoff b = {0, 0};
-  uint64_t start = engNowNs(), lastCheck = 0;
+  engWait w;
+  engWaitInit(&w, timeoutMs);
   for (;;) {
     if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
-    if (engBackoffStep(&b, &c->comm->waitCfg)) {
-      uint64_t now = engNowNs();
-      if (timeoutMs >= 0 && now - start >= (uint64_t)timeoutMs * 1000000ull) return mscclppInProgress;
-      if (now - lastCheck > 5000000ull) { /* every 5 ms */
-        lastCheck = now;
-        /* only a remote failure ends the wait: a rejected put of this rank's does not */
-        if (__atomic_load_n(&c->comm->asyncErr, __ATOMIC_ACQUIRE) == mscclppRemoteError) return mscclppRemoteError;
-        if (engProcessGone(c->peerPid)) {
-          char msg[200];
-          snprintf(msg, sizeof(msg), "rank %d (pid %d) exited while rank %d waited for its signal", c->peerRank,
-                   c->peerPid, c->comm->rank);
-          engCommSetError(c->comm, mscclppRemoteError, msg);
-          return mscclppRemoteError;
-        }
+    switch (engWaitStep(&w, &c->comm->waitCfg)) {
+    case ENG_WAIT_GO:
+      continue;
+    case ENG_WAIT_TIMEOUT:
+      return __atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want ? mscclppSuccess : mscclppInProgress;
+    case ENG_WAIT_SLOW:
+      if (engProcessGone(c->peerPid)) return peerGone(c, "its signal");
+      /* fall through */
+    default:
+      /* only a remote failure ends the wait: a rejected put of this rank's does not */
+      if (__atomic_load_n(&c->comm->asyncErr, __ATOMIC_ACQUIRE) == mscclppRemoteError) return mscclppRemoteError;
+      if (__atomic_load_n(&c->ctx->closing, __ATOMIC_ACQUIRE)) {
+        callFailed("mscclppConnWait", "communicator destroyed while waiting");
+        return mscclppInvalidUsage;
       }
     }
   }
 }
 
+/* The host-mode context behind a FIFO, entered (engLeave after), or NULL with the
+ * process-wide last error set. */
+static engCtx* fifoEnter(struct mscclppConcurrentFifo* fifo, const char* fn)
+{
+  if (fifo == NULL) {
+    callFailed(fn, "fifo is NULL");
+    return NULL;
+  }
+  engCtx* ctx = engEnter(fifo->triggerFifo);
+  if (ctx == NULL) {
+    callFailed(fn, ENG_NOT_OURS);
+    return NULL;
+  }
+  if (ctx->devHead != NULL) {
+    engLeave(ctx);
+    callFailed(fn, ENG_CUDA_MODE);
+    return NULL;
+  }
+  return ctx;
+}
+
 uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint64_t dstDataOffset,
                          uint64_t srcDataOffset, uint64_t dataSize)
 {
-  engCtx* ctx = (engCtx*)(void*)fifo->triggerFifo;
+  const char* fn = "mscclppFifoPush";
+  engCtx* ctx = fifoEnter(fifo, fn);
+  if (ctx == NULL) return MSCCLPP_FIFO_PUSH_FAILED;
+  if ((type & (mscclppData | mscclppFlag | mscclppSync)) == 0 || (type >> MSCCLPP_BITS_TYPE) != 0) {
+    engLeave(ctx);
+    callFailed(fn, "type must be a non-empty OR of mscclppData, mscclppFlag and mscclppSync");
+    return MSCCLPP_FIFO_PUSH_FAILED;
+  }
   const engBackoffCfg* cfg = &ctx->comm->waitCfg;
   if (MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize) == 0) {
     /* an empty put: it would read as an empty slot, so push it as a marker that moves no data */
     type &= ~(uint64_t)mscclppData;
     dataSize = 1;
   }
-  uint64_t h = __atomic_fetch_add(fifo->triggerFifoHead, 1, __ATOMIC_RELAXED);
-  engBackoff b = {0, 0};
-  while (h >= MSCCLPP_PROXY_FIFO_SIZE + __atomic_load_n(fifo->triggerFifoTail, __ATOMIC_ACQUIRE))
-    engBackoffStep(&b, cfg);
-  mscclppTrigger* slot = &fifo->triggerFifo[h % MSCCLPP_PROXY_FIFO_SIZE];
-  while (__atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE) != 0) engBackoffStep(&b, cfg);
+  /* Claim a slot. Without a proxy nobody would ever free one: refuse instead of
+   * waiting when the FIFO is full (a proxy stopping meanwhile first serves every
+   * claimed slot, so a claim made while it ran is always served). */
+  uint64_t h = __atomic_load_n(&ctx->head, __ATOMIC_RELAXED);
+  do {
+    if (!__atomic_load_n(&ctx->running, __ATOMIC_ACQUIRE) &&
+        h >= MSCCLPP_PROXY_FIFO_SIZE + __atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE)) {
+      engLeave(ctx);
+      callFailed(fn, "the FIFO is full and no proxy is running (call mscclppProxyLaunch)");
+      return MSCCLPP_FIFO_PUSH_FAILED;
+    }
+  } while (!__atomic_compare_exchange_n(&ctx->head, &h, h + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+  engWait w;
+  engWaitInit(&w, -1);
+  while (h >= MSCCLPP_PROXY_FIFO_SIZE + __atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE)) engWaitStep(&w, cfg);
+  mscclppTrigger* slot = &ctx->fifo[h % MSCCLPP_PROXY_FIFO_SIZE];
+  while (__atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE) != 0) engWaitStep(&w, cfg);
   __atomic_store_n(&slot->value[1], MSCCLPP_TRIGGER_WORD1(type, fifo->connId, dstDataOffset), __ATOMIC_RELAXED);
   __atomic_store_n(&slot->value[0], MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize), __ATOMIC_RELEASE);
+  engLeave(ctx);
   return h;
 }
 
-void mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq)
+int mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq)
 {
-  engCtx* ctx = (engCtx*)(void*)fifo->triggerFifo;
-  mscclppTrigger* slot = &fifo->triggerFifo[seq % MSCCLPP_PROXY_FIFO_SIZE];
-  engBackoff b = {0, 0};
+  const char* fn = "mscclppFifoWaitServed";
+  engCtx* ctx = fifoEnter(fifo, fn);
+  if (ctx == NULL) return mscclppInvalidUsage;
+  if (seq == MSCCLPP_FIFO_PUSH_FAILED || seq >= __atomic_load_n(&ctx->head, __ATOMIC_ACQUIRE)) {
+    engLeave(ctx);
+    callFailed(fn, "seq is not the result of a successful push on this FIFO");
+    return mscclppInvalidArgument;
+  }
+  mscclppTrigger* slot = &ctx->fifo[seq % MSCCLPP_PROXY_FIFO_SIZE];
+  engWait w;
+  engWaitInit(&w, -1);
+  int rc = mscclppSuccess;
   while (__atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE) != 0 &&
-         __atomic_load_n(fifo->triggerFifoTail, __ATOMIC_ACQUIRE) <= seq)
-    engBackoffStep(&b, &ctx->comm->waitCfg);
+         __atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE) <= seq) {
+    if (engWaitStep(&w, &ctx->comm->waitCfg) == ENG_WAIT_GO) continue;
+    if (__atomic_load_n(&ctx->closing, __ATOMIC_ACQUIRE)) {
+      callFailed(fn, "communicator destroyed while waiting");
+      rc = mscclppInvalidUsage;
+      break;
+    }
+    if (!__atomic_load_n(&ctx->running, __ATOMIC_ACQUIRE) && __atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE) <= seq) {
+      callFailed(fn, "the trigger waits in the FIFO and no proxy is running (call mscclppProxyLaunch)");
+      rc = mscclppInvalidUsage;
+      break;
+    }
+  }
+  engLeave(ctx);
+  return rc;
 }

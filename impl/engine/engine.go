@@ -6,6 +6,7 @@ package engine
 /*
 #cgo CFLAGS: -I${SRCDIR}/../../include -O2 -Wall
 #include <stdlib.h>
+#include <string.h>
 #include "engine.h"
 
 static void engSetBackoff(engBackoffCfg* c, unsigned spin, unsigned yields, unsigned sleepMax) {
@@ -17,6 +18,7 @@ static void* engDevPtr(uint64_t a) { return (void*)(uintptr_t)a; }
 import "C"
 
 import (
+	"sync"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
@@ -60,6 +62,16 @@ func (c *Comm) Err() error {
 	return &status.Error{Code: status.Code(code), Msg: C.GoString(&buf[0])}
 }
 
+// SetLast makes msg the communicator's last-error text.
+func (c *Comm) SetLast(msg string) {
+	cmsg := C.CString(msg)
+	defer C.free(unsafe.Pointer(cmsg))
+	C.engCommSetLast(c.p, cmsg)
+}
+
+// LastPtr is the address of the communicator's last-error text (valid until Free).
+func (c *Comm) LastPtr() unsafe.Pointer { return unsafe.Pointer(&c.p.lastMsg[0]) }
+
 // SetErr records err on c unless an error is already recorded.
 func (c *Comm) SetErr(err error) {
 	msg := C.CString(err.Error())
@@ -68,15 +80,39 @@ func (c *Comm) SetErr(err error) {
 }
 
 // DevConns is the C array of mscclppDevConn_t handed to applications.
-type DevConns struct{ p *C.struct_mscclppDevConn }
+type DevConns struct {
+	p *C.struct_mscclppDevConn
+	n int
+}
+
+// Arrays handed out are never returned to the C heap: an application thread may still
+// read a mscclppDevConn of a destroyed communicator, and must then find a zeroed entry
+// (which every host method refuses with InvalidUsage), not unmapped memory.
+var (
+	devConnsMu   sync.Mutex
+	devConnsFree = map[int][]DevConns{} // zeroed arrays by length, for reuse
+)
 
 // NewDevConns allocates a zeroed array of n device connections.
 func NewDevConns(n int) DevConns {
-	return DevConns{p: (*C.struct_mscclppDevConn)(C.calloc(C.size_t(n), C.sizeof_struct_mscclppDevConn))}
+	devConnsMu.Lock()
+	defer devConnsMu.Unlock()
+	if l := devConnsFree[n]; len(l) > 0 {
+		d := l[len(l)-1]
+		devConnsFree[n] = l[:len(l)-1]
+		d.n = n
+		return d
+	}
+	return DevConns{p: (*C.struct_mscclppDevConn)(C.calloc(C.size_t(n), C.sizeof_struct_mscclppDevConn)), n: n}
 }
 
-// Free releases the array.
-func (d DevConns) Free() { C.free(unsafe.Pointer(d.p)) }
+// Free zeroes the array and keeps it for reuse (see devConnsFree).
+func (d DevConns) Free() {
+	C.memset(unsafe.Pointer(d.p), 0, C.size_t(d.n)*C.sizeof_struct_mscclppDevConn)
+	devConnsMu.Lock()
+	devConnsFree[d.n] = append(devConnsFree[d.n], d)
+	devConnsMu.Unlock()
+}
 
 // Ptr is the address of entry 0.
 func (d DevConns) Ptr() unsafe.Pointer { return unsafe.Pointer(d.p) }
@@ -108,7 +144,15 @@ func (d DevConns) SetRemote(i int, remoteEpoch, remoteBuff unsafe.Pointer) {
 type Ctx struct{ p *C.engCtx }
 
 // NewCtx allocates a proxy context of comm.
-func NewCtx(comm *Comm) *Ctx { return &Ctx{p: C.engCtxNew(comm.p)} }
+func NewCtx(comm *Comm) (*Ctx, error) {
+	p := C.engCtxNew(comm.p)
+	if p == nil {
+		return nil, errTooManyCtxs
+	}
+	return &Ctx{p: p}, nil
+}
+
+var errTooManyCtxs = status.Errorf(status.SystemError, "more than %d live proxy contexts in this process: destroy communicators that are no longer used", C.ENG_MAX_CTXS)
 
 // CtxSize is the number of bytes NewCtxAt needs.
 const CtxSize = C.sizeof_engCtx
@@ -116,14 +160,16 @@ const CtxSize = C.sizeof_engCtx
 // NewCtxAt builds a proxy context in mem (CtxSize bytes the caller allocated, e.g. pinned host memory)
 // for a transport with its own ops table and state; devHead, when non-zero, is the device address
 // where initiators count their pushes.
-func NewCtxAt(comm *Comm, mem, ops, transport unsafe.Pointer, devHead uint64) *Ctx {
+func NewCtxAt(comm *Comm, mem, ops, transport unsafe.Pointer, devHead uint64) (*Ctx, error) {
 	p := (*C.engCtx)(mem)
-	C.engCtxInit(p, comm.p, (*C.engOps)(ops))
+	if C.engCtxInit(p, comm.p, (*C.engOps)(ops)) != 0 {
+		return nil, errTooManyCtxs
+	}
 	p.transport = transport
 	if devHead != 0 {
 		p.devHead = (*C.uint64_t)(C.engDevPtr(C.uint64_t(devHead)))
 	}
-	return &Ctx{p: p}
+	return &Ctx{p: p}, nil
 }
 
 // ProcessGone reports whether pid no longer runs (gone, or a zombie nobody reaped yet).
@@ -135,8 +181,11 @@ func DevPtr(a uint64) unsafe.Pointer { return C.engDevPtr(C.uint64_t(a)) }
 // Free releases x; its proxy must be stopped.
 func (x *Ctx) Free() { C.engCtxFree(x.p); x.p = nil }
 
-// Invalidate marks a context built by NewCtxAt dead (its memory is the caller's to free).
-func (x *Ctx) Invalidate() { x.p.magic = 0; x.p = nil }
+// Close makes the context unreachable from application calls and waits until none is inside it.
+func (x *Ctx) Close() { C.engCtxClose(x.p) }
+
+// Invalidate closes a context built by NewCtxAt (its memory is the caller's to free).
+func (x *Ctx) Invalidate() { C.engCtxClose(x.p); x.p = nil }
 
 // AttachDevice points entry i of d at this context's FIFO, with head and tail in device memory.
 func (x *Ctx) AttachDevice(d DevConns, i int, devHead, devTail uint64) {

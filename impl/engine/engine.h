@@ -35,6 +35,7 @@ typedef struct engBackoffCfg {
 typedef struct engComm {
   volatile int asyncErr; /* first asynchronous error (mscclppResult_t), 0 when none */
   char errMsg[512];
+  char lastMsg[1024]; /* the latest error of any call on this communicator (mscclppGetLastError) */
   pthread_mutex_t lock;
   engBackoffCfg waitCfg;  /* host waits and FIFO pushes */
   engBackoffCfg proxyCfg; /* the idle proxy */
@@ -103,20 +104,41 @@ typedef struct engCtx {
   pthread_t thread;
   volatile int running;
   volatile int stop;
-  uint64_t served; /* triggers served, for tests and stats */
+  volatile int closing; /* set by engCtxClose: host calls still inside leave with InvalidUsage */
+  int slot;             /* index in the table of live contexts, or -1 */
+  uint64_t served;      /* triggers served, for tests and stats */
 } engCtx;
+
+/* Live contexts. A host call on a mscclppDevConn first looks its FIFO pointer
+ * up in a process-wide table of live contexts (engEnter), so a pointer that
+ * is not a live context of this library is never dereferenced, and holds a
+ * reference until engLeave; engCtxClose removes the context from the table
+ * and waits until no call is inside it. The table is the one piece of global
+ * state: an application's struct carries a pointer, and only a table can say
+ * whether it is still valid. */
+#define ENG_MAX_CTXS 256
+/* The live context at p (a mscclppDevConn's fifo.triggerFifo) with a reference held, or NULL. */
+engCtx* engEnter(const void* p);
+void engLeave(engCtx* ctx);
+/* Removes ctx from the live table and waits until no host call is inside it. Idempotent. */
+void engCtxClose(engCtx* ctx);
 
 /* Allocation and teardown (called from Go). */
 engComm* engCommNew(int rank);
 void engCommFree(engComm* c);
 engCtx* engCtxNew(engComm* comm);
-void engCtxFree(engCtx* ctx);
-/* Initialises a context in memory the caller allocated (e.g. pinned host memory). */
-void engCtxInit(engCtx* ctx, engComm* comm, const engOps* ops);
+void engCtxFree(engCtx* ctx); /* engCtxClose, then free */
+/* Initialises a context in memory the caller allocated (e.g. pinned host memory) and
+ * makes it live; engCtxClose before that memory is freed. Returns 0, or -1 when the
+ * table of live contexts is full. */
+int engCtxInit(engCtx* ctx, engComm* comm, const engOps* ops);
 /* The first error recorded on c, or 0; copies its message into buf. */
 int engCommError(engComm* c, char* buf, int len);
-/* Records err with msg on c unless an error is already recorded. */
+/* Records err with msg on c unless an error is already recorded; msg also becomes the
+ * communicator's and the process's last-error text. */
 void engCommSetError(engComm* c, int err, const char* msg);
+/* Sets the communicator's last-error text (what mscclppGetLastError(comm) shows). */
+void engCommSetLast(engComm* c, const char* msg);
 
 int engProxyStart(engCtx* ctx);
 /* Drains the FIFO, then stops and joins the proxy thread. */

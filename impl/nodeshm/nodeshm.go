@@ -54,8 +54,12 @@ func Name(magic, nonce uint64, node int) string {
 }
 
 // Open creates (leader) or opens (others, waiting until deadline for the leader) the segment
-// for nLocal ranks with maxConns connection slots each; the last rank to map it unlinks it.
-func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time) (*Segment, error) {
+// for nLocal ranks with maxConns connection slots each, and returns once every local rank has
+// mapped it: the last rank to map it unlinks it, so no name is left behind however the
+// processes end later. alive is asked every millisecond or so while waiting; its error (a
+// local rank that exited) ends the wait.
+func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, alive func() error) (*Segment, error) {
+	alive = throttle(alive, time.Millisecond)
 	size := headerBytes + nLocal*(regionSize(maxConns)+collRegion)
 	path := shmDir + name
 	var f *os.File
@@ -90,6 +94,9 @@ func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time) (*
 			if time.Now().After(deadline) {
 				return nil, status.Errorf(status.RemoteError, "node shared memory %s was not created by the node's lowest rank in time", path)
 			}
+			if err := alive(); err != nil {
+				return nil, err
+			}
 			time.Sleep(sleep)
 			if sleep < time.Millisecond {
 				sleep *= 2
@@ -118,6 +125,24 @@ func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time) (*
 	}
 	if int(atomic.AddUint64(s.word(8), 1)) == nLocal {
 		_ = os.Remove(path)
+	}
+	sleep := 5 * time.Microsecond
+	for int(atomic.LoadUint64(s.word(8))) < nLocal {
+		err := alive()
+		if err == nil && time.Now().After(deadline) {
+			err = status.Errorf(status.RemoteError, "only %d of %d local ranks mapped node shared memory %s in time", atomic.LoadUint64(s.word(8)), nLocal, path)
+		}
+		if err != nil {
+			if leader {
+				_ = os.Remove(path) // nobody else will map it now
+			}
+			s.Close()
+			return nil, err
+		}
+		time.Sleep(sleep)
+		if sleep < time.Millisecond {
+			sleep *= 2
+		}
 	}
 	return s, nil
 }
@@ -155,6 +180,18 @@ func (s *Segment) SetPid(local, pid int) { atomic.StoreUint64(s.word(s.regionOff
 
 // Pid is the recorded pid of local rank local (0 until it recorded one).
 func (s *Segment) Pid(local int) int { return int(atomic.LoadUint64(s.word(s.regionOff(local)))) }
+
+// throttle runs check at most once per period (the first call runs it); in between it reports nil.
+func throttle(check func() error, period time.Duration) func() error {
+	var last time.Time
+	return func() error {
+		if now := time.Now(); now.Sub(last) >= period {
+			last = now
+			return check()
+		}
+		return nil
+	}
+}
 
 // Unlink removes the segment's name (harmless when already gone).
 func (s *Segment) Unlink() { _ = os.Remove(shmDir + s.name) }

@@ -3,8 +3,10 @@
  *
  *   fifo wrap [--malloc]     (2+ ranks; every rank talks to rank (me+1)%n and
  *                             hears from (me-1+n)%n)
- *     Before mscclppProxyLaunch: 128 pushes fill the FIFO (none may block),
- *     a second thread's push must then block (no room) until the proxy runs.
+ *     Before mscclppProxyLaunch: 128 pushes fill the FIFO (none may block);
+ *     a 129th push and a fifo.sync on a queued trigger must fail at once with
+ *     the last error naming mscclppProxyLaunch (nobody would ever free a slot:
+ *     waiting would hang), and leave the FIFO as it was.
  *     Then thousands of Data triggers (every one writing its own bytes at
  *     odd offsets and sizes) with a Flag every 100, Sync + fifo.sync, flush().
  *     The receiver waits for every signal (bounded), checks that the signal
@@ -102,24 +104,34 @@ static int run_wrap()
   SU_CHECK(su_now() - t0 < 2.0, "128 pushes into an empty FIFO took %.3f s", su_now() - t0);
   SU_CHECK(*c.fifo.triggerFifoHead == (uint64_t)MSCCLPP_PROXY_FIFO_SIZE, "head %llu after 128 pushes",
            (unsigned long long)*c.fifo.triggerFifoHead);
-  /* 2. one more must wait for room */
-  std::atomic<int> extraDone(0);
-  int extraFrom = pushed;
-  const int EXTRA = 200;
-  std::thread extra([&] {
-    for (int i = extraFrom; i < extraFrom + EXTRA; i++) {
-      c.fifo.push(mscclppData, wrap_dst(i), wrap_src(i), wrap_len(i));
-      extraDone.fetch_add(1);
-    }
-  });
-  su_sleep_ms(200);
-  SU_CHECK(extraDone.load() == 0, "%d pushes returned although the FIFO was full and no proxy ran", extraDone.load());
+  /* 2. one more has no room and no proxy to make room: an error, not a hang */
+  t0 = su_now();
+  uint64_t seq = mscclppFifoPush(&c.fifo, mscclppData, wrap_dst(pushed), wrap_src(pushed), wrap_len(pushed));
+  SU_CHECK(seq == MSCCLPP_FIFO_PUSH_FAILED, "push into a full FIFO without a proxy returned %llu",
+           (unsigned long long)seq);
+  const char* why = mscclppGetLastError(NULL);
+  SU_CHECK(why != NULL && strstr(why, "mscclppProxyLaunch") != NULL, "last error after the refused push: %s",
+           why ? why : "(null)");
+  int rc = mscclppFifoWaitServed(&c.fifo, 5);
+  SU_CHECK(rc == mscclppInvalidUsage, "fifo wait on a queued trigger without a proxy returned %d", rc);
+  SU_CHECK(su_now() - t0 < 1.0, "the refusals took %.3f s", su_now() - t0);
+  SU_CHECK(*c.fifo.triggerFifoHead == (uint64_t)MSCCLPP_PROXY_FIFO_SIZE, "head %llu after the refused push",
+           (unsigned long long)*c.fifo.triggerFifoHead);
   SU_CHECK(*c.fifo.triggerFifoTail == 0, "tail %llu before any proxy ran", (unsigned long long)*c.fifo.triggerFifoTail);
   SU_CK(mscclppProxyLaunch(su_comm));
   t0 = su_now();
+  /* the queued triggers are served now, and a second thread's pushes go through */
+  const int EXTRA = 200;
+  std::atomic<int> extraDone(0);
+  int extraFrom = pushed;
+  std::thread extra([&] {
+    for (int i = extraFrom; i < extraFrom + EXTRA; i++)
+      if (c.fifo.push(mscclppData, wrap_dst(i), wrap_src(i), wrap_len(i)) != MSCCLPP_FIFO_PUSH_FAILED)
+        extraDone.fetch_add(1);
+  });
   extra.join();
   pushed += EXTRA;
-  SU_CHECK(extraDone.load() == EXTRA, "pusher thread finished %d of %d", extraDone.load(), EXTRA);
+  SU_CHECK(extraDone.load() == EXTRA, "pusher thread pushed %d of %d", extraDone.load(), EXTRA);
   /* 3. the rest, a Flag every 100, a Sync now and then */
   uint64_t lastSync = 0;
   for (; pushed < K; pushed++) {

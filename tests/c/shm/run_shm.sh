@@ -70,6 +70,8 @@ want_case() {
 }
 
 # run_case NAME NRANKS TIMEOUT EXPECT_FAIL PROG [ARGS...]   (EXPECT_FAIL: "-" or a rank list)
+# case_lenv=(VAR=VALUE ...) before a run_case sets launcher variables for that case only.
+case_lenv=()
 run_case() {
   local name=$1 n=$2 t=$3 ef=$4 prog=$5
   shift 5
@@ -84,8 +86,10 @@ run_case() {
     skipped=$((skipped + 1))
     return 0
   fi
-  local efargs=()
+  local efargs=() e
   [ "$ef" != "-" ] && efargs=(--expect-fail "$ef")
+  for e in "${case_lenv[@]}"; do efargs+=(-e "$e"); done
+  case_lenv=()
   local log="$out/$name.log" t0 t1 rc
   t0=$(date +%s.%N)
   "$out/launch" -n "$n" -t "$t" "${efargs[@]}" "$out/$prog" "$@" >"$log" 2>&1
@@ -136,6 +140,13 @@ run_case bounds_malloc_n2 2 60 - bounds --malloc
 run_case kill_waittimeout_n2 2 60 1 kill 1 timeout
 run_case kill_wait_malloc_n3 3 60 2 kill 2 wait --malloc
 run_case kill_root_n3 3 60 0 kill 0 timeout
+# bounded waits under CPU hogs, misuse, destroy under concurrent calls, threaded collectives
+run_case robust_hogs_n2 2 60 1 robust hogs
+run_case robust_misuse_n2 2 60 - robust misuse
+run_case robust_destroy_n2 2 60 - robust destroy
+run_case robust_collthreads_n2 2 60 - robust collthreads
+case_lenv=("MSCCLPP_HOSTID=host{RANK}") # every rank its own host: collectives over TCP
+run_case robust_collthreads_tcp_n2 2 60 - robust collthreads
 # mscclppRegisterBuffer + mscclppRegisteredBufferWrite
 run_case regbuf_n2 2 60 - regbuf
 run_case regbuf_n3 3 60 - regbuf
