@@ -76,7 +76,8 @@ func (c *Comm) waitSeq(p int, k uint64, deadline time.Time) error {
 			continue
 		}
 		lastCheck = now
-		if pid := c.node.Pid(p); engine.ProcessGone(pid) {
+		// a peer may publish and exit between the load above and this check: look again
+		if pid := c.node.Pid(p); engine.ProcessGone(pid) && atomic.LoadUint64(seq) < k {
 			return status.Errorf(status.RemoteError, "rank %d (pid %d) exited before collective %d", p, pid, k)
 		}
 		if err := c.eng.Err(); status.CodeOf(err) == status.RemoteError {

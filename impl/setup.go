@@ -192,6 +192,10 @@ func (c *Comm) finishConn(cn *Conn, raw []byte) error {
 	cn.eng.SetLocal(local)
 	epoch := appPointer(cn.transport, remote[0])
 	cn.eng.SetRemote(remote, unsafe.Add(epoch, 8), m.pid)
+	if m.regs[0].kind == regSignal { // both epoch slots in the node segment: waits sleep on a futex
+		peerLocal, peerConn := int(m.regs[0].offset>>32), int(m.regs[0].offset&0xffffffff)
+		cn.eng.SetSleepers(c.node.Sleepers(c.localIdx, cn.idx), c.node.Sleepers(peerLocal, peerConn))
+	}
 	var remoteBuff unsafe.Pointer
 	if len(remote) > 1 {
 		remoteBuff = appPointer(cn.transport, remote[1])

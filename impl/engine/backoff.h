@@ -8,9 +8,12 @@
 #ifndef MSCCLPP_BACKOFF_H_
 #define MSCCLPP_BACKOFF_H_
 
+#include <linux/futex.h>
 #include <sched.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine.h"
 
@@ -102,6 +105,43 @@ static inline int engWaitStep(engWait* w, const engBackoffCfg* cfg)
     }
   }
   engBackoffStep(&w->b, cfg);
+  return rc;
+}
+
+/* The low 32 bits of a 64-bit counter: the futex word. */
+static inline uint32_t* engLow32(volatile uint64_t* word)
+{
+  return (uint32_t*)(uintptr_t)word + (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 1 : 0);
+}
+
+/* Wakes every thread asleep on the low 32 bits of a 64-bit counter in shared memory. */
+static inline void engFutexWake(volatile uint64_t* word)
+{
+  syscall(SYS_futex, engLow32(word), FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+}
+
+/* Like engWaitStep in its sleeping phase, but sleeps on the counter *word (shared memory: its low
+ * 32 bits) until it moves or 1 ms, the deadline or the next slow
+ * check comes, counted in *sleepers so that a signaller knows to wake it. */
+static inline int engWaitFutex(engWait* w, volatile uint64_t* word, uint64_t want, uint32_t* sleepers)
+{
+  uint64_t now = engNowNs();
+  if (w->deadline != 0 && now >= w->deadline) return ENG_WAIT_TIMEOUT;
+  int rc = ENG_WAIT_CHECK;
+  if (now >= w->nextSlow) {
+    w->nextSlow = now + ENG_SLOW_EVERY_NS;
+    rc = ENG_WAIT_SLOW;
+  }
+  uint64_t until = now + 1000000ull;
+  if (w->nextSlow < until) until = w->nextSlow;
+  if (w->deadline != 0 && w->deadline < until) until = w->deadline;
+  __atomic_fetch_add(sleepers, 1, __ATOMIC_SEQ_CST);
+  uint64_t cur = __atomic_load_n(word, __ATOMIC_SEQ_CST);
+  if (cur < want) {
+    struct timespec ts = {(time_t)((until - now) / 1000000000ull), (long)((until - now) % 1000000000ull)};
+    syscall(SYS_futex, engLow32(word), FUTEX_WAIT, (uint32_t)cur, &ts, NULL, 0);
+  }
+  __atomic_fetch_sub(sleepers, 1, __ATOMIC_RELEASE);
   return rc;
 }
 

@@ -326,8 +326,12 @@ int engOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64
     uint64_t v = __atomic_add_fetch(&c->signalsDone, 1, __ATOMIC_ACQ_REL);
     uint64_t cur = v - 1; /* the usual previous value: the first CAS takes the line once */
     while (cur < v &&
-           !__atomic_compare_exchange_n(c->remoteProxyEpoch, &cur, v, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+           !__atomic_compare_exchange_n(c->remoteProxyEpoch, &cur, v, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
       ;
+    /* the store above and this load are both sequentially consistent, as are a
+     * sleeper's count and its look at the epoch: one of the two sees the other */
+    if (c->remoteSleepers != NULL && __atomic_load_n(c->remoteSleepers, __ATOMIC_SEQ_CST) != 0)
+      engFutexWake(c->remoteProxyEpoch);
   }
   /* Sync: every operation above completed before returning; nothing is left to flush. */
   return mscclppSuccess;
@@ -434,22 +438,30 @@ static mscclppResult_t peerGone(engConn* c, const char* what)
 
 /* Waits until conn's proxy epoch reaches *waitEpochId (see mscclppConnWait): the deadline,
  * a remote failure and a closing communicator are looked at every bounded number of
- * steps in every back-off phase, peer liveness every few milliseconds. */
+ * steps in every back-off phase, peer liveness every few milliseconds. Once the back-off
+ * would sleep, a wait whose epoch lives in the node segment sleeps on a futex instead,
+ * which the peer's signal wakes at once. */
 static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t timeoutMs)
 {
   volatile uint64_t* proxy = &conn->localSignalEpochId->proxy;
   uint64_t want = *conn->waitEpochId;
+  const engBackoffCfg* cfg = &c->comm->waitCfg;
   engWait w;
   engWaitInit(&w, timeoutMs);
   for (;;) {
     if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
-    switch (engWaitStep(&w, &c->comm->waitCfg)) {
+    int st = (c->localSleepers != NULL && w.b.n >= cfg->spin + cfg->yields)
+                 ? engWaitFutex(&w, proxy, want, c->localSleepers)
+                 : engWaitStep(&w, cfg);
+    switch (st) {
     case ENG_WAIT_GO:
       continue;
     case ENG_WAIT_TIMEOUT:
       return __atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want ? mscclppSuccess : mscclppInProgress;
     case ENG_WAIT_SLOW:
-      if (engProcessGone(c->peerPid)) return peerGone(c, "its signal");
+      /* the peer may signal and exit between the load above and this check: look again */
+      if (engProcessGone(c->peerPid) && __atomic_load_n(proxy, __ATOMIC_ACQUIRE) < want)
+        return peerGone(c, "its signal");
       /* fall through */
     default:
       /* only a remote failure ends the wait: a rejected put of this rank's does not */

@@ -286,6 +286,13 @@ func (c *Conn) SetRemote(regs []Reg, remoteProxyEpoch unsafe.Pointer, peerPid in
 	c.p.peerPid = C.int(peerPid)
 }
 
+// SetSleepers installs the sleeper counts of my epoch slot (waits sleep on it and count
+// themselves there) and of the peer's slot I signal (signals wake its sleepers); nil: none.
+func (c *Conn) SetSleepers(local, remote unsafe.Pointer) {
+	c.p.localSleepers = (*C.uint32_t)(local)
+	c.p.remoteSleepers = (*C.uint32_t)(remote)
+}
+
 // FreeConn releases c and stops x serving it.
 func (x *Ctx) FreeConn(c *Conn) {
 	x.p.conns[c.p.connId] = nil

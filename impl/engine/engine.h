@@ -85,6 +85,8 @@ typedef struct engConn {
   engReg* remote; /* the peer's registrations, by handle */
   volatile uint64_t* remoteProxyEpoch; /* the peer's localSignalEpochId->proxy for this connection */
   uint64_t signalsDone;                /* signals served on this connection: the value a signal sends */
+  uint32_t* localSleepers;  /* threads asleep (futex) on my epoch slot of this connection, or NULL */
+  uint32_t* remoteSleepers; /* threads asleep on the peer's slot I signal, or NULL: wake them after a signal */
   struct engComm* comm;
   const engOps* ops;
   void* transport; /* the transport's own state: for CUDA P2P, its context's state */

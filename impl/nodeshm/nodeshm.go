@@ -23,6 +23,7 @@ const (
 	regionHeader = 64
 	epochBytes   = 16 // sizeof(mscclppDevConnSignalEpochId)
 	waitBytes    = 8
+	sleeperBytes = 4 // a futex-waiter count per epoch slot
 	segMagic     = 0x4d5343434c505053 // "MSCCLPPS"
 	shmDir       = "/dev/shm/"
 )
@@ -44,7 +45,7 @@ type Segment struct {
 }
 
 func regionSize(maxConns int) int {
-	n := regionHeader + maxConns*(epochBytes+waitBytes)
+	n := regionHeader + maxConns*(epochBytes+waitBytes+sleeperBytes)
 	return (n + 4095) &^ 4095
 }
 
@@ -129,6 +130,9 @@ func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, al
 	sleep := 5 * time.Microsecond
 	for int(atomic.LoadUint64(s.word(8))) < nLocal {
 		err := alive()
+		if err != nil && int(atomic.LoadUint64(s.word(8))) == nLocal {
+			break // every rank mapped it before one of them exited
+		}
 		if err == nil && time.Now().After(deadline) {
 			err = status.Errorf(status.RemoteError, "only %d of %d local ranks mapped node shared memory %s in time", atomic.LoadUint64(s.word(8)), nLocal, path)
 		}
@@ -159,6 +163,12 @@ func (s *Segment) Epoch(local, conn int) unsafe.Pointer {
 // Wait is the address of local rank local's wait counter for its connection conn.
 func (s *Segment) Wait(local, conn int) unsafe.Pointer {
 	return unsafe.Pointer(&s.mem[s.regionOff(local)+regionHeader+s.maxConns*epochBytes+conn*waitBytes])
+}
+
+// Sleepers is the address of the count of local rank local's threads asleep on the epoch of its
+// connection conn (a signaller wakes them when it is not zero).
+func (s *Segment) Sleepers(local, conn int) unsafe.Pointer {
+	return unsafe.Pointer(&s.mem[s.regionOff(local)+regionHeader+s.maxConns*(epochBytes+waitBytes)+conn*sleeperBytes])
 }
 
 func (s *Segment) collOff(local int) int { return headerBytes + s.nLocal*s.region + local*collRegion }
