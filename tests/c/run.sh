@@ -51,7 +51,8 @@ mkdir -p "$out" || exit 1
 # clean what an earlier run left (only ours: others may build here too)
 (cd "$out" && rm -rf launch abi_layout_c abi_layout_cc11 abi_layout_cc14 abi_layout_cc17 abi_layout_cc20 \
   error_strings bootstrap connections datapath bad_input timeouts stranger logging fork threads_cc \
-  build-*.log ./*.log ./*.short only-mscclpp*.c only-mscclpp*.cc logging-file.d)
+  build-*.log ./*.log ./*.short only-mscclpp*.c only-mscclpp*.cc logging-file.d cmake-prefix cmake-build-prefix \
+  cmake-build-tree)
 
 passed=0
 failed=0
@@ -245,6 +246,57 @@ install_case() {
   fi
 }
 
+# `make install PREFIX=...`, then a CMake project (tests/c/cmake) that finds
+# the package with find_package(mscclpp) and links mscclpp::mscclpp, once
+# against that prefix and once against the build tree; each program runs
+# without LD_LIBRARY_PATH (CMake's build rpath must do). SKIP without cmake.
+cmake_case() {
+  local name=cmake-find-package start log=$out/cmake.log prefix=$out/cmake-prefix
+  selected "$name" || return 0
+  if ! command -v cmake >/dev/null 2>&1; then
+    skip "$name" "cmake not found"
+    return
+  fi
+  start=$(date +%s.%N)
+  local t
+  if ! t=$(time_left 120); then
+    echo "not run: the suite's ${budget} s budget is used up" >"$log"
+    fail "$name" "$start" "$log"
+    return
+  fi
+  rm -rf "$prefix" "$out/cmake-build-prefix" "$out/cmake-build-tree"
+  if ! make -s -C "$root" install PREFIX="$prefix" BUILD="$build" >"$log" 2>&1 ||
+    [ ! -f "$prefix/lib/cmake/mscclpp/mscclppConfig.cmake" ] ||
+    [ ! -f "$prefix/lib/cmake/mscclpp/mscclppConfigVersion.cmake" ]; then
+    echo "make install did not install lib/cmake/mscclpp/mscclppConfig{,Version}.cmake" >>"$log"
+    fail "$name" "$start" "$log"
+    return
+  fi
+  local ok=1 where p d
+  for where in prefix tree; do
+    if [ $where = prefix ]; then p=$prefix; else p=$build; fi
+    d=$out/cmake-build-$where
+    mkdir -p "$d"
+    echo "== find_package(mscclpp) with CMAKE_PREFIX_PATH=$p" >>"$log"
+    if ! (cd "$d" && env -u LD_LIBRARY_PATH -u PKG_CONFIG_PATH CC="$CC" timeout -k 5 "$t" \
+      cmake -DCMAKE_PREFIX_PATH="$p" -DEXPECTED_PREFIX="$p" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
+      "$here/cmake" && timeout -k 5 "$t" cmake --build .) >>"$log" 2>&1; then
+      echo "configuring or building against $p failed" >>"$log"
+      ok=0
+      continue
+    fi
+    if ! env -u LD_LIBRARY_PATH ldd "$d/find_package" 2>&1 | tee -a "$log" | grep -q "=> $p/lib/libmscclpp.so.0 "; then
+      echo "$d/find_package does not load $p/lib/libmscclpp.so.0 through its rpath" >>"$log"
+      ok=0
+    fi
+    if ! env -u LD_LIBRARY_PATH "$d/find_package" >>"$log" 2>&1; then
+      echo "$d/find_package failed" >>"$log"
+      ok=0
+    fi
+  done
+  if [ $ok = 1 ]; then pass "$name" "$start" "$log"; else fail "$name" "$start" "$log"; fi
+}
+
 # compile-only case: the headers alone, strictly, in C and C++
 headers_case() {
   local name=headers-self-contained start log=$out/headers.log
@@ -348,6 +400,7 @@ run_case mode-forced-cuda-no-libcuda 1 30 mode cuda
 run_case threads.cc 2 30 threads_cc
 cuda_case
 install_case
+cmake_case
 
 # the SHM data-path suite (tests/c/shm): its cases count here too
 if [ -z "$filter" ] || [[ shm =~ $filter ]]; then
