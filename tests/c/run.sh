@@ -51,6 +51,7 @@ mkdir -p "$out" || exit 1
 # clean what an earlier run left (only ours: others may build here too)
 (cd "$out" && rm -rf launch abi_layout_c abi_layout_cc11 abi_layout_cc14 abi_layout_cc17 abi_layout_cc20 \
   error_strings bootstrap connections datapath bad_input timeouts stranger logging fork threads_cc perf perf.out \
+  readme_example readme_example.inc \
   build-*.log ./*.log ./*.short only-mscclpp*.c only-mscclpp*.cc logging-file.d cmake-prefix cmake-build-prefix \
   cmake-build-tree)
 
@@ -146,6 +147,25 @@ build_cxx() { # bin src std
   fi
 }
 
+# The README's example: the one fenced block between the marker comments of
+# README.md, extracted into readme_example.inc and compiled through the
+# harness readme_example.cc (C++11, like any application would).
+build_readme() { # bin src
+  local bin=$1 src=$2 inc=$out/readme_example.inc
+  awk '/<!-- readme-example:begin -->/ { inside = 1; begun++; next }
+       /<!-- readme-example:end -->/ { inside = 0; ended++; next }
+       inside && /^```/ { fence++; next }
+       inside && fence == 1 { print }
+       END { if (begun != 1 || ended != 1 || fence != 2) exit 1 }' "$root/README.md" >"$inc"
+  if [ $? -ne 0 ] || [ ! -s "$inc" ]; then
+    echo "README.md: want one fenced code block between one <!-- readme-example:begin --> and one <!-- readme-example:end -->" \
+      >"$out/build-$bin.log"
+    return
+  fi
+  $CXX -std=c++11 -Wall -Wextra -Werror $cflags -I"$out" "$here/$src" $libs -pthread -o "$out/$bin" \
+    >"$out/build-$bin.log" 2>&1
+}
+
 if ! $CC -std=c11 -Wall -Wextra -Werror -o "$out/launch" "$here/launch.c" >"$out/build-launch.log" 2>&1; then
   fail build-launch "$suite_start" "$out/build-launch.log"
   echo "$passed passed, $failed failed"
@@ -158,7 +178,7 @@ builds=(
   "c abi_layout_c abi_layout.c" "c error_strings error_strings.c" "c bootstrap bootstrap.c"
   "c connections connections.c" "c datapath datapath.c" "c bad_input bad_input.c" "c timeouts timeouts.c"
   "c stranger stranger.c" "c logging logging.c" "c fork fork.c" "c mode mode.c" "cxx threads_cc threads.cc c++17"
-  "c perf perf.c"
+  "c perf perf.c" "readme readme_example readme_example.cc"
   "cxx abi_layout_cc11 abi_layout.cc c++11" "cxx abi_layout_cc14 abi_layout.cc c++14"
   "cxx abi_layout_cc17 abi_layout.cc c++17" "cxx abi_layout_cc20 abi_layout.cc c++20"
 )
@@ -167,7 +187,11 @@ for job in "${builds[@]}"; do
   set -- $job
   lang=$1
   shift
-  if [ "$lang" = c ]; then build_c "$@" & else build_cxx "$@" & fi
+  case $lang in
+    c) build_c "$@" & ;;
+    cxx) build_cxx "$@" & ;;
+    readme) build_readme "$@" & ;;
+  esac
 done
 wait
 # `built` was filled in subshells: read the results back from the files
@@ -492,6 +516,8 @@ run_case mode-app-loaded-libcuda 1 30 mode preloaded
 case_env=(MSCCLPP_DEVICE=cuda MSCCLPP_CUDA_LIBRARY=/nonexistent/libcuda.so.1)
 run_case mode-forced-cuda-no-libcuda 1 30 mode cuda
 run_case threads.cc 2 30 threads_cc
+run_case readme-example-n2 2 30 readme_example
+run_case readme-example-n3 3 30 readme_example
 cuda_case
 install_case
 cmake_case
