@@ -2,21 +2,26 @@
 #   make            build build/lib/libmscclpp.so.0.1.0, headers and mscclpp.pc
 #   make test       Go tests (-race) and the C/C++ conformance suite
 #   make run        the main job: the allgather perf tool over SHM on N local ranks
+#                   (NRANKS=4; ARGS="-b 8 -e 1M -f 2 -n 20 -w 5 -c 1": nccl-tests flags for perf)
 #   make bench      benchmarks beside references measured in the same run
-#   make install PREFIX=/some/where
+#   make install PREFIX=/some/where   (pkg-config file and CMake package included)
 GO       ?= go
 PREFIX   ?= /usr/local
 BUILD    := build
 LIBDIR   := $(BUILD)/lib
+VERSION  := 0.1.0
 SONAME   := libmscclpp.so.0
-LIB      := $(LIBDIR)/libmscclpp.so.0.1.0
+LIB      := $(LIBDIR)/libmscclpp.so.$(VERSION)
+CMAKEDIR := $(LIBDIR)/cmake/mscclpp
+CMAKEPKG := $(CMAKEDIR)/mscclppConfig.cmake $(CMAKEDIR)/mscclppConfigVersion.cmake
 SOURCES  := $(shell find capi impl cuda ib include -type f \( -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.cc' \) ! -name '*_test.go' 2>/dev/null)
 LDFLAGS  := -extldflags '-Wl,-soname,$(SONAME) -Wl,--version-script=$(CURDIR)/capi/exports.map'
 NRANKS   ?= 4
+ARGS     ?=
 
 .PHONY: all lib test test-go test-c run bench install clean check-cuda deps
 
-all: lib $(BUILD)/include/mscclpp.h $(BUILD)/include/mscclppfifo.h $(LIBDIR)/pkgconfig/mscclpp.pc
+all: lib $(BUILD)/include/mscclpp.h $(BUILD)/include/mscclppfifo.h $(LIBDIR)/pkgconfig/mscclpp.pc $(CMAKEPKG)
 
 lib: $(LIB)
 
@@ -35,13 +40,21 @@ $(LIBDIR)/pkgconfig/mscclpp.pc: pkgconfig/mscclpp.pc.in
 	@mkdir -p $(LIBDIR)/pkgconfig
 	sed 's|@PREFIX@|$(CURDIR)/$(BUILD)|' $< > $@
 
+# The CMake package finds its prefix from its own location: the same files
+# serve the build tree and every install prefix.
+$(CMAKEDIR)/%.cmake: pkgconfig/%.cmake.in Makefile
+	@mkdir -p $(CMAKEDIR)
+	sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@VERSION_MAJOR@|$(word 1,$(subst ., ,$(VERSION)))|g' \
+	  -e 's|@VERSION_MINOR@|$(word 2,$(subst ., ,$(VERSION)))|g' -e 's|@SONAME@|$(SONAME)|g' $< > $@
+
 install: all
-	install -d $(PREFIX)/lib/pkgconfig $(PREFIX)/include
+	install -d $(PREFIX)/lib/pkgconfig $(PREFIX)/lib/cmake/mscclpp $(PREFIX)/include
 	install -m 0755 $(LIB) $(PREFIX)/lib/
 	ln -sf libmscclpp.so.0.1.0 $(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(PREFIX)/lib/libmscclpp.so
 	install -m 0644 include/mscclpp.h include/mscclppfifo.h $(PREFIX)/include/
 	sed 's|@PREFIX@|$(PREFIX)|' pkgconfig/mscclpp.pc.in > $(PREFIX)/lib/pkgconfig/mscclpp.pc
+	install -m 0644 $(CMAKEPKG) $(PREFIX)/lib/cmake/mscclpp/
 
 test: all test-go test-c
 
@@ -57,7 +70,7 @@ check-cuda: all
 	bash tests/gpu/build.sh $(BUILD) $(BUILD)/tests/gpu
 
 run: all
-	bash tests/c/perf.sh $(BUILD) $(NRANKS)
+	bash tests/c/perf.sh $(BUILD) $(NRANKS) $(ARGS)
 
 bench: all
 	bash tests/c/bench.sh $(BUILD)

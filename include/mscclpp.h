@@ -239,41 +239,265 @@ typedef void (*mscclppLogHandler_t)(const char* msg);
 extern "C" {
 #endif
 
-/* Writes msg to the debug stream (stdout, or MSCCLPP_DEBUG_FILE). */
+/* ---- The 22 functions of the MSCCL++ 0.1 API ----
+ *
+ * Results: mscclppSuccess, or an error code whose one-line explanation
+ * mscclppGetLastError returns (for the communicator, and process-wide) and
+ * which is logged at WARN. Bad input (NULL pointers, ranks or indices out of
+ * range) is mscclppInvalidArgument; a call in the wrong order, on a NULL,
+ * destroyed or foreign communicator, or in a child forked after the library
+ * was loaded is mscclppInvalidUsage; a peer that died or never arrived
+ * within the bootstrap timeout is mscclppRemoteError. No call crashes on
+ * bad input.
+ *
+ * Threads: every function may be called from any thread. Calls that change
+ * a communicator (connect, register, setup, proxy launch/stop, destroy) are
+ * serialised by the library. Collectives (marked "Collective") must be
+ * called by every rank of the communicator, in the same order on every
+ * rank, so a communicator's collectives belong to one thread at a time.
+ * Different communicators are independent: threads may create and use one
+ * each concurrently. */
+
+/* mscclppDefaultLogHandler: the default destination of log lines.
+ *   msg   one complete line, newline included (NULL: nothing is written)
+ * Writes msg unchanged, in one piece, to the debug stream: the file named by
+ * MSCCLPP_DEBUG_FILE when one is open, else stdout. Returns nothing.
+ * Thread-safe: concurrent lines never interleave. */
 void mscclppDefaultLogHandler(const char* msg);
-/* Every log line goes to handler instead (NULL restores the default). */
+
+/* mscclppSetLogHandler: send every log line to handler instead.
+ *   handler  called with each line (as mscclppDefaultLogHandler gets it);
+ *            NULL restores mscclppDefaultLogHandler
+ * Process-wide, for every communicator. MSCCLPP_DEBUG and
+ * MSCCLPP_DEBUG_SUBSYS still decide which lines exist. Always
+ * mscclppSuccess. Thread-safe; handler may be called from any thread,
+ * including the library's proxy threads, and concurrently: it must be
+ * thread-safe itself. */
 mscclppResult_t mscclppSetLogHandler(mscclppLogHandler_t handler);
 
-/* Process-wide timeout in seconds for every bootstrap wait (default 30). */
+/* mscclppSetBootstrapConnTimeout: bound every bootstrap wait.
+ *   timeout  seconds, > 0 (default 30)
+ * Process-wide. A communicator takes the value when it is created, for
+ * joining (the root, the peers) and its bootstrap messages and collectives
+ * over TCP: set it before mscclppCommInitRank*. Collectives through the
+ * node's shared memory read it at each call. A wait that runs out fails
+ * with mscclppRemoteError naming the missing rank. timeout <= 0:
+ * mscclppInvalidArgument. Thread-safe. */
 mscclppResult_t mscclppSetBootstrapConnTimeout(int timeout);
 
+/* mscclppGetUniqueId: create the id of a new communicator.
+ *   uniqueId  out: the root's address and a random per-communicator secret
+ *             (128 opaque bytes, to be handed to every rank out of band)
+ * Starts the root listener in the calling process, which must stay alive
+ * until every rank has called mscclppCommInitRankFromId with the id (it is
+ * usually rank 0's). The root listens at MSCCLPP_COMM_ID (ip:port) when
+ * set, else on an interface chosen by MSCCLPP_SOCKET_IFNAME /
+ * MSCCLPP_SOCKET_FAMILY. Connections that do not present the secret are
+ * dropped. Errors: NULL uniqueId, malformed MSCCLPP_COMM_ID:
+ * mscclppInvalidArgument; no usable interface, cannot listen:
+ * mscclppSystemError or mscclppInvalidUsage. Thread-safe. */
 mscclppResult_t mscclppGetUniqueId(mscclppUniqueId* uniqueId);
+
+/* mscclppCommInitRank: join a communicator whose rank 0 listens at an address.
+ *   comm        out: the new communicator (NULL on failure)
+ *   nranks      ranks in all, 1..1024
+ *   ipPortPair  the root's "ip:port", "[ipv6]:port" or "host:port"; rank 0
+ *               listens there, the others connect to it
+ *   rank        this process's rank, 0..nranks-1
+ * Collective: blocks until all nranks ranks have arrived (each waits at
+ * most the bootstrap timeout, then fails with mscclppRemoteError naming the
+ * missing rank). Ranks with the same host identity (MSCCLPP_HOSTID, default
+ * host name + boot id) share a node shared-memory segment. Chooses CUDA
+ * mode when libcuda loads and the calling thread has a current CUDA
+ * context, else host mode (MSCCLPP_DEVICE forces one; forced CUDA mode
+ * without CUDA fails with mscclppUnhandledCudaError). Errors: NULL comm or
+ * ipPortPair, nranks or rank out of range, malformed address:
+ * mscclppInvalidArgument. Thread-safe: threads may each create their own
+ * communicator concurrently. */
 mscclppResult_t mscclppCommInitRank(mscclppComm_t* comm, int nranks, const char* ipPortPair, int rank);
+
+/* mscclppCommInitRankFromId: join a communicator made with mscclppGetUniqueId.
+ *   comm    out: the new communicator (NULL on failure)
+ *   nranks  ranks in all, 1..1024
+ *   id      the id from mscclppGetUniqueId, passed by value (the same on every rank)
+ *   rank    this process's rank, 0..nranks-1
+ * Collective; otherwise as mscclppCommInitRank. Errors: NULL comm, nranks
+ * or rank out of range: mscclppInvalidArgument; ranks that do not all
+ * arrive within the bootstrap timeout: mscclppRemoteError. Thread-safe. */
 mscclppResult_t mscclppCommInitRankFromId(mscclppComm_t* comm, int nranks, mscclppUniqueId id, int rank);
+
+/* mscclppBootstrapAllGather: gather size bytes from every rank.
+ *   comm  the communicator
+ *   data  nranks slots of size bytes; slot r (bytes r*size .. r*size+size-1)
+ *         is rank r's: this rank's slot is the input, every other slot is
+ *         overwritten with that rank's
+ *   size  bytes per rank, > 0, the same on every rank
+ * Collective. On one node and up to 64 KiB per rank it goes through the
+ * node's shared memory, else over the bootstrap's TCP connections. Errors:
+ * NULL data, size <= 0: mscclppInvalidArgument; ranks disagreeing on size:
+ * mscclppInvalidUsage (where detected: the shared-memory path); a rank that died or did not arrive within the
+ * bootstrap timeout: mscclppRemoteError. */
 mscclppResult_t mscclppBootstrapAllGather(mscclppComm_t comm, void* data, int size);
+
+/* mscclppBootstrapBarrier: return once every rank has entered it.
+ *   comm  the communicator
+ * Collective. Errors: a rank that died or did not arrive within the
+ * bootstrap timeout: mscclppRemoteError. */
 mscclppResult_t mscclppBootstrapBarrier(mscclppComm_t comm);
+
+/* mscclppCommDestroy: free a communicator.
+ *   comm  the communicator; NULL: nothing to do (mscclppSuccess)
+ * Stops its proxies (without a barrier: call mscclppProxyStop first for
+ * that), releases the connections, the mappings of peers' buffers, the node
+ * segment and the bootstrap connections. Buffers the application passed in
+ * stay the application's. Not collective, but peers that still use their
+ * connections to this rank may fail with mscclppRemoteError. Afterwards the
+ * handle is invalid: any call with it, a second destroy included, is
+ * mscclppInvalidUsage, and the device connection arrays are freed.
+ * Must not race with other calls on the same communicator. */
 mscclppResult_t mscclppCommDestroy(mscclppComm_t comm);
+
+/* mscclppGetErrorString: the fixed text of a result code.
+ *   result  any value
+ * Returns a static string, never NULL: "no error", "unhandled cuda error",
+ * "unhandled system error", "internal error", "invalid argument",
+ * "invalid usage", "remote process exited or there was a network error",
+ * "MSCCL++ operation in progress"; any other value: "unknown result code".
+ * Thread-safe; works even in a forked child. */
 const char* mscclppGetErrorString(mscclppResult_t result);
 
+/* mscclppConnect: declare a connection to remoteRank, with a buffer.
+ *   comm           the communicator
+ *   remoteRank     the peer, 0..nranks-1, not this rank
+ *   tag            pairs the connection with the peer's: the peer declares
+ *                  the mirror connection (remoteRank = this rank, same tag);
+ *                  one connection per (remoteRank, tag)
+ *   localBuff      the buffer puts read from here and the peer's puts write
+ *                  into (registered as handle 1; handle 0 is the signal slot)
+ *   buffSize       its size in bytes, > 0
+ *   transportType  mscclppTransportSHM (host memory, ranks of one node),
+ *                  mscclppTransportP2P (CUDA mode, device memory through CUDA
+ *                  IPC, ranks of one node), mscclppTransportIB (not built:
+ *                  mscclppInvalidUsage)
+ *   ibDev          the IB device for mscclppTransportIB, else NULL
+ * The connection's index is the number of Connect calls before it (the
+ * order of mscclppGetAllDeviceConnections). Nothing is exchanged until
+ * mscclppConnectionSetup. Errors: remoteRank out of range or this rank,
+ * NULL localBuff or buffSize 0 (use mscclppConnectWithoutBuffer), a second
+ * connection with the same (remoteRank, tag), IB with NULL ibDev:
+ * mscclppInvalidArgument; after mscclppConnectionSetup, more than 1024
+ * connections, SHM or P2P to a rank on another node, P2P in host mode, IB,
+ * an unknown transport: mscclppInvalidUsage. */
 mscclppResult_t mscclppConnect(mscclppComm_t comm, int remoteRank, int tag, void* localBuff, uint64_t buffSize,
                                mscclppTransport_t transportType, const char* ibDev MSCCLPP_DEFAULT_ARG(0));
+
+/* mscclppConnectWithoutBuffer: declare a connection with no buffer.
+ *   comm, remoteRank, tag, transportType, ibDev   as for mscclppConnect
+ * Registers only handle 0 (the signal slot): the connection carries
+ * signals, and puts once mscclppRegisterBufferForConnection has added
+ * buffers (handles 1, 2, ...). Same rules and errors as mscclppConnect. */
 mscclppResult_t mscclppConnectWithoutBuffer(mscclppComm_t comm, int remoteRank, int tag,
                                             mscclppTransport_t transportType, const char* ibDev MSCCLPP_DEFAULT_ARG(0));
+
+/* mscclppRegisterBufferForConnection: register one more buffer on a connection.
+ *   comm       the communicator
+ *   connIdx    the connection's index (the order of Connect calls)
+ *   localBuff  the buffer; buffSize: its size in bytes, > 0
+ *   handle     out: its handle, the connection's next (1, 2, ...)
+ * Before mscclppConnectionSetup, which exchanges it with the peer; puts
+ * between handles use mscclppConnPutHandle. Errors: connIdx out of range,
+ * NULL localBuff or handle, buffSize 0: mscclppInvalidArgument; after
+ * mscclppConnectionSetup: mscclppInvalidUsage. */
 mscclppResult_t mscclppRegisterBufferForConnection(mscclppComm_t comm, int connIdx, void* localBuff,
                                                    uint64_t buffSize, mscclppBufferHandle_t* handle);
+
+/* mscclppConnectionSetup: connect every declared connection with its peer.
+ *   comm  the communicator
+ * Collective: sends each connection's registrations to its peer, receives
+ * the peer's (matched by remoteRank and tag), maps what can be mapped
+ * (remoteBuff and remoteSignalEpochId are set when the peer's memory is
+ * directly reachable, else NULL), fills the device connections, and ends
+ * with a barrier. Once per communicator. Errors: called twice, the two ends
+ * declaring different transports: mscclppInvalidUsage; a peer that never
+ * declared the mirror connection or died: mscclppRemoteError (after the
+ * bootstrap timeout). */
 mscclppResult_t mscclppConnectionSetup(mscclppComm_t comm);
+
+/* mscclppGetAllDeviceConnections: every connection, in Connect order.
+ *   comm      the communicator
+ *   devConns  out: the library's array of *nConns mscclppDevConn_t (80 bytes
+ *             each; copy it to the device for kernels)
+ *   nConns    out: how many connections were declared
+ * The array is complete after mscclppConnectionSetup and stays valid, at
+ * the same address, until mscclppCommDestroy; do not free it. Errors: NULL
+ * devConns or nConns: mscclppInvalidArgument. Thread-safe. */
 mscclppResult_t mscclppGetAllDeviceConnections(mscclppComm_t comm, mscclppDevConn_t** devConns, int* nConns);
+
+/* mscclppGetDeviceConnection: the connection to remoteRank with tag.
+ *   comm        the communicator
+ *   remoteRank  the peer; tag: the connection's tag
+ *   devConn     out: its element of the mscclppGetAllDeviceConnections array
+ * Errors: no such connection, NULL devConn: mscclppInvalidArgument.
+ * Thread-safe. */
 mscclppResult_t mscclppGetDeviceConnection(mscclppComm_t comm, int remoteRank, int tag, mscclppDevConn_t** devConn);
 
+/* mscclppProxyLaunch: start the proxy threads.
+ *   comm  the communicator
+ * One proxy thread per transport context (one for SHM, one for P2P per
+ * GPU); each serves the triggers pushed into its FIFO (by device code, or by
+ * mscclppFifoPush on host). Host-thread connection methods work without a
+ * proxy. Errors: before mscclppConnectionSetup, proxies already running:
+ * mscclppInvalidUsage; a proxy thread that cannot start: mscclppSystemError. */
 mscclppResult_t mscclppProxyLaunch(mscclppComm_t comm);
+
+/* mscclppProxyStop: stop the proxy threads.
+ *   comm  the communicator
+ * Collective: a barrier first, so that no rank stops serving triggers while
+ * a peer may still wait for its signals or put into its buffers; then each
+ * proxy serves what is left in its FIFO, stops and is joined. The proxies
+ * stop even when the barrier fails (its error is returned:
+ * mscclppRemoteError). Errors: no proxy running (never launched, or already
+ * stopped): mscclppInvalidUsage. */
 mscclppResult_t mscclppProxyStop(mscclppComm_t comm);
 
+/* mscclppCommRank: this process's rank in comm.
+ *   comm  the communicator; rank: out
+ * Errors: NULL, destroyed or foreign comm, NULL rank: mscclppInvalidUsage.
+ * Thread-safe. */
 mscclppResult_t mscclppCommRank(mscclppComm_t comm, int* rank);
+
+/* mscclppCommSize: the number of ranks in comm.
+ *   comm  the communicator; size: out
+ * Errors: NULL, destroyed or foreign comm, NULL size: mscclppInvalidUsage.
+ * Thread-safe. */
 mscclppResult_t mscclppCommSize(mscclppComm_t comm, int* size);
 
 #ifdef __cplusplus
+/* mscclppRegisterBuffer (C++): register a buffer with the peer of every connection.
+ *   comm          the communicator
+ *   local_memory  the buffer; size: its size in bytes, > 0
+ *   regMem        gets one entry appended per connection, in Connect order:
+ *                 remoteBuff is that peer's registered buffer when it is
+ *                 mapped here (P2P: its device address; SHM: a peer's
+ *                 mscclppHostAlloc buffer), else NULL; IbMr is an opaque
+ *                 record of the peer's registration (the local MR for IB)
+ * Collective over the connections: every peer registers its buffer too, in
+ * the same order. After mscclppConnectionSetup. Errors: NULL local_memory
+ * or regMem, size 0: mscclppInvalidArgument; before setup:
+ * mscclppInvalidUsage; a peer that does not take part: mscclppRemoteError. */
 mscclppResult_t mscclppRegisterBuffer(mscclppComm_t comm, void* local_memory, size_t size,
                                       mscclppRegisteredMemory* regMem);
+
+/* mscclppRegisteredBufferWrite (C++): write to every peer's registered buffer.
+ *   comm       the communicator
+ *   regMem     made by mscclppRegisterBuffer on this communicator
+ *   srcBuff    the source; size bytes from srcBuff + srcOffset are copied
+ *              to offset dstOffset of each peer's buffer
+ *   stream     P2P: the cudaStream_t the copies are queued on (they are
+ *              asynchronous); SHM: ignored, the copies are done on return
+ * Errors: NULL srcBuff, size 0, regMem not from this communicator (or with
+ * another number of entries than connections), a write past the end of a
+ * peer's buffer: mscclppInvalidArgument. */
 mscclppResult_t mscclppRegisteredBufferWrite(mscclppComm_t comm, mscclppRegisteredMemory* regMem, void* srcBuff,
                                              size_t size, uint32_t srcOffset, uint32_t dstOffset, int64_t stream);
 #endif

@@ -2,8 +2,35 @@
  * perf.c: an allgather bandwidth tool over SHM connections, in the manner of
  * nccl-tests' all_gather_perf, for libmscclpp in host mode.
  *
- *   perf [-n N] [-b minbytes] [-e maxbytes] [-f factor] [-i iters] [-w warmup]
- *        [--malloc] [--id-file PATH] [-t timeout_s]
+ *   perf [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes] [-n iters]
+ *        [-w warmup_iters] [-c 0|1] [-T timeout_s] [--nranks N] [--malloc]
+ *        [--id-file PATH]
+ *
+ * The size options mean what they mean in nccl-tests (long forms too:
+ * --minbytes --maxbytes --stepfactor --stepbytes --iters --warmup_iters
+ * --check --timeout):
+ *   -b, -e   the smallest and largest size: the bytes gathered in all, as
+ *            nccl-tests counts an all_gather (size = nranks * count, count
+ *            the bytes each rank sends); K, M, G suffixes are powers of
+ *            1024. Defaults 8 and 256M.
+ *   -f       each size is the last one times this factor (default 2); 1 or
+ *            less: each size is the last one plus -i instead
+ *   -i       the step in bytes when -f is 1 (default 1M; K/M/G suffixes)
+ *   -n       timed iterations per size (default 20)
+ *   -w       warm-up iterations per size (default 5)
+ *            Without -n (or -w) big sizes run fewer iterations (about
+ *            512 MiB gathered per size, at least 2) and one warm-up; a -n
+ *            or -w given is always used as given.
+ *   -c       1 (default): check every byte of every slot after each size,
+ *            and fail on any wrong byte; 0: no check ("#wrong" is N/A)
+ *   -T       seconds before perf kills the local ranks it started (600)
+ *   -t, -g   nccl-tests' threads per process and GPUs per thread: only 1 is
+ *            accepted (one rank per process)
+ * Our own options:
+ *   --nranks N   how many local ranks perf starts (default 4; a launcher's
+ *                count wins). tests/c/perf.sh passes its NRANKS argument here.
+ *   --malloc     plain malloc buffers instead of mscclppHostAlloc
+ *   --id-file P  hand the unique id over through the file P (see below)
  *
  * Ranks:
  *  - started by tests/c/launch (MSCCLPP_TEST_RANK / _NRANKS / _ADDR), or
@@ -15,25 +42,29 @@
  *    its own binary N times with the rank in the environment, before any
  *    library call (fork after the library is loaded is unusable: the Go
  *    runtime behind it does not survive fork), waits for them, and kills the
- *    rest if one fails or after the timeout (-t, default 600 s).
+ *    rest if one fails or after the timeout (-T, default 600 s).
  *
- * Sizes: the total gathered bytes (size = nranks * per-rank chunk); the chunk
- * starts at minbytes/N and is multiplied by factor up to maxbytes (defaults
- * 8 B .. 256 MiB, factor 2). Each size: poison every peer's slot, warm-up,
- * timed iterations (fewer for big sizes), then every byte of every slot is
- * checked against the pattern its owner wrote. Every rank puts its chunk
+ * Sizes: minbytes, then each step as above while the size is at most
+ * maxbytes; each rank's chunk (count) is size / nranks bytes (at least 1),
+ * and a size whose chunk equals the last one is skipped. Each size: poison
+ * every peer's slot (with -c 1), warm-up, timed iterations, then every byte
+ * of every slot is checked against the pattern its owner wrote (with -c 1).
+ * Every rank puts its chunk
  * straight into every peer's buffer (putWithSignal) and waits for every
  * peer's signal: "direct-memcpy" when the peers' buffers are mapped (they
  * come from mscclppHostAlloc, the default), "direct-vm_writev" for plain
  * malloc buffers (--malloc). time is the slowest rank's average per
  * iteration; algbw = size / time; busbw = algbw * (N-1)/N.
- * Exit status: 0 only when no byte was wrong and nothing failed.
+ * Exit status: 0 only when no byte was wrong and nothing failed; 2 for bad
+ * options.
  */
 #define _GNU_SOURCE
 #include <mscclpp.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <getopt.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -114,25 +145,60 @@ static uint64_t seed_of(int r, size_t chunk) { return mix(0x5eed0000ull + (uint6
 
 /* ---- options ---- */
 
-static size_t parse_size(const char* s)
+static void usage(void)
+{
+  fprintf(stderr,
+          "usage: perf [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes] [-n iters] [-w warmup_iters]\n"
+          "            [-c 0|1] [-T timeout_s] [--nranks N] [--malloc] [--id-file PATH]\n"
+          "  the flags of nccl-tests (long forms: --minbytes --maxbytes --stepfactor --stepbytes --iters\n"
+          "  --warmup_iters --check --timeout); sizes accept K/M/G suffixes;\n"
+          "  defaults: -b 8 -e 256M -f 2 -i 1M -n 20 -w 5 -c 1 -T 600 --nranks 4\n");
+  exit(2);
+}
+
+static void bad_option(const char* opt, const char* value, const char* want)
+{
+  fprintf(stderr, "perf: %s %s: %s\n", opt, value, want);
+  usage();
+}
+
+/* A byte count: a non-negative number with an optional K, M or G (powers of 1024). */
+static size_t parse_size(const char* opt, const char* s)
 {
   char* end;
+  errno = 0;
   double v = strtod(s, &end);
+  if (end == s || errno != 0 || v < 0) bad_option(opt, s, "want a byte count such as 8, 64K, 1M or 2G");
   switch (*end) {
-  case 'k': case 'K': v *= 1024; break;
-  case 'm': case 'M': v *= 1024 * 1024; break;
-  case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
+  case 'k': case 'K': v *= 1024; end++; break;
+  case 'm': case 'M': v *= 1024.0 * 1024; end++; break;
+  case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
   default: break;
   }
+  if (*end != '\0' || v >= 18446744073709551615.0) bad_option(opt, s, "want a byte count such as 8, 64K, 1M or 2G");
   return (size_t)v;
 }
 
-static void usage(void)
+static int parse_int(const char* opt, const char* s, int min)
 {
-  fprintf(stderr, "usage: perf [-n N] [-b minbytes] [-e maxbytes] [-f factor] [-i iters] [-w warmup] [--malloc] "
-                  "[--id-file PATH] [-t timeout_s]\n"
-                  "  sizes accept K/M/G suffixes; defaults: -n 4 -b 8 -e 256M -f 2 -i 20 -w 5\n");
-  exit(2);
+  char* end;
+  errno = 0;
+  long v = strtol(s, &end, 0);
+  if (end == s || *end != '\0' || errno != 0 || v < min || v > INT_MAX) {
+    char want[64];
+    snprintf(want, sizeof want, "want an integer >= %d", min);
+    bad_option(opt, s, want);
+  }
+  return (int)v;
+}
+
+/* The size after size: times factor when factor > 1, else plus step; 0 past SIZE_MAX. */
+static size_t next_size(size_t size, double factor, size_t step)
+{
+  double next = factor > 1 ? (double)size * factor : (double)size + (double)step;
+  if (next >= 18446744073709551615.0) return 0;
+  size_t n = (size_t)next;
+  return n > size ? n : size + 1;
 }
 
 /* ---- starting N local ranks ---- */
@@ -352,26 +418,60 @@ static void allgather_once(unsigned char* buf, size_t chunk)
 
 int main(int argc, char** argv)
 {
-  int n = 4, iters = 20, warmup = 5, useMalloc = 0;
-  size_t minBytes = 8, maxBytes = (size_t)256 << 20;
+  int n = 4, iters = 20, warmup = 5, check = 1, useMalloc = 0, itersGiven = 0, warmupGiven = 0;
+  size_t minBytes = 8, maxBytes = (size_t)256 << 20, stepBytes = (size_t)1 << 20;
   double factor = 2, timeout = 600;
   const char* idFile = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char* a = argv[i];
-    if (!strcmp(a, "--malloc")) useMalloc = 1;
-    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage();
-    else if (i + 1 >= argc) usage();
-    else if (!strcmp(a, "-n")) n = atoi(argv[++i]);
-    else if (!strcmp(a, "-b")) minBytes = parse_size(argv[++i]);
-    else if (!strcmp(a, "-e")) maxBytes = parse_size(argv[++i]);
-    else if (!strcmp(a, "-f")) factor = atof(argv[++i]);
-    else if (!strcmp(a, "-i")) iters = atoi(argv[++i]);
-    else if (!strcmp(a, "-w")) warmup = atoi(argv[++i]);
-    else if (!strcmp(a, "-t")) timeout = atof(argv[++i]);
-    else if (!strcmp(a, "--id-file")) idFile = argv[++i];
-    else usage();
+  enum { OPT_NRANKS = 256, OPT_MALLOC, OPT_ID_FILE };
+  static const struct option longopts[] = {
+    {"minbytes", required_argument, 0, 'b'},   {"maxbytes", required_argument, 0, 'e'},
+    {"stepfactor", required_argument, 0, 'f'}, {"stepbytes", required_argument, 0, 'i'},
+    {"iters", required_argument, 0, 'n'},      {"warmup_iters", required_argument, 0, 'w'},
+    {"check", required_argument, 0, 'c'},      {"timeout", required_argument, 0, 'T'},
+    {"nthreads", required_argument, 0, 't'},   {"ngpus", required_argument, 0, 'g'},
+    {"nranks", required_argument, 0, OPT_NRANKS}, {"malloc", no_argument, 0, OPT_MALLOC},
+    {"id-file", required_argument, 0, OPT_ID_FILE}, {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0}};
+  int c;
+  while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:T:t:g:h", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'b': minBytes = parse_size("-b", optarg); break;
+    case 'e': maxBytes = parse_size("-e", optarg); break;
+    case 'f': {
+      char* end;
+      factor = strtod(optarg, &end);
+      if (end == optarg || *end != '\0' || factor < 0) bad_option("-f", optarg, "want a factor such as 2");
+      break;
+    }
+    case 'i': stepBytes = parse_size("-i", optarg); break;
+    case 'n': iters = parse_int("-n", optarg, 1); itersGiven = 1; break;
+    case 'w': warmup = parse_int("-w", optarg, 0); warmupGiven = 1; break;
+    case 'c': check = parse_int("-c", optarg, 0) != 0; break;
+    case 'T': timeout = parse_int("-T", optarg, 1); break;
+    case 't':
+    case 'g':
+      if (parse_int(c == 't' ? "-t" : "-g", optarg, 1) != 1)
+        bad_option(c == 't' ? "-t" : "-g", optarg, "perf runs one rank per process: only 1 is supported");
+      break;
+    case OPT_NRANKS: n = parse_int("--nranks", optarg, 1); break;
+    case OPT_MALLOC: useMalloc = 1; break;
+    case OPT_ID_FILE: idFile = optarg; break;
+    default: usage();
+    }
   }
-  if (n < 1 || iters < 1 || warmup < 0 || factor <= 1.0 || maxBytes < 1 || minBytes > maxBytes) usage();
+  if (optind < argc) {
+    fprintf(stderr, "perf: unexpected argument '%s'\n", argv[optind]);
+    usage();
+  }
+  if (maxBytes < 1 || minBytes > maxBytes) {
+    fprintf(stderr, "perf: invalid sizes: -b %zu -e %zu (want 1 <= maxbytes, minbytes <= maxbytes)\n", minBytes,
+            maxBytes);
+    usage();
+  }
+  if (factor <= 1 && stepBytes == 0) {
+    fprintf(stderr, "perf: -f %g needs -i stepbytes > 0\n", factor);
+    usage();
+  }
 
   /* No library call may come before this point: the parent only spawns. */
   if (!from_launcher()) return spawn_ranks(n, argv, timeout);
@@ -380,13 +480,12 @@ int main(int argc, char** argv)
   int quiet = rank != 0;
   init_comm(idFile);
 
-  size_t minChunk = minBytes / (size_t)nranks;
-  if (minChunk < 1) minChunk = 1;
-  size_t maxChunk = maxBytes / (size_t)nranks;
-  if (maxChunk < minChunk) maxChunk = minChunk;
   /* the largest chunk of the sequence */
-  size_t topChunk = minChunk;
-  for (double c = (double)minChunk; (size_t)c <= maxChunk; c *= factor) topChunk = (size_t)c;
+  size_t topChunk = 1;
+  for (size_t size = minBytes; size != 0 && size <= maxBytes; size = next_size(size, factor, stepBytes)) {
+    size_t chunk = size / (size_t)nranks;
+    if (chunk > topChunk) topChunk = chunk;
+  }
   size_t bufBytes = topChunk * (size_t)nranks;
 
   unsigned char* buf = NULL;
@@ -416,9 +515,15 @@ int main(int argc, char** argv)
     int version = 0;
     mscclppGetVersion(&version);
     printf("# mscclpp all_gather_perf: host mode over SHM, library version %d\n", version);
-    printf("# nranks %d (pid %d is rank 0), %s buffers, iters %d, warmup %d, sizes %zu .. %zu B, factor %g\n", nranks,
-           (int)getpid(), useMalloc ? "malloc" : "mscclppHostAlloc", iters, warmup, minChunk * (size_t)nranks,
-           bufBytes, factor);
+    char step[64];
+    if (factor > 1)
+      snprintf(step, sizeof step, "%g(factor)", factor);
+    else
+      snprintf(step, sizeof step, "%zu(bytes)", stepBytes);
+    printf("# nranks %d (pid %d is rank 0), %s buffers, minBytes %zu maxBytes %zu step: %s warmup iters: %d%s "
+           "iters: %d%s validation: %d\n",
+           nranks, (int)getpid(), useMalloc ? "malloc" : "mscclppHostAlloc", minBytes, maxBytes, step, warmup,
+           warmupGiven ? "" : " (1 for big sizes)", iters, itersGiven ? "" : " (fewer for big sizes)", check);
     printf("# count: bytes per rank (size = count * nranks); time: the slowest rank's average per iteration\n");
     printf("#\n");
     printf("# %12s %12s %12s %12s %12s  %-18s %8s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
@@ -430,19 +535,25 @@ int main(int argc, char** argv)
   int nSizes = 0;
   double* times = calloc((size_t)nranks, sizeof(double));
   size_t* wrongs = calloc((size_t)nranks, sizeof(size_t));
-  for (double cd = (double)minChunk; (size_t)cd <= maxChunk; cd *= factor) {
-    size_t chunk = (size_t)cd;
+  size_t lastChunk = 0;
+  for (size_t want = minBytes; want != 0 && want <= maxBytes; want = next_size(want, factor, stepBytes)) {
+    size_t chunk = want / (size_t)nranks;
+    if (chunk < 1) chunk = 1;
+    if (chunk == lastChunk) continue;
+    lastChunk = chunk;
     size_t size = chunk * (size_t)nranks;
-    /* fewer iterations for big sizes: about 512 MiB gathered per size at most */
+    /* unless -n / -w were given, fewer iterations for big sizes: about 512 MiB gathered per size at most */
     int it = iters, wu = warmup;
     size_t budget = (size_t)512 << 20;
-    if ((size_t)it * size > budget) it = (int)(budget / size) < 2 ? 2 : (int)(budget / size);
-    if (wu > 0 && (size_t)wu * size > budget / 4) wu = 1;
+    if (!itersGiven && (size_t)it * size > budget) it = (int)(budget / size) < 2 ? 2 : (int)(budget / size);
+    if (!warmupGiven && wu > 0 && (size_t)wu * size > budget / 4) wu = 1;
 
-    /* poison the peers' slots, fill mine */
-    for (int p = 0; p < nranks; p++)
-      if (p != rank) memset(buf + (size_t)p * chunk, 0xEE, chunk);
-    fill(buf + (size_t)rank * chunk, chunk, seed_of(rank, chunk));
+    if (check) {
+      /* poison the peers' slots, fill mine */
+      for (int p = 0; p < nranks; p++)
+        if (p != rank) memset(buf + (size_t)p * chunk, 0xEE, chunk);
+      fill(buf + (size_t)rank * chunk, chunk, seed_of(rank, chunk));
+    }
     CK(mscclppBootstrapBarrier(comm));
     for (int i = 0; i < wu; i++) allgather_once(buf, chunk);
     CK(mscclppBootstrapBarrier(comm));
@@ -452,7 +563,8 @@ int main(int argc, char** argv)
 
     /* every byte of every slot */
     size_t wrong = 0;
-    for (int p = 0; p < nranks; p++) wrong += count_wrong(buf + (size_t)p * chunk, chunk, seed_of(p, chunk));
+    if (check)
+      for (int p = 0; p < nranks; p++) wrong += count_wrong(buf + (size_t)p * chunk, chunk, seed_of(p, chunk));
     mscclppResult_t async = mscclppSuccess;
     CK(mscclppCommGetAsyncError(comm, &async));
     if (async != mscclppSuccess) {
@@ -477,8 +589,10 @@ int main(int argc, char** argv)
     double busbw = algbw * (double)(nranks - 1) / (double)nranks;
     busSum += busbw;
     nSizes++;
-    if (!quiet)
+    if (!quiet && (check || wsum))
       printf("  %12zu %12zu %12.2f %12.3f %12.3f  %-18s %8zu\n", size, chunk, tmax * 1e6, algbw, busbw, algo, wsum);
+    else if (!quiet)
+      printf("  %12zu %12zu %12.2f %12.3f %12.3f  %-18s %8s\n", size, chunk, tmax * 1e6, algbw, busbw, algo, "N/A");
     if (wrong && rank != 0)
       fprintf(stderr, "perf rank %d: %zu wrong bytes at size %zu\n", rank, wrong, size);
   }
@@ -491,7 +605,8 @@ int main(int argc, char** argv)
   else
     CK(mscclppHostFree(buf));
   if (!quiet) {
-    printf("# Out of bounds values : %zu %s\n", totalWrong, totalWrong ? "FAILED" : "OK");
+    printf("# Out of bounds values : %zu %s%s\n", totalWrong, totalWrong ? "FAILED" : "OK",
+           check ? "" : " (bytes not checked: -c 0)");
     printf("# Avg bus bandwidth    : %.3f\n", nSizes ? busSum / nSizes : 0.0);
     printf("#\n");
   }

@@ -50,8 +50,10 @@ out="$build/tests/c"
 mkdir -p "$out" || exit 1
 # clean what an earlier run left (only ours: others may build here too)
 (cd "$out" && rm -rf launch abi_layout_c abi_layout_cc11 abi_layout_cc14 abi_layout_cc17 abi_layout_cc20 \
-  error_strings bootstrap connections datapath bad_input timeouts stranger logging fork threads_cc \
-  build-*.log ./*.log ./*.short only-mscclpp*.c only-mscclpp*.cc logging-file.d)
+  error_strings bootstrap connections datapath bad_input timeouts stranger logging fork threads_cc perf perf.out \
+  readme_example readme_example.inc \
+  build-*.log ./*.log ./*.short only-mscclpp*.c only-mscclpp*.cc logging-file.d cmake-prefix cmake-build-prefix \
+  cmake-build-tree)
 
 passed=0
 failed=0
@@ -145,6 +147,25 @@ build_cxx() { # bin src std
   fi
 }
 
+# The README's example: the one fenced block between the marker comments of
+# README.md, extracted into readme_example.inc and compiled through the
+# harness readme_example.cc (C++11, like any application would).
+build_readme() { # bin src
+  local bin=$1 src=$2 inc=$out/readme_example.inc
+  awk '/<!-- readme-example:begin -->/ { inside = 1; begun++; next }
+       /<!-- readme-example:end -->/ { inside = 0; ended++; next }
+       inside && /^```/ { fence++; next }
+       inside && fence == 1 { print }
+       END { if (begun != 1 || ended != 1 || fence != 2) exit 1 }' "$root/README.md" >"$inc"
+  if [ $? -ne 0 ] || [ ! -s "$inc" ]; then
+    echo "README.md: want one fenced code block between one <!-- readme-example:begin --> and one <!-- readme-example:end -->" \
+      >"$out/build-$bin.log"
+    return
+  fi
+  $CXX -std=c++11 -Wall -Wextra -Werror $cflags -I"$out" "$here/$src" $libs -pthread -o "$out/$bin" \
+    >"$out/build-$bin.log" 2>&1
+}
+
 if ! $CC -std=c11 -Wall -Wextra -Werror -o "$out/launch" "$here/launch.c" >"$out/build-launch.log" 2>&1; then
   fail build-launch "$suite_start" "$out/build-launch.log"
   echo "$passed passed, $failed failed"
@@ -157,6 +178,7 @@ builds=(
   "c abi_layout_c abi_layout.c" "c error_strings error_strings.c" "c bootstrap bootstrap.c"
   "c connections connections.c" "c datapath datapath.c" "c bad_input bad_input.c" "c timeouts timeouts.c"
   "c stranger stranger.c" "c logging logging.c" "c fork fork.c" "c mode mode.c" "cxx threads_cc threads.cc c++17"
+  "c perf perf.c" "readme readme_example readme_example.cc"
   "cxx abi_layout_cc11 abi_layout.cc c++11" "cxx abi_layout_cc14 abi_layout.cc c++14"
   "cxx abi_layout_cc17 abi_layout.cc c++17" "cxx abi_layout_cc20 abi_layout.cc c++20"
 )
@@ -165,7 +187,11 @@ for job in "${builds[@]}"; do
   set -- $job
   lang=$1
   shift
-  if [ "$lang" = c ]; then build_c "$@" & else build_cxx "$@" & fi
+  case $lang in
+    c) build_c "$@" & ;;
+    cxx) build_cxx "$@" & ;;
+    readme) build_readme "$@" & ;;
+  esac
 done
 wait
 # `built` was filled in subshells: read the results back from the files
@@ -243,6 +269,150 @@ install_case() {
     echo "install or the installed pkg-config build failed" >>"$log"
     fail "$name" "$start" "$log"
   fi
+}
+
+# `make install PREFIX=...`, then a CMake project (tests/c/cmake) that finds
+# the package with find_package(mscclpp) and links mscclpp::mscclpp, once
+# against that prefix and once against the build tree; each program runs
+# without LD_LIBRARY_PATH (CMake's build rpath must do). SKIP without cmake.
+cmake_case() {
+  local name=cmake-find-package start log=$out/cmake.log prefix=$out/cmake-prefix
+  selected "$name" || return 0
+  if ! command -v cmake >/dev/null 2>&1; then
+    skip "$name" "cmake not found"
+    return
+  fi
+  start=$(date +%s.%N)
+  local t
+  if ! t=$(time_left 120); then
+    echo "not run: the suite's ${budget} s budget is used up" >"$log"
+    fail "$name" "$start" "$log"
+    return
+  fi
+  rm -rf "$prefix" "$out/cmake-build-prefix" "$out/cmake-build-tree"
+  if ! make -s -C "$root" install PREFIX="$prefix" BUILD="$build" >"$log" 2>&1 ||
+    [ ! -f "$prefix/lib/cmake/mscclpp/mscclppConfig.cmake" ] ||
+    [ ! -f "$prefix/lib/cmake/mscclpp/mscclppConfigVersion.cmake" ]; then
+    echo "make install did not install lib/cmake/mscclpp/mscclppConfig{,Version}.cmake" >>"$log"
+    fail "$name" "$start" "$log"
+    return
+  fi
+  local ok=1 where p d
+  for where in prefix tree; do
+    if [ $where = prefix ]; then p=$prefix; else p=$build; fi
+    d=$out/cmake-build-$where
+    mkdir -p "$d"
+    echo "== find_package(mscclpp) with CMAKE_PREFIX_PATH=$p" >>"$log"
+    if ! (cd "$d" && env -u LD_LIBRARY_PATH -u PKG_CONFIG_PATH CC="$CC" timeout -k 5 "$t" \
+      cmake -DCMAKE_PREFIX_PATH="$p" -DEXPECTED_PREFIX="$p" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
+      "$here/cmake" && timeout -k 5 "$t" cmake --build .) >>"$log" 2>&1; then
+      echo "configuring or building against $p failed" >>"$log"
+      ok=0
+      continue
+    fi
+    if ! env -u LD_LIBRARY_PATH ldd "$d/find_package" 2>&1 | tee -a "$log" | grep -q "=> $p/lib/libmscclpp.so.0 "; then
+      echo "$d/find_package does not load $p/lib/libmscclpp.so.0 through its rpath" >>"$log"
+      ok=0
+    fi
+    if ! env -u LD_LIBRARY_PATH "$d/find_package" >>"$log" 2>&1; then
+      echo "$d/find_package failed" >>"$log"
+      ok=0
+    fi
+  done
+  if [ $ok = 1 ]; then pass "$name" "$start" "$log"; else fail "$name" "$start" "$log"; fi
+}
+
+# the perf tool (perf.c) takes nccl-tests' flags: run it as it starts its own
+# ranks (--nranks) and check the sizes, iterations and checking it reports,
+# that bad flags exit 2, and that `make run NRANKS=.. ARGS=..` reaches it
+perf_case() {
+  local name=perf-flags start log=$out/perf.log
+  selected "$name" || return 0
+  start=$(date +%s.%N)
+  if [ "${built[perf]:-0}" != 1 ]; then
+    { echo "perf did not compile:"; cat "$out/build-perf.log" 2>/dev/null; } >"$log"
+    fail "$name" "$start" "$log"
+    return
+  fi
+  local t
+  if ! t=$(time_left 90); then
+    echo "not run: the suite's ${budget} s budget is used up" >"$log"
+    fail "$name" "$start" "$log"
+    return
+  fi
+  : >"$log"
+  local ok=1 o=$out/perf.out
+  # perf_run WANT_RC ARGS...: run perf, keep its output in $o, check the exit status
+  perf_run() {
+    local want=$1 rc
+    shift
+    echo "== perf $* (want exit $want)" >>"$log"
+    timeout -k 5 "$t" "$out/perf" "$@" >"$o" 2>&1
+    rc=$?
+    cat "$o" >>"$log"
+    if [ $rc -ne "$want" ]; then
+      echo "-- exit $rc, want $want" >>"$log"
+      ok=0
+      return 1
+    fi
+  }
+  # expect_sizes "S1 S2 ...": the size column of the rows, in order
+  expect_sizes() {
+    local got
+    got=$(awk '$1 ~ /^[0-9]+$/ {printf "%s%s", sep, $1; sep=" "}' "$o")
+    if [ "$got" != "$1" ]; then
+      echo "-- sizes '$got', want '$1'" >>"$log"
+      ok=0
+    fi
+  }
+  expect_line() { # REGEX: some line of the output matches
+    if ! grep -Eq -- "$1" "$o"; then
+      echo "-- no line matches /$1/" >>"$log"
+      ok=0
+    fi
+  }
+  if perf_run 0 --nranks 2 -b 8 -e 64K -f 4 -n 3 -w 1 -c 1; then
+    expect_sizes "8 32 128 512 2048 8192 32768"
+    expect_line "^# nranks 2 .*minBytes 8 maxBytes 65536 step: 4\(factor\) warmup iters: 1 iters: 3 validation: 1\$"
+    expect_line '^# Out of bounds values : 0 OK$'
+    if [ "$(awk '$1 ~ /^[0-9]+$/ && $7 != "0"' "$o" | wc -l)" != 0 ]; then
+      echo "-- a row's #wrong is not 0" >>"$log"
+      ok=0
+    fi
+  fi
+  # -f 1: steps of -i bytes; -c 0: no check; 3 ranks: count = size / 3
+  if perf_run 0 --nranks 3 -b 3K -e 12K -f 1 -i 3K -n 2 -w 0 -c 0; then
+    expect_sizes "3072 6144 9216 12288"
+    expect_line 'step: 3072\(bytes\) warmup iters: 0 iters: 2 validation: 0$'
+    if [ "$(awk '$1 ~ /^[0-9]+$/ && $7 == "N/A"' "$o" | wc -l)" != 4 ]; then
+      echo "-- with -c 0 every row's #wrong must be N/A" >>"$log"
+      ok=0
+    fi
+  fi
+  # long forms, and nccl-tests' -t 1 -g 1
+  if perf_run 0 -t 1 -g 1 --nranks 2 --minbytes 1M --maxbytes 1M --stepfactor 2 --iters 2 --warmup_iters 1 --check 1 \
+    --malloc; then
+    expect_sizes "1048576"
+    expect_line 'malloc buffers.* warmup iters: 1 iters: 2 validation: 1$'
+  fi
+  local bad
+  for bad in "-t 2" "-g 4" "-b 1X" "-b 2M -e 1M" "-n 0" "-w -1" "-c x" "-f 1 -i 0" "--nranks 0" "-q" "stray"; do
+    # shellcheck disable=SC2086
+    perf_run 2 $bad && expect_line '^usage: perf '
+  done
+  # make run passes NRANKS and ARGS through perf.sh
+  echo "== make run NRANKS=2 ARGS=\"-b 64 -e 256 -f 2 -n 2 -w 1 -c 1\"" >>"$log"
+  if timeout -k 5 "$t" make -s -C "$root" run BUILD="$build" NRANKS=2 ARGS="-b 64 -e 256 -f 2 -n 2 -w 1 -c 1" >"$o" 2>&1; then
+    cat "$o" >>"$log"
+    expect_sizes "64 128 256"
+    expect_line '^# nranks 2 .* iters: 2 validation: 1$'
+  else
+    cat "$o" >>"$log"
+    echo "-- make run failed" >>"$log"
+    ok=0
+  fi
+  rm -f "$o"
+  if [ $ok = 1 ]; then pass "$name" "$start" "$log"; else fail "$name" "$start" "$log"; fi
 }
 
 # compile-only case: the headers alone, strictly, in C and C++
@@ -346,8 +516,12 @@ run_case mode-app-loaded-libcuda 1 30 mode preloaded
 case_env=(MSCCLPP_DEVICE=cuda MSCCLPP_CUDA_LIBRARY=/nonexistent/libcuda.so.1)
 run_case mode-forced-cuda-no-libcuda 1 30 mode cuda
 run_case threads.cc 2 30 threads_cc
+run_case readme-example-n2 2 30 readme_example
+run_case readme-example-n3 3 30 readme_example
 cuda_case
 install_case
+cmake_case
+perf_case
 
 # the SHM data-path suite (tests/c/shm): its cases count here too
 if [ -z "$filter" ] || [[ shm =~ $filter ]]; then
