@@ -23,7 +23,7 @@ const (
 	regionHeader = 64
 	epochBytes   = 16 // sizeof(mscclppDevConnSignalEpochId)
 	waitBytes    = 8
-	sleeperBytes = 4 // a futex-waiter count per epoch slot
+	sleeperBytes = 4                  // a futex-waiter count per epoch slot
 	segMagic     = 0x4d5343434c505053 // "MSCCLPPS"
 	shmDir       = "/dev/shm/"
 )
