@@ -233,3 +233,13 @@ func p2pStream(state unsafe.Pointer, tail bool) uintptr {
 	}
 	return uintptr(C.harnessStream(state, C.int(t)))
 }
+
+// TestDriverCall calls int sym(const char* arg) in the loaded driver library (MSCCLPP_CUDA_LIBRARY):
+// for tests of other packages that run against the stand-in driver of cuda/testdata.
+func TestDriverCall(sym, arg string) int { return harnessCall(libraryName(), sym, arg) }
+
+// TestDriverRead reads n bytes of (device) memory through the stand-in driver's fakeRead.
+func TestDriverRead(p uint64, n int) ([]byte, error) { return harnessRead(libraryName(), p, n) }
+
+// policyMode is the calling thread's memory policy mode (get_mempolicy), or -1.
+func policyMode() int { return int(C.cuwPolicyMode()) }

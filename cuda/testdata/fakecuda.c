@@ -189,8 +189,9 @@ int fakeStreamId(const char* s)
   pthread_mutex_unlock(&mu);
   return id;
 }
-/* Stalls the stream whose address is s (as strtoull reads it): its operations wait in its queue
- * until cuStreamSynchronize. "" releases every stall and runs what waited. */
+/* Stalls the stream whose address is s (as strtoull reads it), or every live stream for "all":
+ * its operations wait in its queue until cuStreamSynchronize. "" releases every stall and runs
+ * what waited. */
 int fakeStall(const char* s)
 {
   fakeStream* st = (fakeStream*)(uintptr_t)strtoull(s, NULL, 0);
@@ -201,7 +202,7 @@ int fakeStall(const char* s)
     if (s[0] == 0) {
       x->stalled = 0;
       runQueue(x);
-    } else if (x == st) {
+    } else if (x == st || strcmp(s, "all") == 0) {
       x->stalled = 1;
     }
   }
