@@ -243,3 +243,6 @@ func TestDriverRead(p uint64, n int) ([]byte, error) { return harnessRead(librar
 
 // policyMode is the calling thread's memory policy mode (get_mempolicy), or -1.
 func policyMode() int { return int(C.cuwPolicyMode()) }
+
+// TestDriverWrite writes b to (device) memory through the stand-in driver's fakeWrite.
+func TestDriverWrite(p uint64, b []byte) error { return harnessWrite(libraryName(), p, b) }
