@@ -10,11 +10,25 @@
 #include "cuapi.h"
 
 int cuwProbe(const cuwApi* a, int* ordinal, cuwContext* ctx, char* busId, int len, const char** call);
+int cuwInit(const cuwApi* a);
 int cuwSetCurrent(const cuwApi* a, cuwContext ctx);
 int cuwMemAlloc(const cuwApi* a, cuwContext ctx, size_t size, cuwDevicePtr* out, const char** call);
 int cuwMemFree(const cuwApi* a, cuwContext ctx, cuwDevicePtr p, const char** call);
 int cuwMemset(const cuwApi* a, cuwContext ctx, cuwDevicePtr p, unsigned char v, size_t n, const char** call);
-int cuwHostAlloc(const cuwApi* a, cuwContext ctx, size_t size, void** out, cuwDevicePtr* dev, const char** call);
+/* Pinned, portable, mapped host memory; numaNode >= 0 asks for its pages on that node (the calling
+ * thread prefers it during the allocation; *placed says whether the kernel took the preference). */
+int cuwHostAlloc(const cuwApi* a, cuwContext ctx, size_t size, int numaNode, void** out, cuwDevicePtr* dev,
+                 int* placed, const char** call);
+/* The device and context of the allocation holding device pointer p (CU_POINTER_ATTRIBUTE_CONTEXT);
+ * *ctx NULL when p is not device memory of a context. */
+int cuwProbePointer(const cuwApi* a, cuwDevicePtr p, int* ordinal, cuwContext* ctx, char* busId, int len,
+                    const char** call);
+/* cuMemHostAlloc(out, size, flags) in the current context, its pages preferably on numaNode (>= 0). */
+int cuwPinnedOnNode(const cuwApi* a, void** out, size_t size, unsigned int flags, int numaNode, int* placed);
+/* The NUMA node of the page at p (get_mempolicy), or -1. */
+int cuwPageNode(const void* p);
+/* The calling thread's memory policy mode, or -1. */
+int cuwPolicyMode(void);
 int cuwHostFree(const cuwApi* a, cuwContext ctx, void* p, const char** call);
 int cuwIpcHandleOf(const cuwApi* a, cuwContext ctx, cuwDevicePtr p, cuwIpcMemHandle* h, cuwDevicePtr* base,
                    size_t* size, const char** call);
@@ -36,6 +50,7 @@ typedef struct cudaP2PState {
   const cuwApi* api;
   cuwContext ctx;       /* made current on the proxy thread */
   cuwStream stream;     /* every copy of this context, in trigger order */
+  cuwStream tailStream; /* the FIFO tail's copies only, so publishing never waits behind data */
   cuwDevicePtr devTail; /* the FIFO tail initiators read (device memory) */
   uint64_t* hostTail;   /* pinned staging word for devTail, followed by flagRing */
   uint64_t* flagRing;   /* pinned staging words for signal values (CUDA_P2P_FLAG_RING of them) */
@@ -46,11 +61,13 @@ typedef struct cudaP2PState {
   int bindErr;          /* pthread_setaffinity_np's result (an errno), 0 when bound or not asked */
 } cudaP2PState;
 
-/* Allocates the state: a non-blocking stream and the tail words in ctx, and
- * the cpu set from cpus[0..nCpus). */
-int cudaP2PStateNew(const cuwApi* a, cuwContext ctx, const int* cpus, int nCpus, cudaP2PState** out,
+/* Allocates the state: two non-blocking streams and the tail words in ctx
+ * (the pinned ones on numaNode when >= 0), and the cpu set from cpus[0..nCpus). */
+int cudaP2PStateNew(const cuwApi* a, cuwContext ctx, const int* cpus, int nCpus, int numaNode, cudaP2PState** out,
                     const char** call);
-/* Waits for the stream, then frees everything of st. */
+/* Waits for both streams: every copy and tail publication enqueued so far is done. */
+int cudaP2PStateSync(cudaP2PState* st, const char** call);
+/* Waits for both streams, then frees everything of st. */
 int cudaP2PStateFree(cudaP2PState* st, const char** call);
 /* &cudaP2POps, as a pointer to the engine's engOps. */
 const void* cudaP2POpsPtr(void);

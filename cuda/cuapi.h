@@ -18,6 +18,9 @@
 #ifndef CUW_RESULT
 #define CUW_RESULT int
 #endif
+#ifndef CUW_POINTER_ATTRIBUTE
+#define CUW_POINTER_ATTRIBUTE int
+#endif
 #ifndef CUW_NVML_RETURN
 #define CUW_NVML_RETURN int
 #endif
@@ -52,6 +55,7 @@ enum {
 #define CUW_MEMHOSTALLOC_DEVICEMAP 0x02
 #define CUW_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
 #define CUW_STREAM_NON_BLOCKING 0x1
+#define CUW_POINTER_ATTRIBUTE_CONTEXT 1
 
 /* The driver entry points, each under the exported (versioned) name noted. */
 typedef struct cuwApi {
@@ -78,6 +82,7 @@ typedef struct cuwApi {
   cuwResult (*memcpyDtoDAsync)(cuwDevicePtr dst, cuwDevicePtr src, size_t n, cuwStream stream);  /* cuMemcpyDtoDAsync_v2 */
   cuwResult (*memcpyHtoDAsync)(cuwDevicePtr dst, const void* src, size_t n, cuwStream stream);   /* cuMemcpyHtoDAsync_v2 */
   cuwResult (*memcpyAsync)(cuwDevicePtr dst, cuwDevicePtr src, size_t n, cuwStream stream);      /* cuMemcpyAsync */
+  cuwResult (*pointerGetAttribute)(void* data, CUW_POINTER_ATTRIBUTE attr, cuwDevicePtr ptr);   /* cuPointerGetAttribute */
 } cuwApi;
 
 /* NVML (nvml.h): nvmlReturn_t is an int-sized enum, nvmlDevice_t an opaque pointer. */

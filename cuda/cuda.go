@@ -138,6 +138,18 @@ type Device struct {
 	api     *C.cuwApi
 }
 
+// Init loads the driver and initialises it (cuInit): CUDA is usable in this process, whether or not a context exists yet.
+func Init() error {
+	l := driver()
+	if err := l.load(); err != nil {
+		return err
+	}
+	if rc := C.cuwInit(l.api()); rc != 0 {
+		return newError(l.api(), "cuInit", int(rc))
+	}
+	return nil
+}
+
 // Probe loads the driver, initialises it and returns the device of the context current on the calling thread; the error says in one line why there is none (call it on an export's own goroutine, which runs on the application's thread).
 func Probe() (Device, error) { return probe(driver()) }
 
@@ -160,6 +172,32 @@ func probe(l *loader) (Device, error) {
 	}
 	return Device{Ordinal: int(ord), Ctx: unsafe.Pointer(ctx), BusID: C.GoString(&bus[0]), api: l.api()}, nil
 }
+
+// ProbePointer loads the driver, initialises it and returns the device whose context allocated the device memory at ptr (CU_POINTER_ATTRIBUTE_CONTEXT): how to find the GPU when the calling thread has no current context yet (CUDA 11 runtimes create it lazily).
+func ProbePointer(ptr uint64) (Device, error) { return probePointer(driver(), ptr) }
+
+func probePointer(l *loader, ptr uint64) (Device, error) {
+	if err := l.load(); err != nil {
+		return Device{}, err
+	}
+	var (
+		ord  C.int
+		ctx  C.cuwContext
+		bus  [64]C.char
+		call *C.char
+	)
+	if rc := C.cuwProbePointer(l.api(), C.cuwDevicePtr(ptr), &ord, &ctx, &bus[0], C.int(len(bus)), &call); rc != 0 {
+		return Device{}, newError(l.api(), C.GoString(call), int(rc))
+	}
+	if ctx == nil {
+		return Device{}, &status.Error{Code: status.UnhandledCudaError,
+			Msg: fmt.Sprintf("the buffer at %#x belongs to no CUDA context", ptr)}
+	}
+	return Device{Ordinal: int(ord), Ctx: unsafe.Pointer(ctx), BusID: C.GoString(&bus[0]), api: l.api()}, nil
+}
+
+// PageNode returns the NUMA node of the memory page at p, or -1 where the kernel does not say.
+func PageNode(p unsafe.Pointer) int { return int(C.cuwPageNode(p)) }
 
 func (d Device) check() error {
 	if d.api == nil || d.Ctx == nil {
@@ -223,21 +261,27 @@ func (d Device) Memset(ptr uint64, value byte, size uint64) error {
 
 // HostAlloc allocates size bytes of pinned host memory, portable and mapped, whose host address is also its device address (unified addressing; an error otherwise).
 func (d Device) HostAlloc(size uint64) (unsafe.Pointer, error) {
+	p, _, err := d.HostAllocOnNode(size, -1)
+	return p, err
+}
+
+// HostAllocOnNode is HostAlloc with the pages preferably on NUMA node numaNode (none when negative); placed reports whether the kernel accepted the preference (it falls back silently where NUMA policy is unsupported).
+func (d Device) HostAllocOnNode(size uint64, numaNode int) (p unsafe.Pointer, placed bool, err error) {
 	if err := d.check(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var p unsafe.Pointer
 	var dev C.cuwDevicePtr
 	var call *C.char
-	if err := d.fail(C.cuwHostAlloc(d.api, d.ctx(), C.size_t(size), &p, &dev, &call), call); err != nil {
-		return nil, err
+	var cplaced C.int
+	if err := d.fail(C.cuwHostAlloc(d.api, d.ctx(), C.size_t(size), C.int(numaNode), &p, &dev, &cplaced, &call), call); err != nil {
+		return nil, false, err
 	}
 	if uint64(dev) != uint64(uintptr(p)) {
 		_ = d.HostFree(p)
-		return nil, &status.Error{Code: status.UnhandledCudaError,
+		return nil, false, &status.Error{Code: status.UnhandledCudaError,
 			Msg: fmt.Sprintf("pinned host memory at %p maps to device address %#x: unified addressing is required", p, uint64(dev))}
 	}
-	return p, nil
+	return p, cplaced != 0, nil
 }
 
 // HostFree frees memory from HostAlloc.

@@ -42,6 +42,23 @@ func onThread(ctx string, f func()) {
 	<-done
 }
 
+// peek returns n bytes at device (or host) address p through the fake driver (device memory is
+// not host-addressable); it panics when p..p+n is not inside one allocation.
+func peek(p uint64, n int) []byte {
+	b, err := harnessRead(fakeCuda, p, n)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// poke writes b at device (or host) address p through the fake driver.
+func poke(p uint64, b []byte) {
+	if err := harnessWrite(fakeCuda, p, b); err != nil {
+		panic(err)
+	}
+}
+
 func current() int { return harnessCall(fakeCuda, "fakeCurrent", "") }
 
 func probeOn(t *testing.T, l *loader, ctx string) (dev Device, err error) {

@@ -80,8 +80,36 @@ static uint64_t harnessPush(harnessP2P* t, uint64_t type, uint64_t dstOff, uint6
   return seq;
 }
 
-static void harnessPeek(uint64_t p, void* out, size_t n) { memcpy(out, (const void*)(uintptr_t)p, n); }
-static void harnessPoke(uint64_t p, const void* in, size_t n) { memcpy((void*)(uintptr_t)p, in, n); }
+// Device memory through the test driver's fakeRead / fakeWrite (it is not host-addressable).
+static int harnessMem(const char* lib, const char* sym, uint64_t p, void* buf, size_t n)
+{
+  void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
+  if (h == NULL) return -1000;
+  int (*f)(uint64_t, void*, size_t) = (int (*)(uint64_t, void*, size_t))dlsym(h, sym);
+  if (f == NULL) return -1001;
+  return f(p, buf, n);
+}
+
+// What a GPU thread does to a FIFO slot: one word at a time, in the order the test picks.
+static void harnessSlotWord(harnessP2P* t, uint64_t seq, int word, uint64_t v)
+{
+  __atomic_store_n(&t->ctx->fifo[seq % MSCCLPP_PROXY_FIFO_SIZE].value[word], v, __ATOMIC_RELEASE);
+}
+static int harnessSlotBusy(harnessP2P* t, uint64_t seq)
+{
+  return __atomic_load_n(&t->ctx->fifo[seq % MSCCLPP_PROXY_FIFO_SIZE].value[0], __ATOMIC_ACQUIRE) != 0;
+}
+static uint64_t harnessServed(harnessP2P* t) { return __atomic_load_n(&t->ctx->served, __ATOMIC_ACQUIRE); }
+static void harnessSetDevHead(harnessP2P* t, uint64_t p) { t->ctx->devHead = (uint64_t*)(uintptr_t)p; }
+static void harnessProxyBackoff(harnessP2P* t, unsigned spin, unsigned yields, unsigned sleepMax)
+{
+  t->comm->proxyCfg = (engBackoffCfg){spin, yields, sleepMax};
+}
+static uintptr_t harnessStream(void* state, int tail)
+{
+  cudaP2PState* st = (cudaP2PState*)state;
+  return (uintptr_t)(tail ? st->tailStream : st->stream);
+}
 
 static void harnessFree(harnessP2P* t)
 {
@@ -94,6 +122,7 @@ static void harnessFree(harnessP2P* t)
 import "C"
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
@@ -148,18 +177,72 @@ func (h harnessP2P) epochs() (uint64, uint64) {
 func (h harnessP2P) setEpoch(v uint64) { h.p.epoch.device = C.uint64_t(v) }
 func (h harnessP2P) dropRemoteEpoch()  { h.p.conn.remoteProxyEpoch = nil }
 
-// peek returns n bytes at address p (fake device memory is host memory).
-func peek(p uint64, n int) []byte {
+// harnessRead returns n bytes at device (or host) address p through lib's fakeRead.
+func harnessRead(lib string, p uint64, n int) ([]byte, error) {
 	b := make([]byte, n)
-	if n > 0 {
-		C.harnessPeek(C.uint64_t(p), unsafe.Pointer(&b[0]), C.size_t(n))
+	if n == 0 {
+		return b, nil
 	}
-	return b
+	cl, cs := C.CString(lib), C.CString("fakeRead")
+	defer C.free(unsafe.Pointer(cl))
+	defer C.free(unsafe.Pointer(cs))
+	if rc := C.harnessMem(cl, cs, C.uint64_t(p), unsafe.Pointer(&b[0]), C.size_t(n)); rc != 0 {
+		return nil, fmt.Errorf("fakeRead(%#x, %d) = %d", p, n, int(rc))
+	}
+	return b, nil
 }
 
-// poke writes b at address p.
-func poke(p uint64, b []byte) {
-	if len(b) > 0 {
-		C.harnessPoke(C.uint64_t(p), unsafe.Pointer(&b[0]), C.size_t(len(b)))
+// harnessWrite writes b at device (or host) address p through lib's fakeWrite.
+func harnessWrite(lib string, p uint64, b []byte) error {
+	if len(b) == 0 {
+		return nil
 	}
+	cl, cs := C.CString(lib), C.CString("fakeWrite")
+	defer C.free(unsafe.Pointer(cl))
+	defer C.free(unsafe.Pointer(cs))
+	if rc := C.harnessMem(cl, cs, C.uint64_t(p), unsafe.Pointer(&b[0]), C.size_t(len(b))); rc != 0 {
+		return fmt.Errorf("fakeWrite(%#x, %d) = %d", p, len(b), int(rc))
+	}
+	return nil
 }
+
+// slotWord stores word (0 or 1) of FIFO slot seq as a GPU thread would.
+func (h harnessP2P) slotWord(seq uint64, word int, v uint64) {
+	C.harnessSlotWord(h.p, C.uint64_t(seq), C.int(word), C.uint64_t(v))
+}
+
+// slotBusy reports whether FIFO slot seq holds a trigger (word 0 non-zero).
+func (h harnessP2P) slotBusy(seq uint64) bool { return C.harnessSlotBusy(h.p, C.uint64_t(seq)) != 0 }
+
+// served is the number of triggers the proxy has served.
+func (h harnessP2P) served() uint64 { return uint64(C.harnessServed(h.p)) }
+
+// setDevHead marks the context as CUDA mode: its FIFO head lives in device memory at p.
+func (h harnessP2P) setDevHead(p uint64) { C.harnessSetDevHead(h.p, C.uint64_t(p)) }
+
+// proxyBackoff sets the idle proxy's back-off knobs.
+func (h harnessP2P) proxyBackoff(spin, yields, sleepMaxUs uint32) {
+	C.harnessProxyBackoff(h.p, C.uint(spin), C.uint(yields), C.uint(sleepMaxUs))
+}
+
+// p2pStream returns the address of a P2P state's data stream (tail false) or tail stream.
+func p2pStream(state unsafe.Pointer, tail bool) uintptr {
+	t := 0
+	if tail {
+		t = 1
+	}
+	return uintptr(C.harnessStream(state, C.int(t)))
+}
+
+// TestDriverCall calls int sym(const char* arg) in the loaded driver library (MSCCLPP_CUDA_LIBRARY):
+// for tests of other packages that run against the stand-in driver of cuda/testdata.
+func TestDriverCall(sym, arg string) int { return harnessCall(libraryName(), sym, arg) }
+
+// TestDriverRead reads n bytes of (device) memory through the stand-in driver's fakeRead.
+func TestDriverRead(p uint64, n int) ([]byte, error) { return harnessRead(libraryName(), p, n) }
+
+// policyMode is the calling thread's memory policy mode (get_mempolicy), or -1.
+func policyMode() int { return int(C.cuwPolicyMode()) }
+
+// TestDriverWrite writes b to (device) memory through the stand-in driver's fakeWrite.
+func TestDriverWrite(p uint64, b []byte) error { return harnessWrite(libraryName(), p, b) }

@@ -36,6 +36,7 @@ const cuwSym cuwCudaSyms[] = {
     SYM(memcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"),
     SYM(memcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
     SYM(memcpyAsync, "cuMemcpyAsync"),
+    SYM(pointerGetAttribute, "cuPointerGetAttribute"),
     {NULL, NULL, 0},
 };
 

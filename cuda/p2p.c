@@ -5,8 +5,13 @@
  * put is a cuMemcpyDtoDAsync on the context's stream; a signal copies the
  * number of signals served on the connection into the peer's proxy epoch on
  * the same stream, so it lands after every earlier put; a flush waits for the
- * stream. Runs on the proxy
- * thread (and on host initiators' threads), never calls into Go.
+ * stream. The FIFO tail goes to device memory on a stream of its own, as
+ * upstream's fifoStream: the tail only frees FIFO slots (the proxy cleared
+ * them before publishing), so it need not wait for the copies, and a GPU
+ * blocked on a full FIFO is not held up behind megabytes of data. A Sync
+ * trigger still waits for every earlier copy (p2pOp synchronizes the data
+ * stream) before the proxy publishes the tail that covers it. Runs on the
+ * proxy thread (and on host initiators' threads), never calls into Go.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -124,7 +129,7 @@ static int p2pPublishTail(engCtx* ctx, uint64_t tail)
   /* hostTail is pinned: the copy reads it when it runs, and a newer tail is
    * always a valid one to publish */
   __atomic_store_n(st->hostTail, tail, __ATOMIC_RELEASE);
-  cuwResult rc = st->api->memcpyHtoDAsync(st->devTail, st->hostTail, sizeof(uint64_t), st->stream);
+  cuwResult rc = st->api->memcpyHtoDAsync(st->devTail, st->hostTail, sizeof(uint64_t), st->tailStream);
   if (rc != CUW_SUCCESS) {
     char msg[200], buf[32];
     snprintf(msg, sizeof(msg), "P2P proxy: cuMemcpyHtoDAsync of the FIFO tail: %s",
@@ -139,7 +144,7 @@ const engOps cudaP2POps = {"P2P", p2pOp, p2pThreadInit, p2pPublishTail};
 
 const void* cudaP2POpsPtr(void) { return &cudaP2POps; }
 
-int cudaP2PStateNew(const cuwApi* a, cuwContext ctx, const int* cpus, int nCpus, cudaP2PState** out,
+int cudaP2PStateNew(const cuwApi* a, cuwContext ctx, const int* cpus, int nCpus, int numaNode, cudaP2PState** out,
                     const char** call)
 {
   *out = NULL;
@@ -175,7 +180,10 @@ int cudaP2PStateNew(const cuwApi* a, cuwContext ctx, const int* cpus, int nCpus,
     *call = "cuCtxSetCurrent";
     goto fail;
   }
+  int placed = 0;
   if ((rc = a->streamCreate(&st->stream, CUW_STREAM_NON_BLOCKING)) != CUW_SUCCESS) {
+    *call = "cuStreamCreate";
+  } else if ((rc = a->streamCreate(&st->tailStream, CUW_STREAM_NON_BLOCKING)) != CUW_SUCCESS) {
     *call = "cuStreamCreate";
   } else if ((rc = a->memAlloc(&st->devTail, sizeof(uint64_t))) != CUW_SUCCESS) {
     *call = "cuMemAlloc";
@@ -183,12 +191,13 @@ int cudaP2PStateNew(const cuwApi* a, cuwContext ctx, const int* cpus, int nCpus,
     *call = "cuMemsetD8";
   } else if ((rc = a->streamSynchronize(NULL)) != CUW_SUCCESS) { /* the memset ran on the legacy stream */
     *call = "cuStreamSynchronize";
-  } else if ((rc = a->memHostAlloc((void**)&st->hostTail, sizeof(uint64_t) * (1 + CUDA_P2P_FLAG_RING),
-                                    CUW_MEMHOSTALLOC_PORTABLE)) != CUW_SUCCESS) {
+  } else if ((rc = cuwPinnedOnNode(a, (void**)&st->hostTail, sizeof(uint64_t) * (1 + CUDA_P2P_FLAG_RING),
+                                     CUW_MEMHOSTALLOC_PORTABLE, numaNode, &placed)) != CUW_SUCCESS) {
     *call = "cuMemHostAlloc";
   }
   if (rc != CUW_SUCCESS) {
     if (st->devTail != 0) a->memFree(st->devTail);
+    if (st->tailStream != NULL) a->streamDestroy(st->tailStream);
     if (st->stream != NULL) a->streamDestroy(st->stream);
   }
   if (prev != ctx) a->ctxSetCurrent(prev);
@@ -201,6 +210,40 @@ fail:
   if (st->cpus != NULL) CPU_FREE(st->cpus);
   free(st);
   return rc;
+}
+
+/* Runs fn(st) with st's context current on the calling thread, restoring the thread's own after. */
+static cuwResult withCtx(cudaP2PState* st, cuwResult (*fn)(cudaP2PState*, const char**), const char** call)
+{
+  const cuwApi* a = st->api;
+  cuwContext prev = NULL;
+  cuwResult rc = a->ctxGetCurrent(&prev);
+  if (rc != CUW_SUCCESS) {
+    *call = "cuCtxGetCurrent";
+    return rc;
+  }
+  if (prev != st->ctx && (rc = a->ctxSetCurrent(st->ctx)) != CUW_SUCCESS) {
+    *call = "cuCtxSetCurrent";
+    return rc;
+  }
+  rc = fn(st, call);
+  if (prev != st->ctx) a->ctxSetCurrent(prev);
+  return rc;
+}
+
+/* The tail's stream first (it is never long), then the data: what upstream's proxy does on exit. */
+static cuwResult syncStreams(cudaP2PState* st, const char** call)
+{
+  cuwResult rc = st->api->streamSynchronize(st->tailStream);
+  if (rc == CUW_SUCCESS) rc = st->api->streamSynchronize(st->stream);
+  if (rc != CUW_SUCCESS) *call = "cuStreamSynchronize";
+  return rc;
+}
+
+int cudaP2PStateSync(cudaP2PState* st, const char** call)
+{
+  if (st == NULL) return CUW_SUCCESS;
+  return withCtx(st, syncStreams, call);
 }
 
 int cudaP2PStateFree(cudaP2PState* st, const char** call)
@@ -222,7 +265,9 @@ int cudaP2PStateFree(cudaP2PState* st, const char** call)
       *call = name;                                        \
     }                                                      \
   } while (0)
+    KEEP(a->streamSynchronize(st->tailStream), "cuStreamSynchronize");
     KEEP(a->streamSynchronize(st->stream), "cuStreamSynchronize");
+    KEEP(a->streamDestroy(st->tailStream), "cuStreamDestroy");
     KEEP(a->streamDestroy(st->stream), "cuStreamDestroy");
     KEEP(a->memFree(st->devTail), "cuMemFree");
     KEEP(a->memFreeHost(st->hostTail), "cuMemFreeHost");

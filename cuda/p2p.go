@@ -15,8 +15,8 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
-// NewP2PState creates the P2P transport state of one proxy context on dev: a non-blocking stream, the FIFO tail word in device memory (zero) with its pinned staging word, and the CPUs (none: do not bind) its proxy thread binds to; store it as engCtx.transport and as every engConn.transport of that context.
-func NewP2PState(dev Device, cpus []int) (unsafe.Pointer, error) {
+// NewP2PState creates the P2P transport state of one proxy context on dev: a non-blocking stream for the copies and one for the FIFO tail, the tail word in device memory (zero) with its pinned staging words (on numaNode when >= 0), and the CPUs (none: do not bind) its proxy thread binds to; store it as engCtx.transport and as every engConn.transport of that context.
+func NewP2PState(dev Device, cpus []int, numaNode int) (unsafe.Pointer, error) {
 	if err := dev.check(); err != nil {
 		return nil, err
 	}
@@ -33,10 +33,23 @@ func NewP2PState(dev Device, cpus []int) (unsafe.Pointer, error) {
 	}
 	var st *C.cudaP2PState
 	var call *C.char
-	if err := dev.fail(C.cudaP2PStateNew(dev.api, dev.ctx(), first, C.int(len(ccpus)), &st, &call), call); err != nil {
+	if err := dev.fail(C.cudaP2PStateNew(dev.api, dev.ctx(), first, C.int(len(ccpus)), C.int(numaNode), &st, &call), call); err != nil {
 		return nil, err
 	}
 	return unsafe.Pointer(st), nil
+}
+
+// SyncP2PState waits until every copy and tail publication the state's streams hold is done (its proxy stopped: nothing new is enqueued).
+func SyncP2PState(state unsafe.Pointer) error {
+	if state == nil {
+		return nil
+	}
+	st := (*C.cudaP2PState)(state)
+	var call *C.char
+	if rc := C.cudaP2PStateSync(st, &call); rc != 0 {
+		return newError(st.api, C.GoString(call), int(rc))
+	}
+	return nil
 }
 
 // FreeP2PState waits for the state's stream and frees it; its proxy must be stopped and its connections gone.

@@ -34,7 +34,7 @@ func newFixture(t *testing.T, cpus []int) *p2pFixture {
 		t.Fatal(err)
 	}
 	f := &p2pFixture{dev: dev}
-	if f.state, err = NewP2PState(dev, cpus); err != nil {
+	if f.state, err = NewP2PState(dev, cpus, -1); err != nil {
 		t.Fatal(err)
 	}
 	if f.src, err = dev.MemAlloc(bufSize); err != nil {
@@ -78,7 +78,7 @@ func TestP2PStateLifecycle(t *testing.T) {
 	}
 	streams := harnessCall(fakeCuda, "fakeStreams", "")
 	allocs := harnessCall(fakeCuda, "fakeLiveAllocs", "")
-	st, err := NewP2PState(dev, []int{0})
+	st, err := NewP2PState(dev, []int{0}, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestP2PStateLifecycle(t *testing.T) {
 	// each failing step unwinds the earlier ones
 	for _, sym := range []string{"cuStreamCreate", "cuMemAlloc_v2", "cuMemsetD8_v2", "cuStreamSynchronize", "cuMemHostAlloc"} {
 		arm(t, sym)
-		if _, err := NewP2PState(dev, nil); err == nil || status.CodeOf(err) != status.UnhandledCudaError {
+		if _, err := NewP2PState(dev, nil, -1); err == nil || status.CodeOf(err) != status.UnhandledCudaError {
 			t.Errorf("NewP2PState with %s failing: %v", sym, err)
 		}
 	}
@@ -105,10 +105,10 @@ func TestP2PStateLifecycle(t *testing.T) {
 	if s, a := harnessCall(fakeCuda, "fakeStreams", ""), harnessCall(fakeCuda, "fakeLiveAllocs", ""); s != streams || a != allocs {
 		t.Errorf("leaked: streams %d -> %d, allocations %d -> %d", streams, s, allocs, a)
 	}
-	if _, err := NewP2PState(dev, []int{-1}); status.CodeOf(err) != status.InvalidArgument {
+	if _, err := NewP2PState(dev, []int{-1}, -1); status.CodeOf(err) != status.InvalidArgument {
 		t.Errorf("negative cpu: %v", err)
 	}
-	if _, err := NewP2PState(Device{}, nil); err == nil {
+	if _, err := NewP2PState(Device{}, nil, -1); err == nil {
 		t.Error("NewP2PState of a zero Device succeeded")
 	}
 }

@@ -55,7 +55,8 @@ type Comm struct {
 	shmCtx     *engine.Ctx
 	setupDone  bool
 	proxyOn    bool
-	cuda       *cudaState // CUDA mode only
+	device     int        // MSCCLPP_DEVICE (deviceAuto, deviceHost, deviceCUDA)
+	cuda       *cudaState // CUDA mode only (entered at the first P2P connection)
 	waitCfg    engine.Backoff
 	collMu     sync.Mutex // serialises the collectives of this communicator (threads would get each other's data)
 	collSeq    uint64     // collectives done through the node segment
@@ -132,20 +133,13 @@ func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 		b.Close()
 		return nil, err
 	}
-	mode, dev, err := chooseMode()
+	policy, err := devicePolicy()
 	if err != nil {
 		return fail(fmt.Errorf("rank %d: %w", c.rank, err))
 	}
+	c.device = policy
 	if err := c.initNode(start); err != nil {
 		return fail(err)
-	}
-	if mode == CUDAMode {
-		if err := c.initCUDA(dev); err != nil {
-			c.node.Unlink()
-			c.node.Close()
-			return fail(err)
-		}
-		c.mode = CUDAMode
 	}
 	c.waitCfg = waitBackoff(len(c.localOf))
 	c.eng = engine.NewComm(c.rank, c.waitCfg, proxyBackoff())
@@ -154,7 +148,7 @@ func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 	// Peers write into this process with process_vm_writev where memory is not shared;
 	// allow it under Yama's ptrace restrictions (EINVAL where Yama is absent is fine).
 	_ = unix.Prctl(unix.PR_SET_PTRACER, uintptr(unix.PR_SET_PTRACER_ANY), 0, 0, 0)
-	logx.Infof(logx.Init, "rank %d of %d ready in %v (%v, %d ranks on this node)", c.rank, c.nranks, time.Since(start), c.mode, len(c.localOf))
+	logx.Infof(logx.Init, "rank %d of %d ready in %v (%v for now, %d ranks on this node)", c.rank, c.nranks, time.Since(start), c.mode, len(c.localOf))
 	return c, nil
 }
 
@@ -275,7 +269,7 @@ func (c *Comm) Destroy() error {
 		return status.Errorf(status.InvalidUsage, "communicator already destroyed")
 	}
 	c.closed = true
-	c.stopProxies()
+	_ = c.stopProxies() // freeCUDA waits for the streams again and logs what fails
 	for _, x := range c.contexts() {
 		x.Close() // no host call is inside a context from here on
 	}
@@ -301,7 +295,8 @@ func (c *Comm) Destroy() error {
 	return c.boot.Close()
 }
 
-func (c *Comm) stopProxies() {
+// stopProxies stops the proxy threads, then waits for the copies they enqueued.
+func (c *Comm) stopProxies() error {
 	for _, x := range c.contexts() {
 		x.Stop()
 	}
@@ -309,6 +304,7 @@ func (c *Comm) stopProxies() {
 		c.logBinding()
 	}
 	c.proxyOn = false
+	return c.syncCUDA()
 }
 
 // contexts are the communicator's proxy contexts.
@@ -353,7 +349,9 @@ func (c *Comm) ProxyStop() error {
 		return status.Errorf(status.InvalidUsage, "mscclppProxyStop without a running proxy (call mscclppProxyLaunch first)")
 	}
 	err := c.Barrier()
-	c.stopProxies()
+	if serr := c.stopProxies(); err == nil {
+		err = serr
+	}
 	return err
 }
 

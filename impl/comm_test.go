@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/mscclpp-go/mscclpp/cuda"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -183,19 +184,23 @@ func TestBadArguments(t *testing.T) {
 
 func TestModeChoice(t *testing.T) {
 	t.Setenv("MSCCLPP_DEVICE", "host")
-	if m, _, err := chooseMode(); m != HostMode || err != nil {
-		t.Fatalf("MSCCLPP_DEVICE=host: %v, %v", m, err)
+	if p, err := devicePolicy(); p != deviceHost || err != nil {
+		t.Fatalf("MSCCLPP_DEVICE=host: %v, %v", p, err)
 	}
+	// auto never fails at init: the mode is decided at the first P2P connection
 	t.Setenv("MSCCLPP_DEVICE", "")
-	m, _, err := chooseMode()
-	if err != nil {
-		t.Fatalf("auto: %v", err)
+	if p, err := devicePolicy(); p != deviceAuto || err != nil {
+		t.Fatalf("auto: %v, %v", p, err)
 	}
-	if m != HostMode {
-		t.Skip("a GPU is current here: the no-GPU checks do not apply")
+	t.Setenv("MSCCLPP_DEVICE", "tpu")
+	if _, err := devicePolicy(); status.CodeOf(err) != status.InvalidArgument {
+		t.Fatalf("MSCCLPP_DEVICE=tpu: %v", err)
+	}
+	if cuda.Init() == nil {
+		t.Skip("CUDA initialises here: the no-GPU checks do not apply")
 	}
 	t.Setenv("MSCCLPP_DEVICE", "cuda")
-	_, _, err = chooseMode()
+	_, err := devicePolicy()
 	if err == nil || !strings.Contains(err.Error(), "MSCCLPP_DEVICE=cuda") {
 		t.Fatalf("MSCCLPP_DEVICE=cuda without a GPU: %v", err)
 	}
@@ -203,10 +208,6 @@ func TestModeChoice(t *testing.T) {
 		t.Fatalf("MSCCLPP_DEVICE=cuda without a GPU: code %v", c)
 	}
 	t.Logf("MSCCLPP_DEVICE=cuda here: %v", err)
-	t.Setenv("MSCCLPP_DEVICE", "tpu")
-	if _, _, err = chooseMode(); status.CodeOf(err) != status.InvalidArgument {
-		t.Fatalf("MSCCLPP_DEVICE=tpu: %v", err)
-	}
 }
 
 func TestMismatchedCollectiveSizes(t *testing.T) {

@@ -56,8 +56,8 @@ func (c *Comm) checkTransport(t Transport, peer int, ibDev *string) error {
 		}
 		return nil
 	case TransportP2P:
-		if c.mode != CUDAMode {
-			return status.Errorf(status.InvalidUsage, "P2P transport to rank %d needs CUDA mode, and this communicator runs in host mode (no GPU current): use mscclppTransportSHM", peer)
+		if c.device == deviceHost {
+			return status.Errorf(status.InvalidUsage, "P2P transport to rank %d needs CUDA mode, and MSCCLPP_DEVICE=host: use mscclppTransportSHM", peer)
 		}
 		if _, ok := c.localOf[peer]; !ok {
 			return status.Errorf(status.InvalidUsage, "P2P transport to rank %d: that rank is on another host (CUDA IPC works within a node)", peer)

@@ -25,37 +25,74 @@ type cudaState struct {
 
 const epochBytes, waitBytes = 16, 8
 
-// chooseMode picks CUDA mode when MSCCLPP_DEVICE allows it and the calling thread has a current
-// CUDA context, host mode otherwise (with one INFO line saying why).
-func chooseMode() (Mode, cuda.Device, error) {
+// The MSCCLPP_DEVICE settings.
+const (
+	deviceAuto = iota // CUDA mode at the first P2P connection, which needs a GPU
+	deviceHost        // host mode only: P2P is refused
+	deviceCUDA        // as auto, but the driver must load and initialise at init
+)
+
+// devicePolicy reads MSCCLPP_DEVICE. The mode itself is decided at the first P2P connection
+// (enterCUDA), not here: CUDA 11 runtimes create the context lazily, so at
+// mscclppCommInitRank the thread may have none yet even after cudaSetDevice.
+func devicePolicy() (int, error) {
 	switch v := strings.ToLower(os.Getenv("MSCCLPP_DEVICE")); v {
 	case "host":
 		logx.Infof(logx.Init, "host mode: MSCCLPP_DEVICE=host")
-		return HostMode, cuda.Device{}, nil
+		return deviceHost, nil
 	case "", "auto":
-		if !cuda.InUse() {
-			logx.Infof(logx.Init, "host mode: the application has not loaded the CUDA driver (no current CUDA context possible)")
-			return HostMode, cuda.Device{}, nil
+		switch {
+		case !cuda.InUse():
+			logx.Infof(logx.Init, "host mode: the application has not loaded the CUDA driver (a P2P connection would look for a GPU)")
+		default:
+			if err := cuda.Init(); err != nil {
+				logx.Infof(logx.Init, "host mode: %v", err)
+			} else {
+				logx.Infof(logx.Init, "host mode until the first P2P connection, which enters CUDA mode on its buffer's GPU")
+			}
 		}
-		dev, err := cuda.Probe()
-		if err != nil {
-			logx.Infof(logx.Init, "host mode: %v", err)
-			return HostMode, cuda.Device{}, nil
-		}
-		return CUDAMode, dev, nil
+		return deviceAuto, nil
 	case "cuda":
-		dev, err := cuda.Probe()
-		if err != nil {
+		if err := cuda.Init(); err != nil {
 			code := status.CodeOf(err)
 			if code == status.InternalError {
 				code = status.InvalidUsage
 			}
-			return HostMode, dev, &status.Error{Code: code, Msg: "MSCCLPP_DEVICE=cuda, but CUDA mode is unavailable: " + err.Error(), Err: err}
+			return deviceCUDA, &status.Error{Code: code, Msg: "MSCCLPP_DEVICE=cuda, but CUDA is unavailable: " + err.Error(), Err: err}
 		}
-		return CUDAMode, dev, nil
+		return deviceCUDA, nil
 	default:
-		return HostMode, cuda.Device{}, status.Errorf(status.InvalidArgument, "MSCCLPP_DEVICE=%q: want host, cuda or auto", v)
+		return deviceAuto, status.Errorf(status.InvalidArgument, "MSCCLPP_DEVICE=%q: want host, cuda or auto", v)
 	}
+}
+
+// enterCUDA switches the communicator to CUDA mode on its first P2P connection: the GPU is the
+// one whose context allocated buf (device memory), else the context current on the calling thread.
+func (c *Comm) enterCUDA(buf unsafe.Pointer) error {
+	if c.cuda != nil {
+		return nil
+	}
+	var dev cuda.Device
+	var err error
+	if buf != nil {
+		var perr error
+		if dev, perr = cuda.ProbePointer(uint64(uintptr(buf))); perr != nil {
+			dev, err = cuda.Probe()
+			if err != nil {
+				err = fmt.Errorf("%w; nor does the buffer %p tell (%v)", err, buf, perr)
+			}
+		}
+	} else {
+		dev, err = cuda.Probe()
+	}
+	if err != nil {
+		return &status.Error{Code: status.InvalidUsage, Msg: "P2P needs CUDA mode, and no GPU was found: " + err.Error(), Err: err}
+	}
+	if err := c.initCUDA(dev); err != nil {
+		return err
+	}
+	c.mode = CUDAMode
+	return nil
 }
 
 // initCUDA allocates the device memory every connection's counters live in.
@@ -96,14 +133,18 @@ func (c *Comm) p2pCtx() (*engine.Ctx, error) {
 	if len(cpus) > 0 {
 		logx.Infof(logx.Init, "rank %d: device %s is on NUMA node %d, CPUs %v", c.rank, st.dev.BusID, numa, cpus)
 	}
-	state, err := cuda.NewP2PState(st.dev, cpus)
+	state, err := cuda.NewP2PState(st.dev, cpus, numa)
 	if err != nil {
-		return nil, fmt.Errorf("P2P proxy stream: %w", err)
+		return nil, fmt.Errorf("P2P proxy streams: %w", err)
 	}
-	mem, err := st.dev.HostAlloc(engine.CtxSize)
+	// the proxy polls the FIFO without pause: keep its pages next to the GPU's CPUs
+	mem, placed, err := st.dev.HostAllocOnNode(engine.CtxSize, numa)
 	if err != nil {
 		cuda.FreeP2PState(state)
 		return nil, fmt.Errorf("P2P FIFO in pinned memory: %w", err)
+	}
+	if numa >= 0 && !placed {
+		logx.Infof(logx.Init, "rank %d: the P2P FIFO could not be placed on NUMA node %d (no memory policy here); carrying on", c.rank, numa)
 	}
 	head, err := st.dev.MemAlloc(8)
 	if err == nil {
@@ -123,8 +164,11 @@ func (c *Comm) p2pCtx() (*engine.Ctx, error) {
 	return st.p2p, nil
 }
 
-// connectP2P sets up connection idx's device-side fields over P2P.
+// connectP2P sets up connection idx's device-side fields over P2P (entering CUDA mode first).
 func (c *Comm) connectP2P(idx, remoteRank, tag int, local unsafe.Pointer) (*engine.Ctx, unsafe.Pointer, error) {
+	if err := c.enterCUDA(local); err != nil {
+		return nil, nil, err
+	}
 	ctx, err := c.p2pCtx()
 	if err != nil {
 		return nil, nil, err
@@ -170,22 +214,42 @@ func (c *Comm) cudaWrite(rec engine.RegRecord, off uint64, src unsafe.Pointer, s
 	return c.cuda.dev.CopyAsync(rec.Addr()+off, uint64(uintptr(src)), size, stream)
 }
 
-// freeCUDA releases everything CUDA mode allocated; proxies must be stopped.
+// syncCUDA waits until every copy the P2P proxy enqueued (data, signals, FIFO tail) is done, as
+// upstream's proxy does before it exits; proxies must be stopped.
+func (c *Comm) syncCUDA() error {
+	if c.cuda == nil || c.cuda.p2pState == nil {
+		return nil
+	}
+	if err := cuda.SyncP2PState(c.cuda.p2pState); err != nil {
+		return fmt.Errorf("rank %d: waiting for the P2P proxy's copies: %w", c.rank, err)
+	}
+	return nil
+}
+
+// freeCUDA releases everything CUDA mode allocated; proxies must be stopped. The proxy's streams
+// are synchronized and freed first: their copies write into the peers' IPC mappings, which are
+// closed only after that.
 func (c *Comm) freeCUDA() {
 	st := c.cuda
 	if st == nil {
 		return
 	}
-	for _, base := range st.ipc {
-		st.dev.IpcClose(base)
+	warn := func(what string, err error) {
+		if err != nil {
+			logx.Warnf("rank %d: CUDA teardown: %s: %v", c.rank, what, err)
+		}
 	}
 	if st.p2p != nil {
 		st.p2p.Invalidate()
-		st.dev.HostFree(st.p2pMem)
-		st.dev.MemFree(st.devHead)
-		cuda.FreeP2PState(st.p2pState)
+		warn("P2P streams", cuda.FreeP2PState(st.p2pState))
+		warn("P2P FIFO", st.dev.HostFree(st.p2pMem))
+		warn("P2P FIFO head", st.dev.MemFree(st.devHead))
+		st.p2p, st.p2pState, st.p2pMem = nil, nil, nil
 	}
-	st.dev.MemFree(st.block)
+	for _, base := range st.ipc {
+		warn("closing a peer's IPC mapping", st.dev.IpcClose(base))
+	}
+	warn("signal epochs", st.dev.MemFree(st.block))
 	c.cuda = nil
 }
 

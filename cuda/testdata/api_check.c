@@ -7,6 +7,7 @@
 #include <nvml.h>
 #define CUW_RESULT CUresult
 #define CUW_NVML_RETURN nvmlReturn_t
+#define CUW_POINTER_ATTRIBUTE CUpointer_attribute
 #define CUW_IPC_HANDLE CUipcMemHandle
 #include "cuapi.h"
 
@@ -31,6 +32,7 @@ _Static_assert(CUW_MEMHOSTALLOC_PORTABLE == CU_MEMHOSTALLOC_PORTABLE, "CU_MEMHOS
 _Static_assert(CUW_MEMHOSTALLOC_DEVICEMAP == CU_MEMHOSTALLOC_DEVICEMAP, "CU_MEMHOSTALLOC_DEVICEMAP");
 _Static_assert(CUW_IPC_MEM_LAZY_ENABLE_PEER_ACCESS == CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, "IPC flag");
 _Static_assert(CUW_STREAM_NON_BLOCKING == CU_STREAM_NON_BLOCKING, "CU_STREAM_NON_BLOCKING");
+_Static_assert(CUW_POINTER_ATTRIBUTE_CONTEXT == CU_POINTER_ATTRIBUTE_CONTEXT, "CU_POINTER_ATTRIBUTE_CONTEXT");
 
 FN(cuwApi, init, cuInit);
 FN(cuwApi, getErrorName, cuGetErrorName);
@@ -55,6 +57,7 @@ FN(cuwApi, streamSynchronize, cuStreamSynchronize);
 FN(cuwApi, memcpyDtoDAsync, cuMemcpyDtoDAsync_v2);
 FN(cuwApi, memcpyHtoDAsync, cuMemcpyHtoDAsync_v2);
 FN(cuwApi, memcpyAsync, cuMemcpyAsync);
+FN(cuwApi, pointerGetAttribute, cuPointerGetAttribute);
 
 FN(cuwNvml, init, nvmlInit_v2);
 FN(cuwNvml, shutdown, nvmlShutdown);

@@ -1,14 +1,32 @@
 /*
- * fakecuda.c: a stand-in libcuda.so.1 for the package's tests on machines
- * without a GPU. "Device memory" is host memory, copies run at once, two
- * contexts exist (fakeCtx[0] is current on every thread until one sets
- * another), and fakeFail(name) makes the named entry point fail with
- * CUDA_ERROR_OUT_OF_MEMORY (2). Built by the tests with cc -shared.
+ * fakecuda.c: a stand-in libcuda.so.1 for the tests on machines without a
+ * GPU. Built by the tests with cc -shared.
+ *
+ * It is strict where a real GPU would be, so that the tests catch what only a
+ * GPU would show:
+ *   - "Device memory" is not host-addressable: cuMemAlloc returns the address
+ *     of a PROT_NONE reservation, so a host dereference faults, while the data
+ *     lives in a hidden shadow buffer the fake's copies use. Tests read and
+ *     write it with fakeRead / fakeWrite (as cuMemcpyDtoH would).
+ *   - Streams are queues: an operation runs at once unless its stream is
+ *     stalled (fakeStall) or has work queued; cuStreamSynchronize (or
+ *     releasing the stall) runs the queue in order. A copy reads its source
+ *     when it runs, as a DMA engine does.
+ *   - Two contexts exist (fakeCtx[0] is current on every thread until one sets
+ *     another); fakeFail(name) makes the named entry point fail with
+ *     CUDA_ERROR_OUT_OF_MEMORY (2).
+ *   - Every call that matters for ordering is written, one line each, to the
+ *     log file named by FAKECUDA_LOG (or fakeLogTo), e.g. "cuStreamSynchronize
+ *     stream=2" or "cuIpcCloseMemHandle".
  */
+#define _GNU_SOURCE
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -21,18 +39,110 @@ static __thread void* cur = &fakeCtx[0];
 static __thread int curSet = 0;
 static char failing[64];
 static int noCtx, noUva;
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* allocations, streams, log */
 static int syncs, streams, ipcOpen;
 
+#define MAX_ALLOCS 1024
 struct alloc {
-  char* base;
+  char* dev;    /* PROT_NONE reservation: the device address */
+  char* shadow; /* where the bytes live */
   size_t size;
+  size_t mapLen;
+  void* ctx; /* the context it was allocated in */
 };
-static struct alloc allocs[256];
+static struct alloc allocs[MAX_ALLOCS];
+
+struct hostAlloc {
+  char* p;
+  size_t len;
+};
+static struct hostAlloc hostAllocs[MAX_ALLOCS];
+
+static FILE* logf_;
 
 static int fail(const char* name) { return failing[0] != 0 && strcmp(failing, name) == 0; }
 #define FAILS(name) \
   if (fail(name)) return 2
+
+static void logLine(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+static void logLine(const char* fmt, ...)
+{
+  if (logf_ == NULL) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(logf_, fmt, ap);
+  va_end(ap);
+  fputc('\n', logf_);
+  fflush(logf_);
+}
+
+__attribute__((constructor)) static void fakeInit(void)
+{
+  const char* p = getenv("FAKECUDA_LOG");
+  if (p != NULL && p[0] != 0) logf_ = fopen(p, "a");
+}
+
+/* The shadow bytes behind device address p (n bytes must fit), p itself when p is not device
+ * memory (pinned or other host memory: unified addressing), or NULL when p..p+n straddles the
+ * end of an allocation. Call with mu held. */
+static char* translate(CUdeviceptr p, size_t n)
+{
+  char* a = (char*)(uintptr_t)p;
+  for (int i = 0; i < MAX_ALLOCS; i++) {
+    struct alloc* al = &allocs[i];
+    if (al->dev != NULL && a >= al->dev && a < al->dev + (al->size ? al->size : 1)) {
+      if (n > al->size || (size_t)(a - al->dev) > al->size - n) return NULL;
+      return al->shadow + (a - al->dev);
+    }
+  }
+  return a;
+}
+
+/* ---- streams ---- */
+struct op {
+  CUdeviceptr dst, src;
+  size_t n;
+};
+typedef struct fakeStream {
+  void* ctx; /* first: the context the stream belongs to */
+  int id;
+  int stalled;
+  struct op* q;
+  int nq, cap;
+} fakeStream;
+static int nextStreamId = 1;
+
+static int runOp(const struct op* o)
+{
+  char* d = translate(o->dst, o->n);
+  char* s = translate(o->src, o->n);
+  if (d == NULL || s == NULL) return 1;
+  memmove(d, s, o->n);
+  return 0;
+}
+
+static void runQueue(fakeStream* s)
+{
+  for (int i = 0; i < s->nq; i++) runOp(&s->q[i]);
+  s->nq = 0;
+}
+
+/* Runs o now when s is free, else queues it. Call with mu held. */
+static CUresult enqueue(fakeStream* s, CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+  struct op o = {dst, src, n};
+  if (translate(dst, n) == NULL || translate(src, n) == NULL) return 1;
+  if (!s->stalled && s->nq == 0) return (CUresult)runOp(&o);
+  if (s->nq == s->cap) {
+    s->cap = s->cap ? 2 * s->cap : 16;
+    s->q = realloc(s->q, (size_t)s->cap * sizeof(*s->q));
+  }
+  s->q[s->nq++] = o;
+  return 0;
+}
+
+#define MAX_STREAMS 64
+static fakeStream* liveStreams[MAX_STREAMS];
 
 /* ---- test controls (called by the tests through dlsym) ---- */
 int fakeFail(const char* name)
@@ -63,8 +173,88 @@ int fakeLiveAllocs(const char* unused)
 {
   (void)unused;
   int n = 0;
-  for (int i = 0; i < 256; i++) n += allocs[i].base != NULL;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < MAX_ALLOCS; i++) n += allocs[i].dev != NULL;
+  pthread_mutex_unlock(&mu);
   return n;
+}
+/* The id of stream s (its address, as strtoull reads it), or -1. */
+int fakeStreamId(const char* s)
+{
+  fakeStream* st = (fakeStream*)(uintptr_t)strtoull(s, NULL, 0);
+  int id = -1;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < MAX_STREAMS; i++)
+    if (liveStreams[i] == st && st != NULL) id = st->id;
+  pthread_mutex_unlock(&mu);
+  return id;
+}
+/* Stalls the stream whose address is s (as strtoull reads it), or every live stream for "all":
+ * its operations wait in its queue until cuStreamSynchronize. "" releases every stall and runs
+ * what waited. */
+int fakeStall(const char* s)
+{
+  fakeStream* st = (fakeStream*)(uintptr_t)strtoull(s, NULL, 0);
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < MAX_STREAMS; i++) {
+    fakeStream* x = liveStreams[i];
+    if (x == NULL) continue;
+    if (s[0] == 0) {
+      x->stalled = 0;
+      runQueue(x);
+    } else if (x == st || strcmp(s, "all") == 0) {
+      x->stalled = 1;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return 0;
+}
+/* Operations waiting in stream queues. */
+int fakeQueued(const char* unused)
+{
+  (void)unused;
+  int n = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < MAX_STREAMS; i++)
+    if (liveStreams[i] != NULL) n += liveStreams[i]->nq;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+/* Starts (path) or stops ("") the call log. */
+int fakeLogTo(const char* path)
+{
+  pthread_mutex_lock(&mu);
+  if (logf_ != NULL) fclose(logf_);
+  logf_ = (path != NULL && path[0] != 0) ? fopen(path, "a") : NULL;
+  pthread_mutex_unlock(&mu);
+  return logf_ == NULL && path != NULL && path[0] != 0 ? -1 : 0;
+}
+/* Copies n bytes at device (or host) address p to out, as cuMemcpyDtoH would; -1 when p is not
+ * inside one allocation. */
+int fakeRead(CUdeviceptr p, void* out, size_t n)
+{
+  pthread_mutex_lock(&mu);
+  char* s = translate(p, n);
+  if (s != NULL) memcpy(out, s, n);
+  pthread_mutex_unlock(&mu);
+  return s == NULL ? -1 : 0;
+}
+/* Copies n bytes from in to device (or host) address p. */
+int fakeWrite(CUdeviceptr p, const void* in, size_t n)
+{
+  pthread_mutex_lock(&mu);
+  char* d = translate(p, n);
+  if (d != NULL) memcpy(d, in, n);
+  pthread_mutex_unlock(&mu);
+  return d == NULL ? -1 : 0;
+}
+/* 1 when p lies in fake device memory (not host-addressable). */
+int fakeIsDevice(CUdeviceptr p)
+{
+  pthread_mutex_lock(&mu);
+  int dev = translate(p, 1) != (char*)(uintptr_t)p;
+  pthread_mutex_unlock(&mu);
+  return dev;
 }
 
 /* ---- the driver ---- */
@@ -106,8 +296,9 @@ CUresult cuCtxSetCurrent(void* c)
 CUresult cuCtxGetDevice(int* d)
 {
   FAILS("cuCtxGetDevice");
-  if (cur == NULL) return 201;
-  *d = cur == &fakeCtx[0] ? 0 : 1;
+  void* c = (!curSet && noCtx) ? NULL : cur;
+  if (c == NULL) return 201;
+  *d = c == &fakeCtx[0] ? 0 : 1;
   return 0;
 }
 CUresult cuDeviceGetPCIBusId(char* s, int len, int dev)
@@ -116,56 +307,101 @@ CUresult cuDeviceGetPCIBusId(char* s, int len, int dev)
   strncpy(s, dev == 0 ? "0000:3B:00.0" : "0000:86:00.0", (size_t)len);
   return 0;
 }
-static int needCtx(void) { return cur == NULL ? 201 : 0; }
+static void* curCtx(void) { return (!curSet && noCtx) ? NULL : cur; }
 
 CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n)
 {
   FAILS("cuMemAlloc_v2");
-  if (needCtx()) return 201;
-  char* b = calloc(1, n ? n : 1);
+  if (curCtx() == NULL) return 201;
+  size_t len = (n + 4095) & ~(size_t)4095;
+  if (len == 0) len = 4096;
+  void* dev = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (dev == MAP_FAILED) return 2;
+  char* shadow = calloc(1, n ? n : 1);
+  CUresult rc = 2;
   pthread_mutex_lock(&mu);
-  for (int i = 0; i < 256; i++)
-    if (allocs[i].base == NULL) {
-      allocs[i].base = b;
-      allocs[i].size = n;
+  for (int i = 0; i < MAX_ALLOCS; i++)
+    if (allocs[i].dev == NULL) {
+      allocs[i] = (struct alloc){dev, shadow, n, len, curCtx()};
+      rc = 0;
       break;
     }
   pthread_mutex_unlock(&mu);
-  *p = (CUdeviceptr)(uintptr_t)b;
+  if (rc != 0) {
+    munmap(dev, len);
+    free(shadow);
+    return rc;
+  }
+  *p = (CUdeviceptr)(uintptr_t)dev;
   return 0;
 }
 CUresult cuMemFree_v2(CUdeviceptr p)
 {
   FAILS("cuMemFree_v2");
+  struct alloc found = {0};
   pthread_mutex_lock(&mu);
-  int found = 0;
-  for (int i = 0; i < 256; i++)
-    if (allocs[i].base == (char*)(uintptr_t)p) {
-      allocs[i].base = NULL;
-      found = 1;
+  for (int i = 0; i < MAX_ALLOCS; i++)
+    if (allocs[i].dev != NULL && allocs[i].dev == (char*)(uintptr_t)p) {
+      found = allocs[i];
+      allocs[i] = (struct alloc){0};
     }
+  logLine("cuMemFree");
   pthread_mutex_unlock(&mu);
-  if (!found) return 1;
-  free((void*)(uintptr_t)p);
+  if (found.dev == NULL) return 1;
+  munmap(found.dev, found.mapLen);
+  free(found.shadow);
   return 0;
 }
 CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n)
 {
   FAILS("cuMemsetD8_v2");
-  memset((void*)(uintptr_t)p, v, n);
-  return 0;
+  pthread_mutex_lock(&mu);
+  char* d = translate(p, n);
+  if (d != NULL) memset(d, v, n);
+  pthread_mutex_unlock(&mu);
+  return d == NULL ? 1 : 0;
 }
+/* Pinned host memory: mapped and touched here (as pinning does), so the pages come from the
+ * calling thread's memory policy. */
 CUresult cuMemHostAlloc(void** p, size_t n, unsigned int flags)
 {
   (void)flags;
   FAILS("cuMemHostAlloc");
-  *p = calloc(1, n ? n : 1);
+  size_t len = (n + 4095) & ~(size_t)4095;
+  if (len == 0) len = 4096;
+  char* m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return 2;
+  memset(m, 0, len);
+  CUresult rc = 2;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < MAX_ALLOCS; i++)
+    if (hostAllocs[i].p == NULL) {
+      hostAllocs[i] = (struct hostAlloc){m, len};
+      rc = 0;
+      break;
+    }
+  pthread_mutex_unlock(&mu);
+  if (rc != 0) {
+    munmap(m, len);
+    return rc;
+  }
+  *p = m;
   return 0;
 }
 CUresult cuMemFreeHost(void* p)
 {
   FAILS("cuMemFreeHost");
-  free(p);
+  struct hostAlloc found = {0};
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < MAX_ALLOCS; i++)
+    if (hostAllocs[i].p != NULL && hostAllocs[i].p == p) {
+      found = hostAllocs[i];
+      hostAllocs[i] = (struct hostAlloc){0};
+    }
+  logLine("cuMemFreeHost");
+  pthread_mutex_unlock(&mu);
+  if (found.p == NULL) return 1;
+  munmap(found.p, found.len);
   return 0;
 }
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned int flags)
@@ -180,11 +416,28 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr p)
   FAILS("cuMemGetAddressRange_v2");
   CUresult rc = 1;
   pthread_mutex_lock(&mu);
-  for (int i = 0; i < 256; i++) {
-    char* b = allocs[i].base;
+  for (int i = 0; i < MAX_ALLOCS; i++) {
+    char* b = allocs[i].dev;
     if (b != NULL && (char*)(uintptr_t)p >= b && (char*)(uintptr_t)p < b + allocs[i].size) {
       *base = (CUdeviceptr)(uintptr_t)b;
       *size = allocs[i].size;
+      rc = 0;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return rc;
+}
+/* CU_POINTER_ATTRIBUTE_CONTEXT (1) of device memory: the context it was allocated in. */
+CUresult cuPointerGetAttribute(void* data, int attr, CUdeviceptr p)
+{
+  FAILS("cuPointerGetAttribute");
+  if (attr != 1) return 1;
+  CUresult rc = 1; /* CUDA_ERROR_INVALID_VALUE: not device memory */
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < MAX_ALLOCS; i++) {
+    char* b = allocs[i].dev;
+    if (b != NULL && (char*)(uintptr_t)p >= b && (char*)(uintptr_t)p < b + allocs[i].size) {
+      *(void**)data = allocs[i].ctx;
       rc = 0;
     }
   }
@@ -210,6 +463,9 @@ CUdeviceptr* p, CUipcMemHandle h, unsigned int flags)
   if (memcmp(h.reserved, "FAKEIPC", 7) != 0 || flags != 1) return 1;
   memcpy(p, h.reserved + 8, sizeof(*p));
   __atomic_fetch_add(&ipcOpen, 1, __ATOMIC_RELAXED);
+  pthread_mutex_lock(&mu);
+  logLine("cuIpcOpenMemHandle");
+  pthread_mutex_unlock(&mu);
   return 0;
 }
 CUresult cuIpcCloseMemHandle(CUdeviceptr p)
@@ -217,48 +473,92 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr p)
   (void)p;
   FAILS("cuIpcCloseMemHandle");
   __atomic_fetch_sub(&ipcOpen, 1, __ATOMIC_RELAXED);
+  pthread_mutex_lock(&mu);
+  int pending = 0;
+  for (int i = 0; i < MAX_STREAMS; i++)
+    if (liveStreams[i] != NULL) pending += liveStreams[i]->nq;
+  logLine("cuIpcCloseMemHandle pending=%d", pending);
+  pthread_mutex_unlock(&mu);
   return 0;
 }
 /* A stream remembers its context: copies on it need that context current. */
 CUresult cuStreamCreate(void** s, unsigned int flags)
 {
   FAILS("cuStreamCreate");
-  if (flags != 1 || needCtx()) return 1;
-  void** st = malloc(sizeof(void*));
-  *st = cur;
+  if (flags != 1 || curCtx() == NULL) return 1;
+  fakeStream* st = calloc(1, sizeof(*st));
+  st->ctx = curCtx();
+  pthread_mutex_lock(&mu);
+  st->id = nextStreamId++;
+  int slot = -1;
+  for (int i = 0; i < MAX_STREAMS && slot < 0; i++)
+    if (liveStreams[i] == NULL) slot = i;
+  if (slot >= 0) liveStreams[slot] = st;
+  logLine("cuStreamCreate stream=%d", st->id);
+  pthread_mutex_unlock(&mu);
+  if (slot < 0) {
+    free(st);
+    return 2;
+  }
   *s = st;
   __atomic_fetch_add(&streams, 1, __ATOMIC_RELAXED);
   return 0;
 }
+/* Like the driver, lets queued work finish; logs how much there was. */
 CUresult cuStreamDestroy_v2(void* s)
 {
   FAILS("cuStreamDestroy_v2");
-  free(s);
+  fakeStream* st = s;
+  pthread_mutex_lock(&mu);
+  logLine("cuStreamDestroy stream=%d pending=%d", st->id, st->nq);
+  runQueue(st);
+  for (int i = 0; i < MAX_STREAMS; i++)
+    if (liveStreams[i] == st) liveStreams[i] = NULL;
+  pthread_mutex_unlock(&mu);
+  free(st->q);
+  free(st);
   __atomic_fetch_sub(&streams, 1, __ATOMIC_RELAXED);
   return 0;
 }
 CUresult cuStreamSynchronize(void* s)
 {
-  (void)s;
   FAILS("cuStreamSynchronize");
   __atomic_fetch_add(&syncs, 1, __ATOMIC_RELAXED);
+  pthread_mutex_lock(&mu);
+  if (s != NULL) {
+    fakeStream* st = s;
+    runQueue(st);
+    logLine("cuStreamSynchronize stream=%d", st->id);
+  } else {
+    logLine("cuStreamSynchronize stream=0");
+  }
+  pthread_mutex_unlock(&mu);
   return 0;
 }
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, void* st)
 {
   FAILS("cuMemcpyDtoDAsync_v2");
   if (st == NULL) return 1;
-  if (*(void**)st != cur) return 201;
-  memcpy((void*)(uintptr_t)d, (const void*)(uintptr_t)s, n);
-  return 0;
+  if (((fakeStream*)st)->ctx != cur) return 201;
+  pthread_mutex_lock(&mu);
+  CUresult rc = enqueue(st, d, s, n);
+  pthread_mutex_unlock(&mu);
+  return rc;
 }
-/* Any stream, the default one (NULL) too; no context check. */
+/* Any stream, the default one (NULL: at once) too; no context check. */
 CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, void* st)
 {
-  (void)st;
   FAILS("cuMemcpyAsync");
-  memmove((void*)(uintptr_t)d, (const void*)(uintptr_t)s, n);
-  return 0;
+  pthread_mutex_lock(&mu);
+  CUresult rc;
+  if (st == NULL) {
+    struct op o = {d, s, n};
+    rc = (CUresult)runOp(&o);
+  } else {
+    rc = enqueue(st, d, s, n);
+  }
+  pthread_mutex_unlock(&mu);
+  return rc;
 }
 
 #ifndef FAKE_NO_HTOD
@@ -266,8 +566,11 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void* s, size_t n, void* st)
 {
   FAILS("cuMemcpyHtoDAsync_v2");
   if (st == NULL) return 1;
-  if (*(void**)st != cur) return 201;
-  memcpy((void*)(uintptr_t)d, s, n);
-  return 0;
+  if (((fakeStream*)st)->ctx != cur) return 201;
+  pthread_mutex_lock(&mu);
+  CUresult rc = enqueue(st, d, (CUdeviceptr)(uintptr_t)s, n);
+  logLine("cuMemcpyHtoDAsync stream=%d", ((fakeStream*)st)->id);
+  pthread_mutex_unlock(&mu);
+  return rc;
 }
 #endif

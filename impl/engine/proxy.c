@@ -1,14 +1,38 @@
 /*
  * proxy.c: the proxy thread: pops triggers from its context's FIFO and
  * performs them through engOp. In C because it is the one hot loop and must
- * never call into Go. Polls with back-off (backoff.h) so an idle proxy does
- * not starve an oversubscribed machine, and publishes its tail every
- * MSCCLPP_PROXY_FIFO_FLUSH_COUNTER pops, on every Sync and whenever it idles.
+ * never call into Go. A host-mode proxy polls with back-off (backoff.h) so an
+ * idle proxy does not starve an oversubscribed machine; a proxy whose FIFO
+ * head lives in device memory (CUDA mode) busy-polls, as upstream does: its
+ * initiators are GPU threads, and any sleep is added to the next trigger's
+ * latency. Publishes its tail every MSCCLPP_PROXY_FIFO_FLUSH_COUNTER pops, on
+ * every Sync and whenever it idles.
+ *
+ * A slot is ready when word 0 is non-zero and the type field of word 1 is
+ * non-zero: a GPU's 16-byte store may become visible to the host as two
+ * 8-byte writes, word 0 first. A slot whose type stays zero for
+ * ENG_TYPELESS_NS is reported (a trigger pushed with type 0) and dropped.
  */
 #include <stdio.h>
 
 #include "backoff.h"
 #include "engine.h"
+
+#define ENG_TYPELESS_NS 1000000000ull
+
+/* One idle step: a pause while GPU threads may push (they cannot wake a sleeper), else back-off. */
+static void idle(engCtx* ctx, engBackoff* b)
+{
+  if (ctx->devHead != NULL)
+    engPause();
+  else
+    engBackoffStep(b, &ctx->comm->proxyCfg);
+}
+
+static uint64_t typeOf(uint64_t v1)
+{
+  return (v1 >> (MSCCLPP_BITS_OFFSET + MSCCLPP_BITS_CONNID)) & ((1ull << MSCCLPP_BITS_TYPE) - 1);
+}
 
 static void publish(engCtx* ctx, uint64_t tail)
 {
@@ -34,24 +58,41 @@ static void* proxyMain(void* arg)
   }
   uint64_t tail = __atomic_load_n(&ctx->tail, __ATOMIC_RELAXED);
   engBackoff b = {0, 0};
+  uint64_t typelessSince = 0; /* when the slot at tail was first seen with word 0 but no type */
   for (;;) {
     mscclppTrigger* slot = &ctx->fifo[tail % MSCCLPP_PROXY_FIFO_SIZE];
     uint64_t v0 = __atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE);
     if (v0 == 0) {
       if (__atomic_load_n(&ctx->tail, __ATOMIC_RELAXED) != tail) publish(ctx, tail);
       if (__atomic_load_n(&ctx->stop, __ATOMIC_ACQUIRE) && drained(ctx, tail)) break;
-      engBackoffStep(&b, &ctx->comm->proxyCfg);
+      idle(ctx, &b);
       continue;
     }
+    uint64_t v1 = __atomic_load_n(&slot->value[1], __ATOMIC_ACQUIRE);
+    uint64_t type = typeOf(v1);
+    if (type == 0) {
+      /* word 1 is not visible yet: wait for it, but not forever */
+      uint64_t now = engNowNs();
+      if (typelessSince == 0) typelessSince = now;
+      if (now - typelessSince < ENG_TYPELESS_NS) {
+        idle(ctx, &b);
+        continue;
+      }
+      char msg[160];
+      snprintf(msg, sizeof(msg), "proxy: trigger %llu has no type (pushed with type 0?); dropped",
+               (unsigned long long)tail);
+      engCommSetError(ctx->comm, mscclppInvalidUsage, msg);
+    }
+    typelessSince = 0;
     b.n = 0;
     b.sleepUs = 0;
-    uint64_t v1 = __atomic_load_n(&slot->value[1], __ATOMIC_RELAXED);
     uint64_t size = v0 & 0xffffffffull, srcOff = v0 >> 32;
     uint64_t dstOff = v1 & 0xffffffffull;
     uint64_t connId = (v1 >> MSCCLPP_BITS_OFFSET) & ((1ull << MSCCLPP_BITS_CONNID) - 1);
-    uint64_t type = (v1 >> (MSCCLPP_BITS_OFFSET + MSCCLPP_BITS_CONNID)) & ((1ull << MSCCLPP_BITS_TYPE) - 1);
     engConn* c = ctx->conns[connId];
-    if (c == NULL) {
+    if (type == 0) {
+      /* reported above */
+    } else if (c == NULL) {
       char msg[128];
       snprintf(msg, sizeof(msg), "proxy: trigger for unknown connection %llu", (unsigned long long)connId);
       engCommSetError(ctx->comm, mscclppInvalidUsage, msg);

@@ -64,6 +64,9 @@ int main(int argc, char** argv)
   mscclppDevConn_t* conns;
   CUDACHECK(cudaMalloc(&conns, nConns * sizeof(mscclppDevConn_t)));
   CUDACHECK(cudaMemcpy(conns, hostConns, nConns * sizeof(mscclppDevConn_t), cudaMemcpyHostToDevice));
+  /* a copy from pageable memory may return before its DMA is done, and the kernels below run on
+   * a non-blocking stream that does not wait for the legacy one */
+  CUDACHECK(cudaDeviceSynchronize());
   MSCCLPPCHECK(mscclppProxyLaunch(gComm));
 
   cudaStream_t s;
@@ -76,7 +79,8 @@ int main(int argc, char** argv)
 
   for (uint64_t chunk = 1ull << 20; chunk <= maxChunk; chunk *= 4) {
     int iters = chunk >= (16ull << 20) ? 5 : 20;
-    CUDACHECK(cudaMemset(buf, 0, bytes));
+    /* on s: the legacy stream's cudaMemset would not be ordered before fill on a non-blocking stream */
+    CUDACHECK(cudaMemsetAsync(buf, 0, bytes, s));
     fill<<<64, 256, 0, s>>>(buf + rank * chunk, rank, chunk);
     CUDACHECK(cudaStreamSynchronize(s));
     MSCCLPPCHECK(mscclppBootstrapBarrier(gComm));

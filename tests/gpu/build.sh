@@ -57,7 +57,7 @@ status=0
 for prog in allgather latency; do
   # shellcheck disable=SC2086
   if "$nvcc" -std=c++14 -O2 ${NVCC_FLAGS:-} $cflags -I"$here" -o "$out/$prog" "$here/$prog.cu" \
-      "${nvlibs[@]}" -cudart shared -lcudart; then
+      "${nvlibs[@]}"; then
     echo "built $out/$prog"
   else
     echo "build.sh: FAILED to build $prog" >&2

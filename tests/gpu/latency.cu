@@ -59,6 +59,9 @@ int main(int argc, char** argv)
   mscclppDevConn_t* conn;
   CUDACHECK(cudaMalloc(&conn, sizeof(mscclppDevConn_t)));
   CUDACHECK(cudaMemcpy(conn, hostConn, sizeof(mscclppDevConn_t), cudaMemcpyHostToDevice));
+  /* the memset and a copy from pageable memory may still run: the kernels below are on a
+   * non-blocking stream, which does not wait for the legacy one */
+  CUDACHECK(cudaDeviceSynchronize());
   MSCCLPPCHECK(mscclppProxyLaunch(gComm));
 
   cudaStream_t s;

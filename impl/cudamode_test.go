@@ -1,0 +1,238 @@
+package impl
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/mscclpp-go/mscclpp/cuda"
+	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+const fakeChildEnv = "MSCCLPP_TEST_FAKE_CUDA_CHILD"
+
+// TestCUDAModeFakeDriver runs two ranks in CUDA mode against the stand-in driver of
+// cuda/testdata (in a child process: the driver library is chosen once per process) and checks
+// from the driver's call log that teardown waits for the proxy's streams and frees them before
+// closing the peers' IPC mappings.
+func TestCUDAModeFakeDriver(t *testing.T) {
+	if os.Getenv(fakeChildEnv) == "1" {
+		fakeCUDAChild(t)
+		return
+	}
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "libfakecuda.so")
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "cc"
+	}
+	build := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", lib, filepath.Join("..", "cuda", "testdata", "fakecuda.c"), "-lpthread")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the fake driver: %v\n%s", err, b)
+	}
+	logPath := filepath.Join(dir, "calls.log")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCUDAModeFakeDriver$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), fakeChildEnv+"=1", "MSCCLPP_CUDA_LIBRARY="+lib, "FAKECUDA_LOG="+logPath,
+		"MSCCLPP_DEVICE=", "FAKE_CUDA_MARK="+logPath)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Split(strings.TrimSpace(string(b)), "\n")
+	mark := -1
+	for i, l := range all {
+		if l == "MARK destroy" {
+			mark = i
+		}
+	}
+	if mark < 0 {
+		t.Fatalf("no destroy mark in the call log:\n%s\nchild:\n%s", b, out)
+	}
+	// each communicator (destroyed one after the other): its two streams synchronized and
+	// destroyed with nothing pending, and only then its IPC mappings of the peer's epochs and
+	// buffer closed, with no copy pending anywhere
+	destroyed, closes := 0, 0
+	last := ""
+	for _, l := range all[mark+1:] {
+		switch {
+		case strings.HasPrefix(l, "cuStreamDestroy"):
+			if !strings.HasSuffix(l, " pending=0") {
+				t.Errorf("a stream destroyed with work pending (not synchronized first): %s", l)
+			}
+			destroyed++
+		case strings.HasPrefix(l, "cuIpcCloseMemHandle"):
+			closes++
+			if !strings.HasPrefix(last, "cuStreamDestroy") && !strings.HasPrefix(last, "cuIpcCloseMemHandle") {
+				t.Errorf("an IPC mapping closed before the proxy's streams were freed (after %q)", last)
+			}
+			if !strings.HasSuffix(l, " pending=0") {
+				t.Errorf("IPC mapping closed with copies pending: %s", l)
+			}
+		}
+		if !strings.HasPrefix(l, "cuMemFree") {
+			last = l
+		}
+	}
+	if closes != 4 || destroyed != 4 {
+		t.Errorf("teardown closed %d IPC mappings and destroyed %d streams, want 4 and 4", closes, destroyed)
+	}
+	if t.Failed() {
+		t.Logf("calls after the destroy mark:\n%s", strings.Join(all[mark+1:], "\n"))
+	}
+	t.Logf("child:\n%s", out)
+}
+
+// onLockedThread runs f on one OS thread.
+func onLockedThread(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		f()
+	}()
+	<-done
+}
+
+func fakeCUDAChild(t *testing.T) {
+	if err := cuda.Load(); err != nil {
+		t.Fatal(err)
+	}
+	// no thread has a current context (a CUDA 11 runtime before its first call on the thread)
+	cuda.TestDriverCall("fakeNoCtx", "1")
+	const size = 1 << 16
+	var bufs [2]uint64
+	src := make([]byte, size)
+	for i := range src {
+		src[i] = byte(i*13 + 1)
+	}
+	onLockedThread(func() {
+		cuda.TestDriverCall("fakeSetCurrent", "0")
+		defer cuda.TestDriverCall("fakeSetCurrent", "n")
+		dev, err := cuda.Probe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range bufs {
+			if bufs[i], err = dev.MemAlloc(size); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cuda.TestDriverWrite(bufs[0], src); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	addr := freeAddr(t)
+	comms := make([]*Comm, 2)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			c, err := InitRank(2, addr, r)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			comms[r] = c
+			if c.mode != HostMode {
+				t.Errorf("rank %d: %v right after init, want the mode decided at the first P2P connection", r, c.mode)
+			}
+			// no buffer and no current context: no GPU to be found
+			err = c.Connect(1-r, 1, nil, 0, TransportP2P, nil, false)
+			if status.CodeOf(err) != status.InvalidUsage || !strings.Contains(err.Error(), "P2P needs CUDA mode") {
+				t.Errorf("rank %d: P2P without a buffer or a context: %v", r, err)
+			}
+			if errs[r] = c.Connect(1-r, 0, engine.DevPtr(bufs[r]), size, TransportP2P, nil, true); errs[r] != nil {
+				return
+			}
+			if c.mode != CUDAMode {
+				t.Errorf("rank %d: %v after a P2P connection", r, c.mode)
+			}
+			if errs[r] = c.ConnectionSetup(); errs[r] != nil {
+				return
+			}
+			errs[r] = c.ProxyLaunch()
+		}(r)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	// the copy engine is busy: every copy waits on its stream
+	cuda.TestDriverCall("fakeStall", "all")
+	defer cuda.TestDriverCall("fakeStall", "")
+	// rank 0's GPU pushes put+signal of the whole buffer on connection 0
+	fifo := *(*unsafe.Pointer)(comms[0].devConns.At(0)) // fifo.triggerFifo: pinned host memory
+	slot := (*[2]uint64)(fifo)
+	atomic.StoreUint64(&slot[1], 3<<42)
+	atomic.StoreUint64(&slot[0], size)
+	deadline := time.Now().Add(10 * time.Second)
+	for comms[0].cuda.p2p.Served() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the P2P proxy never served the trigger")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if q := cuda.TestDriverCall("fakeQueued", ""); q == 0 {
+		t.Fatal("nothing queued on the stalled streams")
+	}
+	// ProxyStop returns only with every copy done
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			errs[r] = comms[r].ProxyStop()
+		}(r)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: ProxyStop: %v", r, err)
+		}
+	}
+	if q := cuda.TestDriverCall("fakeQueued", ""); q != 0 {
+		t.Errorf("ProxyStop returned with %d copies still queued", q)
+	}
+	got, err := cuda.TestDriverRead(bufs[1], size)
+	if err != nil || !bytes.Equal(got, src) {
+		t.Errorf("rank 1's buffer after ProxyStop: %v, equal %v", err, bytes.Equal(got, src))
+	}
+	epoch, err := cuda.TestDriverRead(comms[1].cuda.epoch(0)+8, 8)
+	if err != nil || epoch[0] != 1 {
+		t.Errorf("rank 1's proxy epoch after the signal: % x, %v", epoch, err)
+	}
+	if err := comms[0].AsyncErr(); err != nil {
+		t.Errorf("rank 0: %v", err)
+	}
+	f, err := os.OpenFile(os.Getenv("FAKE_CUDA_MARK"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("MARK destroy\n")
+	f.Close()
+	for r := 0; r < 2; r++ {
+		if err := comms[r].Destroy(); err != nil {
+			t.Errorf("rank %d: Destroy: %v", r, err)
+		}
+	}
+}
