@@ -35,8 +35,9 @@
  *   }
  *
  * Rules for tools:
- * - A constructor may only call the mscclppTool* functions: the rest of the
- *   library is not running yet while it loads.
+ * - A constructor may only call the mscclppTool* functions and
+ *   mscclppGetLastError(NULL) (the text of a failed registration): the rest
+ *   of the library is not running yet while it loads.
  * - Inside an interceptor, call other API functions through
  *   mscclppToolGetNext(layer, ...) too: calling the public function enters
  *   the stack again at the top (and the same interceptor, recursively).
