@@ -5,8 +5,6 @@
  * library boundary (PLT) exactly as a call into libmscclpp does. In C, like
  * the function it stands for.
  */
-typedef enum { refSuccess = 0 } refResult;
-
 const char* refErrorString(int code)
 {
   switch (code) {
