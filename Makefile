@@ -21,7 +21,8 @@ ARGS     ?=
 
 .PHONY: all lib test test-go test-c run bench install clean check-cuda deps
 
-all: lib $(BUILD)/include/mscclpp.h $(BUILD)/include/mscclppfifo.h $(LIBDIR)/pkgconfig/mscclpp.pc $(CMAKEPKG)
+all: lib $(BUILD)/include/mscclpp.h $(BUILD)/include/mscclppfifo.h $(BUILD)/include/mscclpp_tools.h \
+     $(LIBDIR)/pkgconfig/mscclpp.pc $(CMAKEPKG)
 
 lib: $(LIB)
 
@@ -52,7 +53,7 @@ install: all
 	install -m 0755 $(LIB) $(PREFIX)/lib/
 	ln -sf libmscclpp.so.0.1.0 $(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(PREFIX)/lib/libmscclpp.so
-	install -m 0644 include/mscclpp.h include/mscclppfifo.h $(PREFIX)/include/
+	install -m 0644 include/mscclpp.h include/mscclppfifo.h include/mscclpp_tools.h $(PREFIX)/include/
 	sed 's|@PREFIX@|$(PREFIX)|' pkgconfig/mscclpp.pc.in > $(PREFIX)/lib/pkgconfig/mscclpp.pc
 	install -m 0644 $(CMAKEPKG) $(PREFIX)/lib/cmake/mscclpp/
 

@@ -3,6 +3,11 @@
  * a child forked after the library was loaded (the Go runtime does not
  * survive fork: any call into Go there may hang forever), then forwards to
  * its Go export go_<name>. In C because the fork check must not enter Go.
+ *
+ * Tools (tools.c): after the fork check, one load and one predictable
+ * branch ask whether a tool intercepts the function; if one does, the call
+ * enters the outermost such layer instead. capiLib<Name> is the library's
+ * own layer (0): the Go export, reached by the innermost tool.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -11,6 +16,7 @@
 
 #include "_cgo_export.h"
 #include "forward.h"
+#include "tools.h"
 
 static volatile int forked;
 static int loadPid;
@@ -29,7 +35,10 @@ __attribute__((constructor)) static void capiLoad(void)
 {
   loadPid = (int)getpid();
   pthread_atfork(NULL, NULL, onForkChild);
+  capiToolsLoad();
 }
+
+int capiForkedChild(void) { return forked; }
 
 void capiSetGlobalError(const char* msg)
 {
@@ -52,48 +61,64 @@ int capiForked(const char* fn)
 
 void capiCallLogHandler(mscclppLogHandler_t h, const char* msg) { h(msg); }
 
-#define FWD(name, params, args)                                \
-  mscclppResult_t name params                                  \
-  {                                                            \
-    if (capiForked(#name)) return mscclppInvalidUsage;         \
-    return (mscclppResult_t)go_##name args;                    \
+#define CAPI_UNPAREN(...) __VA_ARGS__
+
+/* FWD(Name, (params), (args), (go args)): mscclpp<Name> and its layer 0, capiLib<Name>. */
+#define FWD(Name, params, args, goargs)                                                        \
+  mscclppResult_t capiLib##Name(int layer, CAPI_UNPAREN params)                                \
+  {                                                                                            \
+    (void)layer;                                                                               \
+    return (mscclppResult_t)go_mscclpp##Name goargs;                                           \
+  }                                                                                            \
+  mscclppResult_t mscclpp##Name params                                                         \
+  {                                                                                            \
+    if (capiForked("mscclpp" #Name)) return mscclppInvalidUsage;                               \
+    int top = capiToolTop(mscclppToolFn##Name);                                                \
+    if (__builtin_expect(top != 0, 0))                                                         \
+      return ((mscclppTool##Name##_t)capiToolAt(top, mscclppToolFn##Name))(top, CAPI_UNPAREN args); \
+    return (mscclppResult_t)go_mscclpp##Name goargs;                                           \
   }
 
-FWD(mscclppGetUniqueId, (mscclppUniqueId * uniqueId), (uniqueId))
-FWD(mscclppCommInitRank, (mscclppComm_t * comm, int nranks, const char* ipPortPair, int rank),
+FWD(GetUniqueId, (mscclppUniqueId * uniqueId), (uniqueId), (uniqueId))
+FWD(CommInitRank, (mscclppComm_t * comm, int nranks, const char* ipPortPair, int rank), (comm, nranks, ipPortPair, rank),
     (comm, nranks, (char*)ipPortPair, rank))
-FWD(mscclppCommInitRankFromId, (mscclppComm_t * comm, int nranks, mscclppUniqueId id, int rank),
+FWD(CommInitRankFromId, (mscclppComm_t * comm, int nranks, mscclppUniqueId id, int rank), (comm, nranks, id, rank),
     (comm, nranks, id, rank))
-FWD(mscclppBootstrapAllGather, (mscclppComm_t comm, void* data, int size), (comm, data, size))
-FWD(mscclppBootstrapBarrier, (mscclppComm_t comm), (comm))
-FWD(mscclppCommDestroy, (mscclppComm_t comm), (comm))
-FWD(mscclppConnect,
+FWD(BootstrapAllGather, (mscclppComm_t comm, void* data, int size), (comm, data, size), (comm, data, size))
+FWD(BootstrapBarrier, (mscclppComm_t comm), (comm), (comm))
+FWD(CommDestroy, (mscclppComm_t comm), (comm), (comm))
+FWD(Connect,
     (mscclppComm_t comm, int remoteRank, int tag, void* localBuff, uint64_t buffSize,
      mscclppTransport_t transportType, const char* ibDev),
+    (comm, remoteRank, tag, localBuff, buffSize, transportType, ibDev),
     (comm, remoteRank, tag, localBuff, buffSize, transportType, (char*)ibDev))
-FWD(mscclppConnectWithoutBuffer,
+FWD(ConnectWithoutBuffer,
     (mscclppComm_t comm, int remoteRank, int tag, mscclppTransport_t transportType, const char* ibDev),
-    (comm, remoteRank, tag, transportType, (char*)ibDev))
-FWD(mscclppRegisterBufferForConnection,
+    (comm, remoteRank, tag, transportType, ibDev), (comm, remoteRank, tag, transportType, (char*)ibDev))
+FWD(RegisterBufferForConnection,
     (mscclppComm_t comm, int connIdx, void* localBuff, uint64_t buffSize, mscclppBufferHandle_t* handle),
-    (comm, connIdx, localBuff, buffSize, handle))
-FWD(mscclppConnectionSetup, (mscclppComm_t comm), (comm))
-FWD(mscclppGetAllDeviceConnections, (mscclppComm_t comm, mscclppDevConn_t * *devConns, int* nConns),
-    (comm, (void**)devConns, nConns))
-FWD(mscclppGetDeviceConnection, (mscclppComm_t comm, int remoteRank, int tag, mscclppDevConn_t** devConn),
-    (comm, remoteRank, tag, (void**)devConn))
-FWD(mscclppProxyLaunch, (mscclppComm_t comm), (comm))
-FWD(mscclppProxyStop, (mscclppComm_t comm), (comm))
-FWD(mscclppCommRank, (mscclppComm_t comm, int* rank), (comm, rank))
-FWD(mscclppCommSize, (mscclppComm_t comm, int* size), (comm, size))
-FWD(mscclppSetBootstrapConnTimeout, (int timeout), (timeout))
-FWD(mscclppSetLogHandler, (mscclppLogHandler_t handler), (handler))
-FWD(mscclppGetVersion, (int* version), (version))
-FWD(mscclppCommGetAsyncError, (mscclppComm_t comm, mscclppResult_t* asyncError), (comm, (int*)asyncError))
-FWD(mscclppHostAlloc, (void** ptr, size_t size), (ptr, size))
-FWD(mscclppHostFree, (void* ptr), (ptr))
+    (comm, connIdx, localBuff, buffSize, handle), (comm, connIdx, localBuff, buffSize, handle))
+FWD(ConnectionSetup, (mscclppComm_t comm), (comm), (comm))
+FWD(GetAllDeviceConnections, (mscclppComm_t comm, mscclppDevConn_t * *devConns, int* nConns),
+    (comm, devConns, nConns), (comm, (void**)devConns, nConns))
+FWD(GetDeviceConnection, (mscclppComm_t comm, int remoteRank, int tag, mscclppDevConn_t** devConn),
+    (comm, remoteRank, tag, devConn), (comm, remoteRank, tag, (void**)devConn))
+FWD(ProxyLaunch, (mscclppComm_t comm), (comm), (comm))
+FWD(ProxyStop, (mscclppComm_t comm), (comm), (comm))
+FWD(CommRank, (mscclppComm_t comm, int* rank), (comm, rank), (comm, rank))
+FWD(CommSize, (mscclppComm_t comm, int* size), (comm, size), (comm, size))
+FWD(SetBootstrapConnTimeout, (int timeout), (timeout), (timeout))
+FWD(SetLogHandler, (mscclppLogHandler_t handler), (handler), (handler))
+FWD(GetVersion, (int* version), (version), (version))
+FWD(CommGetAsyncError, (mscclppComm_t comm, mscclppResult_t* asyncError), (comm, asyncError),
+    (comm, (int*)asyncError))
+FWD(HostAlloc, (void** ptr, size_t size), (ptr, size), (ptr, size))
+FWD(HostFree, (void* ptr), (ptr), (ptr))
 
-const char* mscclppGetErrorString(mscclppResult_t code)
+/* The three functions below do not enter Go unless they must, and work in a
+ * forked child too; there they skip the tools, like every other entry point. */
+
+static inline const char* errorString(mscclppResult_t code)
 {
   switch (code) {
   case mscclppSuccess: return "no error";
@@ -108,8 +133,23 @@ const char* mscclppGetErrorString(mscclppResult_t code)
   }
 }
 
-void mscclppDefaultLogHandler(const char* msg)
+const char* capiLibGetErrorString(int layer, mscclppResult_t code)
 {
+  (void)layer;
+  return errorString(code);
+}
+
+const char* mscclppGetErrorString(mscclppResult_t code)
+{
+  int top = capiToolTop(mscclppToolFnGetErrorString);
+  if (__builtin_expect(top != 0, 0) && !forked)
+    return ((mscclppToolGetErrorString_t)capiToolAt(top, mscclppToolFnGetErrorString))(top, code);
+  return errorString(code);
+}
+
+void capiLibDefaultLogHandler(int layer, const char* msg)
+{
+  (void)layer;
   if (msg == NULL) return;
   if (forked) {
     fputs(msg, stdout);
@@ -119,11 +159,30 @@ void mscclppDefaultLogHandler(const char* msg)
   go_mscclppDefaultLogHandler((char*)msg);
 }
 
-const char* mscclppGetLastError(mscclppComm_t comm)
+void mscclppDefaultLogHandler(const char* msg)
 {
+  int top = capiToolTop(mscclppToolFnDefaultLogHandler);
+  if (__builtin_expect(top != 0, 0) && !forked) {
+    ((mscclppToolDefaultLogHandler_t)capiToolAt(top, mscclppToolFnDefaultLogHandler))(top, msg);
+    return;
+  }
+  capiLibDefaultLogHandler(0, msg);
+}
+
+const char* capiLibGetLastError(int layer, mscclppComm_t comm)
+{
+  (void)layer;
   if (!forked && comm != NULL) {
     const char* s = go_mscclppGetLastError(comm);
     if (s != NULL) return s;
   }
   return globalErr; /* process-wide text; only ever overwritten in place */
+}
+
+const char* mscclppGetLastError(mscclppComm_t comm)
+{
+  int top = capiToolTop(mscclppToolFnGetLastError);
+  if (__builtin_expect(top != 0, 0) && !forked)
+    return ((mscclppToolGetLastError_t)capiToolAt(top, mscclppToolFnGetLastError))(top, comm);
+  return capiLibGetLastError(0, comm);
 }

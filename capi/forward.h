@@ -12,6 +12,8 @@ extern "C" {
 #endif
 /* 1 (and the last error set) when called in a child forked after the library loaded. */
 int capiForked(const char* fn);
+/* 1 in a child forked after the library loaded (sets nothing). */
+int capiForkedChild(void);
 /* Sets the process-wide last-error text. */
 void capiSetGlobalError(const char* msg);
 /* Calls a log handler (Go cannot call a C function pointer). */

@@ -14,9 +14,15 @@
 # no goal. Goals with an absolute bound (bootstrap) are checked against
 # the figure itself; all others against the ratio.
 #
+# Section 3 times the tool dispatch (mscclpp_tools.h): mscclppGetErrorString
+# with no tool, one and two pass-through tools (MSCCLPP_TOOLS), beside a
+# plain function call and the same function in another shared library,
+# measured in the same process.
+#
 # Environment: BENCH_REPS (3), BENCH_BUDGET_S (0.3 s per figure and run),
 # BENCH_NS ("2 4 8 16": bootstrap sizes), BENCH_SKIP_MPI=1 (no Open MPI
-# references). Open MPI is installed with apt-get when missing and we are root.
+# references), BENCH_SECTIONS ("boot host tools": the sections to run).
+# Open MPI is installed with apt-get when missing and we are root.
 set -u -o pipefail
 
 BUILD=${1:-build}
@@ -31,6 +37,8 @@ export BENCH_BUDGET_S=${BENCH_BUDGET_S:-0.3}
 RES=$OUT/results.txt
 LOG=$OUT/bench.log
 T_START=$(date +%s)
+SECTIONS=${BENCH_SECTIONS:-"boot host tools"}
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 
 die() { echo "bench: $*" >&2; exit 1; }
 
@@ -41,7 +49,7 @@ mkdir -p "$OUT"
 
 # ---- Open MPI (references only) ----
 MPI=1
-if [ "${BENCH_SKIP_MPI:-0}" = 1 ]; then
+if [ "${BENCH_SKIP_MPI:-0}" = 1 ] || ! want host; then
   MPI=0
 elif ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -65,6 +73,11 @@ build boot_tcp boot_tcp.c
 build boot_mscclpp boot_mscclpp.c $PC
 build host_ref host_ref.c
 build host_mscclpp host_mscclpp.c $PC
+# the tool dispatch: a reference library, a pass-through tool built twice, the program
+build libtools_ref.so tools_ref.c -shared -fPIC
+build tools_pass1.so tools_pass.c -shared -fPIC -DPASS_NAME='"pass1"' $PC
+build tools_pass2.so tools_pass.c -shared -fPIC -DPASS_NAME='"pass2"' $PC
+build tools_bench tools_bench.c -L"$OUT" -Wl,-rpath,"$OUT" -ltools_ref $PC
 if [ $MPI = 1 ]; then
   { mpicc $CFLAGS -o "$OUT/mpi_ref" "$SRC/mpi_ref.c" &&
     mpicc $CFLAGS -DBENCH_MPI -o "$OUT/host_mpi" "$SRC/host_mscclpp.c" $PC; } >>"$LOG" 2>&1 ||
@@ -96,8 +109,8 @@ echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)   reps: $REPS   bu
 echo
 
 # ---- 1. bootstrap ----
-echo "running the bootstrap benchmarks (N = $NS) ..."
-for n in $NS; do
+want boot && echo "running the bootstrap benchmarks (N = $NS) ..."
+want boot && for n in $NS; do
   for rep in $(seq "$REPS"); do
     run "tcp.$n" "$OUT/launch" "$n" "$OUT/boot_tcp"
     run "ours.$n" "$OUT/launch" "$n" "$OUT/boot_mscclpp"
@@ -117,6 +130,7 @@ done
 # (host_mscclpp.c); with Open MPI the processes are MPI ranks (host_mpi)
 # and the MPI references join in. The standalone reference programs
 # (host_ref, mpi_ref) run once more at the end, for the record.
+if want host; then
 echo "running the host data-path benchmarks ..."
 if [ $MPI = 1 ]; then
   PAIR=("${MPIRUN[@]}" -np 2 --bind-to core "$OUT/host_mpi")
@@ -143,12 +157,23 @@ if [ $MPI = 1 ]; then
   run s "${MPIRUN[@]}" -np 2 --bind-to core "$OUT/mpi_ref" p2p
   run s4 "${MPIRUN[@]}" -np 4 --bind-to none "$OUT/mpi_ref" ag
 fi
+fi
+
+# ---- 3. tool dispatch ----
+if want tools; then
+  echo "running the tool-dispatch benchmarks ..."
+  for rep in $(seq "$REPS"); do
+    run t0 env -u MSCCLPP_TOOLS "$OUT/tools_bench"
+    run t1 env MSCCLPP_TOOLS="$OUT/tools_pass1.so" "$OUT/tools_bench"
+    run t2 env MSCCLPP_TOOLS="$OUT/tools_pass1.so:$OUT/tools_pass2.so" "$OUT/tools_bench"
+  done
+fi
 
 # ---- tables ----
 # ftime NS / fbw GBPS: human units
 ftime() {
   [ -z "$1" ] && { echo "n/a"; return; }
-  awk -v t="$1" 'BEGIN{ if (t>=1e6) printf "%.2f ms", t/1e6; else if (t>=1e3) printf "%.1f us", t/1e3; else printf "%.0f ns", t }'
+  awk -v t="$1" 'BEGIN{ if (t>=1e6) printf "%.2f ms", t/1e6; else if (t>=1e3) printf "%.1f us", t/1e3; else if (t>=100) printf "%.0f ns", t; else printf "%.2f ns", t }'
 }
 fbw() {
   [ -z "$1" ] && { echo "n/a"; return; }
@@ -158,7 +183,8 @@ MET=0
 MISSED=0
 # row LABEL KIND OURS REF GOALTEXT CHECK
 #   KIND: t (times, ratio ours/ref) or b (bandwidth, ratio ours/ref)
-#   CHECK: "" (no goal), "le R" (ratio <= R), "ge R" (ratio >= R), "abs V" (ours <= V ns)
+#   CHECK: "" (no goal), "le R" (ratio <= R), "ge R" (ratio >= R), "abs V" (ours <= V ns),
+#          "dle V" (ours - ref <= V ns)
 row() {
   local label=$1 kind=$2 ours=$3 ref=$4 goal=$5 check=$6 o r ratio met
   if [ "$kind" = t ]; then o=$(ftime "$ours"); r=$(ftime "$ref"); else o=$(fbw "$ours"); r=$(fbw "$ref"); fi
@@ -167,9 +193,10 @@ row() {
   met=""
   if [ -n "$check" ]; then
     set -- $check
-    met=$(awk -v c="$1" -v x="$2" -v o="$ours" -v r="$ratio" 'BEGIN{
+    met=$(awk -v c="$1" -v x="$2" -v o="$ours" -v r="$ratio" -v rf="$ref" 'BEGIN{
       if (o=="") { print "n/a"; exit }
       if (c=="abs") { print (o+0 <= x+0) ? "yes" : "NO"; exit }
+      if (c=="dle") { if (rf=="") print "n/a"; else print (o-rf <= x+0) ? "yes" : "NO"; exit }
       if (r=="n/a") { print "n/a"; exit }
       if (c=="le") print (r+0 <= x+0) ? "yes" : "NO"; else print (r+0 >= x+0) ? "yes" : "NO" }')
     [ "$met" = yes ] && MET=$((MET + 1))
@@ -179,6 +206,7 @@ row() {
 }
 hdr() { printf "%-44s %12s %12s %7s  %-22s %s\n" "$1" ours reference ratio goal "met?"; }
 
+if want boot; then
 echo
 echo "== 1. Bootstrap: ours vs plain TCP (boot_tcp.c: ring; diagnostic rows: its star), medians; ratio = ours / reference"
 for n in $NS; do
@@ -199,6 +227,9 @@ for n in $NS; do
   row "  the same vs a C star" t "$(get ours.$n.barrier.median_ns)" "$(get star.$n.barrier.median_ns)" "(diagnostic)" ""
 done
 
+fi
+
+if want host; then
 echo
 echo "== 2. Host data path (SHM transport, host mode), medians; ratio = ours / reference"
 echo "   Each figure and its references run interleaved, block by block, in the same 2 processes"
@@ -233,6 +264,34 @@ printf "  (b) host_ref memcpy: 8 B one way %s;  1 MiB %s;  16 MiB %s;  256 MiB %
 printf "  (c) host_ref vmwrite: 8 B one way %s;  1 MiB %s;  16 MiB %s;  256 MiB %s\n" "$(ftime "$(get s.vmwrite.8.oneway_ns)")" "$(fbw "$(get s.vmwrite.1m.gbps)")" "$(fbw "$(get s.vmwrite.16m.gbps)")" "$(fbw "$(get s.vmwrite.256m.gbps)")"
 printf "      one bare 8-byte process_vm_writev call %s\n" "$(ftime "$(get s.vmcall8.ns)")"
 printf "  (d) mpi_ref: Send/Recv 8 B one way %s, 16 MiB %s;  RMA 8 B one way %s, 16 MiB %s;  MPI_Allgather 8 B, N=4: %s\n" "$(ftime "$(get s.sendrecv.8.oneway_ns)")" "$(fbw "$(get s.sendrecv.16m.gbps)")" "$(ftime "$(get s.rma.8.oneway_ns)")" "$(fbw "$(get s.rma.16m.gbps)")" "$(ftime "$(get s4.ag.round_ns)")"
+fi
+
+# perlayer ERRSTR LIBREF K: the time each of K tools adds to a call, against the same run's other-library call
+perlayer() {
+  [ -z "$1" ] || [ -z "$2" ] && return
+  awk -v a="$1" -v b="$2" -v k="$3" 'BEGIN{ printf "%.6g", (a - b) / k }'
+}
+if want tools; then
+  echo
+  echo "== 3. Tool dispatch (mscclpp_tools.h), ns per call, medians; ratio = ours / reference"
+  echo "   plain: a noinline function in the program; other .so: the same switch in another shared library"
+  echo "   (what mscclppGetErrorString cost before tools); each process runs all of them interleaved, pinned to CPU 0"
+  echo
+  hdr "mscclppGetErrorString"
+  row "no tool vs a plain call" t "$(get t0.tools.errstr_ns)" "$(get t0.tools.plain_ns)" "" ""
+  row "no tool vs the other .so" t "$(get t0.tools.errstr_ns)" "$(get t0.tools.libref_ns)" "<= +1 ns" "dle 1"
+  row "1 pass-through tool vs a plain call" t "$(get t1.tools.errstr_ns)" "$(get t1.tools.plain_ns)" "" ""
+  row "2 pass-through tools vs a plain call" t "$(get t2.tools.errstr_ns)" "$(get t2.tools.plain_ns)" "" ""
+  row "added per tool, 1 tool (vs the other .so)" t "$(perlayer "$(get t1.tools.errstr_ns)" "$(get t1.tools.libref_ns)" 1)" "" "<= 10 ns per tool" "abs 10"
+  row "added per tool, 2 tools (vs the other .so)" t "$(perlayer "$(get t2.tools.errstr_ns)" "$(get t2.tools.libref_ns)" 2)" "" "<= 10 ns per tool" "abs 10"
+  row "mscclppGetVersion (enters Go), 0 tools" t "$(get t0.tools.version_ns)" "$(get t0.tools.plain_ns)" "(diagnostic)" ""
+  row "mscclppGetVersion (enters Go), 2 tools" t "$(get t2.tools.version_ns)" "$(get t2.tools.plain_ns)" "(diagnostic)" ""
+  for k in 0 1 2; do
+    l=$(get t$k.tools.layers)
+    [ "$l" = "$k" ] || { echo "bench: the run with $k tools had ${l:-no} layers"; FAILED=$((FAILED + 1)); }
+  done
+fi
+
 echo
 echo "goals met: $MET, missed: $MISSED; runs failed: $FAILED; load average at end: $(cut -d' ' -f1-3 /proc/loadavg); $(( $(date +%s) - T_START )) s"
 echo "raw figures: $RES (every rep), log: $LOG"

@@ -258,6 +258,7 @@ install_case() {
   if make -s -C "$root" install PREFIX="$prefix" BUILD="$build" >"$log" 2>&1 &&
     [ -f "$prefix/lib/libmscclpp.so.0.1.0" ] && [ -L "$prefix/lib/libmscclpp.so.0" ] && [ -L "$prefix/lib/libmscclpp.so" ] &&
     [ -f "$prefix/include/mscclpp.h" ] && [ -f "$prefix/include/mscclppfifo.h" ] &&
+    [ -f "$prefix/include/mscclpp_tools.h" ] &&
     env -u LD_LIBRARY_PATH PKG_CONFIG_PATH="$prefix/lib/pkgconfig" bash -c '
       set -e
       $0 -std=c11 -Wall -Werror $(pkg-config --cflags mscclpp) "$2/error_strings.c" -o "$3/inst_c" $(pkg-config --libs mscclpp)
@@ -422,7 +423,7 @@ headers_case() {
   start=$(date +%s.%N)
   local ok=1
   : >"$log"
-  for h in mscclppfifo.h mscclpp.h; do
+  for h in mscclppfifo.h mscclpp.h mscclpp_tools.h; do
     printf '#include <%s>\n#include <%s>\nint main(void) { return 0; }\n' "$h" "$h" >"$out/only-$h.c"
     cp "$out/only-$h.c" "$out/only-$h.cc"
     for std in c99 c11 c17; do
@@ -532,6 +533,19 @@ if [ -z "$filter" ] || [[ shm =~ $filter ]]; then
     failed=$((failed + BASH_REMATCH[2]))
   else
     echo "FAIL shm-suite (no summary line; see $shm_log)"
+    failed=$((failed + 1))
+  fi
+fi
+
+# the tool-stack suite (tests/c/tools): its cases count here too
+if [ -z "$filter" ] || [[ tools =~ $filter ]]; then
+  tools_log=$out/tools-suite.log
+  bash "$here/tools/run_tools.sh" "$build" 2>&1 | tee "$tools_log" | grep -vE '^[0-9]+ passed, [0-9]+ failed'
+  if summary=$(tail -n 1 "$tools_log") && [[ $summary =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
+    passed=$((passed + BASH_REMATCH[1]))
+    failed=$((failed + BASH_REMATCH[2]))
+  else
+    echo "FAIL tools-suite (no summary line; see $tools_log)"
     failed=$((failed + 1))
   fi
 fi

@@ -28,6 +28,9 @@ var extensions = []string{
 	"mscclppGetLastError", "mscclppGetVersion", "mscclppCommGetAsyncError", "mscclppHostAlloc", "mscclppHostFree",
 	"mscclppConnOp", "mscclppConnPutHandle", "mscclppConnWait", "mscclppConnWaitNext", "mscclppConnEpochIncrement",
 	"mscclppFifoPush", "mscclppFifoWaitServed",
+	// the tool interface (mscclpp_tools.h)
+	"mscclppToolRegisterName", "mscclppToolRegisterFunction", "mscclppToolGetNext", "mscclppToolSetContext",
+	"mscclppToolGetContext", "mscclppToolFunctionName", "mscclppToolLayerName", "mscclppToolNumLayers",
 }
 
 // library returns the path of the built library, building it into a temp dir when make has not.
