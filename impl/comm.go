@@ -15,27 +15,11 @@ import (
 
 	"github.com/mscclpp-go/mscclpp/impl/bootstrap"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
-	"github.com/mscclpp-go/mscclpp/impl/hostmem"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/nodeshm"
 	"github.com/mscclpp-go/mscclpp/impl/status"
+	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
-
-// Mode says who initiates transfers: host threads, or GPU threads.
-type Mode int
-
-// The modes.
-const (
-	HostMode Mode = iota
-	CUDAMode
-)
-
-func (m Mode) String() string {
-	if m == CUDAMode {
-		return "CUDA mode"
-	}
-	return "host mode"
-}
 
 // Comm is one rank's communicator.
 type Comm struct {
@@ -43,27 +27,35 @@ type Comm struct {
 	rank   int
 	nranks int
 	boot   *bootstrap.Bootstrap
-	mode   Mode
+	host   transport.Host // who is where, the node segment, the engine: what transports see
 
-	hostIDs    []string
-	localIdx   int         // my index among the ranks of my node
-	localOf    map[int]int // rank -> index on my node, for ranks on my node
-	node       *nodeshm.Segment
-	eng        *engine.Comm
-	devConns   engine.DevConns
+	// shorthands of host's fields
+	hostIDs  []string
+	localIdx int
+	localOf  map[int]int
+	node     *nodeshm.Segment
+	eng      *engine.Comm
+	devConns engine.DevConns
+
 	conns      []*Conn
-	shmCtx     *engine.Ctx
-	setupDone  bool
-	proxyOn    bool
-	device     int        // MSCCLPP_DEVICE (deviceAuto, deviceHost, deviceCUDA)
-	cuda       *cudaState // CUDA mode only (entered at the first P2P connection)
+	transports map[Transport]transport.Transport // made at the first connection over each
+	trOrder    []Transport                       // in the order they were made
+	state      commState
 	waitCfg    engine.Backoff
 	collMu     sync.Mutex // serialises the collectives of this communicator (threads would get each other's data)
 	collSeq    uint64     // collectives done through the node segment
 	regRecords []engine.RegRecord
-	mappings   []hostmem.Mapping // peers' mscclppHostAlloc regions this communicator mapped
-	closed     bool
 }
+
+// commState is where a communicator is in its life.
+type commState int
+
+const (
+	stateConnecting commState = iota // mscclppConnect calls
+	stateSetUp                       // after mscclppConnectionSetup
+	stateRunning                     // proxies launched
+	stateClosed                      // destroyed
+)
 
 func bootOptions() bootstrap.Options {
 	return bootstrap.Options{
@@ -127,17 +119,12 @@ var versionOnce sync.Once
 
 func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 	versionOnce.Do(func() { logx.Versionf("MSCCL++ version 0.1.0 (Go implementation)") })
-	c := &Comm{rank: b.Rank(), nranks: b.Size(), boot: b, mode: HostMode, hostIDs: b.HostIDs()}
+	c := &Comm{rank: b.Rank(), nranks: b.Size(), boot: b, hostIDs: b.HostIDs(), transports: map[Transport]transport.Transport{}}
 	fail := func(err error) (*Comm, error) {
 		b.Abort(err)
 		b.Close()
 		return nil, err
 	}
-	policy, err := devicePolicy()
-	if err != nil {
-		return fail(fmt.Errorf("rank %d: %w", c.rank, err))
-	}
-	c.device = policy
 	if err := c.initNode(start); err != nil {
 		return fail(err)
 	}
@@ -145,10 +132,23 @@ func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 	c.eng = engine.NewComm(c.rank, c.waitCfg, proxyBackoff())
 	c.eng.SetStreamBytes(uint64(envUint("MSCCLPP_STREAM_COPY_BYTES", 8<<20)), uint64(envUint("MSCCLPP_STREAM_COPY_MAX_BYTES", 128<<20)))
 	c.devConns = engine.NewDevConns(engine.MaxConns)
+	c.host = transport.Host{Rank: c.rank, NRanks: c.nranks, HostIDs: c.hostIDs, LocalIdx: c.localIdx, LocalOf: c.localOf,
+		Node: c.node, Eng: c.eng, DevConns: c.devConns}
+	for _, e := range transport.All() {
+		if e.Init == nil {
+			continue
+		}
+		if err := e.Init(&c.host); err != nil {
+			c.devConns.Free()
+			c.eng.Free()
+			c.node.Close()
+			return fail(fmt.Errorf("rank %d: %s transport: %w", c.rank, e.Name, err))
+		}
+	}
 	// Peers write into this process with process_vm_writev where memory is not shared;
 	// allow it under Yama's ptrace restrictions (EINVAL where Yama is absent is fine).
 	_ = unix.Prctl(unix.PR_SET_PTRACER, uintptr(unix.PR_SET_PTRACER_ANY), 0, 0, 0)
-	logx.Infof(logx.Init, "rank %d of %d ready in %v (%v for now, %d ranks on this node)", c.rank, c.nranks, time.Since(start), c.mode, len(c.localOf))
+	logx.Infof(logx.Init, "rank %d of %d ready in %v (%d ranks on this node)", c.rank, c.nranks, time.Since(start), len(c.localOf))
 	return c, nil
 }
 
@@ -261,15 +261,27 @@ func (c *Comm) Barrier() error {
 	return nil
 }
 
+// Mode is the communicator's mode: "host mode", unless a transport (P2P) changed it.
+func (c *Comm) Mode() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.trOrder {
+		if m, ok := c.transports[t].(transport.Moder); ok && m.Mode() != "" {
+			return m.Mode()
+		}
+	}
+	return "host mode"
+}
+
 // Destroy stops the proxies and frees everything the communicator holds.
 func (c *Comm) Destroy() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.state == stateClosed {
 		return status.Errorf(status.InvalidUsage, "communicator already destroyed")
 	}
-	c.closed = true
-	_ = c.stopProxies() // freeCUDA waits for the streams again and logs what fails
+	_ = c.stopProxies() // the transports' Close waits for their work again and logs what fails
+	c.state = stateClosed
 	for _, x := range c.contexts() {
 		x.Close() // no host call is inside a context from here on
 	}
@@ -278,15 +290,13 @@ func (c *Comm) Destroy() error {
 			cn.ctx.FreeConn(cn.eng)
 		}
 	}
-	if c.shmCtx != nil {
-		c.shmCtx.Free()
+	for _, t := range c.trOrder {
+		if err := c.transports[t].Close(); err != nil {
+			logx.Warnf("rank %d: closing the %s transport: %v", c.rank, transport.Name(t), err)
+		}
 	}
-	c.freeCUDA()
 	for _, r := range c.regRecords {
 		r.Free()
-	}
-	for _, m := range c.mappings {
-		hostmem.Release(m)
 	}
 	c.devConns.Free()
 	c.eng.Free()
@@ -295,26 +305,28 @@ func (c *Comm) Destroy() error {
 	return c.boot.Close()
 }
 
-// stopProxies stops the proxy threads, then waits for the copies they enqueued.
+// stopProxies stops the proxy threads, then lets each transport wait for the work they left in flight.
 func (c *Comm) stopProxies() error {
 	for _, x := range c.contexts() {
 		x.Stop()
 	}
-	if c.proxyOn {
-		c.logBinding()
+	var first error
+	if c.state == stateRunning {
+		c.state = stateSetUp
+		for _, t := range c.trOrder {
+			if err := c.transports[t].Stopped(); err != nil && first == nil {
+				first = fmt.Errorf("rank %d: %s transport: %w", c.rank, transport.Name(t), err)
+			}
+		}
 	}
-	c.proxyOn = false
-	return c.syncCUDA()
+	return first
 }
 
 // contexts are the communicator's proxy contexts.
 func (c *Comm) contexts() []*engine.Ctx {
 	var out []*engine.Ctx
-	if c.shmCtx != nil {
-		out = append(out, c.shmCtx)
-	}
-	if c.cuda != nil && c.cuda.p2p != nil {
-		out = append(out, c.cuda.p2p)
+	for _, t := range c.trOrder {
+		out = append(out, c.transports[t].Contexts()...)
 	}
 	return out
 }
@@ -323,10 +335,10 @@ func (c *Comm) contexts() []*engine.Ctx {
 func (c *Comm) ProxyLaunch() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.setupDone {
+	switch c.state {
+	case stateConnecting:
 		return status.Errorf(status.InvalidUsage, "mscclppProxyLaunch before mscclppConnectionSetup")
-	}
-	if c.proxyOn {
+	case stateRunning:
 		return status.Errorf(status.InvalidUsage, "proxies already launched")
 	}
 	for i, x := range c.contexts() {
@@ -337,7 +349,7 @@ func (c *Comm) ProxyLaunch() error {
 			return err
 		}
 	}
-	c.proxyOn = true
+	c.state = stateRunning
 	return nil
 }
 
@@ -345,7 +357,7 @@ func (c *Comm) ProxyLaunch() error {
 func (c *Comm) ProxyStop() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.proxyOn {
+	if c.state != stateRunning {
 		return status.Errorf(status.InvalidUsage, "mscclppProxyStop without a running proxy (call mscclppProxyLaunch first)")
 	}
 	err := c.Barrier()
@@ -357,8 +369,9 @@ func (c *Comm) ProxyStop() error {
 
 // ProxyServed is the number of triggers the proxies have served (for tests and benchmarks).
 func (c *Comm) ProxyServed() uint64 {
-	if c.shmCtx == nil {
-		return 0
+	var n uint64
+	for _, x := range c.contexts() {
+		n += x.Served()
 	}
-	return c.shmCtx.Served()
+	return n
 }

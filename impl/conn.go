@@ -6,35 +6,14 @@ import (
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/status"
+	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
+
+// epochBytes is sizeof(mscclppDevConnSignalEpochId): handle 0 of every connection.
+const epochBytes = 16
 
 // Transport is an mscclppTransport_t value.
-type Transport int32
-
-// The transports; the values are ABI.
-const (
-	TransportP2P Transport = 0
-	TransportSHM Transport = 1
-	TransportIB  Transport = 2
-)
-
-func (t Transport) String() string {
-	switch t {
-	case TransportP2P:
-		return "P2P"
-	case TransportSHM:
-		return "SHM"
-	case TransportIB:
-		return "IB"
-	}
-	return fmt.Sprintf("transport(%d)", int32(t))
-}
-
-// buffer is one registration of a connection.
-type buffer struct {
-	ptr  unsafe.Pointer
-	size uint64
-}
+type Transport = transport.ID
 
 // Conn is one declared connection.
 type Conn struct {
@@ -42,34 +21,28 @@ type Conn struct {
 	remoteRank int
 	tag        int
 	transport  Transport
-	bufs       []buffer // by handle; 0 is the signal slot
+	tr         transport.Transport
+	bufs       []transport.Buffer // by handle; 0 is the signal slot
 	ctx        *engine.Ctx
 	eng        *engine.Conn
 }
 
-// checkTransport says whether this communicator can serve transport t to rank peer.
-func (c *Comm) checkTransport(t Transport, peer int, ibDev *string) error {
-	switch t {
-	case TransportSHM:
-		if _, ok := c.localOf[peer]; !ok {
-			return status.Errorf(status.InvalidUsage, "SHM transport to rank %d: that rank is on another host (%q, this one is %q)", peer, c.hostIDs[peer], c.hostIDs[c.rank])
-		}
-		return nil
-	case TransportP2P:
-		if c.device == deviceHost {
-			return status.Errorf(status.InvalidUsage, "P2P transport to rank %d needs CUDA mode, and MSCCLPP_DEVICE=host: use mscclppTransportSHM", peer)
-		}
-		if _, ok := c.localOf[peer]; !ok {
-			return status.Errorf(status.InvalidUsage, "P2P transport to rank %d: that rank is on another host (CUDA IPC works within a node)", peer)
-		}
-		return nil
-	case TransportIB:
-		if ibDev == nil {
-			return status.Errorf(status.InvalidArgument, "IB transport to rank %d: ibDev is NULL", peer)
-		}
-		return status.Errorf(status.InvalidUsage, "IB transport (device %q) is not built into this library yet: use mscclppTransportSHM between ranks of one node", *ibDev)
+// transportFor returns this communicator's instance of transport t, making it on first use.
+func (c *Comm) transportFor(t Transport) (transport.Transport, error) {
+	if tr, ok := c.transports[t]; ok {
+		return tr, nil
 	}
-	return status.Errorf(status.InvalidUsage, "unknown transport %d (want mscclppTransportP2P=0, SHM=1 or IB=2)", int32(t))
+	e, err := transport.Lookup(t)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := e.New(&c.host)
+	if err != nil {
+		return nil, fmt.Errorf("%s transport: %w", e.Name, err)
+	}
+	c.transports[t] = tr
+	c.trOrder = append(c.trOrder, t)
+	return tr, nil
 }
 
 // Connect declares a connection to remoteRank with tag over t; buff (may be nil) becomes handle 1.
@@ -85,10 +58,14 @@ func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t 
 	if withBuffer && (buff == nil || size == 0) {
 		return status.Errorf(status.InvalidArgument, "connect to rank %d tag %d: buffer %p of %d bytes (use mscclppConnectWithoutBuffer for none)", remoteRank, tag, buff, size)
 	}
-	if c.setupDone {
+	if c.state != stateConnecting {
 		return status.Errorf(status.InvalidUsage, "connect to rank %d tag %d after mscclppConnectionSetup", remoteRank, tag)
 	}
-	if err := c.checkTransport(t, remoteRank, ibDev); err != nil {
+	tr, err := c.transportFor(t)
+	if err != nil {
+		return fmt.Errorf("connect to rank %d tag %d: %w", remoteRank, tag, err)
+	}
+	if err := tr.Check(remoteRank, ibDev); err != nil {
 		return err
 	}
 	if len(c.conns) >= engine.MaxConns {
@@ -104,33 +81,14 @@ func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t 
 	if withBuffer {
 		local = buff
 	}
-	cn := &Conn{idx: idx, remoteRank: remoteRank, tag: tag, transport: t}
-	var epoch unsafe.Pointer
-	if t == TransportP2P {
-		ctx, ep, err := c.connectP2P(idx, remoteRank, tag, local)
-		if err != nil {
-			return fmt.Errorf("connect to rank %d tag %d: %w", remoteRank, tag, err)
-		}
-		cn.ctx, epoch = ctx, ep
-	} else {
-		epoch = c.node.Epoch(c.localIdx, idx)
-		wait := c.node.Wait(c.localIdx, idx)
-		*(*[2]uint64)(epoch) = [2]uint64{}
-		*(*uint64)(wait) = 0
-		if c.shmCtx == nil {
-			x, err := engine.NewCtx(c.eng)
-			if err != nil {
-				return fmt.Errorf("connect to rank %d tag %d: %w", remoteRank, tag, err)
-			}
-			c.shmCtx = x
-		}
-		cn.ctx = c.shmCtx
-		c.devConns.SetIdentity(idx, remoteRank, tag, local, epoch, wait)
-		cn.ctx.Attach(c.devConns, idx)
+	ep, err := tr.Connect(idx, remoteRank, tag, local)
+	if err != nil {
+		return fmt.Errorf("connect to rank %d tag %d: %w", remoteRank, tag, err)
 	}
-	cn.bufs = []buffer{{ptr: epoch, size: epochBytes}}
+	cn := &Conn{idx: idx, remoteRank: remoteRank, tag: tag, transport: t, tr: tr, ctx: ep.Ctx}
+	cn.bufs = []transport.Buffer{{Ptr: ep.Epoch, Size: epochBytes}}
 	if withBuffer {
-		cn.bufs = append(cn.bufs, buffer{ptr: buff, size: size})
+		cn.bufs = append(cn.bufs, transport.Buffer{Ptr: buff, Size: size})
 	}
 	c.conns = append(c.conns, cn)
 	return nil
@@ -146,11 +104,11 @@ func (c *Comm) RegisterBufferForConnection(connIdx int, buff unsafe.Pointer, siz
 	if buff == nil || size == 0 {
 		return 0, status.Errorf(status.InvalidArgument, "register buffer %p of %d bytes for connection %d", buff, size, connIdx)
 	}
-	if c.setupDone {
+	if c.state != stateConnecting {
 		return 0, status.Errorf(status.InvalidUsage, "register a buffer for connection %d after mscclppConnectionSetup", connIdx)
 	}
 	cn := c.conns[connIdx]
-	cn.bufs = append(cn.bufs, buffer{ptr: buff, size: size})
+	cn.bufs = append(cn.bufs, transport.Buffer{Ptr: buff, Size: size})
 	return uint32(len(cn.bufs) - 1), nil
 }
 

@@ -7,152 +7,112 @@ import (
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
-	"github.com/mscclpp-go/mscclpp/impl/hostmem"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
+	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
 
-// How a registration reaches the peer.
+const setupMagic = 0x32544553 // "SET2"
+
+// Bounds of a setup message: a peer cannot make this rank allocate more than it expects.
 const (
-	regSignal    = 1 // the signal slot in the node segment: (local index, connection index)
-	regHostAlloc = 2 // an mscclppHostAlloc region the peer maps through /proc/pid/fd
-	regRaw       = 3 // any memory: the peer writes it with process_vm_writev
-	regCudaIpc   = 4 // device memory: a CUDA IPC handle of its allocation, offset and size
+	maxSetupBlobs    = 1 << 16
+	maxSetupBlobSize = 4096
+	maxSetupMsg      = 24 + maxSetupBlobs*(4+256)
 )
 
-const setupMagic = 0x53455455 // "SETU"
-
-// regDesc is one registration on the wire.
-type regDesc struct {
-	kind             uint64
-	addr, size       uint64
-	fd, ino, regSize uint64 // regHostAlloc
-	offset           uint64 // regHostAlloc, regCudaIpc: offset in the region; regSignal: local index << 32 | conn index
-	ipc              [64]byte
-}
-
-const regDescWords = 7
-const regDescBytes = regDescWords*8 + 64
-
-// describeFor describes handle h of connection cn for its peer.
-func (c *Comm) describeFor(cn *Conn, h int, b buffer) (regDesc, error) {
-	if cn.transport == TransportP2P {
-		return c.describeIpc(b)
-	}
-	connIdx := -1
-	if h == 0 {
-		connIdx = cn.idx
-	}
-	return describe(b, c.localIdx, connIdx), nil
-}
-
-func describe(b buffer, localIdx, connIdx int) regDesc {
-	d := regDesc{kind: regRaw, addr: uint64(uintptr(b.ptr)), size: b.size}
-	if s, ok := hostmem.Lookup(b.ptr, b.size); ok {
-		d.kind, d.fd, d.ino, d.regSize, d.offset = regHostAlloc, uint64(s.Fd), s.Ino, s.Size, s.Offset
-	}
-	if connIdx >= 0 {
-		d.kind, d.offset = regSignal, uint64(localIdx)<<32|uint64(connIdx)
-	}
-	return d
-}
-
-// setupMsg is what one side of a connection tells the other.
+// setupMsg is what one side of a connection tells the other: its transport, its pid and one
+// opaque blob per registration, made by the transport's Describe.
 type setupMsg struct {
 	transport Transport
 	pid       int
-	regs      []regDesc
+	blobs     [][]byte
 }
 
 func (m setupMsg) encode() []byte {
-	out := make([]byte, 0, 32+len(m.regs)*regDescBytes)
+	n := 24
+	for _, b := range m.blobs {
+		n += 4 + len(b)
+	}
+	out := make([]byte, 0, n)
 	le := binary.LittleEndian
 	out = le.AppendUint32(out, setupMagic)
 	out = le.AppendUint32(out, uint32(m.transport))
 	out = le.AppendUint64(out, uint64(m.pid))
-	out = le.AppendUint64(out, uint64(len(m.regs)))
-	for _, r := range m.regs {
-		for _, w := range [regDescWords]uint64{r.kind, r.addr, r.size, r.fd, r.ino, r.regSize, r.offset} {
-			out = le.AppendUint64(out, w)
-		}
-		out = append(out, r.ipc[:]...)
+	out = le.AppendUint64(out, uint64(len(m.blobs)))
+	for _, b := range m.blobs {
+		out = le.AppendUint32(out, uint32(len(b)))
+		out = append(out, b...)
 	}
 	return out
 }
 
 func decodeSetup(b []byte) (setupMsg, error) {
 	le := binary.LittleEndian
+	bad := func(why string, args ...any) (setupMsg, error) {
+		return setupMsg{}, status.Errorf(status.RemoteError, "malformed setup message (%d bytes): "+why, append([]any{len(b)}, args...)...)
+	}
 	if len(b) < 24 || le.Uint32(b) != setupMagic {
-		return setupMsg{}, status.Errorf(status.RemoteError, "malformed setup message (%d bytes)", len(b))
+		return bad("no header")
 	}
 	m := setupMsg{transport: Transport(le.Uint32(b[4:])), pid: int(le.Uint64(b[8:]))}
 	n := le.Uint64(b[16:])
-	if n > 1<<20 || uint64(len(b)-24) != n*regDescBytes {
-		return setupMsg{}, status.Errorf(status.RemoteError, "malformed setup message: %d registrations in %d bytes", n, len(b))
+	if n > maxSetupBlobs {
+		return bad("%d registrations", n)
 	}
+	rest := b[24:]
 	for i := uint64(0); i < n; i++ {
-		w := b[24+i*regDescBytes:]
-		d := regDesc{kind: le.Uint64(w), addr: le.Uint64(w[8:]), size: le.Uint64(w[16:]), fd: le.Uint64(w[24:]),
-			ino: le.Uint64(w[32:]), regSize: le.Uint64(w[40:]), offset: le.Uint64(w[48:])}
-		copy(d.ipc[:], w[regDescWords*8:])
-		m.regs = append(m.regs, d)
+		if len(rest) < 4 {
+			return bad("registration %d cut short", i)
+		}
+		l := le.Uint32(rest)
+		if l > maxSetupBlobSize || int(l) > len(rest)-4 {
+			return bad("registration %d announces %d bytes", i, l)
+		}
+		m.blobs = append(m.blobs, rest[4:4+l])
+		rest = rest[4+l:]
+	}
+	if len(rest) != 0 {
+		return bad("%d bytes after the registrations", len(rest))
 	}
 	return m, nil
 }
 
-// importReg turns the peer's registration into something this process can write.
-func (c *Comm) importReg(pid int, d regDesc) (engine.Reg, error) {
-	r := engine.Reg{Addr: d.addr, Size: d.size, Pid: pid}
-	switch d.kind {
-	case regSignal:
-		local, conn := int(d.offset>>32), int(d.offset&0xffffffff)
-		if local >= len(c.localOf) || conn >= engine.MaxConns {
-			return r, status.Errorf(status.RemoteError, "signal slot (%d, %d) out of range", local, conn)
-		}
-		r.Mapped = c.node.Epoch(local, conn)
-	case regHostAlloc:
-		p, m, err := hostmem.MapRemote(pid, hostmem.Share{Fd: int(d.fd), Ino: d.ino, Size: d.regSize, Offset: d.offset})
+// describe makes cn's setup message for handles hs of cn.bufs.
+func (c *Comm) describe(cn *Conn, hs []int) (setupMsg, error) {
+	m := setupMsg{transport: cn.transport, pid: os.Getpid()}
+	for _, h := range hs {
+		blob, err := cn.tr.Describe(cn.idx, h, cn.bufs[h])
 		if err != nil {
-			return r, err
+			return m, fmt.Errorf("handle %d: %w", h, err)
 		}
-		c.mappings = append(c.mappings, m)
-		r.Mapped = p
-	case regCudaIpc:
-		a, err := c.openIpc(d)
-		if err != nil {
-			return r, err
-		}
-		r.Addr, r.Pid = a, 0
-	case regRaw:
-	default:
-		return r, status.Errorf(status.RemoteError, "unknown registration kind %d", d.kind)
+		m.blobs = append(m.blobs, blob)
 	}
-	return r, nil
+	return m, nil
 }
 
 // ConnectionSetup exchanges every connection's registrations with its peer and ends with a barrier.
 func (c *Comm) ConnectionSetup() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.setupDone {
+	if c.state != stateConnecting {
 		return status.Errorf(status.InvalidUsage, "mscclppConnectionSetup called twice")
 	}
-	pid := os.Getpid()
 	for _, cn := range c.conns {
-		m := setupMsg{transport: cn.transport, pid: pid}
-		for h, b := range cn.bufs {
-			d, err := c.describeFor(cn, h, b)
-			if err != nil {
-				return fmt.Errorf("connection setup with rank %d tag %d: handle %d: %w", cn.remoteRank, cn.tag, h, err)
-			}
-			m.regs = append(m.regs, d)
+		hs := make([]int, len(cn.bufs))
+		for h := range hs {
+			hs[h] = h
+		}
+		m, err := c.describe(cn, hs)
+		if err != nil {
+			return fmt.Errorf("connection setup with rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
 		}
 		if err := c.boot.Send(cn.remoteRank, cn.tag, m.encode()); err != nil {
 			return fmt.Errorf("connection setup: send to rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
 		}
 	}
 	for _, cn := range c.conns {
-		raw, err := c.boot.Recv(cn.remoteRank, cn.tag)
+		raw, err := c.boot.RecvLimit(cn.remoteRank, cn.tag, maxSetupMsg)
 		if err != nil {
 			return c.remoteFailure(fmt.Errorf("connection setup: rank %d never answered for tag %d (did it declare the mirror connection?): %w", cn.remoteRank, cn.tag, err))
 		}
@@ -160,7 +120,7 @@ func (c *Comm) ConnectionSetup() error {
 			return fmt.Errorf("connection setup with rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
 		}
 	}
-	c.setupDone = true
+	c.state = stateSetUp
 	return c.Barrier()
 }
 
@@ -170,63 +130,36 @@ func (c *Comm) finishConn(cn *Conn, raw []byte) error {
 		return err
 	}
 	if m.transport != cn.transport {
-		return status.Errorf(status.InvalidUsage, "this rank declared %v, the peer declared %v", cn.transport, m.transport)
+		return status.Errorf(status.InvalidUsage, "this rank declared %v, the peer declared %v", transport.Name(cn.transport), transport.Name(m.transport))
 	}
-	if len(m.regs) == 0 || (m.regs[0].kind != regSignal && m.regs[0].kind != regCudaIpc) {
+	if len(m.blobs) == 0 {
 		return status.Errorf(status.RemoteError, "the peer sent no signal slot")
 	}
-	remote := make([]engine.Reg, len(m.regs))
-	for i, d := range m.regs {
-		if remote[i], err = c.importReg(m.pid, d); err != nil {
+	remote := make([]engine.Reg, len(m.blobs))
+	for i, blob := range m.blobs {
+		if remote[i], err = cn.tr.Import(cn.idx, m.pid, blob); err != nil {
 			return fmt.Errorf("handle %d: %w", i, err)
 		}
 	}
 	local := make([]engine.Reg, len(cn.bufs))
 	for i, b := range cn.bufs {
-		local[i] = engine.Reg{Mapped: b.ptr, Addr: uint64(uintptr(b.ptr)), Size: b.size, Pid: os.Getpid()}
-		if cn.transport == TransportP2P {
-			local[i].Mapped = nil // device memory: never touched by the host
-		}
+		local[i] = cn.tr.LocalReg(b)
 	}
 	cn.eng = cn.ctx.NewConn(c.eng, c.devConns, cn.idx, cn.remoteRank, cn.tag)
 	cn.eng.SetLocal(local)
-	epoch := appPointer(cn.transport, remote[0])
+	epoch := cn.tr.AppPointer(remote[0])
 	cn.eng.SetRemote(remote, unsafe.Add(epoch, 8), m.pid)
-	if m.regs[0].kind == regSignal { // both epoch slots in the node segment: waits sleep on a futex
-		peerLocal, peerConn := int(m.regs[0].offset>>32), int(m.regs[0].offset&0xffffffff)
-		cn.eng.SetSleepers(c.node.Sleepers(c.localIdx, cn.idx), c.node.Sleepers(peerLocal, peerConn))
+	if err := cn.tr.Finish(cn.idx, cn.eng, local, remote, m.blobs); err != nil {
+		return err
 	}
 	var remoteBuff unsafe.Pointer
 	if len(remote) > 1 {
-		remoteBuff = appPointer(cn.transport, remote[1])
+		remoteBuff = cn.tr.AppPointer(remote[1])
 	}
 	c.devConns.SetRemote(cn.idx, epoch, remoteBuff)
-	logx.Infof(logx.SHM|logx.P2P, "rank %d: connection %d to rank %d tag %d over %v: %s", c.rank, cn.idx,
-		cn.remoteRank, cn.tag, cn.transport, putPath(cn.transport, remote))
+	logx.Infof(logx.SHM|logx.P2P|logx.Net, "rank %d: connection %d to rank %d tag %d over %v: %s", c.rank, cn.idx,
+		cn.remoteRank, cn.tag, transport.Name(cn.transport), cn.tr.PutPath(remote))
 	return nil
-}
-
-// appPointer is the peer registration's address as this rank's app and kernels use it: the
-// device address for P2P, the local mapping otherwise (nil when not mapped here).
-func appPointer(t Transport, r engine.Reg) unsafe.Pointer {
-	if t == TransportP2P {
-		return engine.DevPtr(r.Addr)
-	}
-	return r.Mapped
-}
-
-// putPath says in words how puts to the peer's handle 1 travel.
-func putPath(t Transport, remote []engine.Reg) string {
-	switch {
-	case t == TransportP2P:
-		return "cuMemcpyDtoDAsync into the peer's buffer opened through CUDA IPC"
-	case len(remote) < 2:
-		return "signals only (the peer registered no buffer)"
-	case remote[1].Mapped != nil:
-		return "memcpy into the peer's mscclppHostAlloc buffer, mapped here"
-	default:
-		return "process_vm_writev into the peer's buffer (allocate it with mscclppHostAlloc for single-copy memcpy)"
-	}
 }
 
 // RegisteredPeer is one connection's entry of an mscclppRegisteredMemory.
@@ -242,36 +175,39 @@ func (c *Comm) RegisterBuffer(mem unsafe.Pointer, size uint64) ([]RegisteredPeer
 	if mem == nil || size == 0 {
 		return nil, status.Errorf(status.InvalidArgument, "register buffer %p of %d bytes", mem, size)
 	}
-	if !c.setupDone {
+	if c.state == stateConnecting {
 		return nil, status.Errorf(status.InvalidUsage, "mscclppRegisterBuffer before mscclppConnectionSetup")
 	}
 	for _, cn := range c.conns {
-		d, err := c.describeFor(cn, 1, buffer{mem, size})
+		blob, err := cn.tr.Describe(cn.idx, 1, transport.Buffer{Ptr: mem, Size: size})
 		if err != nil {
 			return nil, fmt.Errorf("register buffer for rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
 		}
-		m := setupMsg{pid: os.Getpid(), transport: cn.transport, regs: []regDesc{d}}
+		m := setupMsg{pid: os.Getpid(), transport: cn.transport, blobs: [][]byte{blob}}
 		if err := c.boot.Send(cn.remoteRank, cn.tag, m.encode()); err != nil {
 			return nil, fmt.Errorf("register buffer: send to rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
 		}
 	}
 	out := make([]RegisteredPeer, 0, len(c.conns))
 	for _, cn := range c.conns {
-		raw, err := c.boot.Recv(cn.remoteRank, cn.tag)
+		raw, err := c.boot.RecvLimit(cn.remoteRank, cn.tag, 24+4+maxSetupBlobSize)
 		if err != nil {
 			return nil, fmt.Errorf("register buffer: rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
 		}
 		pm, err := decodeSetup(raw)
-		if err != nil || len(pm.regs) != 1 {
+		if err == nil && len(pm.blobs) != 1 {
+			err = status.Errorf(status.RemoteError, "%d registrations, want 1", len(pm.blobs))
+		}
+		if err != nil {
 			return nil, fmt.Errorf("register buffer: rank %d tag %d: bad registration: %w", cn.remoteRank, cn.tag, err)
 		}
-		r, err := c.importReg(pm.pid, pm.regs[0])
+		r, err := cn.tr.Import(cn.idx, pm.pid, pm.blobs[0])
 		if err != nil {
 			return nil, fmt.Errorf("register buffer: rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
 		}
 		rec := engine.NewRegRecord(r)
 		c.regRecords = append(c.regRecords, rec)
-		out = append(out, RegisteredPeer{RemoteBuff: appPointer(cn.transport, r), Record: rec.Ptr()})
+		out = append(out, RegisteredPeer{RemoteBuff: cn.tr.AppPointer(r), Record: rec.Ptr()})
 	}
 	return out, nil
 }
@@ -291,13 +227,7 @@ func (c *Comm) RegisteredBufferWrite(peers []RegisteredPeer, src unsafe.Pointer,
 		if !ok {
 			return status.Errorf(status.InvalidArgument, "registered memory entry %d was not made by mscclppRegisterBuffer on this communicator", i)
 		}
-		var err error
-		if c.conns[i].transport == TransportP2P {
-			err = c.cudaWrite(rec, uint64(dstOff), unsafe.Add(src, srcOff), size, stream)
-		} else {
-			err = rec.Write(c.eng, uint64(dstOff), unsafe.Add(src, srcOff), size)
-		}
-		if err != nil {
+		if err := c.conns[i].tr.Write(rec, uint64(dstOff), unsafe.Add(src, srcOff), size, stream); err != nil {
 			return fmt.Errorf("registered buffer write to rank %d: %w", c.conns[i].remoteRank, err)
 		}
 	}

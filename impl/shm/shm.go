@@ -1,0 +1,191 @@
+// Package shm is the SHM transport of host mode between ranks of one node:
+// signal slots in the node segment, puts as a memcpy into a peer's
+// mscclppHostAlloc region mapped here, else process_vm_writev.
+package shm
+
+import (
+	"encoding/binary"
+	"os"
+	"unsafe"
+
+	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/hostmem"
+	"github.com/mscclpp-go/mscclpp/impl/status"
+	"github.com/mscclpp-go/mscclpp/impl/transport"
+)
+
+// ID is mscclppTransportSHM.
+const ID transport.ID = 1
+
+// Entry registers the transport.
+var Entry = transport.Entry{ID: ID, Name: "SHM", New: newSHM}
+
+// How a registration reaches the peer.
+const (
+	regSignal    = 1 // the signal slot in the node segment: (local index, connection index)
+	regHostAlloc = 2 // an mscclppHostAlloc region the peer maps through /proc/pid/fd
+	regRaw       = 3 // any memory: the peer writes it with process_vm_writev
+)
+
+// desc is one registration on the wire: seven little-endian words.
+type desc struct {
+	kind, addr, size, fd, ino, regSize uint64
+	offset                             uint64 // regHostAlloc: offset in the region; regSignal: local index << 32 | conn index
+}
+
+const descBytes = 7 * 8
+
+func (d desc) encode() []byte {
+	out := make([]byte, 0, descBytes)
+	for _, w := range [7]uint64{d.kind, d.addr, d.size, d.fd, d.ino, d.regSize, d.offset} {
+		out = binary.LittleEndian.AppendUint64(out, w)
+	}
+	return out
+}
+
+func decode(b []byte) (desc, error) {
+	if len(b) != descBytes {
+		return desc{}, status.Errorf(status.RemoteError, "malformed SHM registration (%d bytes, want %d)", len(b), descBytes)
+	}
+	w := func(i int) uint64 { return binary.LittleEndian.Uint64(b[8*i:]) }
+	return desc{kind: w(0), addr: w(1), size: w(2), fd: w(3), ino: w(4), regSize: w(5), offset: w(6)}, nil
+}
+
+type shm struct {
+	h        *transport.Host
+	ctx      *engine.Ctx
+	mappings []hostmem.Mapping // peers' mscclppHostAlloc regions mapped here
+}
+
+func newSHM(h *transport.Host) (transport.Transport, error) { return &shm{h: h}, nil }
+
+func (s *shm) Check(peer int, _ *string) error {
+	if !s.h.OnMyNode(peer) {
+		return status.Errorf(status.InvalidUsage, "SHM transport to rank %d: that rank is on another host (%q, this one is %q)", peer, s.h.HostIDs[peer], s.h.HostIDs[s.h.Rank])
+	}
+	return nil
+}
+
+func (s *shm) Connect(idx, peer, tag int, local unsafe.Pointer) (transport.Endpoint, error) {
+	if s.ctx == nil {
+		x, err := engine.NewCtx(s.h.Eng)
+		if err != nil {
+			return transport.Endpoint{}, err
+		}
+		s.ctx = x
+	}
+	epoch := s.h.Node.Epoch(s.h.LocalIdx, idx)
+	wait := s.h.Node.Wait(s.h.LocalIdx, idx)
+	*(*[2]uint64)(epoch) = [2]uint64{}
+	*(*uint64)(wait) = 0
+	s.h.DevConns.SetIdentity(idx, peer, tag, local, epoch, wait)
+	s.ctx.Attach(s.h.DevConns, idx)
+	return transport.Endpoint{Ctx: s.ctx, Epoch: epoch}, nil
+}
+
+func (s *shm) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
+	d := desc{kind: regRaw, addr: uint64(uintptr(b.Ptr)), size: b.Size}
+	if sh, ok := hostmem.Lookup(b.Ptr, b.Size); ok {
+		d.kind, d.fd, d.ino, d.regSize, d.offset = regHostAlloc, uint64(sh.Fd), sh.Ino, sh.Size, sh.Offset
+	}
+	if h == 0 {
+		d.kind, d.offset = regSignal, uint64(s.h.LocalIdx)<<32|uint64(idx)
+	}
+	return d.encode(), nil
+}
+
+// signalSlot is the (local index, connection index) of a signal registration, range-checked.
+func (s *shm) signalSlot(d desc) (int, int, error) {
+	local, conn := int(d.offset>>32), int(d.offset&0xffffffff)
+	if local >= len(s.h.LocalOf) || conn >= engine.MaxConns {
+		return 0, 0, status.Errorf(status.RemoteError, "signal slot (%d, %d) out of range", local, conn)
+	}
+	return local, conn, nil
+}
+
+func (s *shm) Import(idx, pid int, blob []byte) (engine.Reg, error) {
+	d, err := decode(blob)
+	if err != nil {
+		return engine.Reg{}, err
+	}
+	r := engine.Reg{Addr: d.addr, Size: d.size, Pid: pid}
+	switch d.kind {
+	case regSignal:
+		local, conn, err := s.signalSlot(d)
+		if err != nil {
+			return r, err
+		}
+		r.Mapped = s.h.Node.Epoch(local, conn)
+	case regHostAlloc:
+		p, m, err := hostmem.MapRemote(pid, hostmem.Share{Fd: int(d.fd), Ino: d.ino, Size: d.regSize, Offset: d.offset})
+		if err != nil {
+			return r, err
+		}
+		s.mappings = append(s.mappings, m)
+		r.Mapped = p
+	case regRaw:
+	default:
+		return r, status.Errorf(status.RemoteError, "unknown SHM registration kind %d", d.kind)
+	}
+	return r, nil
+}
+
+// Finish lets waits on connection idx sleep on a futex that the peer's signals wake: both
+// epoch slots are in the node segment.
+func (s *shm) Finish(idx int, conn *engine.Conn, _, _ []engine.Reg, remoteBlobs [][]byte) error {
+	d, err := decode(remoteBlobs[0])
+	if err != nil {
+		return err
+	}
+	if d.kind != regSignal {
+		return status.Errorf(status.RemoteError, "the peer's handle 0 is not a signal slot")
+	}
+	local, peerConn, err := s.signalSlot(d)
+	if err != nil {
+		return err
+	}
+	conn.SetSleepers(s.h.Node.Sleepers(s.h.LocalIdx, idx), s.h.Node.Sleepers(local, peerConn))
+	return nil
+}
+
+func (s *shm) LocalReg(b transport.Buffer) engine.Reg {
+	return engine.Reg{Mapped: b.Ptr, Addr: uint64(uintptr(b.Ptr)), Size: b.Size, Pid: os.Getpid()}
+}
+
+func (s *shm) AppPointer(r engine.Reg) unsafe.Pointer { return r.Mapped }
+
+func (s *shm) PutPath(remote []engine.Reg) string {
+	switch {
+	case len(remote) < 2:
+		return "signals only (the peer registered no buffer)"
+	case remote[1].Mapped != nil:
+		return "memcpy into the peer's mscclppHostAlloc buffer, mapped here"
+	default:
+		return "process_vm_writev into the peer's buffer (allocate it with mscclppHostAlloc for single-copy memcpy)"
+	}
+}
+
+func (s *shm) Write(rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, _ uintptr) error {
+	return rec.Write(s.h.Eng, off, src, size)
+}
+
+func (s *shm) Contexts() []*engine.Ctx {
+	if s.ctx == nil {
+		return nil
+	}
+	return []*engine.Ctx{s.ctx}
+}
+
+func (s *shm) Stopped() error { return nil }
+
+func (s *shm) Close() error {
+	if s.ctx != nil {
+		s.ctx.Free()
+		s.ctx = nil
+	}
+	for _, m := range s.mappings {
+		hostmem.Release(m)
+	}
+	s.mappings = nil
+	return nil
+}
