@@ -329,11 +329,16 @@ func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySour
 
 	// While the ring and star form, the root's verdict may come at any
 	// time: a failure aborts this rank at once.
-	verdict := make(chan error, 1)
+	type rootVerdict struct {
+		err      error
+		fromRoot bool // the root answered (rather than the connection failing)
+	}
+	verdict := make(chan rootVerdict, 1)
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
 		st, payload, err := readReply(rc, magic, &key, labelDone, &h.nonce, maxErrorText)
+		v := rootVerdict{fromRoot: err == nil}
 		if err == nil {
 			err = b.replyErr(rootAddr, st, payload)
 		} else if b.failed() == nil {
@@ -342,20 +347,32 @@ func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySour
 		if err != nil {
 			err = b.fail(err)
 		}
-		verdict <- err
+		v.err = err
+		verdict <- v
 	}()
 	if err := b.connectCollectives(); err != nil {
-		if b.failed() == nil { // this rank's own failure: the others learn it through the root
+		if b.failed() == nil {
+			// This rank's own failure (often the consequence of another
+			// rank's): the others learn it through the root, and the root
+			// answers with the first failure it saw, the likely root cause.
 			rc.SetWriteDeadline(deadlineIn(abortWriteTimeout))
-			rc.Write(encodeStatus(statusFail, err.Error(), &key, &challenge))
+			if _, werr := rc.Write(encodeStatus(statusFail, err.Error(), &key, &challenge)); werr == nil {
+				select {
+				case v := <-verdict:
+					if v.fromRoot && v.err != nil {
+						return nil, v.err
+					}
+				case <-time.After(min(b.hsTimeout, time.Second)):
+				}
+			}
 		}
 		return nil, err
 	}
 	if _, err := rc.Write(encodeStatus(statusReady, "", &key, &challenge)); err != nil {
 		return nil, b.fail(b.rootErr(rootAddr, rootWait, err))
 	}
-	if err := <-verdict; err != nil {
-		return nil, err
+	if v := <-verdict; v.err != nil {
+		return nil, v.err
 	}
 
 	local := 0

@@ -289,7 +289,11 @@ func (r *root) run() {
 				default:
 					msg = fmt.Sprintf("rank %d failed during init: %s", rank, ev.text)
 				}
-				r.fail(regs, formed, nranks, status.RemoteError, msg, ev.c, nil)
+				var skip *net.TCPConn // a rank that reported its failure hears the verdict too
+				if ev.kind == evLeft {
+					skip = ev.c
+				}
+				r.fail(regs, formed, nranks, status.RemoteError, msg, skip, nil)
 				return
 			}
 			if nranks == 0 {
