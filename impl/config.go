@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mscclpp-go/mscclpp/impl/bootstrap"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
@@ -26,13 +27,27 @@ func SetBootstrapTimeout(seconds int) error {
 	return nil
 }
 
-// BootstrapTimeout is the current bound of every bootstrap wait.
+// BootstrapTimeout is the current bound of every bootstrap wait: what
+// mscclppSetBootstrapConnTimeout set, else MSCCLPP_BOOTSTRAP_TIMEOUT seconds (a malformed
+// value is reported once at WARN and ignored), else DefaultBootstrapTimeout.
 func BootstrapTimeout() time.Duration {
 	if v := bootstrapTimeoutNs.Load(); v > 0 {
 		return time.Duration(v)
 	}
+	if s := os.Getenv(bootstrap.EnvTimeout); s != "" {
+		d, err := bootstrap.ParseTimeoutEnv(s)
+		if err == nil {
+			return d
+		}
+		if last := timeoutEnvWarned.Swap(&s); last == nil || *last != s {
+			logx.Warnf("ignoring %v", err)
+		}
+	}
 	return DefaultBootstrapTimeout
 }
+
+// timeoutEnvWarned is the malformed MSCCLPP_BOOTSTRAP_TIMEOUT last warned about.
+var timeoutEnvWarned atomic.Pointer[string]
 
 // envUint reads a non-negative integer knob, warning about and ignoring a malformed value.
 func envUint(name string, def uint32) uint32 {

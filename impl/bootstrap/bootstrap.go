@@ -9,9 +9,10 @@
 // the ring, and (with 3 or more ranks) connects to rank 0, forming a star
 // that small collectives use (see coll.go). Point-to-point connections are
 // made lazily by the first Send to a peer, one per direction, separate from
-// the others. Every connection starts with a hello carrying the
-// communicator's magic and secret; connections that do not present them are
-// dropped and logged.
+// the others. Every connection is authenticated by a challenge-response
+// over the communicator's key (see wire.go), in both directions; connections
+// that do not prove the key are dropped and logged, and the root sends the
+// table only to ranks that proved it.
 //
 // Every wait is bounded by Options.Timeout; failures are status.RemoteError
 // naming the rank or root that did not answer. A failed collective aborts
@@ -51,7 +52,8 @@ const inlineMax = 16 << 10
 // Options configures NewID, Init and InitAddr.
 type Options struct {
 	// Timeout bounds every wait (connect, root answer, allgather, barrier,
-	// recv); 0 means DefaultTimeout.
+	// recv); 0 means MSCCLPP_BOOTSTRAP_TIMEOUT seconds if that is set, else
+	// DefaultTimeout.
 	Timeout time.Duration
 	// HostID is this rank's host identity, reported to all ranks by HostIDs.
 	HostID string
@@ -68,6 +70,9 @@ func (o *Options) timeout() (time.Duration, error) {
 	case o.Timeout < 0:
 		return 0, status.Errorf(status.InvalidArgument, "bootstrap: negative timeout %v", o.Timeout)
 	case o.Timeout == 0:
+		if d, ok := envTimeout(o.logger()); ok {
+			return d, nil
+		}
 		return DefaultTimeout, nil
 	}
 	return o.Timeout, nil
@@ -86,7 +91,8 @@ func (o *Options) logger() logFunc {
 type Bootstrap struct {
 	rank, nranks int
 	magic        uint64
-	secret       [secretBytes]byte
+	key          [keyBytes]byte
+	keySource    string // where an ip:port communicator's secret came from ("": a unique id)
 	timeout      time.Duration
 	hsTimeout    time.Duration
 	logf         logFunc
@@ -155,12 +161,12 @@ func checkArgs(rank, nranks int, opts *Options) (time.Duration, error) {
 	return opts.timeout()
 }
 
-func newBootstrap(magic uint64, secret [secretBytes]byte, rank, nranks int, timeout time.Duration, opts *Options) *Bootstrap {
+func newBootstrap(magic uint64, key [keyBytes]byte, rank, nranks int, timeout time.Duration, opts *Options) *Bootstrap {
 	return &Bootstrap{
 		rank:      rank,
 		nranks:    nranks,
 		magic:     magic,
-		secret:    secret,
+		key:       key,
 		timeout:   timeout,
 		hsTimeout: handshakeTimeout(timeout),
 		logf:      opts.logger(),
@@ -179,8 +185,9 @@ func newBootstrap(magic uint64, secret [secretBytes]byte, rank, nranks int, time
 }
 
 // Init joins the communicator of id as rank of nranks; it is collective and
-// returns once this rank is connected to the root's table and to its ring
-// neighbours.
+// returns once every rank is connected to its ring neighbours (and the
+// star), or with the same failure on every rank. The key is the id's
+// random secret.
 func Init(id ID, rank, nranks int, opts Options) (*Bootstrap, error) {
 	timeout, err := checkArgs(rank, nranks, &opts)
 	if err != nil {
@@ -198,7 +205,7 @@ func Init(id ID, rank, nranks int, opts Options) (*Bootstrap, error) {
 		}
 		return newBootstrap(f.magic, f.secret, 0, 1, timeout, &opts), nil
 	}
-	b, err := initRank(f.addr, f.magic, f.secret, rank, nranks, timeout, &opts)
+	b, err := initRank(f.addr, f.magic, f.secret, "", rank, nranks, timeout, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -208,8 +215,11 @@ func Init(id ID, rank, nranks int, opts Options) (*Bootstrap, error) {
 
 // InitAddr is mscclppCommInitRank: rank 0 starts the root listening at addr
 // (ip:port, [ipv6]:port or host:port) and every rank connects there. As no
-// id is exchanged, the magic and secret are derived from the resolved
-// address, so all ranks must name the same root.
+// id is exchanged, the magic is derived from the resolved address and the
+// key from the address and the user's bootstrap secret (MSCCLPP_BOOTSTRAP_SECRET,
+// MSCCLPP_BOOTSTRAP_SECRET_FILE or ~/.mscclpp_cookie; see secret.go), so all
+// ranks must name the same root and share the secret. A single rank needs
+// no secret.
 func InitAddr(addr string, rank, nranks int, opts Options) (*Bootstrap, error) {
 	timeout, err := checkArgs(rank, nranks, &opts)
 	if err != nil {
@@ -222,19 +232,25 @@ func InitAddr(addr string, rank, nranks int, opts Options) (*Bootstrap, error) {
 	if ap.Port() == 0 {
 		return nil, status.Errorf(status.InvalidArgument, "bootstrap: address %q has port 0; the root needs a fixed port", addr)
 	}
-	magic, secret := deriveFields(ap)
+	magic := addrMagic(ap)
 	if nranks == 1 {
-		return newBootstrap(magic, secret, 0, 1, timeout, &opts), nil
+		return newBootstrap(magic, [keyBytes]byte{}, 0, 1, timeout, &opts), nil
+	}
+	key, source, err := addrKey(ap, opts.logger())
+	if err != nil {
+		return nil, err
 	}
 	var r *root
 	if rank == 0 {
-		if r, err = startRoot(ap, magic, secret, timeout, opts.logger()); err != nil {
+		if r, err = startRoot(ap, magic, key, timeout, opts.logger()); err != nil {
 			return nil, err
 		}
 	}
-	b, err := initRank(ap, magic, secret, rank, nranks, timeout, &opts)
+	b, err := initRank(ap, magic, key, source, rank, nranks, timeout, &opts)
 	if err != nil {
-		if r != nil {
+		// A root that answers late ranks with this failure is left to
+		// finish by itself (at most the timeout).
+		if r != nil && !r.lingering.Load() {
 			r.stop()
 			<-r.done
 		}
@@ -244,9 +260,11 @@ func InitAddr(addr string, rank, nranks int, opts Options) (*Bootstrap, error) {
 	return b, nil
 }
 
-// initRank registers with the root at rootAddr and builds the ring.
-func initRank(rootAddr netip.AddrPort, magic uint64, secret [secretBytes]byte, rank, nranks int, timeout time.Duration, opts *Options) (_ *Bootstrap, err error) {
-	b := newBootstrap(magic, secret, rank, nranks, timeout, opts)
+// initRank registers with the root at rootAddr, builds the ring and the
+// star, and waits until the root says that every rank did.
+func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySource string, rank, nranks int, timeout time.Duration, opts *Options) (_ *Bootstrap, err error) {
+	b := newBootstrap(magic, key, rank, nranks, timeout, opts)
+	b.keySource = keySource
 	defer func() {
 		if err != nil {
 			b.Close()
@@ -263,6 +281,12 @@ func initRank(rootAddr netip.AddrPort, magic uint64, secret [secretBytes]byte, r
 		return nil, b.failed()
 	}
 	defer b.untrack(rc)
+	rc.SetNoDelay(true)
+	rc.SetDeadline(rootDeadline)
+	challenge, err := readChallenge(rc)
+	if err != nil {
+		return nil, b.rootErr(rootAddr, rootWait, err)
+	}
 
 	// This rank's listener.
 	var lip netip.Addr
@@ -284,29 +308,71 @@ func initRank(rootAddr netip.AddrPort, magic uint64, secret [secretBytes]byte, r
 	go b.acceptLoop()
 
 	// Register and wait for the table.
-	rc.SetNoDelay(true)
-	rc.SetDeadline(rootDeadline)
-	h := hello{kind: kindRegister, magic: magic, secret: secret, rank: rank, nranks: nranks,
+	h := hello{kind: kindRegister, magic: magic, nonce: newNonce(), rank: rank, nranks: nranks,
 		payload: encodeRegister(b.listenAddr, opts.HostID)}
-	if _, err := rc.Write(h.encode()); err != nil {
+	if _, err := rc.Write(h.encode(&key, &challenge)); err != nil {
 		return nil, b.rootErr(rootAddr, rootWait, err)
 	}
-	st, payload, err := readReply(rc, magic)
+	st, payload, err := readReply(rc, magic, &key, labelReply, &h.nonce, maxTableLen(nranks))
 	if err != nil {
 		return nil, b.rootErr(rootAddr, rootWait, err)
 	}
-	if st != replyOK {
-		return nil, b.errorf(status.RemoteError, "%s", payload)
+	if err := b.replyErr(rootAddr, st, payload); err != nil {
+		return nil, err
 	}
-	table, ok := decodeTable(payload)
-	if !ok || len(table) != nranks || table[rank].addr != b.listenAddr {
+	table, ok := decodeTable(payload, nranks)
+	if !ok || table[rank].addr != b.listenAddr {
 		return nil, b.errorf(status.RemoteError, "the root at %s sent a malformed table", rootAddr)
 	}
 	b.table = table
-	b.untrack(rc)
+	rc.SetDeadline(deadlineIn(rootWait))
 
+	// While the ring and star form, the root's verdict may come at any
+	// time: a failure aborts this rank at once.
+	type rootVerdict struct {
+		err      error
+		fromRoot bool // the root answered (rather than the connection failing)
+	}
+	verdict := make(chan rootVerdict, 1)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		st, payload, err := readReply(rc, magic, &key, labelDone, &h.nonce, maxErrorText)
+		v := rootVerdict{fromRoot: err == nil}
+		if err == nil {
+			err = b.replyErr(rootAddr, st, payload)
+		} else if b.failed() == nil {
+			err = b.rootErr(rootAddr, rootWait, err)
+		}
+		if err != nil {
+			err = b.fail(err)
+		}
+		v.err = err
+		verdict <- v
+	}()
 	if err := b.connectCollectives(); err != nil {
+		if b.failed() == nil {
+			// This rank's own failure (often the consequence of another
+			// rank's): the others learn it through the root, and the root
+			// answers with the first failure it saw, the likely root cause.
+			rc.SetWriteDeadline(deadlineIn(abortWriteTimeout))
+			if _, werr := rc.Write(encodeStatus(statusFail, err.Error(), &key, &challenge)); werr == nil {
+				select {
+				case v := <-verdict:
+					if v.fromRoot && v.err != nil {
+						return nil, v.err
+					}
+				case <-time.After(min(b.hsTimeout, time.Second)):
+				}
+			}
+		}
 		return nil, err
+	}
+	if _, err := rc.Write(encodeStatus(statusReady, "", &key, &challenge)); err != nil {
+		return nil, b.fail(b.rootErr(rootAddr, rootWait, err))
+	}
+	if v := <-verdict; v.err != nil {
+		return nil, v.err
 	}
 
 	local := 0
@@ -318,6 +384,32 @@ func initRank(rootAddr netip.AddrPort, magic uint64, secret [secretBytes]byte, r
 	b.spin = spinBudget(local, sysinfo.OnlineCPUs())
 	b.logf(false, "bootstrap: rank %d of %d of communicator %#x ready, listening at %s", rank, nranks, magic, b.listenAddr)
 	return b, nil
+}
+
+// replyErr turns a root reply that is not replyOK into this rank's error.
+func (b *Bootstrap) replyErr(rootAddr netip.AddrPort, st byte, payload []byte) error {
+	switch st {
+	case replyOK:
+		return nil
+	case replyUsage:
+		return b.errorf(status.InvalidUsage, "%s", payload)
+	case replyReject:
+		if payload[0] == rejectMagic {
+			return b.errorf(status.InvalidUsage, "the root at %s serves another communicator (does every rank name the same root address?)", rootAddr)
+		}
+		return b.errorf(status.InvalidUsage, "the root at %s refused this rank's key: %s", rootAddr, b.keyAdvice())
+	}
+	return b.errorf(status.RemoteError, "%s", payload)
+}
+
+// keyAdvice says where the key of this rank came from, for a key that the
+// other side does not share.
+func (b *Bootstrap) keyAdvice() string {
+	if b.keySource == "" {
+		return "the unique id differs from the root's (every rank must use the id made by one mscclppGetUniqueId)"
+	}
+	return fmt.Sprintf("this rank's bootstrap secret (from %s) differs from the root's; every rank must have the same %s, %s or ~/%s",
+		b.keySource, EnvSecret, EnvSecretFile, CookieName)
 }
 
 // connectCollectives opens the connections of the ring (to the successor,
@@ -409,7 +501,13 @@ func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*net
 
 // rootErr explains a failed exchange with the root.
 func (b *Bootstrap) rootErr(addr netip.AddrPort, wait time.Duration, err error) error {
+	var nb *errNotBootstrap
 	switch {
+	case errors.As(err, &nb):
+		return b.errorf(status.InvalidUsage, "the address %s is not the bootstrap root of this communicator: %v", addr, err)
+	case errors.Is(err, errForged):
+		return b.errorf(status.InvalidUsage, "the root at %s is not trusted: %v (a root with another bootstrap secret, or not the root of this job; %s)",
+			addr, err, b.keyAdvice())
 	case isTimeout(err):
 		return b.errorf(status.RemoteError, "no answer from the root at %s within %v", addr, wait)
 	case isPeerGone(err):
@@ -446,11 +544,14 @@ func (b *Bootstrap) dialPeer(peer int, kind byte, deadline time.Time) (*net.TCPC
 	}
 	tc.SetNoDelay(true)
 	tc.SetDeadline(deadline)
-	h := hello{kind: kind, magic: b.magic, secret: b.secret, rank: b.rank, nranks: b.nranks}
-	_, err = tc.Write(h.encode())
+	challenge, err := readChallenge(tc)
 	var ack *hello
+	h := hello{kind: kind, magic: b.magic, nonce: newNonce(), rank: b.rank, nranks: b.nranks}
 	if err == nil {
-		ack, err = readHello(tc, b.magic, &b.secret)
+		_, err = tc.Write(h.encode(&b.key, &challenge))
+	}
+	if err == nil {
+		ack, err = readHello(tc, b.magic, &b.key, &h.nonce)
 	}
 	if err == nil && (ack.kind != kindAck || ack.rank != peer) {
 		err = fmt.Errorf("unexpected answer (kind %d from rank %d)", ack.kind, ack.rank)
@@ -511,8 +612,14 @@ func (b *Bootstrap) acceptLoop() {
 func (b *Bootstrap) serveConn(c *net.TCPConn) {
 	defer b.wg.Done()
 	c.SetNoDelay(true)
-	c.SetReadDeadline(deadlineIn(b.hsTimeout))
-	h, err := readHello(c, b.magic, &b.secret)
+	c.SetDeadline(deadlineIn(b.hsTimeout))
+	challenge, err := writeChallenge(c)
+	var h *hello
+	if err == nil {
+		h, err = readHello(c, b.magic, &b.key, &challenge)
+	} else {
+		err = stranger("sending it a challenge failed: %v", err)
+	}
 	if err == nil {
 		err = b.claim(h)
 	}
@@ -523,9 +630,8 @@ func (b *Bootstrap) serveConn(c *net.TCPConn) {
 		b.untrack(c)
 		return
 	}
-	c.SetWriteDeadline(deadlineIn(b.hsTimeout))
-	ack := hello{kind: kindAck, magic: b.magic, secret: b.secret, rank: b.rank, nranks: b.nranks}
-	if _, err := c.Write(ack.encode()); err != nil {
+	ack := hello{kind: kindAck, magic: b.magic, rank: b.rank, nranks: b.nranks}
+	if _, err := c.Write(ack.encode(&b.key, &h.nonce)); err != nil {
 		if h.kind == kindP2P {
 			b.endPeer(h.rank, err)
 		}

@@ -762,12 +762,6 @@ func TestReinitSamePort(t *testing.T) {
 	}
 }
 
-// rawHello is a hello as a stranger might send it.
-func rawHello(kind byte, magic uint64, secret [secretBytes]byte, rank, nranks int, payload []byte) []byte {
-	h := hello{kind: kind, magic: magic, secret: secret, rank: rank, nranks: nranks, payload: payload}
-	return h.encode()
-}
-
 // poke connects to addr, writes msg and optionally closes at once.
 func poke(t *testing.T, addr string, msg []byte, closeNow bool) net.Conn {
 	t.Helper()
@@ -788,8 +782,7 @@ func poke(t *testing.T, addr string, msg []byte, closeNow bool) net.Conn {
 
 func TestStrangersAtRoot(t *testing.T) {
 	addr := loopbackAddr(t)
-	ap, _ := ParseAddr(addr)
-	magic, secret := deriveFields(ap)
+	magic, key := testKey(t, addr)
 	logs := newLogSink()
 	opts := Options{Timeout: 10 * time.Second, Logf: logs.logf}
 	bs := make([]*Bootstrap, 3)
@@ -798,18 +791,22 @@ func TestStrangersAtRoot(t *testing.T) {
 	wg.Go(func() { bs[0], errs[0] = InitAddr(addr, 0, 3, opts) })
 	logs.waitFor(t, "rank 0 registered")
 
-	var wrong [secretBytes]byte
+	var wrong [keyBytes]byte
 	wrong[0] = 1
 	reg := encodeRegister("127.0.0.1:1", "")
-	poke(t, addr, []byte("GET / HTTP/1.0\r\n\r\n"+strings.Repeat("x", 64)), false)
-	poke(t, addr, rawHello(kindRegister, magic, wrong, 1, 3, reg), false)
-	poke(t, addr, rawHello(kindRegister, magic+1, secret, 1, 3, reg), false)
-	poke(t, addr, rawHello(kindRegister, magic, secret, 1, 3, reg)[:10], true)
-	poke(t, addr, rawHello(kindRegister, magic, secret, 1, 5, reg), false)
-	poke(t, addr, rawHello(kindRegister, magic, secret, 0, 3, reg), false)
+	poke(t, addr, []byte("GET / HTTP/1.0\r\n\r\n"+strings.Repeat("x", 120)), false)
+	c, ch := dialChallenge(t, addr)
+	c.Write(rawHello(kindRegister, magic, &wrong, &ch, 1, 3, reg))
+	wantRejected(t, c, rejectKey)
+	c, ch = dialChallenge(t, addr)
+	c.Write(rawHello(kindRegister, magic+1, &key, &ch, 1, 3, reg))
+	wantRejected(t, c, rejectMagic)
+	c, ch = dialChallenge(t, addr)
+	c.Write(rawHello(kindRegister, magic, &key, &ch, 1, 3, reg)[:10])
+	c.Close()
 	poke(t, addr, nil, false) // silent: dropped when the root finishes
-	for _, want := range []string{"garbage", "wrong secret", "another communicator",
-		"closed the connection after 10 bytes", "nranks=5", "rank 0 is already registered"} {
+	for _, want := range []string{"garbage", "did not prove the key", "another communicator",
+		"closed the connection after 10 bytes"} {
 		logs.waitFor(t, want)
 	}
 	for r := 1; r < 3; r++ {
@@ -858,38 +855,6 @@ func TestSlowStrangers(t *testing.T) {
 	noErrs(t, "barrier", each(bs, func(b *Bootstrap) error { return b.Barrier() }))
 }
 
-// TestRootForgetsDeadRegistration: a rank that registers and dies before
-// the communicator forms frees its slot for a new attempt.
-func TestRootForgetsDeadRegistration(t *testing.T) {
-	addr := loopbackAddr(t)
-	ap, _ := ParseAddr(addr)
-	magic, secret := deriveFields(ap)
-	logs := newLogSink()
-	opts := Options{Timeout: 10 * time.Second, Logf: logs.logf}
-	bs := make([]*Bootstrap, 3)
-	errs := make([]error, 3)
-	var wg sync.WaitGroup
-	wg.Go(func() { bs[0], errs[0] = InitAddr(addr, 0, 3, opts) })
-	logs.waitFor(t, "rank 0 registered")
-	c := poke(t, addr, rawHello(kindRegister, magic, secret, 1, 3, encodeRegister("127.0.0.1:1", "")), false)
-	logs.waitFor(t, "rank 1 registered")
-	c.Close()
-	logs.waitFor(t, "closed its connection before the communicator formed")
-	for r := 1; r < 3; r++ {
-		wg.Go(func() { bs[r], errs[r] = InitAddr(addr, r, 3, opts) })
-	}
-	wg.Wait()
-	t.Cleanup(func() {
-		for _, b := range bs {
-			if b != nil {
-				b.Close()
-			}
-		}
-	})
-	noErrs(t, "init", errs)
-	checkAllGather(t, bs, 4, 3)
-}
-
 func TestStrangersAtRank(t *testing.T) {
 	logs := newLogSink()
 	addr := loopbackAddr(t)
@@ -897,20 +862,30 @@ func TestStrangersAtRank(t *testing.T) {
 		return InitAddr(addr, r, 3, Options{Timeout: 10 * time.Second, Logf: logs.logf})
 	})
 	b := bs[1]
-	var wrong [secretBytes]byte
+	var wrong [keyBytes]byte
 	la := b.ListenAddr()
+	send := func(to string, kind byte, key *[keyBytes]byte, rank, nranks int, cut int) {
+		c, ch := dialChallenge(t, to)
+		msg := rawHello(kind, b.magic, key, &ch, rank, nranks, nil)
+		if cut > 0 {
+			c.Write(msg[:cut])
+			c.Close()
+			return
+		}
+		c.Write(msg)
+	}
 	poke(t, la, bytes.Repeat([]byte{0xff}, 100), false)
-	poke(t, la, rawHello(kindP2P, b.magic, wrong, 0, 3, nil), false)
-	poke(t, la, rawHello(kindRing, b.magic, b.secret, 0, 3, nil)[:30], true)
-	poke(t, la, rawHello(kindRing, b.magic, b.secret, 2, 3, nil), false) // not the predecessor
-	poke(t, la, rawHello(kindRing, b.magic, b.secret, 0, 3, nil), false) // a second ring connection
-	poke(t, la, rawHello(kindP2P, b.magic, b.secret, 7, 3, nil), false)  // out of range
-	poke(t, la, rawHello(kindP2P, b.magic, b.secret, 0, 4, nil), false)  // wrong nranks
-	poke(t, la, rawHello(kindAck, b.magic, b.secret, 0, 3, nil), false)  // wrong kind
-	poke(t, la, rawHello(kindRegister, b.magic, b.secret, 0, 3, nil), false)
-	poke(t, la, rawHello(kindStar, b.magic, b.secret, 2, 3, nil), false) // star connections go to rank 0
-	poke(t, bs[0].ListenAddr(), rawHello(kindStar, b.magic, b.secret, 2, 3, nil), false)
-	for _, want := range []string{"garbage", "wrong secret", "closed the connection after 30 bytes",
+	send(la, kindP2P, &wrong, 0, 3, 0)
+	send(la, kindRing, &b.key, 0, 3, 30)
+	send(la, kindRing, &b.key, 2, 3, 0) // not the predecessor
+	send(la, kindRing, &b.key, 0, 3, 0) // a second ring connection
+	send(la, kindP2P, &b.key, 7, 3, 0)  // out of range
+	send(la, kindP2P, &b.key, 0, 4, 0)  // wrong nranks
+	send(la, kindAck, &b.key, 0, 3, 0)  // wrong kind
+	send(la, kindRegister, &b.key, 0, 3, 0)
+	send(la, kindStar, &b.key, 2, 3, 0) // star connections go to rank 0
+	send(bs[0].ListenAddr(), kindStar, &b.key, 2, 3, 0)
+	for _, want := range []string{"garbage", "did not prove the key", "closed the connection after 30 bytes",
 		"ring predecessor is rank 0", "second ring connection", "claims to be rank 7", "nranks=4",
 		"kind 4 hello", "kind 1 hello", "not 0", "unexpected star connection"} {
 		logs.waitFor(t, want)

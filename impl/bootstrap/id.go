@@ -119,16 +119,13 @@ func randomFields() (uint64, [secretBytes]byte, error) {
 	return binary.LittleEndian.Uint64(buf[:8]), secret, nil
 }
 
-// deriveFields derives the magic and secret of a communicator formed with
-// InitAddr from its root address, which is all that its ranks share.
-func deriveFields(addr netip.AddrPort) (uint64, [secretBytes]byte) {
-	sum := sha256.Sum256([]byte("mscclpp-go bootstrap v1\x00" + addr.String()))
-	var secret [secretBytes]byte
-	// The secret is the hash itself; the magic is a second hash of it so the
-	// magic (which appears in logs) does not reveal the secret.
-	copy(secret[:], sum[:])
-	m := sha256.Sum256(append([]byte("magic\x00"), sum[:]...))
-	return binary.LittleEndian.Uint64(m[:8]), secret
+// addrMagic derives the magic of a communicator formed with InitAddr from
+// its root address, which is all that its ranks share besides the secret.
+// The magic only tells communicators apart (it appears in logs); the key
+// that authenticates peers comes from addrKey.
+func addrMagic(addr netip.AddrPort) uint64 {
+	m := sha256.Sum256([]byte("mscclpp-go bootstrap magic v2\x00" + addr.String()))
+	return binary.LittleEndian.Uint64(m[:8])
 }
 
 // roots holds the roots NewID started in this process, by magic, until they

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
@@ -18,8 +19,8 @@ func (b *Bootstrap) Send(peer, tag int, data []byte) error {
 	if peer < 0 || peer >= b.nranks {
 		return b.errorf(status.InvalidArgument, "send: peer %d out of range for %d ranks", peer, b.nranks)
 	}
-	if int64(len(data)) > maxP2PMessage {
-		return b.errorf(status.InvalidArgument, "send: %d bytes is more than %d", len(data), int64(maxP2PMessage))
+	if len(data) > maxP2PMessage {
+		return b.errorf(status.InvalidArgument, "send: %d bytes is more than the %d a point-to-point message may have", len(data), maxP2PMessage)
 	}
 	if err := b.failed(); err != nil {
 		return err
@@ -67,9 +68,26 @@ func (b *Bootstrap) Send(peer, tag int, data []byte) error {
 // Recv returns the next message from peer with tag, waiting at most the
 // timeout (then status.RemoteError naming peer and tag).
 func (b *Bootstrap) Recv(peer, tag int) ([]byte, error) {
+	return b.RecvLimit(peer, tag, maxP2PMessage)
+}
+
+// RecvLimit is Recv for a message of at most limit bytes: a longer one is
+// status.InvalidUsage (the ranks disagree about what they exchange).
+// Whatever limit says, a peer's message is never longer than 16 MiB, and
+// the receiver allocates memory for it only as its bytes arrive.
+func (b *Bootstrap) RecvLimit(peer, tag, limit int) ([]byte, error) {
 	if peer < 0 || peer >= b.nranks {
 		return nil, b.errorf(status.InvalidArgument, "recv: peer %d out of range for %d ranks", peer, b.nranks)
 	}
+	msg, err := b.recv(peer, tag)
+	if err == nil && len(msg) > limit {
+		return nil, b.errorf(status.InvalidUsage, "recv from rank %d tag %d: rank %d sent %d bytes, more than the %d expected",
+			peer, tag, peer, len(msg), limit)
+	}
+	return msg, err
+}
+
+func (b *Bootstrap) recv(peer, tag int) ([]byte, error) {
 	k := boxKey{peer, tag}
 	var timer *time.Timer
 	for {
@@ -155,16 +173,39 @@ func (b *Bootstrap) readPeer(peer int, c *net.TCPConn) {
 		tag := int(int64(binary.LittleEndian.Uint64(hdr[0:8])))
 		n := binary.LittleEndian.Uint64(hdr[8:16])
 		if n > maxP2PMessage {
-			b.endPeer(peer, fmt.Errorf("rank %d announced a message of %d bytes", peer, n))
+			err := fmt.Errorf("rank %d announced a message of %d bytes, more than the %d a point-to-point message may have", peer, n, maxP2PMessage)
+			b.logf(true, "bootstrap rank %d: %v", b.rank, err)
+			b.endPeer(peer, err)
 			b.untrack(c)
 			return
 		}
-		msg := make([]byte, n)
-		if _, err := io.ReadFull(r, msg); err != nil {
+		msg, err := readChunked(r, int(n))
+		if err != nil {
 			b.endPeer(peer, err)
 			b.untrack(c)
 			return
 		}
 		b.deliver(peer, tag, msg)
 	}
+}
+
+// readChunked reads n bytes, growing the buffer only as data arrives (at
+// most doubling what arrived), so an announced length that the peer does
+// not send costs this side at most p2pChunk.
+func readChunked(r io.Reader, n int) ([]byte, error) {
+	msg := make([]byte, 0, min(n, p2pChunk))
+	for len(msg) < n {
+		if len(msg) == cap(msg) {
+			msg = slices.Grow(msg, min(n-len(msg), max(len(msg), p2pChunk)))
+		}
+		m, err := r.Read(msg[len(msg):min(n, cap(msg))])
+		msg = msg[:len(msg)+m]
+		if err != nil && len(msg) < n {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return msg, nil
 }

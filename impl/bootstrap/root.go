@@ -9,20 +9,30 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
-// root is the rendezvous server of one communicator: it collects every
-// rank's registration {rank, nranks, listener address, host id}, then sends
-// everyone the full table (or, when the timeout passes first, an error
-// naming the missing ranks) and goes away.
+// root is the rendezvous server of one communicator. It collects every
+// rank's registration {rank, nranks, listener address, host id} from
+// connections that proved the key, sends everyone the full table, waits
+// until every rank reports that its ring and star connections are up, tells
+// everyone that the communicator formed, and goes away.
+//
+// When something goes wrong first, every rank still connected gets an
+// error instead: InvalidUsage for a misconfiguration (ranks that disagree
+// about nranks, a rank registered twice or out of range), RemoteError for a
+// rank that fails, exits or never arrives. After a failure before the table
+// was sent, the root keeps answering registrations of ranks that come late
+// with the same error (until every rank was answered or the timeout), so
+// every rank of the job fails at once with the same message.
 type root struct {
 	ln        *net.TCPListener
 	addr      netip.AddrPort
 	magic     uint64
-	secret    [secretBytes]byte
+	key       [keyBytes]byte
 	timeout   time.Duration
 	hsTimeout time.Duration
 	logf      logFunc
@@ -35,21 +45,46 @@ type root struct {
 	done     chan struct{} // closed when every goroutine of the root has exited
 	wg       sync.WaitGroup
 
-	mu     sync.Mutex
-	conns  map[*net.TCPConn]struct{}
-	closed bool
+	// lingering is set before the root sends a failure that it keeps
+	// answering late registrations with: the process's own rank must not
+	// stop it on that failure.
+	lingering atomic.Bool
+	// refused counts connections dropped because they did not prove the key.
+	refused atomic.Int32
+
+	mu       sync.Mutex
+	conns    map[*net.TCPConn]struct{}
+	closed   bool
+	lnClosed bool
 }
 
-// rootEvent is a registration that passed the secret check, or (left) the
-// loss of a registered connection.
+type rootEventKind int
+
+const (
+	evRegister rootEventKind = iota // a registration that proved the key
+	evReady                         // a registered rank's ring and star are up
+	evFail                          // a registered rank failed (text says why)
+	evLeft                          // a registered rank's connection ended
+)
+
+// rootEvent is something that happened on one connection.
 type rootEvent struct {
-	c     *net.TCPConn
-	h     *hello
-	entry peerEntry
-	left  bool
+	kind      rootEventKind
+	c         *net.TCPConn
+	h         *hello
+	challenge nonce // what the root sent this connection
+	entry     peerEntry
+	text      string
 }
 
-func startRoot(addr netip.AddrPort, magic uint64, secret [secretBytes]byte, timeout time.Duration, logf logFunc) (*root, error) {
+// rootReg is one registered rank.
+type rootReg struct {
+	ev     rootEvent
+	tabled bool // the table was sent: later answers use labelDone
+	ready  bool
+}
+
+func startRoot(addr netip.AddrPort, magic uint64, key [keyBytes]byte, timeout time.Duration, logf logFunc) (*root, error) {
 	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
 	if err != nil {
 		return nil, status.Errorf(status.SystemError, "bootstrap: the root cannot listen at %s: %w", addr, err)
@@ -59,7 +94,7 @@ func startRoot(addr netip.AddrPort, magic uint64, secret [secretBytes]byte, time
 		ln:        ln,
 		addr:      netip.AddrPortFrom(addr.Addr(), port),
 		magic:     magic,
-		secret:    secret,
+		key:       key,
 		timeout:   timeout,
 		hsTimeout: handshakeTimeout(timeout),
 		logf:      logf,
@@ -96,6 +131,16 @@ func (r *root) drop(c *net.TCPConn) {
 	c.Close()
 }
 
+// closeListener stops taking connections (the port is free at once).
+func (r *root) closeListener() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.lnClosed {
+		r.lnClosed = true
+		r.ln.Close()
+	}
+}
+
 func (r *root) acceptLoop() {
 	defer r.wg.Done()
 	for {
@@ -122,49 +167,78 @@ func (r *root) acceptLoop() {
 	}
 }
 
-// handshake reads and checks one connection's registration.
+// handshake challenges one connection and checks its registration.
 func (r *root) handshake(c *net.TCPConn) {
 	defer r.wg.Done()
 	c.SetNoDelay(true)
-	c.SetReadDeadline(deadlineIn(r.hsTimeout))
-	h, err := readHello(c, r.magic, &r.secret)
+	c.SetDeadline(deadlineIn(r.hsTimeout))
+	challenge, err := writeChallenge(c)
+	var h *hello
+	if err == nil {
+		h, err = readHello(c, r.magic, &r.key, &challenge)
+	} else {
+		err = stranger("sending it a challenge failed: %v", err)
+	}
 	var e peerEntry
 	if err == nil {
 		var ok bool
 		switch {
 		case h.kind != kindRegister:
 			err = stranger("it sent a kind %d hello to the root", h.kind)
-		case h.nranks < 1 || h.nranks > MaxRanks:
-			err = stranger("it says nranks=%d", h.nranks)
 		default:
 			if e, ok = decodeRegister(h.payload); !ok {
-				err = stranger("its registration is malformed")
+				err = stranger("rank %d's registration is malformed", h.rank)
 			}
 		}
 	}
 	if err != nil {
 		r.logf(true, "bootstrap root at %s: dropped a connection from %s: %v", r.addr, c.RemoteAddr(), err)
+		var s *errStranger
+		if errors.As(err, &s) && s.reject != 0 && s.kind == kindRegister {
+			if s.reject == rejectKey {
+				r.refused.Add(1)
+			}
+			// Unauthenticated, and telling nothing but the reason: it lets
+			// a misconfigured rank fail at once with a clear message.
+			c.SetWriteDeadline(deadlineIn(r.hsTimeout))
+			c.Write(encodeReject(r.magic, s.reject))
+		}
 		r.drop(c)
 		return
 	}
-	c.SetReadDeadline(time.Time{})
+	c.SetDeadline(time.Time{})
 	select {
-	case r.events <- rootEvent{c: c, h: h, entry: e}:
+	case r.events <- rootEvent{kind: evRegister, c: c, h: h, challenge: challenge, entry: e}:
 	case <-r.quit:
 		r.drop(c)
 	}
 }
 
-// watch turns the loss of a registered connection into an event, so a rank
-// that dies before the communicator forms frees its slot.
+// watch reads a registered rank's status frames and turns them, and the
+// end of its connection, into events.
 func (r *root) watch(ev rootEvent) {
 	defer r.wg.Done()
-	var b [1]byte
-	ev.c.Read(b[:]) // a registered rank sends nothing more: any return means trouble or the end
-	ev.left = true
-	select {
-	case r.events <- ev:
-	case <-r.quit:
+	for {
+		st, text, err := readStatus(ev.c, &r.key, &ev.challenge)
+		out := ev
+		switch {
+		case err != nil && isPeerGone(err):
+			out.kind = evLeft
+		case err != nil:
+			out.kind, out.text = evFail, fmt.Sprintf("its connection to the root failed: %v", err)
+		case st == statusReady:
+			out.kind = evReady
+		default:
+			out.kind, out.text = evFail, text
+		}
+		select {
+		case r.events <- out:
+		case <-r.quit:
+			return
+		}
+		if out.kind != evReady {
+			return
+		}
 	}
 }
 
@@ -176,65 +250,102 @@ func (r *root) run() {
 	timer := time.NewTimer(r.timeout)
 	defer timer.Stop()
 	nranks := 0
-	regs := make(map[int]rootEvent)
+	var first rootEvent // the registration that set nranks
+	formed := false
+	ready := 0
+	regs := make(map[int]*rootReg)
 	for {
 		select {
 		case ev := <-r.events:
 			rank := ev.h.rank
-			if ev.left {
-				if cur, ok := regs[rank]; ok && cur.c == ev.c {
-					delete(regs, rank)
-					r.logf(true, "bootstrap root at %s: rank %d (%s) closed its connection before the communicator formed",
-						r.addr, rank, ev.c.RemoteAddr())
+			if ev.kind != evRegister {
+				cur := regs[rank]
+				if cur == nil || cur.ev.c != ev.c {
 					r.drop(ev.c)
-					if len(regs) == 0 {
-						nranks = 0 // let the next registration set it afresh
-					}
+					continue
 				}
-				continue
+				if ev.kind == evReady && formed && !cur.ready {
+					cur.ready = true
+					ready++
+					if ready == nranks {
+						r.closeListener()
+						r.answer(regList(regs), replyOK, nil)
+						r.logf(false, "bootstrap root at %s: all %d ranks connected", r.addr, nranks)
+						r.finish()
+						return
+					}
+					continue
+				}
+				var msg string
+				switch {
+				case ev.kind == evLeft && formed:
+					msg = fmt.Sprintf("rank %d (%s) closed its connection to the root at %s during init, before every rank had connected (it exited or failed)",
+						rank, ev.entry.addr, r.addr)
+				case ev.kind == evLeft:
+					msg = fmt.Sprintf("rank %d (%s) closed its connection to the root at %s before the communicator formed (it exited or failed)",
+						rank, ev.entry.addr, r.addr)
+				case ev.kind == evReady:
+					msg = fmt.Sprintf("rank %d reported ready to the root at %s before it got the table", rank, r.addr)
+				default:
+					msg = fmt.Sprintf("rank %d failed during init: %s", rank, ev.text)
+				}
+				var skip *net.TCPConn // a rank that reported its failure hears the verdict too
+				if ev.kind == evLeft {
+					skip = ev.c
+				}
+				r.fail(regs, formed, nranks, status.RemoteError, msg, skip, nil)
+				return
 			}
 			if nranks == 0 {
-				nranks = ev.h.nranks
+				nranks, first = ev.h.nranks, ev
 			}
 			var reason string
 			switch {
 			case ev.h.nranks != nranks:
-				reason = fmt.Sprintf("rank %d says nranks=%d but the communicator at %s has %d ranks", rank, ev.h.nranks, r.addr, nranks)
+				reason = fmt.Sprintf("nranks mismatch at the root %s: rank %d (from %s) says nranks=%d, but rank %d (from %s) registered first with nranks=%d",
+					r.addr, rank, ev.c.RemoteAddr(), ev.h.nranks, first.h.rank, first.c.RemoteAddr(), nranks)
 			case rank < 0 || rank >= nranks:
-				reason = fmt.Sprintf("rank %d is out of range for %d ranks", rank, nranks)
+				reason = fmt.Sprintf("rank %d (from %s) is out of range for nranks=%d at the root %s", rank, ev.c.RemoteAddr(), nranks, r.addr)
 			default:
 				if cur, ok := regs[rank]; ok {
-					reason = fmt.Sprintf("rank %d is already registered at the root %s (from %s)", rank, r.addr, cur.c.RemoteAddr())
+					reason = fmt.Sprintf("rank %d registered twice at the root %s: from %s (listening at %s) and from %s (listening at %s)",
+						rank, r.addr, cur.ev.c.RemoteAddr(), cur.ev.entry.addr, ev.c.RemoteAddr(), ev.entry.addr)
 				}
 			}
 			if reason != "" {
-				r.logf(true, "bootstrap root at %s: rejected a registration from %s: %s", r.addr, ev.c.RemoteAddr(), reason)
-				r.wg.Add(1)
-				go func() {
-					defer r.wg.Done()
-					r.send(ev.c, encodeReply(replyError, r.magic, []byte(reason)))
-					r.drop(ev.c)
-				}()
-				continue
+				r.fail(regs, formed, nranks, status.InvalidUsage, reason, nil, &ev)
+				return
 			}
-			regs[rank] = ev
+			regs[rank] = &rootReg{ev: ev}
 			r.logf(false, "bootstrap root at %s: rank %d registered from %s (%d of %d)", r.addr, rank, ev.c.RemoteAddr(), len(regs), nranks)
 			r.wg.Add(1)
 			go r.watch(ev)
 			if len(regs) == nranks {
 				table := make([]peerEntry, nranks)
 				for i := range table {
-					table[i] = regs[i].entry
+					table[i] = regs[i].ev.entry
 				}
-				r.finish(regs, encodeReply(replyOK, r.magic, encodeTable(table)))
+				r.closeListener()
+				r.answer(regList(regs), replyOK, encodeTable(table))
+				formed = true
+				timer.Reset(r.timeout)
 				r.logf(false, "bootstrap root at %s: all %d ranks registered", r.addr, nranks)
-				return
 			}
 		case <-timer.C:
 			var msg string
-			if nranks == 0 {
+			switch {
+			case formed:
+				var missing []int
+				for i := 0; i < nranks; i++ {
+					if !regs[i].ready {
+						missing = append(missing, i)
+					}
+				}
+				msg = fmt.Sprintf("%s did not connect to their ring neighbours within %v of getting the table from the root at %s",
+					rankList(missing), r.timeout, r.addr)
+			case nranks == 0:
 				msg = fmt.Sprintf("no rank connected to the root at %s within %v", r.addr, r.timeout)
-			} else {
+			default:
 				var missing []int
 				for i := 0; i < nranks; i++ {
 					if _, ok := regs[i]; !ok {
@@ -243,32 +354,123 @@ func (r *root) run() {
 				}
 				msg = fmt.Sprintf("%s never connected to the root at %s within %v", rankList(missing), r.addr, r.timeout)
 			}
+			if n := r.refused.Load(); n > 0 && !formed {
+				msg += fmt.Sprintf(" (%d connection(s) that did not prove the communicator's key were refused: does a rank use another bootstrap secret?)", n)
+			}
 			r.logf(true, "bootstrap: %s", msg)
-			r.finish(regs, encodeReply(replyError, r.magic, []byte(msg)))
+			r.closeListener()
+			r.answer(regList(regs), replyError, []byte(msg))
+			r.finish()
 			return
 		case <-r.stopReq:
 			msg := fmt.Sprintf("the root at %s was closed before all ranks connected", r.addr)
-			r.finish(regs, encodeReply(replyError, r.magic, []byte(msg)))
+			r.closeListener()
+			r.answer(regList(regs), replyError, []byte(msg))
+			r.finish()
 			return
 		}
 	}
 }
 
-// finish stops taking registrations, closes the listener (first, so the
-// port is free by the time any rank learns the outcome), sends reply to
-// every registered rank and closes every connection.
-func (r *root) finish(regs map[int]rootEvent, reply []byte) {
-	r.quitOnce.Do(func() { close(r.quit) })
-	r.ln.Close()
+// fail sends msg (code RemoteError or InvalidUsage) to every registered
+// rank but the one on skip, and to offender (a registration not in regs).
+// Before the table was sent it then lingers, answering late registrations
+// alike, until every rank of the communicator was answered or the timeout.
+func (r *root) fail(regs map[int]*rootReg, formed bool, nranks int, code status.Code, msg string, skip *net.TCPConn, offender *rootEvent) {
+	r.logf(true, "bootstrap: %s", msg)
+	st := byte(replyError)
+	if code == status.InvalidUsage {
+		st = replyUsage
+	}
+	if len(msg) > maxErrorText {
+		msg = msg[:maxErrorText]
+	}
+	if !formed && nranks > 0 {
+		r.lingering.Store(true)
+	}
+	targets := make([]*rootReg, 0, len(regs)+1)
+	answered := make(map[int]bool)
+	for rank, reg := range regs {
+		answered[rank] = true
+		if reg.ev.c != skip {
+			targets = append(targets, reg)
+		}
+	}
+	if offender != nil {
+		answered[offender.h.rank] = true
+		targets = append(targets, &rootReg{ev: *offender})
+	}
+	r.answer(targets, st, []byte(msg))
+	if formed || nranks <= 0 {
+		r.finish()
+		return
+	}
+	for _, reg := range targets {
+		r.drop(reg.ev.c)
+	}
+	timer := time.NewTimer(r.timeout)
+	defer timer.Stop()
+	allAnswered := func() bool {
+		for i := 0; i < nranks; i++ {
+			if !answered[i] {
+				return false
+			}
+		}
+		return true
+	}
+	var sends sync.WaitGroup // finish closes every connection: the answers go out first
+	defer r.finish()
+	defer sends.Wait()
+	for !allAnswered() {
+		select {
+		case ev := <-r.events:
+			if ev.kind != evRegister {
+				r.drop(ev.c)
+				continue
+			}
+			answered[ev.h.rank] = true
+			sends.Go(func() {
+				r.send(ev.c, encodeReply(st, r.magic, []byte(msg), &r.key, labelReply, &ev.h.nonce))
+				r.drop(ev.c)
+			})
+		case <-timer.C:
+			return
+		case <-r.stopReq:
+			return
+		}
+	}
+}
+
+// answer sends every target a reply with status st and payload, MAC'ed for
+// it, in parallel, and waits until all were sent.
+func (r *root) answer(targets []*rootReg, st byte, payload []byte) {
 	var wg sync.WaitGroup
-	for _, ev := range regs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.send(ev.c, reply)
-		}()
+	for _, reg := range targets {
+		label := labelReply
+		if reg.tabled {
+			label = labelDone
+		}
+		reg.tabled = true
+		msg := encodeReply(st, r.magic, payload, &r.key, label, &reg.ev.h.nonce)
+		wg.Go(func() { r.send(reg.ev.c, msg) })
 	}
 	wg.Wait()
+}
+
+// regList returns the registrations as a list.
+func regList(regs map[int]*rootReg) []*rootReg {
+	out := make([]*rootReg, 0, len(regs))
+	for _, reg := range regs {
+		out = append(out, reg)
+	}
+	return out
+}
+
+// finish stops taking registrations and closes the listener and every
+// connection.
+func (r *root) finish() {
+	r.quitOnce.Do(func() { close(r.quit) })
+	r.closeListener()
 	r.mu.Lock()
 	r.closed = true
 	conns := r.conns

@@ -10,8 +10,10 @@
 //     the mask; unknown names are ignored; unset means INIT.
 //   - MSCCLPP_DEBUG_FILE: path of the debug stream, with %h replaced by the
 //     short host name, %p by the pid and %% by a percent sign. It is opened
-//     (append, create) only when logging is on; if it cannot be opened the
-//     stream stays stdout.
+//     (append, create with mode 0600, O_NOFOLLOW) only when logging is on;
+//     if it cannot be opened the stream stays stdout. A symbolic link or an
+//     existing file of another user (root excepted) is refused with a WARN
+//     on stderr, and the stream is stderr.
 //
 // Lines handed to the handler end with "\n" and have these shapes:
 //
@@ -32,6 +34,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -136,11 +139,44 @@ func load() *config {
 	}
 	if name := os.Getenv("MSCCLPP_DEBUG_FILE"); name != "" && c.level != LevelNone {
 		path := expandPath(name, c.host, c.pid)
-		if f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o666); err == nil {
+		f, refused := openDebugFile(path)
+		switch {
+		case refused != "":
+			// Someone else's file or a link: the log might go where another
+			// user reads it. Say so on stderr, and log there.
+			msg := "refusing MSCCLPP_DEBUG_FILE " + path + ": " + refused + "; logging to stderr instead"
+			lastWarn.Store(&msg)
+			os.Stderr.WriteString(prefix(c) + "MSCCLPP WARN " + msg + "\n")
+			c.file = os.Stderr
+		case f != nil:
 			c.file = f
 		}
 	}
 	return c
+}
+
+// openDebugFile opens path for appending (created 0600), never through a
+// symbolic link and never when it is an existing file of another user
+// (root's files, such as /dev/null, are accepted). refused says why a file
+// that exists was refused; (nil, "") means it could not be opened at all.
+func openDebugFile(path string) (f *os.File, refused string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NOCTTY|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return nil, "it is a symbolic link"
+		}
+		return nil, ""
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, ""
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() && st.Uid != 0 {
+		f.Close()
+		return nil, "it belongs to uid " + strconv.Itoa(int(st.Uid)) + ", not to this user (uid " + strconv.Itoa(os.Geteuid()) + ")"
+	}
+	return f, ""
 }
 
 func parseLevel(s string) Level {
@@ -207,7 +243,7 @@ func shortHost() string {
 func Reset() {
 	old := current.Swap(new(holder))
 	old.once.Do(func() {}) // settles old.cfg whether or not it was loaded
-	if old.cfg != nil && old.cfg.file != nil {
+	if old.cfg != nil && old.cfg.file != nil && old.cfg.file != os.Stderr {
 		writeMu.Lock()
 		old.cfg.file.Close()
 		writeMu.Unlock()

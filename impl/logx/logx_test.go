@@ -476,3 +476,80 @@ func TestLevelString(t *testing.T) {
 		t.Error("Level.String")
 	}
 }
+
+// withStderr runs f with os.Stderr redirected to a file and returns what f wrote.
+func withStderr(t *testing.T, f func()) string {
+	t.Helper()
+	tmp, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tmp.Close()
+	old := os.Stderr
+	os.Stderr = tmp
+	defer func() { os.Stderr = old }()
+	f()
+	data, err := os.ReadFile(tmp.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func TestDebugFileMode(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "log")
+	capture(t, "MSCCLPP_DEBUG", "INFO", "MSCCLPP_DEBUG_FILE", name)
+	SetHandler(nil)
+	Infof(Init, "x")
+	fi, err := os.Stat(name)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("debug file: %v %v", fi, err)
+	}
+}
+
+func TestDebugFileRefusesSymlink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	os.WriteFile(target, nil, 0o600)
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Skip(err)
+	}
+	out := withStderr(t, func() {
+		capture(t, "MSCCLPP_DEBUG", "INFO", "MSCCLPP_DEBUG_FILE", link)
+		SetHandler(nil)
+		Infof(Init, "not through the link")
+	})
+	if !strings.Contains(out, "MSCCLPP WARN refusing MSCCLPP_DEBUG_FILE "+link+": it is a symbolic link") ||
+		!strings.HasSuffix(out, " MSCCLPP INFO not through the link\n") {
+		t.Errorf("stderr got %q", out)
+	}
+	if data, _ := os.ReadFile(target); len(data) != 0 {
+		t.Errorf("the link's target got %q", data)
+	}
+	if !strings.Contains(LastWarn(), "symbolic link") {
+		t.Errorf("last warning %q", LastWarn())
+	}
+}
+
+func TestDebugFileRefusesOtherOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a file of another user")
+	}
+	name := filepath.Join(t.TempDir(), "log")
+	os.WriteFile(name, nil, 0o666)
+	if err := os.Chown(name, 12345, 12345); err != nil {
+		t.Skip(err)
+	}
+	out := withStderr(t, func() {
+		capture(t, "MSCCLPP_DEBUG", "INFO", "MSCCLPP_DEBUG_FILE", name)
+		SetHandler(nil)
+		Infof(Init, "not into their file")
+	})
+	if !strings.Contains(out, "belongs to uid 12345") || !strings.HasSuffix(out, " MSCCLPP INFO not into their file\n") {
+		t.Errorf("stderr got %q", out)
+	}
+	if data, _ := os.ReadFile(name); len(data) != 0 {
+		t.Errorf("their file got %q", data)
+	}
+}

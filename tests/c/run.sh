@@ -41,7 +41,7 @@ verbose=${MSCCLPP_TEST_VERBOSE:-0}
 # The library's behaviour must come from each case's own settings only.
 unset MSCCLPP_DEBUG MSCCLPP_DEBUG_SUBSYS MSCCLPP_DEBUG_FILE MSCCLPP_COMM_ID MSCCLPP_SOCKET_IFNAME \
   MSCCLPP_SOCKET_FAMILY MSCCLPP_HOSTID NPKIT_DUMP_DIR MSCCLPP_TEST_RANK MSCCLPP_TEST_NRANKS MSCCLPP_TEST_ADDR \
-  MSCCLPP_TEST_DIR
+  MSCCLPP_TEST_DIR MSCCLPP_BOOTSTRAP_SECRET MSCCLPP_BOOTSTRAP_SECRET_FILE MSCCLPP_BOOTSTRAP_TIMEOUT
 
 export PKG_CONFIG_PATH="$build/lib/pkgconfig"
 export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -50,8 +50,8 @@ out="$build/tests/c"
 mkdir -p "$out" || exit 1
 # clean what an earlier run left (only ours: others may build here too)
 (cd "$out" && rm -rf launch abi_layout_c abi_layout_cc11 abi_layout_cc14 abi_layout_cc17 abi_layout_cc20 \
-  error_strings bootstrap connections datapath bad_input timeouts stranger logging fork threads_cc perf perf.out \
-  readme_example readme_example.inc \
+  error_strings bootstrap connections datapath bad_input timeouts stranger adversary init_failures logging fork threads_cc \
+  perf perf.out readme_example readme_example.inc \
   build-*.log ./*.log ./*.short only-mscclpp*.c only-mscclpp*.cc logging-file.d cmake-prefix cmake-build-prefix \
   cmake-build-tree)
 
@@ -177,7 +177,7 @@ jobs_max=$(nproc 2>/dev/null || echo 2)
 builds=(
   "c abi_layout_c abi_layout.c" "c error_strings error_strings.c" "c bootstrap bootstrap.c"
   "c connections connections.c" "c datapath datapath.c" "c bad_input bad_input.c" "c timeouts timeouts.c"
-  "c stranger stranger.c" "c logging logging.c" "c fork fork.c" "c mode mode.c" "cxx threads_cc threads.cc c++17"
+  "c stranger stranger.c" "c adversary adversary.c" "c init_failures init_failures.c" "c logging logging.c" "c fork fork.c" "c mode mode.c" "cxx threads_cc threads.cc c++17"
   "c perf perf.c" "readme readme_example readme_example.cc"
   "cxx abi_layout_cc11 abi_layout.cc c++11" "cxx abi_layout_cc14 abi_layout.cc c++14"
   "cxx abi_layout_cc17 abi_layout.cc c++17" "cxx abi_layout_cc20 abi_layout.cc c++20"
@@ -496,6 +496,16 @@ run_case stranger 2 30 stranger
 case_env=(MSCCLPP_DEBUG=WARN)
 case_lenv=("MSCCLPP_COMM_ID={ADDR+4}")
 run_case stranger-comm-id 3 30 stranger commid
+# a peer without the key: forged, replayed and oversized hellos while a real job forms
+case_env=(MSCCLPP_DEBUG=WARN MSCCLPP_BOOTSTRAP_SECRET=conformance-suite-secret)
+run_case adversary 3 30 adversary
+# init fails fast and alike on every rank (HOME: the ranks create the cookie there)
+case_lenv=("HOME={DIR}")
+run_case init-nranks-mismatch 3 20 init_failures mismatch
+case_env=(MSCCLPP_DEBUG=INFO MSCCLPP_DEBUG_SUBSYS=INIT)
+case_lenv=("HOME={DIR}")
+case_expect_fail=2
+run_case init-rank-dies 3 20 init_failures dying
 case_env=(MSCCLPP_DEBUG=INFO)
 run_case logging-info 1 15 logging info
 case_env=(MSCCLPP_DEBUG=warn)

@@ -1,0 +1,29 @@
+package impl
+
+import (
+	"testing"
+	"time"
+)
+
+func TestBootstrapTimeoutEnv(t *testing.T) {
+	saved := bootstrapTimeoutNs.Load()
+	t.Cleanup(func() { bootstrapTimeoutNs.Store(saved) })
+	bootstrapTimeoutNs.Store(0)
+	for env, want := range map[string]time.Duration{
+		"": DefaultBootstrapTimeout, "5": 5 * time.Second, "0": DefaultBootstrapTimeout,
+		"-1": DefaultBootstrapTimeout, "x": DefaultBootstrapTimeout, "2.5": DefaultBootstrapTimeout,
+	} {
+		t.Setenv("MSCCLPP_BOOTSTRAP_TIMEOUT", env)
+		if got := BootstrapTimeout(); got != want {
+			t.Errorf("MSCCLPP_BOOTSTRAP_TIMEOUT=%q: %v, want %v", env, got, want)
+		}
+	}
+	// mscclppSetBootstrapConnTimeout overrides the variable.
+	t.Setenv("MSCCLPP_BOOTSTRAP_TIMEOUT", "5")
+	if err := SetBootstrapTimeout(3); err != nil {
+		t.Fatal(err)
+	}
+	if got := BootstrapTimeout(); got != 3*time.Second {
+		t.Errorf("after SetBootstrapTimeout(3): %v", got)
+	}
+}
