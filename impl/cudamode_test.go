@@ -152,8 +152,8 @@ func fakeCUDAChild(t *testing.T) {
 				return
 			}
 			comms[r] = c
-			if c.mode != HostMode {
-				t.Errorf("rank %d: %v right after init, want the mode decided at the first P2P connection", r, c.mode)
+			if m := c.Mode(); m != "host mode" {
+				t.Errorf("rank %d: %v right after init, want the mode decided at the first P2P connection", r, m)
 			}
 			// no buffer and no current context: no GPU to be found
 			err = c.Connect(1-r, 1, nil, 0, TransportP2P, nil, false)
@@ -163,8 +163,8 @@ func fakeCUDAChild(t *testing.T) {
 			if errs[r] = c.Connect(1-r, 0, engine.DevPtr(bufs[r]), size, TransportP2P, nil, true); errs[r] != nil {
 				return
 			}
-			if c.mode != CUDAMode {
-				t.Errorf("rank %d: %v after a P2P connection", r, c.mode)
+			if m := c.Mode(); m != "CUDA mode" {
+				t.Errorf("rank %d: %v after a P2P connection", r, m)
 			}
 			if errs[r] = c.ConnectionSetup(); errs[r] != nil {
 				return
@@ -187,7 +187,7 @@ func fakeCUDAChild(t *testing.T) {
 	atomic.StoreUint64(&slot[1], 3<<42)
 	atomic.StoreUint64(&slot[0], size)
 	deadline := time.Now().Add(10 * time.Second)
-	for comms[0].cuda.p2p.Served() != 1 {
+	for comms[0].ProxyServed() != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the P2P proxy never served the trigger")
 		}
@@ -217,7 +217,7 @@ func fakeCUDAChild(t *testing.T) {
 	if err != nil || !bytes.Equal(got, src) {
 		t.Errorf("rank 1's buffer after ProxyStop: %v, equal %v", err, bytes.Equal(got, src))
 	}
-	epoch, err := cuda.TestDriverRead(comms[1].cuda.epoch(0)+8, 8)
+	epoch, err := cuda.TestDriverRead(uint64(uintptr(comms[1].devConns.LocalEpoch(0)))+8, 8)
 	if err != nil || epoch[0] != 1 {
 		t.Errorf("rank 1's proxy epoch after the signal: % x, %v", epoch, err)
 	}

@@ -133,6 +133,9 @@ func (d DevConns) SetIdentity(i, remoteRank, tag int, localBuff, localEpoch, wai
 	e.fifo.connId = C.int(i)
 }
 
+// LocalEpoch is entry i's localSignalEpochId (a device address in CUDA mode).
+func (d DevConns) LocalEpoch(i int) unsafe.Pointer { return unsafe.Pointer(d.at(i).localSignalEpochId) }
+
 // SetRemote fills remoteSignalEpochId and remoteBuff of entry i.
 func (d DevConns) SetRemote(i int, remoteEpoch, remoteBuff unsafe.Pointer) {
 	e := d.at(i)

@@ -1,0 +1,12 @@
+package impl
+
+import (
+	"github.com/mscclpp-go/mscclpp/impl/p2p"
+	"github.com/mscclpp-go/mscclpp/impl/shm"
+)
+
+// The transports the tests of this package name.
+const (
+	TransportP2P = p2p.ID
+	TransportSHM = shm.ID
+)
