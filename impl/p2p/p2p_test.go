@@ -35,4 +35,3 @@ func TestModeChoice(t *testing.T) {
 	}
 	t.Logf("MSCCLPP_DEVICE=cuda here: %v", err)
 }
-
