@@ -140,7 +140,8 @@ static int p2pPublishTail(engCtx* ctx, uint64_t tail)
   return mscclppSuccess;
 }
 
-const engOps cudaP2POps = {"P2P", p2pOp, p2pThreadInit, p2pPublishTail};
+/* P2P state is the Go side's to free (cuda.FreeP2PState, after the streams are synchronized). */
+const engOps cudaP2POps = ENG_OPS("P2P", p2pOp, p2pThreadInit, p2pPublishTail, engOpsNoClose);
 
 const void* cudaP2POpsPtr(void) { return &cudaP2POps; }
 

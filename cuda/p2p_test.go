@@ -64,9 +64,10 @@ func TestP2POpsTable(t *testing.T) {
 	if P2POps() == nil {
 		t.Fatal("P2POps() is nil")
 	}
-	// engOps starts with its name
-	if name := *(*uintptr)(P2POps()); name == 0 {
-		t.Fatal("engOps.name is NULL")
+	// engOps starts with its size, then its name
+	ops := (*[2]uintptr)(P2POps())
+	if ops[0] == 0 || ops[1] == 0 {
+		t.Fatalf("engOps size %d, name %#x", ops[0], ops[1])
 	}
 }
 

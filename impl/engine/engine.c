@@ -138,15 +138,41 @@ void engCtxClose(engCtx* ctx)
   while (__atomic_load_n(&s->users, __ATOMIC_SEQ_CST) != 0) engBackoffStep(&b, &cfg);
   ctx->magic = 0;
   ctx->slot = -1;
+  ctx->ops->close(ctx);
+}
+
+int engOpsNoThreadInit(struct engCtx* ctx)
+{
+  (void)ctx;
+  return mscclppSuccess;
+}
+
+int engOpsNoPublishTail(struct engCtx* ctx, uint64_t tail)
+{
+  (void)ctx, (void)tail;
+  return mscclppSuccess;
+}
+
+void engOpsNoClose(struct engCtx* ctx) { (void)ctx; }
+
+/* Whether ops follows transport.h: its size first, every entry set. */
+static int opsValid(const engOps* ops)
+{
+  return ops != NULL && ops->size == sizeof(engOps) && ops->name != NULL && ops->op != NULL &&
+         ops->threadInit != NULL && ops->publishTail != NULL && ops->close != NULL;
 }
 
 int engCtxInit(engCtx* ctx, engComm* comm, const engOps* ops)
 {
   memset(ctx, 0, sizeof(*ctx));
+  ctx->slot = -1;
+  if (!opsValid(ops)) {
+    engCommSetError(comm, mscclppInternalError, "a transport's ops table does not follow transport.h");
+    return -1;
+  }
   ctx->magic = ENG_CTX_MAGIC;
   ctx->comm = comm;
   ctx->ops = ops;
-  ctx->slot = -1;
   return ctxRegister(ctx);
 }
 
@@ -337,7 +363,7 @@ int engOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64
   return mscclppSuccess;
 }
 
-const engOps engShmOps = {"SHM", engOp, NULL, NULL};
+const engOps engShmOps = ENG_OPS("SHM", engOp, engOpsNoThreadInit, engOpsNoPublishTail, engOpsNoClose);
 
 /* A host Flag or Sync covers every earlier put, including triggers pushed into the
  * FIFO: wait until the proxy has served everything pushed before this call. */

@@ -53,22 +53,7 @@ typedef struct engReg {
   int pid;         /* owner process */
 } engReg;
 
-struct engConn;
-struct engCtx;
-
-/* A transport's operations (rdma-core style ops table). The proxy and host
- * initiators call op; a transport without threadInit/publishTail gets the
- * host defaults (nothing, and a plain release store of the tail). */
-typedef struct engOps {
-  const char* name;
-  /* Data (copy), Flag (send my device epoch), Sync (wait for earlier work), OR-able. */
-  int (*op)(struct engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle,
-            uint64_t srcOff, uint64_t size);
-  /* Runs first on the proxy thread (e.g. make a CUDA context current, bind CPUs). */
-  int (*threadInit)(struct engCtx* ctx);
-  /* Makes the proxy's tail visible to initiators (e.g. an async copy to device memory). */
-  int (*publishTail)(struct engCtx* ctx, uint64_t tail);
-} engOps;
+#include "transport.h"
 
 /* The SHM transport of host mode: memcpy / process_vm_writev and epoch stores. */
 extern const engOps engShmOps;

@@ -37,10 +37,8 @@ static uint64_t typeOf(uint64_t v1)
 static void publish(engCtx* ctx, uint64_t tail)
 {
   __atomic_store_n(&ctx->tail, tail, __ATOMIC_RELEASE);
-  if (ctx->ops->publishTail != NULL) {
-    int rc = ctx->ops->publishTail(ctx, tail);
-    if (rc != mscclppSuccess) engCommSetError(ctx->comm, rc, "proxy: publishing the FIFO tail failed");
-  }
+  int rc = ctx->ops->publishTail(ctx, tail);
+  if (rc != mscclppSuccess) engCommSetError(ctx->comm, rc, "proxy: publishing the FIFO tail failed");
 }
 
 /* Whether every pushed trigger was served: known only where the head is host memory. */
@@ -52,10 +50,8 @@ static int drained(engCtx* ctx, uint64_t tail)
 static void* proxyMain(void* arg)
 {
   engCtx* ctx = (engCtx*)arg;
-  if (ctx->ops->threadInit != NULL) {
-    int rc = ctx->ops->threadInit(ctx);
-    if (rc != mscclppSuccess) engCommSetError(ctx->comm, rc, "proxy: thread initialisation failed");
-  }
+  int rc = ctx->ops->threadInit(ctx);
+  if (rc != mscclppSuccess) engCommSetError(ctx->comm, rc, "proxy: thread initialisation failed");
   uint64_t tail = __atomic_load_n(&ctx->tail, __ATOMIC_RELAXED);
   engBackoff b = {0, 0};
   uint64_t typelessSince = 0; /* when the slot at tail was first seen with word 0 but no type */
