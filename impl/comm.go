@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
@@ -133,7 +134,7 @@ func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 	c.eng.SetStreamBytes(uint64(envUint("MSCCLPP_STREAM_COPY_BYTES", 8<<20)), uint64(envUint("MSCCLPP_STREAM_COPY_MAX_BYTES", 128<<20)))
 	c.devConns = engine.NewDevConns(engine.MaxConns)
 	c.host = transport.Host{Rank: c.rank, NRanks: c.nranks, HostIDs: c.hostIDs, LocalIdx: c.localIdx, LocalOf: c.localOf,
-		Node: c.node, Eng: c.eng, DevConns: c.devConns}
+		Node: c.node, Eng: c.eng, DevConns: c.devConns, ListenIP: listenIP(b.ListenAddr()), Timeout: BootstrapTimeout()}
 	for _, e := range transport.All() {
 		if e.Init == nil {
 			continue
@@ -150,6 +151,14 @@ func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 	_ = unix.Prctl(unix.PR_SET_PTRACER, uintptr(unix.PR_SET_PTRACER_ANY), 0, 0, 0)
 	logx.Infof(logx.Init, "rank %d of %d ready in %v (%d ranks on this node)", c.rank, c.nranks, time.Since(start), len(c.localOf))
 	return c, nil
+}
+
+// listenIP is the IP of a host:port listener address.
+func listenIP(addr string) string {
+	if ap, err := netip.ParseAddrPort(addr); err == nil {
+		return ap.Addr().String()
+	}
+	return addr
 }
 
 // initNode finds the ranks of this node and maps the node's shared-memory segment.

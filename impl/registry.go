@@ -1,6 +1,7 @@
 package impl
 
 import (
+	"github.com/mscclpp-go/mscclpp/impl/eth"
 	"github.com/mscclpp-go/mscclpp/impl/p2p"
 	"github.com/mscclpp-go/mscclpp/impl/shm"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
@@ -11,6 +12,7 @@ import (
 var transports = []transport.Entry{
 	p2p.Entry,
 	shm.Entry,
+	eth.Entry,
 }
 
 func init() {

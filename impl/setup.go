@@ -148,7 +148,11 @@ func (c *Comm) finishConn(cn *Conn, raw []byte) error {
 	cn.eng = cn.ctx.NewConn(c.eng, c.devConns, cn.idx, cn.remoteRank, cn.tag)
 	cn.eng.SetLocal(local)
 	epoch := cn.tr.AppPointer(remote[0])
-	cn.eng.SetRemote(remote, unsafe.Add(epoch, 8), m.pid)
+	var remoteProxyEpoch unsafe.Pointer // where SHM-style signals store: nil when not addressable here
+	if epoch != nil {
+		remoteProxyEpoch = unsafe.Add(epoch, 8)
+	}
+	cn.eng.SetRemote(remote, remoteProxyEpoch, m.pid)
 	if err := cn.tr.Finish(cn.idx, cn.eng, local, remote, m.blobs); err != nil {
 		return err
 	}

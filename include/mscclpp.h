@@ -56,6 +56,7 @@ typedef enum
   mscclppTransportP2P = 0,
   mscclppTransportSHM = 1,
   mscclppTransportIB = 2,
+  mscclppTransportEthernet = 3, /* extension: host memory to a rank on any node over TCP */
 } mscclppTransport_t;
 
 typedef uint32_t mscclppBufferHandle_t;

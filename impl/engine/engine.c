@@ -176,14 +176,17 @@ int engCtxInit(engCtx* ctx, engComm* comm, const engOps* ops)
   return ctxRegister(ctx);
 }
 
-engCtx* engCtxNew(engComm* comm)
+engCtx* engCtxNew(engComm* comm) { return engCtxNewOps(comm, &engShmOps, NULL); }
+
+engCtx* engCtxNewOps(engComm* comm, const engOps* ops, void* transport)
 {
   engCtx* ctx = NULL;
   if (posix_memalign((void**)&ctx, 64, sizeof(engCtx)) != 0) return NULL;
-  if (engCtxInit(ctx, comm, &engShmOps) != 0) {
+  if (engCtxInit(ctx, comm, ops) != 0) {
     free(ctx);
     return NULL;
   }
+  ctx->transport = transport;
   return ctx;
 }
 
@@ -490,6 +493,14 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
         return peerGone(c, "its signal");
       /* fall through */
     default:
+      if (__atomic_load_n(&c->peerClosed, __ATOMIC_ACQUIRE) && __atomic_load_n(proxy, __ATOMIC_ACQUIRE) < want) {
+        char msg[200];
+        snprintf(msg, sizeof(msg), "rank %d closed its connection while rank %d waited for its signal", c->peerRank,
+                 c->comm->rank);
+        engCommSetLast(c->comm, msg);
+        setGlobalError(msg);
+        return mscclppRemoteError;
+      }
       /* only a remote failure ends the wait: a rejected put of this rank's does not */
       if (__atomic_load_n(&c->comm->asyncErr, __ATOMIC_ACQUIRE) == mscclppRemoteError) return mscclppRemoteError;
       if (__atomic_load_n(&c->ctx->closing, __ATOMIC_ACQUIRE)) {

@@ -157,6 +157,16 @@ func NewCtx(comm *Comm) (*Ctx, error) {
 
 var errTooManyCtxs = status.Errorf(status.SystemError, "more than %d live proxy contexts in this process: destroy communicators that are no longer used", C.ENG_MAX_CTXS)
 
+// NewCtxOps allocates a proxy context of comm for a transport with its own ops table (a const
+// engOps*) and per-context state, which the table's close op releases.
+func NewCtxOps(comm *Comm, ops, transport unsafe.Pointer) (*Ctx, error) {
+	p := C.engCtxNewOps(comm.p, (*C.engOps)(ops), transport)
+	if p == nil {
+		return nil, status.Errorf(status.InternalError, "cannot make a proxy context: too many live contexts, or an ops table that breaks transport.h")
+	}
+	return &Ctx{p: p}, nil
+}
+
 // CtxSize is the number of bytes NewCtxAt needs.
 const CtxSize = C.sizeof_engCtx
 
@@ -295,6 +305,15 @@ func (c *Conn) SetSleepers(local, remote unsafe.Pointer) {
 	c.p.localSleepers = (*C.uint32_t)(local)
 	c.p.remoteSleepers = (*C.uint32_t)(remote)
 }
+
+// PeerRank is the rank at the other end of c.
+func (c *Conn) PeerRank() int { return int(c.p.peerRank) }
+
+// SetPeerPid sets the pid whose exit ends waits on c (0: none, e.g. a peer on another node).
+func (c *Conn) SetPeerPid(pid int) { c.p.peerPid = C.int(pid) }
+
+// Ptr is the engConn's address, for a transport's C code.
+func (c *Conn) Ptr() unsafe.Pointer { return unsafe.Pointer(c.p) }
 
 // FreeConn releases c and stops x serving it.
 func (x *Ctx) FreeConn(c *Conn) {

@@ -70,6 +70,7 @@ typedef struct engConn {
   engReg* remote; /* the peer's registrations, by handle */
   volatile uint64_t* remoteProxyEpoch; /* the peer's localSignalEpochId->proxy for this connection */
   uint64_t signalsDone;                /* signals served on this connection: the value a signal sends */
+  volatile int peerClosed;  /* set by a transport when the peer's side of the connection is gone */
   uint32_t* localSleepers;  /* threads asleep (futex) on my epoch slot of this connection, or NULL */
   uint32_t* remoteSleepers; /* threads asleep on the peer's slot I signal, or NULL: wake them after a signal */
   struct engComm* comm;
@@ -113,7 +114,9 @@ void engCtxClose(engCtx* ctx);
 /* Allocation and teardown (called from Go). */
 engComm* engCommNew(int rank);
 void engCommFree(engComm* c);
-engCtx* engCtxNew(engComm* comm);
+engCtx* engCtxNew(engComm* comm); /* an SHM context */
+/* A heap context for the transport ops (validated, see transport.h) with its per-context state. */
+engCtx* engCtxNewOps(engComm* comm, const engOps* ops, void* transport);
 void engCtxFree(engCtx* ctx); /* engCtxClose, then free */
 /* Initialises a context in memory the caller allocated (e.g. pinned host memory) and
  * makes it live; engCtxClose before that memory is freed. Returns 0, or -1 when the

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
@@ -30,6 +31,8 @@ type Host struct {
 	Node         *nodeshm.Segment
 	Eng          *engine.Comm
 	DevConns     engine.DevConns
+	ListenIP     string        // the IP of this rank's bootstrap listener: peers reach it there
+	Timeout      time.Duration // the bootstrap timeout: the bound of a transport's setup waits
 }
 
 // OnMyNode reports whether rank peer runs on this rank's node.

@@ -140,7 +140,7 @@ int main(void)
   PROMPT_C(c, mscclppConnect(c, peer, 0, buf, sizeof buf, (mscclppTransport_t)7, NULL), mscclppInvalidUsage);
   PROMPT_C(c, mscclppConnect(c, peer, 0, buf, sizeof buf, (mscclppTransport_t)-1, NULL), mscclppInvalidUsage);
   PROMPT_C(c, mscclppConnectWithoutBuffer(c, peer, 0, (mscclppTransport_t)7, NULL), mscclppInvalidUsage);
-  PROMPT_C(c, mscclppConnectWithoutBuffer(c, peer, 0, (mscclppTransport_t)3, NULL), mscclppInvalidUsage);
+  PROMPT_C(c, mscclppConnectWithoutBuffer(c, peer, 0, (mscclppTransport_t)4, NULL), mscclppInvalidUsage);
   PROMPT_C(c, mscclppRegisterBufferForConnection(c, 0, buf, sizeof buf, &h), mscclppInvalidArgument);
   PROMPT_C(c, mscclppRegisterBufferForConnection(c, 0, buf, sizeof buf, NULL), mscclppInvalidArgument);
   PROMPT_C(c, mscclppRegisterBufferForConnection(c, -1, buf, sizeof buf, &h), mscclppInvalidArgument);

@@ -106,7 +106,7 @@ int main(int argc, char** argv)
   }
   memset(buf, 0xEE, bufBytes);
   for (int p = 0; p < n; p++)
-    if (p != me) SU_CK(mscclppConnect(su_comm, p, 0, buf, bufBytes, mscclppTransportSHM, NULL));
+    if (p != me) SU_CK(mscclppConnect(su_comm, p, 0, buf, bufBytes, su_transport(), NULL));
   SU_CK(mscclppConnectionSetup(su_comm));
   mscclppDevConn_t* all;
   int nConns = 0;
@@ -123,7 +123,7 @@ int main(int argc, char** argv)
     SU_CHECK(all[i].localBuff == buf, "entry %d: localBuff %p, want %p", i, all[i].localBuff, (void*)buf);
     SU_CHECK(all[i].fifo.connId == i, "entry %d: fifo.connId %d", i, all[i].fifo.connId);
     SU_CHECK(all[i].localSignalEpochId != NULL && all[i].waitEpochId != NULL, "entry %d: epoch pointers unset", i);
-    if (useMalloc)
+    if (useMalloc || !su_transport_maps())
       SU_CHECK(all[i].remoteBuff == NULL, "entry %d: remoteBuff %p for a malloc'd peer buffer", i, all[i].remoteBuff);
     else
       SU_CHECK(all[i].remoteBuff != NULL, "entry %d: remoteBuff NULL for a mscclppHostAlloc'd peer buffer", i);

@@ -153,6 +153,20 @@ run_case regbuf_n3 3 60 - regbuf
 # ProxyStop / Destroy with proxies running and a backlog, repeated; no leaks
 run_case stop_n2 2 60 - stop
 run_case stop_n4 4 60 - stop
+# the same data-path checks over the Ethernet transport (TCP between ranks of this node)
+eth() { case_lenv=(MSCCLPP_TEST_TRANSPORT=ethernet); run_case "$@"; }
+eth eth_allgather_hostalloc_n2 2 60 - allgather --iters 200 --chunk 1000 --big-iters 3 --big-chunk $((16 * MB))
+eth eth_allgather_malloc_n3 3 60 - allgather --malloc --iters 200 --chunk 1000 --big-iters 3 --big-chunk $((4 * MB))
+eth eth_handles_n2 2 60 - handles
+eth eth_fifo_wrap_n2 2 60 - fifo wrap
+eth eth_fifo_concurrent_n3 3 60 - fifo concurrent
+eth eth_fifo_order_n2 2 60 - fifo order
+eth eth_fifo_flagorder_n2 2 60 - fifo flagorder
+eth eth_sizes_n2 2 90 - sizes
+eth eth_bounds_n2 2 60 - bounds
+eth eth_kill_waittimeout_n2 2 60 1 kill 1 timeout
+eth eth_kill_wait_n3 3 60 2 kill 2 wait --malloc
+eth eth_stop_n2 2 60 - stop
 # oversubscribed: 4 ranks, 1000 rounds of an 8-byte allgather in < 5 s
 run_case oversub_allgather_n4 4 60 - allgather --iters 1000 --chunk 8 --big-iters 0 --max-seconds 5
 if want_case oversub_allgather_n4 && [ -f "$out/oversub_allgather_n4.log" ]; then

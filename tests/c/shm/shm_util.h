@@ -127,6 +127,17 @@ static SU_UNUSED int su_check_impl(int ok, const char* file, int line, const cha
     if (!su_check_impl(!!(cond), __FILE__, __LINE__, #cond, __VA_ARGS__)) su_exit_fail(); \
   } while (0)
 
+/* The transport between ranks: mscclppTransportSHM, or Ethernet with MSCCLPP_TEST_TRANSPORT=ethernet
+ * (the same data-path checks over TCP). */
+static SU_UNUSED mscclppTransport_t su_transport(void)
+{
+  const char* t = getenv("MSCCLPP_TEST_TRANSPORT");
+  return (t != NULL && strcmp(t, "ethernet") == 0) ? mscclppTransportEthernet : mscclppTransportSHM;
+}
+
+/* Whether peers' buffers are mapped here (remoteBuff set for mscclppHostAlloc'd buffers). */
+static SU_UNUSED int su_transport_maps(void) { return su_transport() == mscclppTransportSHM; }
+
 static SU_UNUSED void su_comm_init(void)
 {
   SU_CK(mscclppCommInitRank(&su_comm, su_nranks, su_addr, su_rank));

@@ -67,7 +67,7 @@ int main()
     memset(buf, 0xEE, (size_t)n * area);
     su_fill(buf + (size_t)n * area, area, su_seed(k, me, 77));
     for (int p = 0; p < n; p++)
-      if (p != me) SU_CK(mscclppConnect(su_comm, p, 0, buf, S, mscclppTransportSHM));
+      if (p != me) SU_CK(mscclppConnect(su_comm, p, 0, buf, S, su_transport()));
     SU_CK(mscclppConnectionSetup(su_comm));
     mscclppResult_t r = mscclppProxyStop(su_comm);
     SU_CHECK(r == mscclppInvalidUsage, "ProxyStop before ProxyLaunch: %s", mscclppGetErrorString(r));

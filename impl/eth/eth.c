@@ -1,0 +1,310 @@
+/*
+ * eth.c: the Ethernet transport's ops table and receive threads (see eth.h).
+ */
+#define _GNU_SOURCE
+#include "eth.h"
+
+#include "backoff.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+typedef struct ethConn {
+  int fd;
+  pthread_mutex_t sendLock; /* one message at a time on the socket */
+  pthread_t rx;
+  int rxStarted;
+  volatile int closing; /* set by close: EOF and errors from here on are expected */
+  volatile int peerBye; /* the peer said it closes on purpose */
+  uint64_t fenceSeen;   /* the last fence number received */
+  engConn* c;
+} ethConn;
+
+struct ethCtx {
+  ethConn* conns[ENG_MAX_CONNS];
+};
+
+struct ethCtx* ethCtxNew(void) { return (struct ethCtx*)calloc(1, sizeof(struct ethCtx)); }
+
+static ethConn* connState(engConn* c)
+{
+  struct ethCtx* e = (struct ethCtx*)c->transport;
+  return e == NULL ? NULL : e->conns[c->connId];
+}
+
+/* Sends every byte of iov (advancing it); 0, or the errno that stopped it. */
+static int sendAll(int fd, struct iovec* iov, int n)
+{
+  while (n > 0) {
+    ssize_t k = sendmsg(fd, &(struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)n}, MSG_NOSIGNAL);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    while (n > 0 && (size_t)k >= iov->iov_len) {
+      k -= (ssize_t)iov->iov_len;
+      iov++, n--;
+    }
+    if (n > 0) {
+      iov->iov_base = (char*)iov->iov_base + k;
+      iov->iov_len -= (size_t)k;
+    }
+  }
+  return 0;
+}
+
+/* Reads exactly n bytes; 0, -1 on a clean end of stream before the first byte, else an errno. */
+static int recvAll(int fd, void* buf, size_t n)
+{
+  size_t got = 0;
+  while (got < n) {
+    ssize_t k = recv(fd, (char*)buf + got, n - got, MSG_WAITALL);
+    if (k == 0) return got == 0 ? -1 : ECONNRESET;
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    got += (size_t)k;
+  }
+  return 0;
+}
+
+static void putHeader(unsigned char* h, uint32_t type, uint64_t a, uint64_t b, uint64_t c)
+{
+  uint32_t m = ETH_MAGIC;
+  memcpy(h, &m, 4);
+  memcpy(h + 4, &type, 4);
+  memcpy(h + 8, &a, 8);
+  memcpy(h + 16, &b, 8);
+  memcpy(h + 24, &c, 8);
+}
+
+static int sendFailed(engConn* c, ethConn* s, int err)
+{
+  if (s->closing) return mscclppInvalidUsage;
+  char what[200];
+  snprintf(what, sizeof(what), "sending to rank %d over TCP failed: %s", c->peerRank, strerror(err));
+  __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
+  return engConnFail(c, mscclppRemoteError, what);
+}
+
+static int ethOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+                 uint64_t size)
+{
+  ethConn* s = connState(c);
+  if (s == NULL) return engConnFail(c, mscclppInvalidUsage, "Ethernet operation before connection setup");
+  unsigned char hdr[ETH_HDR_BYTES];
+  if ((type & mscclppData) && size > 0) {
+    const engReg *src, *dst;
+    int rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &src, &dst);
+    if (rc != mscclppSuccess) return rc;
+    if (src->mapped == NULL) return engConnFail(c, mscclppInvalidUsage, "Ethernet put from memory the host cannot read");
+    putHeader(hdr, ETH_DATA, dstHandle, dstOff, size);
+    struct iovec iov[2] = {{hdr, ETH_HDR_BYTES}, {src->mapped + srcOff, (size_t)size}};
+    pthread_mutex_lock(&s->sendLock);
+    int err = sendAll(s->fd, iov, 2);
+    pthread_mutex_unlock(&s->sendLock);
+    if (err != 0) return sendFailed(c, s, err);
+  }
+  if (type & mscclppFlag) {
+    /* the count is taken after this operation's data went out, under the lock that orders the
+     * stream: a count always follows the data of every signal it counts */
+    pthread_mutex_lock(&s->sendLock);
+    uint64_t v = ++c->signalsDone;
+    putHeader(hdr, ETH_FLAG, v, 0, 0);
+    struct iovec iov[1] = {{hdr, ETH_HDR_BYTES}};
+    int err = sendAll(s->fd, iov, 1);
+    pthread_mutex_unlock(&s->sendLock);
+    if (err != 0) return sendFailed(c, s, err);
+  }
+  /* Sync: every send above returned, so the sources may be reused; nothing else to wait for */
+  return mscclppSuccess;
+}
+
+/* Drops n bytes of a rejected message so the stream stays in step. */
+static int skip(int fd, uint64_t n)
+{
+  char buf[4096];
+  while (n > 0) {
+    size_t k = n < sizeof(buf) ? (size_t)n : sizeof(buf);
+    int rc = recvAll(fd, buf, k);
+    if (rc != 0) return rc;
+    n -= k;
+  }
+  return 0;
+}
+
+/* The receive thread: data straight into the registered buffers, counts into my epoch. */
+static void* rxMain(void* arg)
+{
+  ethConn* s = (ethConn*)arg;
+  engConn* c = s->c;
+  volatile uint64_t* epoch = &c->dev->localSignalEpochId->proxy;
+  unsigned char hdr[ETH_HDR_BYTES];
+  char what[300];
+  for (;;) {
+    int rc = recvAll(s->fd, hdr, sizeof(hdr));
+    if (rc != 0) {
+      if (!s->closing) {
+        __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
+        if (rc == -1 && s->peerBye) {
+          snprintf(what, sizeof(what), "rank %d destroyed its communicator", c->peerRank);
+          engCommSetLast(c->comm, what);
+        } else {
+          if (rc == -1)
+            snprintf(what, sizeof(what), "rank %d's TCP connection ended without a goodbye: it exited or crashed",
+                     c->peerRank);
+          else
+            snprintf(what, sizeof(what), "receiving from rank %d over TCP failed: %s", c->peerRank, strerror(rc));
+          engConnFail(c, mscclppRemoteError, what);
+        }
+      }
+      return NULL;
+    }
+    uint32_t magic, type;
+    uint64_t a, b, n;
+    memcpy(&magic, hdr, 4);
+    memcpy(&type, hdr + 4, 4);
+    memcpy(&a, hdr + 8, 8);
+    memcpy(&b, hdr + 16, 8);
+    memcpy(&n, hdr + 24, 8);
+    if (magic != ETH_MAGIC || type < ETH_DATA || type > ETH_BYE) {
+      snprintf(what, sizeof(what), "rank %d sent a malformed message (magic %#x, type %u): connection dropped",
+               c->peerRank, magic, type);
+      __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
+      engConnFail(c, mscclppRemoteError, what);
+      shutdown(s->fd, SHUT_RDWR);
+      return NULL;
+    }
+    if (type == ETH_FENCE) {
+      __atomic_store_n(&s->fenceSeen, a, __ATOMIC_RELEASE);
+      continue;
+    }
+    if (type == ETH_BYE) {
+      s->peerBye = 1;
+      continue;
+    }
+    if (type == ETH_FLAG) {
+      uint64_t cur = __atomic_load_n(epoch, __ATOMIC_RELAXED);
+      while (cur < a && !__atomic_compare_exchange_n(epoch, &cur, a, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+        ;
+      if (c->localSleepers != NULL && __atomic_load_n(c->localSleepers, __ATOMIC_SEQ_CST) != 0)
+        syscall(SYS_futex, (uint32_t*)(uintptr_t)epoch + (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 1 : 0),
+                FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+      continue;
+    }
+    /* DATA: a is my handle, b the offset, n the size; checked against my registrations */
+    const char* bad = NULL;
+    if (a == 0 || a >= (uint64_t)c->nLocal)
+      bad = "a handle this rank did not register (or the signal slot)";
+    else if (b > c->local[a].size || n > c->local[a].size - b)
+      bad = "bytes past the end of the registration";
+    else if (c->local[a].mapped == NULL)
+      bad = "memory the host cannot write";
+    if (bad != NULL) {
+      snprintf(what, sizeof(what), "rank %d put %llu bytes at offset %llu of handle %llu: %s; dropped", c->peerRank,
+               (unsigned long long)n, (unsigned long long)b, (unsigned long long)a, bad);
+      engConnFail(c, mscclppRemoteError, what);
+      rc = skip(s->fd, n);
+    } else {
+      rc = recvAll(s->fd, c->local[a].mapped + b, (size_t)n);
+    }
+    if (rc != 0 && !s->closing) {
+      snprintf(what, sizeof(what), "rank %d's TCP connection ended inside a %llu-byte put", c->peerRank,
+               (unsigned long long)n);
+      __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
+      engConnFail(c, mscclppRemoteError, what);
+      return NULL;
+    }
+  }
+}
+
+int ethConnStart(struct ethCtx* e, engConn* c, int fd)
+{
+  if (e == NULL || c == NULL || c->connId < 0 || c->connId >= ENG_MAX_CONNS || e->conns[c->connId] != NULL)
+    return mscclppInternalError;
+  ethConn* s = (ethConn*)calloc(1, sizeof(ethConn));
+  if (s == NULL) return mscclppSystemError;
+  s->fd = fd;
+  s->c = c;
+  pthread_mutex_init(&s->sendLock, NULL);
+  if (pthread_create(&s->rx, NULL, rxMain, s) != 0) {
+    pthread_mutex_destroy(&s->sendLock);
+    free(s);
+    return mscclppSystemError;
+  }
+  s->rxStarted = 1;
+  e->conns[c->connId] = s;
+  return mscclppSuccess;
+}
+
+int ethFence(struct ethCtx* e, uint64_t seq, int64_t timeoutMs, char* err, int errLen)
+{
+  unsigned char hdr[ETH_HDR_BYTES];
+  putHeader(hdr, ETH_FENCE, seq, 0, 0);
+  for (int i = 0; i < ENG_MAX_CONNS; i++) {
+    ethConn* s = e->conns[i];
+    if (s == NULL) continue;
+    struct iovec iov[1] = {{hdr, ETH_HDR_BYTES}};
+    pthread_mutex_lock(&s->sendLock);
+    int rc = sendAll(s->fd, iov, 1);
+    pthread_mutex_unlock(&s->sendLock);
+    if (rc != 0) {
+      snprintf(err, (size_t)errLen, "fence to rank %d: %s", s->c->peerRank, strerror(rc));
+      return mscclppRemoteError;
+    }
+  }
+  engWait w;
+  engWaitInit(&w, timeoutMs);
+  engBackoffCfg cfg = {.spin = 64, .yields = 256, .sleepMaxUs = 1000};
+  for (int i = 0; i < ENG_MAX_CONNS; i++) {
+    ethConn* s = e->conns[i];
+    if (s == NULL) continue;
+    while (__atomic_load_n(&s->fenceSeen, __ATOMIC_ACQUIRE) < seq) {
+      if (__atomic_load_n(&s->c->peerClosed, __ATOMIC_ACQUIRE)) {
+        snprintf(err, (size_t)errLen, "rank %d closed its connection before its fence", s->c->peerRank);
+        return mscclppRemoteError;
+      }
+      if (engWaitStep(&w, &cfg) == ENG_WAIT_TIMEOUT) {
+        snprintf(err, (size_t)errLen, "rank %d sent no fence within %lld ms", s->c->peerRank, (long long)timeoutMs);
+        return mscclppRemoteError;
+      }
+    }
+  }
+  return mscclppSuccess;
+}
+
+/* Closes every connection's socket and joins its receive thread, then frees the state. */
+static void ethClose(engCtx* ctx)
+{
+  struct ethCtx* e = (struct ethCtx*)ctx->transport;
+  if (e == NULL) return;
+  for (int i = 0; i < ENG_MAX_CONNS; i++) {
+    ethConn* s = e->conns[i];
+    if (s == NULL) continue;
+    __atomic_store_n(&s->closing, 1, __ATOMIC_RELEASE);
+    unsigned char hdr[ETH_HDR_BYTES];
+    putHeader(hdr, ETH_BYE, 0, 0, 0);
+    pthread_mutex_lock(&s->sendLock);
+    (void)send(s->fd, hdr, sizeof(hdr), MSG_NOSIGNAL | MSG_DONTWAIT); /* best effort */
+    pthread_mutex_unlock(&s->sendLock);
+    shutdown(s->fd, SHUT_RDWR);
+    if (s->rxStarted) pthread_join(s->rx, NULL);
+    close(s->fd);
+    pthread_mutex_destroy(&s->sendLock);
+    free(s);
+    e->conns[i] = NULL;
+  }
+  free(e);
+  ctx->transport = NULL;
+}
+
+const engOps ethOps = ENG_OPS("Ethernet", ethOp, engOpsNoThreadInit, engOpsNoPublishTail, ethClose);

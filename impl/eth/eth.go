@@ -1,0 +1,320 @@
+// Package eth is the Ethernet transport (mscclppTransportEthernet, an
+// extension): host-mode puts and signals to a rank on any node over one TCP
+// connection per mscclpp connection, driven by the proxy or the calling
+// thread, received by a thread per connection straight into the registered
+// buffers (eth.h says why that part is in C).
+package eth
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../engine -I${SRCDIR}/../../include -O2 -Wall
+#include <stdlib.h>
+#include "eth.h"
+static const void* ethOpsPtr(void) { return &ethOps; }
+*/
+import "C"
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/logx"
+	"github.com/mscclpp-go/mscclpp/impl/status"
+	"github.com/mscclpp-go/mscclpp/impl/transport"
+)
+
+// ID is mscclppTransportEthernet, the first value after upstream's IB.
+const ID transport.ID = 3
+
+// Entry registers the transport.
+var Entry = transport.Entry{ID: ID, Name: "Ethernet", New: newEth}
+
+const (
+	tokenBytes = 16
+	helloBytes = 8 + tokenBytes // "MSEH", connection index, the acceptor's token
+	kindSignal = 1
+	kindData   = 2
+)
+
+// A registration on the wire. Handle 0 (the signal slot): kind, the address and port this
+// rank accepts the connection's socket at, and a one-time token the dialer must present;
+// a data handle: kind and size (the bytes travel over the socket, never by address).
+func signalBlob(ap netip.AddrPort, token [tokenBytes]byte) []byte {
+	b := []byte{kindSignal}
+	a := ap.Addr().As16()
+	b = append(b, a[:]...)
+	b = binary.LittleEndian.AppendUint16(b, ap.Port())
+	return append(b, token[:]...)
+}
+
+func dataBlob(size uint64) []byte {
+	return binary.LittleEndian.AppendUint64([]byte{kindData}, size)
+}
+
+type eth struct {
+	h       *transport.Host
+	state   *C.struct_ethCtx
+	ctx     *engine.Ctx
+	ln      *net.TCPListener
+	addr    netip.AddrPort
+	timeout time.Duration
+
+	mu      sync.Mutex
+	tokens  map[[tokenBytes]byte]int // my tokens -> connection index
+	arrived map[int]*net.TCPConn     // accepted, authenticated sockets by connection index
+	cond    *sync.Cond               // signalled when arrived grows or the listener fails
+	done    chan struct{}
+	wg      sync.WaitGroup
+	closed  bool
+	fences  uint64 // fences sent (one per mscclppProxyStop)
+}
+
+// newEth listens at the address of this rank's bootstrap listener (the interface
+// MSCCLPP_SOCKET_IFNAME chose), where peers reach it.
+func newEth(h *transport.Host) (transport.Transport, error) {
+	ip, err := netip.ParseAddr(h.ListenIP)
+	if err != nil {
+		return nil, status.Errorf(status.InternalError, "Ethernet transport: this rank's address %q: %v", h.ListenIP, err)
+	}
+	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, 0)))
+	if err != nil {
+		return nil, status.Errorf(status.SystemError, "Ethernet transport: listen at %s: %v", ip, err)
+	}
+	st := C.ethCtxNew()
+	ctx, err := engine.NewCtxOps(h.Eng, C.ethOpsPtr(), unsafe.Pointer(st))
+	if err != nil {
+		ln.Close()
+		C.free(unsafe.Pointer(st))
+		return nil, err
+	}
+	e := &eth{h: h, state: st, ctx: ctx, ln: ln, addr: netip.AddrPortFrom(ip, uint16(ln.Addr().(*net.TCPAddr).Port)),
+		timeout: h.Timeout, tokens: map[[tokenBytes]byte]int{}, arrived: map[int]*net.TCPConn{},
+		done: make(chan struct{})}
+	e.cond = sync.NewCond(&e.mu)
+	e.wg.Add(1)
+	go e.acceptLoop()
+	logx.Infof(logx.Net, "rank %d: Ethernet transport listening at %s", h.Rank, e.addr)
+	return e, nil
+}
+
+// acceptLoop takes connections and keeps those that present one of this rank's tokens.
+func (e *eth) acceptLoop() {
+	defer e.wg.Done()
+	for {
+		c, err := e.ln.AcceptTCP()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				logx.Warnf("rank %d: Ethernet transport: accept: %v", e.h.Rank, err)
+			}
+			return
+		}
+		e.wg.Add(1)
+		go e.admit(c)
+	}
+}
+
+func (e *eth) admit(c *net.TCPConn) {
+	defer e.wg.Done()
+	var hello [helloBytes]byte
+	c.SetReadDeadline(time.Now().Add(e.timeout))
+	if _, err := io.ReadFull(c, hello[:]); err != nil || string(hello[:4]) != "MSEH" {
+		logx.Warnf("rank %d: Ethernet transport: dropped a connection from %s that sent no valid hello", e.h.Rank, c.RemoteAddr())
+		c.Close()
+		return
+	}
+	var tok [tokenBytes]byte
+	copy(tok[:], hello[8:])
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	idx, ok := e.tokens[tok]
+	if !ok || e.closed {
+		logx.Warnf("rank %d: Ethernet transport: dropped a connection from %s with an unknown token", e.h.Rank, c.RemoteAddr())
+		c.Close()
+		return
+	}
+	delete(e.tokens, tok) // one use
+	c.SetReadDeadline(time.Time{})
+	e.arrived[idx] = c
+	e.cond.Broadcast()
+}
+
+func (e *eth) Check(int, *string) error { return nil }
+
+func (e *eth) Connect(idx, peer, tag int, local unsafe.Pointer) (transport.Endpoint, error) {
+	// my signal slot is in the node segment, as for SHM: waits work the same way
+	epoch := e.h.Node.Epoch(e.h.LocalIdx, idx)
+	wait := e.h.Node.Wait(e.h.LocalIdx, idx)
+	*(*[2]uint64)(epoch) = [2]uint64{}
+	*(*uint64)(wait) = 0
+	e.h.DevConns.SetIdentity(idx, peer, tag, local, epoch, wait)
+	e.ctx.Attach(e.h.DevConns, idx)
+	return transport.Endpoint{Ctx: e.ctx, Epoch: epoch}, nil
+}
+
+func (e *eth) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
+	if h == 0 {
+		var tok [tokenBytes]byte
+		if _, err := rand.Read(tok[:]); err != nil {
+			return nil, status.Errorf(status.SystemError, "Ethernet transport: no random token: %v", err)
+		}
+		e.mu.Lock()
+		e.tokens[tok] = idx
+		e.mu.Unlock()
+		return signalBlob(e.addr, tok), nil
+	}
+	if err := hostReadable(b); err != nil {
+		return nil, err
+	}
+	return dataBlob(b.Size), nil
+}
+
+// hostReadable refuses memory this process cannot read (device memory): the receive thread
+// writes registrations with recv and the sender reads them with send.
+func hostReadable(b transport.Buffer) error {
+	var one [1]byte
+	local := []unix.Iovec{{Base: &one[0], Len: 1}}
+	remote := []unix.RemoteIovec{{Base: uintptr(b.Ptr), Len: 1}}
+	if _, err := unix.ProcessVMReadv(unix.Getpid(), local, remote, 0); err != nil && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOSYS) {
+		return status.Errorf(status.InvalidUsage, "Ethernet transport: buffer %p is not host memory (%v): this transport moves host memory (device buffers need CUDA-mode staging, not built)", b.Ptr, err)
+	}
+	return nil
+}
+
+func (e *eth) Import(idx, _ int, blob []byte) (engine.Reg, error) {
+	switch {
+	case len(blob) == 1+16+2+tokenBytes && blob[0] == kindSignal:
+		return engine.Reg{Size: 16}, nil
+	case len(blob) == 9 && blob[0] == kindData:
+		return engine.Reg{Size: binary.LittleEndian.Uint64(blob[1:])}, nil
+	}
+	return engine.Reg{}, status.Errorf(status.RemoteError, "malformed Ethernet registration (%d bytes)", len(blob))
+}
+
+// Finish joins connection idx's socket: the lower rank dials the peer with the peer's token,
+// the higher one waits for it; then the C side takes the socket over.
+func (e *eth) Finish(idx int, conn *engine.Conn, _, _ []engine.Reg, remoteBlobs [][]byte) error {
+	b := remoteBlobs[0]
+	if len(b) != 1+16+2+tokenBytes || b[0] != kindSignal {
+		return status.Errorf(status.RemoteError, "the peer's handle 0 is not an Ethernet signal slot")
+	}
+	peerAddr := netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[1:17])).Unmap(), binary.LittleEndian.Uint16(b[17:19]))
+	var tok [tokenBytes]byte
+	copy(tok[:], b[19:])
+	peer := conn.PeerRank()
+	var c *net.TCPConn
+	var err error
+	if e.h.Rank < peer {
+		c, err = e.dial(peerAddr, tok)
+	} else {
+		c, err = e.await(idx, peer, peerAddr)
+	}
+	if err != nil {
+		return err
+	}
+	f, err := c.File() // a blocking duplicate the C side owns
+	c.Close()
+	if err != nil {
+		return status.Errorf(status.SystemError, "Ethernet transport: socket to rank %d: %v", peer, err)
+	}
+	fd, err := unix.Dup(int(f.Fd()))
+	f.Close()
+	if err != nil {
+		return status.Errorf(status.SystemError, "Ethernet transport: socket to rank %d: %v", peer, err)
+	}
+	_ = unix.SetNonblock(fd, false)
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	conn.SetPeerPid(0) // the peer may be on another node: its end of the socket tells when it is gone
+	conn.SetSleepers(e.h.Node.Sleepers(e.h.LocalIdx, idx), nil)
+	if rc := C.ethConnStart(e.state, (*C.engConn)(conn.Ptr()), C.int(fd)); rc != C.mscclppSuccess {
+		unix.Close(fd)
+		return status.Errorf(status.Code(rc), "Ethernet transport: cannot start the receive thread of connection %d", idx)
+	}
+	return nil
+}
+
+func (e *eth) dial(addr netip.AddrPort, tok [tokenBytes]byte) (*net.TCPConn, error) {
+	d := net.Dialer{Timeout: e.timeout}
+	nc, err := d.Dial("tcp", addr.String())
+	if err != nil {
+		return nil, status.Errorf(status.RemoteError, "Ethernet transport: connect to %s: %v", addr, err)
+	}
+	c := nc.(*net.TCPConn)
+	hello := append([]byte("MSEH\x00\x00\x00\x00"), tok[:]...)
+	if _, err := c.Write(hello); err != nil {
+		c.Close()
+		return nil, status.Errorf(status.RemoteError, "Ethernet transport: hello to %s: %v", addr, err)
+	}
+	return c, nil
+}
+
+func (e *eth) await(idx, peer int, from netip.AddrPort) (*net.TCPConn, error) {
+	deadline := time.Now().Add(e.timeout)
+	t := time.AfterFunc(e.timeout, func() { e.mu.Lock(); e.cond.Broadcast(); e.mu.Unlock() })
+	defer t.Stop()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for e.arrived[idx] == nil {
+		if time.Now().After(deadline) || e.closed {
+			return nil, status.Errorf(status.RemoteError, "Ethernet transport: rank %d (%s) did not connect within %v", peer, from.Addr(), e.timeout)
+		}
+		e.cond.Wait()
+	}
+	c := e.arrived[idx]
+	delete(e.arrived, idx)
+	return c, nil
+}
+
+func (e *eth) LocalReg(b transport.Buffer) engine.Reg {
+	return engine.Reg{Mapped: b.Ptr, Addr: uint64(uintptr(b.Ptr)), Size: b.Size}
+}
+
+// AppPointer: nothing of the peer is addressable here.
+func (e *eth) AppPointer(engine.Reg) unsafe.Pointer { return nil }
+
+func (e *eth) PutPath([]engine.Reg) string {
+	return "TCP, sent from the source buffer and received into the peer's buffer by its receive thread"
+}
+
+func (e *eth) Write(engine.RegRecord, uint64, unsafe.Pointer, uint64, uintptr) error {
+	return status.Errorf(status.InvalidUsage, "mscclppRegisteredBufferWrite over the Ethernet transport is not supported: use puts on the connection")
+}
+
+func (e *eth) Contexts() []*engine.Ctx { return []*engine.Ctx{e.ctx} }
+
+// Stopped fences every connection: once it returns, the data every peer sent before its
+// proxies stopped has landed here, as a put by SHM has when mscclppProxyStop returns.
+func (e *eth) Stopped() error {
+	e.fences++
+	var buf [256]C.char
+	if rc := C.ethFence(e.state, C.uint64_t(e.fences), C.int64_t(e.timeout.Milliseconds()), &buf[0], C.int(len(buf))); rc != C.mscclppSuccess {
+		return &status.Error{Code: status.Code(rc), Msg: "Ethernet transport: " + C.GoString(&buf[0])}
+	}
+	return nil
+}
+
+// Close stops accepting, closes the sockets (the context's close op joins the receive threads).
+func (e *eth) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	for _, c := range e.arrived {
+		c.Close()
+	}
+	e.cond.Broadcast()
+	e.mu.Unlock()
+	e.ln.Close()
+	e.wg.Wait()
+	if e.ctx != nil {
+		e.ctx.Free()
+		e.ctx = nil
+	}
+	return nil
+}

@@ -1,0 +1,46 @@
+/*
+ * eth.h: the Ethernet transport of the C engine: host-mode puts and signals
+ * to ranks on any node over one TCP connection per mscclpp connection. In C
+ * because it is the data path: the initiator (proxy or host thread) writes a
+ * header and the payload straight from the registered source buffer, and a
+ * receive thread per connection reads the payload straight into the
+ * registered destination, so a put costs what a TCP stream costs.
+ *
+ * Wire format (little endian), in both directions of the socket:
+ *   [0:4]  "MSE1"   [4:8] type (ETH_DATA, ETH_FLAG)
+ *   [8:16] DATA: destination handle   FLAG: the count of signals sent
+ *   [16:24] DATA: destination offset  [24:32] DATA: size; the payload follows.
+ * FENCE marks the end of what a rank sent before its proxies stopped; BYE
+ * that a close is on purpose (an end of stream without it means the peer died).
+ * A signal sends the count of signals completed on the connection, after the
+ * data of every counted signal (the stream is ordered), so it never announces
+ * data still in flight. flush() needs no round trip: a put returns once the
+ * kernel has copied its source, which may then be reused.
+ */
+#ifndef MSCCLPP_ETH_H_
+#define MSCCLPP_ETH_H_
+
+#include "engine.h"
+
+#define ETH_MAGIC 0x3145534du /* "MSE1" */
+#define ETH_DATA 1u
+#define ETH_FLAG 2u
+#define ETH_FENCE 3u /* [8:16] fence number: everything sent before it has been received */
+#define ETH_BYE 4u   /* the sender is closing the connection on purpose */
+#define ETH_HDR_BYTES 32
+
+struct ethCtx;
+
+/* The transport state of one proxy context: its connections' sockets by connId. */
+struct ethCtx* ethCtxNew(void);
+/* Hands the connected socket fd of connection c to the transport and starts its receive thread. */
+int ethConnStart(struct ethCtx* e, engConn* c, int fd);
+
+/* Sends fence number seq on every connection of e, then waits until every peer's fence seq
+ * arrived (so all their earlier data has landed here), a peer is gone, or timeoutMs passes.
+ * Returns a mscclppResult_t; err gets the reason. */
+int ethFence(struct ethCtx* e, uint64_t seq, int64_t timeoutMs, char* err, int errLen);
+
+extern const engOps ethOps;
+
+#endif
