@@ -21,7 +21,7 @@
 #
 # Environment: BENCH_REPS (3), BENCH_BUDGET_S (0.3 s per figure and run),
 # BENCH_NS ("2 4 8 16": bootstrap sizes), BENCH_SKIP_MPI=1 (no Open MPI
-# references), BENCH_SECTIONS ("boot host tools": the sections to run).
+# references), BENCH_SECTIONS ("boot host eth tools": the sections to run).
 # Open MPI is installed with apt-get when missing and we are root.
 set -u -o pipefail
 
@@ -37,7 +37,7 @@ export BENCH_BUDGET_S=${BENCH_BUDGET_S:-0.3}
 RES=$OUT/results.txt
 LOG=$OUT/bench.log
 T_START=$(date +%s)
-SECTIONS=${BENCH_SECTIONS:-"boot host tools"}
+SECTIONS=${BENCH_SECTIONS:-"boot host eth tools"}
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -73,6 +73,7 @@ build boot_tcp boot_tcp.c
 build boot_mscclpp boot_mscclpp.c $PC
 build host_ref host_ref.c
 build host_mscclpp host_mscclpp.c $PC
+build eth_bw eth_bw.c $PC
 # the tool dispatch: a reference library, a pass-through tool built twice, the program
 build libtools_ref.so tools_ref.c -shared -fPIC
 build tools_pass1.so tools_pass.c -shared -fPIC -DPASS_NAME='"pass1"' $PC
@@ -157,6 +158,14 @@ if [ $MPI = 1 ]; then
   run s "${MPIRUN[@]}" -np 2 --bind-to core "$OUT/mpi_ref" p2p
   run s4 "${MPIRUN[@]}" -np 4 --bind-to none "$OUT/mpi_ref" ag
 fi
+fi
+
+# ---- 2b. Ethernet transport ----
+if want eth; then
+  echo "running the Ethernet transport benchmarks ..."
+  for rep in $(seq "$REPS"); do
+    run e "$OUT/launch" -p 2 "$OUT/eth_bw"
+  done
 fi
 
 # ---- 3. tool dispatch ----
@@ -264,6 +273,17 @@ printf "  (b) host_ref memcpy: 8 B one way %s;  1 MiB %s;  16 MiB %s;  256 MiB %
 printf "  (c) host_ref vmwrite: 8 B one way %s;  1 MiB %s;  16 MiB %s;  256 MiB %s\n" "$(ftime "$(get s.vmwrite.8.oneway_ns)")" "$(fbw "$(get s.vmwrite.1m.gbps)")" "$(fbw "$(get s.vmwrite.16m.gbps)")" "$(fbw "$(get s.vmwrite.256m.gbps)")"
 printf "      one bare 8-byte process_vm_writev call %s\n" "$(ftime "$(get s.vmcall8.ns)")"
 printf "  (d) mpi_ref: Send/Recv 8 B one way %s, 16 MiB %s;  RMA 8 B one way %s, 16 MiB %s;  MPI_Allgather 8 B, N=4: %s\n" "$(ftime "$(get s.sendrecv.8.oneway_ns)")" "$(fbw "$(get s.sendrecv.16m.gbps)")" "$(ftime "$(get s.rma.8.oneway_ns)")" "$(fbw "$(get s.rma.16m.gbps)")" "$(ftime "$(get s4.ag.round_ns)")"
+fi
+
+if want eth; then
+  echo
+  echo "== 2b. Ethernet transport (TCP between 2 processes of this machine, loopback), medians; ratio = ours / reference"
+  echo "   ours: putWithSignal + a signal back; reference: the same bytes on a plain TCP socket + one byte back, interleaved"
+  echo
+  hdr "putWithSignal bandwidth over mscclppTransportEthernet"
+  row "1 MiB vs a raw TCP stream" b "$(get e.eth.1048576.ours.gbps)" "$(get e.eth.1048576.tcp.gbps)" "" ""
+  row "16 MiB vs a raw TCP stream" b "$(get e.eth.16777216.ours.gbps)" "$(get e.eth.16777216.tcp.gbps)" ">= 0.9 x TCP" "ge 0.9"
+  row "256 MiB vs a raw TCP stream" b "$(get e.eth.268435456.ours.gbps)" "$(get e.eth.268435456.tcp.gbps)" ">= 0.9 x TCP" "ge 0.9"
 fi
 
 # perlayer ERRSTR LIBREF K: the time each of K tools adds to a call, against the same run's other-library call
