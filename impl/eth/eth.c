@@ -7,13 +7,11 @@
 #include "backoff.h"
 
 #include <errno.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -197,8 +195,7 @@ static void* rxMain(void* arg)
       while (cur < a && !__atomic_compare_exchange_n(epoch, &cur, a, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
         ;
       if (c->localSleepers != NULL && __atomic_load_n(c->localSleepers, __ATOMIC_SEQ_CST) != 0)
-        syscall(SYS_futex, (uint32_t*)(uintptr_t)epoch + (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 1 : 0),
-                FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+        engFutexWake(epoch);
       continue;
     }
     /* DATA: a is my handle, b the offset, n the size; checked against my registrations */
