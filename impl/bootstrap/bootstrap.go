@@ -351,7 +351,10 @@ func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySour
 		verdict <- v
 	}()
 	if err := b.connectCollectives(); err != nil {
-		if b.failed() == nil {
+		if ferr := b.failed(); ferr != nil {
+			return nil, ferr // the failure already recorded (e.g. the root's verdict) is the cause; err its consequence
+		}
+		{
 			// This rank's own failure (often the consequence of another
 			// rank's): the others learn it through the root, and the root
 			// answers with the first failure it saw, the likely root cause.
