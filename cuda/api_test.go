@@ -30,7 +30,7 @@ func TestDeclarationsMatchToolkit(t *testing.T) {
 		t.Skip("no CUDA toolkit headers (cuda.h, nvml.h) here")
 	}
 	out := filepath.Join(t.TempDir(), "api_check.o")
-	cmd := exec.Command(cc(), "-std=c11", "-Wall", "-Werror", "-c", "-I"+inc, "-I.",
+	cmd := exec.Command(cc(), "-std=c11", "-Wall", "-Werror", "-c", "-I"+inc, "-I.", "-I../impl/dynlib",
 		filepath.Join("testdata", "api_check.c"), "-o", out)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %v\n%s", cmd.Args, err, b)

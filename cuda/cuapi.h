@@ -12,6 +12,7 @@
 #ifndef MSCCLPP_CUAPI_H_
 #define MSCCLPP_CUAPI_H_
 
+#include "dynlib.h"
 #include <stddef.h>
 
 /* The conformance test defines these as the toolkit's types. */
@@ -97,21 +98,9 @@ typedef struct cuwNvml {
   cuwNvmlReturn (*deviceGetCpuAffinity)(cuwNvmlDevice dev, unsigned int n, unsigned long* set); /* nvmlDeviceGetCpuAffinity */
 } cuwNvml;
 
-/* One entry point of a table: its exported name, an older name to use when
- * the library lacks it (or NULL), and where its pointer goes in the table. */
-typedef struct cuwSym {
-  const char* name;
-  const char* fallback;
-  size_t offset;
-} cuwSym;
-
-/* The entry points of cuwApi and cuwNvml, each list ended by a NULL name. */
+/* The entry points of cuwApi and cuwNvml (impl/dynlib's dynSym), each list ended by a NULL name. */
+typedef dynSym cuwSym;
 extern const cuwSym cuwCudaSyms[];
 extern const cuwSym cuwNvmlSyms[];
-
-/* Fills table (a cuwApi or cuwNvml, per syms) from the library `name`, which
- * the caller has already opened: it is found with RTLD_NOLOAD and stays
- * loaded. Returns 0, or -1 with a one-line reason in err. */
-int cuwResolve(const char* name, const cuwSym* syms, void* table, char* err, int errLen);
 
 #endif

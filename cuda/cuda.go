@@ -11,7 +11,7 @@
 package cuda
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../include -I${SRCDIR}/../impl/engine -O2 -Wall
+#cgo CFLAGS: -I${SRCDIR}/../include -I${SRCDIR}/../impl/engine -I${SRCDIR}/../impl/dynlib -O2 -Wall
 #cgo LDFLAGS: -ldl
 #include <stdlib.h>
 #include "calls.h"
@@ -24,89 +24,30 @@ import "C"
 import (
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"unsafe"
 
-	"github.com/NVIDIA/go-nvml/pkg/dl"
-
+	"github.com/mscclpp-go/mscclpp/impl/dynlib"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
 // DefaultLibrary is the driver library Load opens unless MSCCLPP_CUDA_LIBRARY names another.
 const DefaultLibrary = "libcuda.so.1"
 
-// loader opens one vendor library once and fills a C table of its entry points.
-type loader struct {
-	name  string
-	syms  *C.cuwSym // NULL-terminated
-	size  C.size_t
-	once  sync.Once
-	err   error
-	table unsafe.Pointer // C memory: a cuwApi or cuwNvml, never freed once filled
-}
+// loader is one vendor library (the driver or NVML) loaded through impl/dynlib.
+type loader struct{ *dynlib.Lib }
 
 func newCudaLoader(name string) *loader {
-	return &loader{name: name, syms: C.cudaSyms(), size: C.sizeof_cuwApi}
+	return &loader{dynlib.New(name, unsafe.Pointer(C.cudaSyms()), C.sizeof_cuwApi, status.UnhandledCudaError)}
 }
 
 func newNvmlLoader(name string) *loader {
-	return &loader{name: name, syms: C.nvmlSyms(), size: C.sizeof_cuwNvml}
+	return &loader{dynlib.New(name, unsafe.Pointer(C.nvmlSyms()), C.sizeof_cuwNvml, status.UnhandledCudaError)}
 }
 
-// load opens the library on the first call and returns the same result on every call.
-func (l *loader) load() error {
-	l.once.Do(func() { l.err = l.open() })
-	return l.err
-}
+func (l *loader) load() error { return l.Load() }
 
-func (l *loader) open() error {
-	lib := dl.New(l.name, dl.RTLD_LAZY|dl.RTLD_LOCAL)
-	if err := lib.Open(); err != nil {
-		why := strings.TrimPrefix(err.Error(), l.name+": ")
-		return &status.Error{Code: status.UnhandledCudaError, Msg: fmt.Sprintf("no %s: %s", l.name, why)}
-	}
-	for _, s := range symbols(l.syms) {
-		if lib.Lookup(s.name) == nil || (s.fallback != "" && lib.Lookup(s.fallback) == nil) {
-			continue
-		}
-		_ = lib.Close()
-		return &status.Error{Code: status.UnhandledCudaError, Msg: fmt.Sprintf("%s: symbol %q not found", l.name, s.name)}
-	}
-	table := C.calloc(1, l.size)
-	if table == nil {
-		_ = lib.Close()
-		return &status.Error{Code: status.SystemError, Msg: "out of memory loading " + l.name}
-	}
-	cname := C.CString(l.name)
-	defer C.free(unsafe.Pointer(cname))
-	var msg [512]C.char
-	if C.cuwResolve(cname, l.syms, table, &msg[0], C.int(len(msg))) != 0 {
-		C.free(table)
-		_ = lib.Close()
-		return &status.Error{Code: status.UnhandledCudaError, Msg: C.GoString(&msg[0])}
-	}
-	// lib stays open: the table points into it for the life of the process.
-	l.table = table
-	return nil
-}
-
-type symbol struct{ name, fallback string }
-
-// symbols lists a NULL-terminated cuwSym array.
-func symbols(p *C.cuwSym) []symbol {
-	var out []symbol
-	for s := p; s.name != nil; s = (*C.cuwSym)(unsafe.Add(unsafe.Pointer(s), C.sizeof_cuwSym)) {
-		sym := symbol{name: C.GoString(s.name)}
-		if s.fallback != nil {
-			sym.fallback = C.GoString(s.fallback)
-		}
-		out = append(out, sym)
-	}
-	return out
-}
-
-func (l *loader) api() *C.cuwApi { return (*C.cuwApi)(l.table) }
+func (l *loader) api() *C.cuwApi { return (*C.cuwApi)(l.Table()) }
 
 var defaultCuda struct {
 	once sync.Once

@@ -95,7 +95,7 @@ func TestLoadOnce(t *testing.T) {
 	}
 	ok := newCudaLoader(fakeCuda)
 	for range 3 {
-		if err := ok.load(); err != nil || ok.table == nil {
+		if err := ok.load(); err != nil || ok.Table() == nil {
 			t.Fatalf("load = %v", err)
 		}
 	}

@@ -1,16 +1,14 @@
 /*
- * loader.c: fills the function tables of cuapi.h with dlsym from a library
- * the Go side has already opened and checked with go-nvml's pkg/dl. Every
- * symbol is checked again here; a missing one is an error that names it.
+ * loader.c: the entry points of the function tables of cuapi.h, as lists
+ * impl/dynlib's loader (the one loader of vendor libraries) fills them from.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <stdio.h>
 
 #include "cuapi.h"
 
-#define SYM(field, name) {name, NULL, offsetof(cuwApi, field)}
-#define SYM2(field, name, old) {name, old, offsetof(cuwApi, field)}
+#define SYM(field, name) {name, NULL, NULL, offsetof(cuwApi, field)}
+#define SYM2(field, name, old) {name, old, NULL, offsetof(cuwApi, field)}
 
 const cuwSym cuwCudaSyms[] = {
     SYM(init, "cuInit"),
@@ -41,7 +39,7 @@ const cuwSym cuwCudaSyms[] = {
 };
 
 #undef SYM
-#define SYM(field, name) {name, NULL, offsetof(cuwNvml, field)}
+#define SYM(field, name) {name, NULL, NULL, offsetof(cuwNvml, field)}
 
 const cuwSym cuwNvmlSyms[] = {
     SYM(init, "nvmlInit_v2"),
@@ -51,26 +49,3 @@ const cuwSym cuwNvmlSyms[] = {
     SYM(deviceGetCpuAffinity, "nvmlDeviceGetCpuAffinity"),
     {NULL, NULL, 0},
 };
-
-int cuwResolve(const char* name, const cuwSym* syms, void* table, char* err, int errLen)
-{
-  dlerror();
-  void* h = dlopen(name, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
-  if (h == NULL) {
-    const char* why = dlerror();
-    snprintf(err, (size_t)errLen, "%s: not loaded: %s", name, why ? why : "dlopen failed");
-    return -1;
-  }
-  for (const cuwSym* s = syms; s->name != NULL; s++) {
-    dlerror();
-    void* p = dlsym(h, s->name);
-    if (p == NULL && s->fallback != NULL) p = dlsym(h, s->fallback);
-    if (p == NULL) {
-      snprintf(err, (size_t)errLen, "%s: symbol \"%s\" not found", name, s->name);
-      return -1;
-    }
-    *(void**)((char*)table + s->offset) = p;
-  }
-  /* h stays open: the table's pointers must outlive every caller */
-  return 0;
-}

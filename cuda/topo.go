@@ -129,7 +129,7 @@ func nvmlAffinity(nv *loader, busID string) ([]int, error) {
 	cbus := C.CString(busID)
 	defer C.free(unsafe.Pointer(cbus))
 	var call, msg *C.char
-	rc := C.cuwNvmlCpuAffinity((*C.cuwNvml)(nv.table), cbus, &set[0], words, &call, &msg)
+	rc := C.cuwNvmlCpuAffinity((*C.cuwNvml)(nv.Table()), cbus, &set[0], words, &call, &msg)
 	if rc != 0 {
 		if C.GoString(call) == "nvmlInit_v2" {
 			return nil, nil // no driver, no GPU: nothing to bind to

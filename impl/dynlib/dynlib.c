@@ -1,0 +1,34 @@
+/*
+ * dynlib.c: dynResolve (see dynlib.h).
+ */
+#define _GNU_SOURCE
+#include "dynlib.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+
+int dynResolve(const char* name, const dynSym* syms, void* table, char* err, int errLen)
+{
+  dlerror();
+  void* h = dlopen(name, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+  if (h == NULL) {
+    const char* why = dlerror();
+    snprintf(err, (size_t)errLen, "%s: not loaded: %s", name, why ? why : "dlopen failed");
+    return -1;
+  }
+  for (const dynSym* s = syms; s->name != NULL; s++) {
+    void* p = s->version != NULL ? dlvsym(h, s->name, s->version) : dlsym(h, s->name);
+    if (p == NULL && s->fallback != NULL)
+      p = s->version != NULL ? dlvsym(h, s->fallback, s->version) : dlsym(h, s->fallback);
+    if (p == NULL) {
+      if (s->version != NULL)
+        snprintf(err, (size_t)errLen, "%s: symbol \"%s\" version %s not found", name, s->name, s->version);
+      else
+        snprintf(err, (size_t)errLen, "%s: symbol \"%s\" not found", name, s->name);
+      return -1;
+    }
+    *(void**)((char*)table + s->offset) = p;
+  }
+  /* h stays open: the table's pointers must outlive every caller */
+  return 0;
+}
