@@ -336,10 +336,51 @@ static void mode_file(void)
   free(text);
 }
 
+/* MSCCLPP_DEBUG_FILE names a symlink (made by run.sh) to a file that must stay untouched:
+ * the library refuses it with a WARN on stderr and logs there instead. */
+static void mode_symlink(void)
+{
+  const char* link = getenv("MSCCLPP_DEBUG_FILE");
+  const char* target = getenv("MSCCLPP_TEST_LINK_TARGET");
+  REQUIRE(link && target, "run with MSCCLPP_DEBUG_FILE (a symlink) and MSCCLPP_TEST_LINK_TARGET");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/stderr.%d", test_dir(), pid);
+  fflush(stderr);
+  int saved = dup(2);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(saved >= 0 && fd >= 0, "cannot redirect stderr");
+  dup2(fd, 2);
+  close(fd);
+  mscclppComm_t comm = NULL;
+  mscclppResult_t r = mscclppCommInitRank(&comm, 1, test_addr(), 0);
+  if (comm) mscclppCommDestroy(comm);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  CHECK(r == mscclppSuccess, "InitRank with a refused debug file: %s", mscclppGetErrorString(r));
+  FILE* f = fopen(path, "rb");
+  char* err = (char*)calloc(1, 1 << 20);
+  if (f) {
+    size_t n = fread(err, 1, (1 << 20) - 1, f);
+    err[n] = '\0';
+    fclose(f);
+  }
+  unlink(path);
+  CHECK(strstr(err, "MSCCLPP WARN") != NULL && strstr(err, "refusing MSCCLPP_DEBUG_FILE") != NULL,
+        "no WARN refusing the symlinked debug file on stderr");
+  CHECK(strstr(err, "MSCCLPP INFO") != NULL, "the INFO lines did not go to stderr instead");
+  f = fopen(target, "rb");
+  char buf[256] = {0};
+  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  if (f) fclose(f);
+  CHECK(n == 10 && memcmp(buf, "untouched\n", 10) == 0, "the symlink's target changed: \"%s\"", buf);
+  free(err);
+}
+
 int main(int argc, char** argv)
 {
   test_init("logging");
-  REQUIRE(argc == 2, "usage: logging info|warn|subsys|off|file");
+  REQUIRE(argc == 2, "usage: logging info|warn|subsys|off|file|symlink");
   pid = (int)getpid();
   REQUIRE(gethostname(host, sizeof host) == 0, "gethostname");
   host[sizeof host - 1] = '\0';
@@ -363,6 +404,8 @@ int main(int argc, char** argv)
   } else if (strcmp(argv[1], "off") == 0) {
     REQUIRE(dbg == NULL, "run without MSCCLPP_DEBUG");
     mode_handler(0, 0);
+  } else if (strcmp(argv[1], "symlink") == 0) {
+    mode_symlink();
   } else if (strcmp(argv[1], "file") == 0) {
     REQUIRE(dbg && strcmp(dbg, "INFO") == 0, "run with MSCCLPP_DEBUG=INFO");
     mode_file();

@@ -52,7 +52,7 @@ mkdir -p "$out" || exit 1
 (cd "$out" && rm -rf launch abi_layout_c abi_layout_cc11 abi_layout_cc14 abi_layout_cc17 abi_layout_cc20 \
   error_strings bootstrap connections datapath bad_input timeouts stranger adversary init_failures logging fork threads_cc \
   perf perf.out readme_example readme_example.inc \
-  build-*.log ./*.log ./*.short only-mscclpp*.c only-mscclpp*.cc logging-file.d cmake-prefix cmake-build-prefix \
+  build-*.log ./*.log ./*.short only-mscclpp*.c only-mscclpp*.cc logging-file.d logging-link.d cmake-prefix cmake-build-prefix \
   cmake-build-tree)
 
 passed=0
@@ -489,6 +489,8 @@ run_case datapath-n2 2 30 datapath
 run_case datapath-n3 3 30 datapath
 run_case bad_input 2 30 bad_input
 run_case timeouts-missing-rank 3 20 timeouts missing
+case_env=(MSCCLPP_BOOTSTRAP_TIMEOUT=1)
+run_case timeouts-missing-rank-env 3 20 timeouts missing-env
 case_expect_fail=2
 run_case timeouts-killed-rank 3 30 timeouts killed
 case_env=(MSCCLPP_DEBUG=WARN)
@@ -517,6 +519,10 @@ logdir="$out/logging-file.d"
 rm -rf "$logdir" && mkdir -p "$logdir"
 case_env=(MSCCLPP_DEBUG=INFO "MSCCLPP_DEBUG_FILE=$logdir/dbg-%h-%p-%%.log" "MSCCLPP_TEST_LOGDIR=$logdir")
 run_case logging-file 1 15 logging file
+linkdir="$out/logging-link.d"
+rm -rf "$linkdir" && mkdir -p "$linkdir" && printf 'untouched\n' >"$linkdir/target" && ln -s "$linkdir/target" "$linkdir/dbg.log"
+case_env=(MSCCLPP_DEBUG=INFO "MSCCLPP_DEBUG_FILE=$linkdir/dbg.log" "MSCCLPP_TEST_LINK_TARGET=$linkdir/target")
+run_case logging-file-symlink 1 15 logging symlink
 run_case fork 1 30 fork
 case_env=(MSCCLPP_DEBUG=INFO MSCCLPP_DEVICE=)
 run_case mode-auto-host 1 30 mode auto

@@ -5,6 +5,8 @@
  *                      Ranks 0 and 1, with the timeout set to 2 s, must get
  *                      an error from mscclppCommInitRank within 2 + 3 s whose
  *                      last-error text names rank 2.
+ *   timeouts missing-env  the same with the timeout from MSCCLPP_BOOTSTRAP_TIMEOUT
+ *                      (no mscclppSetBootstrapConnTimeout call).
  *   timeouts killed    (N = 3, launch --expect-fail 2): a loop of AllGather
  *                      and Barrier; rank 2 kills itself (SIGKILL) in the
  *                      middle. With the timeout at 20 s, the survivors'
@@ -17,15 +19,17 @@
 
 #include "check.h"
 
-static int missing(int rank, int nranks)
+static int missing(int rank, int nranks, int fromEnv)
 {
-  const int timeout = 2;
+  const char* env = getenv("MSCCLPP_BOOTSTRAP_TIMEOUT");
+  const int timeout = fromEnv ? (env ? atoi(env) : 0) : 2;
+  if (fromEnv) REQUIRE(timeout > 0, "run with MSCCLPP_BOOTSTRAP_TIMEOUT set");
   const int absent = nranks - 1;
   if (rank == absent) {
     printf("rank %d: not calling init, exiting at once\n", rank);
     return 0;
   }
-  MCHECK(mscclppSetBootstrapConnTimeout(timeout));
+  if (!fromEnv) MCHECK(mscclppSetBootstrapConnTimeout(timeout));
   mscclppComm_t comm = NULL;
   double t0 = test_now();
   mscclppResult_t res = mscclppCommInitRank(&comm, nranks, test_addr(), rank);
@@ -130,10 +134,12 @@ int main(int argc, char** argv)
 {
   test_init("timeouts");
   int rank = test_rank(), nranks = test_nranks();
-  REQUIRE(argc == 2, "usage: timeouts missing|killed");
+  REQUIRE(argc == 2, "usage: timeouts missing|missing-env|killed");
   REQUIRE(nranks >= 3, "run with N >= 3");
   if (strcmp(argv[1], "missing") == 0)
-    return missing(rank, nranks);
+    return missing(rank, nranks, 0);
+  if (strcmp(argv[1], "missing-env") == 0)
+    return missing(rank, nranks, 1);
   if (strcmp(argv[1], "killed") == 0)
     return killed(rank, nranks);
   REQUIRE(0, "unknown mode %s", argv[1]);

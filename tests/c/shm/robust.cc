@@ -8,7 +8,8 @@
  *                      must come back with RemoteError within 500 ms, and a
  *                      second wait at once. Rank 1 exits on purpose (run with
  *                      the launcher's --expect-fail 1).
- *   robust misuse      (2 ranks) NULL and foreign connections and FIFOs give
+ *   robust misuse      (2 ranks) No /dev/shm name of the job is left once
+ *                      init returned. NULL and foreign connections and FIFOs give
  *                      error codes and a process-wide message, never a
  *                      crash; a put through handle 0 (the signal slot) is
  *                      refused and the peer's epoch stays put; the
@@ -108,7 +109,18 @@ static bool has(const char* s, const char* part) { return s != NULL && strstr(s,
 
 static int run_misuse()
 {
+  su_shm_list before;
+  su_shm_list_now(&before);
   su_comm_init();
+  /* the node segment's name is gone as soon as init returns: nothing to leave behind */
+  int pids[2] = {0, 0};
+  pids[su_rank] = (int)getpid();
+  SU_CK(mscclppBootstrapAllGather(su_comm, pids, sizeof(int)));
+  su_shm_list now;
+  su_shm_list_now(&now);
+  for (int i = 0; i < now.n; i++)
+    SU_CHECK(su_shm_has(&before, now.names[i]) || !su_shm_mentions(now.names[i], pids, 2),
+             "/dev/shm/%s of this job is still there after init", now.names[i]);
   Pair p = connect_peer(true);
   /* NULL and foreign objects */
   SU_CHECK(mscclppConnOp(NULL, mscclppData, 0, 0, 8) == mscclppInvalidUsage, "ConnOp(NULL)");
