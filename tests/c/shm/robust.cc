@@ -109,8 +109,8 @@ static bool has(const char* s, const char* part) { return s != NULL && strstr(s,
 
 static int run_misuse()
 {
-  su_shm_list before;
-  su_shm_list_now(&before);
+  su_shm_list shmBefore;
+  su_shm_list_now(&shmBefore);
   su_comm_init();
   /* the node segment's name is gone as soon as init returns: nothing to leave behind */
   int pids[2] = {0, 0};
@@ -119,7 +119,7 @@ static int run_misuse()
   su_shm_list now;
   su_shm_list_now(&now);
   for (int i = 0; i < now.n; i++)
-    SU_CHECK(su_shm_has(&before, now.names[i]) || !su_shm_mentions(now.names[i], pids, 2),
+    SU_CHECK(su_shm_has(&shmBefore, now.names[i]) || !su_shm_mentions(now.names[i], pids, 2),
              "/dev/shm/%s of this job is still there after init", now.names[i]);
   Pair p = connect_peer(true);
   /* NULL and foreign objects */
