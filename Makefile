@@ -2,7 +2,8 @@
 #   make            build build/lib/libmscclpp.so.0.1.0, headers and mscclpp.pc
 #   make test       Go tests (-race) and the C/C++ conformance suite
 #   make run        the main job: the allgather perf tool over SHM on N local ranks
-#                   (NRANKS=4; ARGS="-b 8 -e 1M -f 2 -n 20 -w 5 -c 1": nccl-tests flags for perf)
+#                   (NRANKS=4; ARGS="-b 8 -e 1M -f 2 -n 20 -w 5 -c 1": nccl-tests flags for perf;
+#                   MULTINODE=2: across 2 simulated nodes, see tests/multinode)
 #   make bench      benchmarks beside references measured in the same run
 #   make install PREFIX=/some/where   (pkg-config file and CMake package included)
 GO       ?= go
@@ -18,6 +19,7 @@ SOURCES  := $(shell find capi impl cuda ib include -type f \( -name '*.go' -o -n
 LDFLAGS  := -extldflags '-Wl,-soname,$(SONAME) -Wl,--version-script=$(CURDIR)/capi/exports.map'
 NRANKS   ?= 4
 ARGS     ?=
+MULTINODE ?=
 
 .PHONY: all lib test test-go test-c run bench install clean check-cuda deps
 
@@ -70,8 +72,14 @@ check-cuda: all
 	bash tests/c/check-cuda.sh $(BUILD)
 	bash tests/gpu/build.sh $(BUILD) $(BUILD)/tests/gpu
 
+# MULTINODE=K: the same tool as NRANKS ranks over K simulated nodes (network
+# and mount namespaces, tests/multinode/perf.sh; needs root and iproute2)
 run: all
+ifeq ($(strip $(MULTINODE)),)
 	bash tests/c/perf.sh $(BUILD) $(NRANKS) $(ARGS)
+else
+	bash tests/multinode/perf.sh $(BUILD) $(MULTINODE) $(NRANKS) $(ARGS)
+endif
 
 bench: all
 	bash tests/c/bench.sh $(BUILD)

@@ -4,7 +4,7 @@
  *
  *   perf [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes] [-n iters]
  *        [-w warmup_iters] [-c 0|1] [-T timeout_s] [--nranks N] [--malloc]
- *        [--id-file PATH]
+ *        [--id-file PATH] [--transport NAME]
  *
  * The size options mean what they mean in nccl-tests (long forms too:
  * --minbytes --maxbytes --stepfactor --stepbytes --iters --warmup_iters
@@ -31,6 +31,15 @@
  *                count wins). tests/c/perf.sh passes its NRANKS argument here.
  *   --malloc     plain malloc buffers instead of mscclppHostAlloc
  *   --id-file P  hand the unique id over through the file P (see below)
+ *   --transport NAME  the transport to peers on other nodes (default
+ *                ethernet; also MSCCLPP_PERF_TRANSPORT): ethernet
+ *                (mscclppTransportEthernet, the extension value 3), ib
+ *                (device from MSCCLPP_PERF_IB_DEV, default mlx5_0), shm, p2p,
+ *                or a number. Peers on this rank's node always use SHM. The
+ *                node of every rank is its MSCCLPP_HOSTID, else host name and
+ *                boot id (what the library uses), gathered over the bootstrap.
+ *                When the library refuses that transport (not built yet),
+ *                every rank says so on one line and perf exits 3.
  *
  * Ranks:
  *  - started by tests/c/launch (MSCCLPP_TEST_RANK / _NRANKS / _ADDR), or
@@ -56,7 +65,7 @@
  * malloc buffers (--malloc). time is the slowest rank's average per
  * iteration; algbw = size / time; busbw = algbw * (N-1)/N.
  * Exit status: 0 only when no byte was wrong and nothing failed; 2 for bad
- * options.
+ * options; 3 when the library does not provide the cross-node transport.
  */
 #define _GNU_SOURCE
 #include <mscclpp.h>
@@ -72,10 +81,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -150,9 +161,10 @@ static void usage(void)
   fprintf(stderr,
           "usage: perf [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes] [-n iters] [-w warmup_iters]\n"
           "            [-c 0|1] [-T timeout_s] [--nranks N] [--malloc] [--id-file PATH]\n"
+          "            [--transport ethernet|ib|shm|p2p|NUMBER]   (to peers on other nodes)\n"
           "  the flags of nccl-tests (long forms: --minbytes --maxbytes --stepfactor --stepbytes --iters\n"
           "  --warmup_iters --check --timeout); sizes accept K/M/G suffixes;\n"
-          "  defaults: -b 8 -e 256M -f 2 -i 1M -n 20 -w 5 -c 1 -T 600 --nranks 4\n");
+          "  defaults: -b 8 -e 256M -f 2 -i 1M -n 20 -w 5 -c 1 -T 600 --nranks 4 --transport ethernet\n");
   exit(2);
 }
 
@@ -386,6 +398,57 @@ static void init_comm(const char* idFile)
   CK(mscclppCommInitRankFromId(&comm, nranks, id, rank));
 }
 
+/* ---- nodes and the cross-node transport ---- */
+
+/* The transport to peers on other nodes. mscclppTransportEthernet is an
+ * extension value (3, after IB = 2) that older headers do not declare. */
+#define PERF_TRANSPORT_ETHERNET ((mscclppTransport_t)3)
+static mscclppTransport_t crossTransport = PERF_TRANSPORT_ETHERNET;
+static const char* crossName = "ethernet";
+
+static int parse_transport(const char* s)
+{
+  static const struct { const char* name; int value; } names[] = {
+    {"ethernet", 3}, {"eth", 3}, {"ib", 2}, {"shm", 1}, {"p2p", 0}};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    if (strcasecmp(s, names[i].name) == 0) {
+      crossTransport = (mscclppTransport_t)names[i].value;
+      crossName = names[i].name;
+      if (names[i].value == 3) crossName = "ethernet";
+      return 1;
+    }
+  }
+  char* end;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end != '\0' || v < 0 || v > 255) return 0;
+  crossTransport = (mscclppTransport_t)v;
+  crossName = s;
+  return 1;
+}
+
+enum { HOSTKEY_BYTES = 256 };
+
+/* This process's node identity, as the library decides it: MSCCLPP_HOSTID,
+ * else the host name and the boot id. */
+static void host_key(char* out)
+{
+  memset(out, 0, HOSTKEY_BYTES);
+  const char* h = getenv("MSCCLPP_HOSTID");
+  if (h != NULL && *h != '\0') {
+    snprintf(out, HOSTKEY_BYTES, "%s", h);
+    return;
+  }
+  struct utsname u;
+  char boot[64] = "";
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f != NULL) {
+    if (fgets(boot, sizeof boot, f) == NULL) boot[0] = '\0';
+    fclose(f);
+  }
+  boot[strcspn(boot, "\n")] = '\0';
+  snprintf(out, HOSTKEY_BYTES, "%s/%s", uname(&u) == 0 ? u.nodename : "?", boot);
+}
+
 /* ---- the benchmark ---- */
 
 static mscclppDevConn_t** conn; /* by peer rank */
@@ -422,7 +485,7 @@ int main(int argc, char** argv)
   size_t minBytes = 8, maxBytes = (size_t)256 << 20, stepBytes = (size_t)1 << 20;
   double factor = 2, timeout = 600;
   const char* idFile = NULL;
-  enum { OPT_NRANKS = 256, OPT_MALLOC, OPT_ID_FILE };
+  enum { OPT_NRANKS = 256, OPT_MALLOC, OPT_ID_FILE, OPT_TRANSPORT };
   static const struct option longopts[] = {
     {"minbytes", required_argument, 0, 'b'},   {"maxbytes", required_argument, 0, 'e'},
     {"stepfactor", required_argument, 0, 'f'}, {"stepbytes", required_argument, 0, 'i'},
@@ -431,7 +494,11 @@ int main(int argc, char** argv)
     {"nthreads", required_argument, 0, 't'},   {"ngpus", required_argument, 0, 'g'},
     {"nranks", required_argument, 0, OPT_NRANKS}, {"malloc", no_argument, 0, OPT_MALLOC},
     {"id-file", required_argument, 0, OPT_ID_FILE}, {"help", no_argument, 0, 'h'},
+    {"transport", required_argument, 0, OPT_TRANSPORT},
     {0, 0, 0, 0}};
+  const char* envTransport = getenv("MSCCLPP_PERF_TRANSPORT");
+  if (envTransport != NULL && *envTransport != '\0' && !parse_transport(envTransport))
+    bad_option("MSCCLPP_PERF_TRANSPORT=", envTransport, "want ethernet, ib, shm, p2p or a number");
   int c;
   while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:T:t:g:h", longopts, NULL)) != -1) {
     switch (c) {
@@ -456,6 +523,9 @@ int main(int argc, char** argv)
     case OPT_NRANKS: n = parse_int("--nranks", optarg, 1); break;
     case OPT_MALLOC: useMalloc = 1; break;
     case OPT_ID_FILE: idFile = optarg; break;
+    case OPT_TRANSPORT:
+      if (!parse_transport(optarg)) bad_option("--transport", optarg, "want ethernet, ib, shm, p2p or a number");
+      break;
     default: usage();
     }
   }
@@ -500,21 +570,58 @@ int main(int argc, char** argv)
   }
   memset(buf, 0, bufBytes);
   conn = calloc((size_t)nranks, sizeof *conn);
-  for (int p = 0; p < nranks; p++)
-    if (p != rank) CK(mscclppConnect(comm, p, 0, buf, bufBytes, mscclppTransportSHM, NULL));
+  /* which ranks share this rank's node: SHM to those, crossTransport to the rest */
+  char* keys = calloc((size_t)nranks, HOSTKEY_BYTES);
+  host_key(keys + (size_t)rank * HOSTKEY_BYTES);
+  CK(mscclppBootstrapAllGather(comm, keys, HOSTKEY_BYTES));
+  int nnodes = 0, nremote = 0, nlocal = 0;
+  for (int p = 0; p < nranks; p++) {
+    int first = 1;
+    for (int q = 0; q < p && first; q++) first = memcmp(keys + (size_t)q * HOSTKEY_BYTES, keys + (size_t)p * HOSTKEY_BYTES, HOSTKEY_BYTES) != 0;
+    nnodes += first;
+  }
+  const char* ibDev = getenv("MSCCLPP_PERF_IB_DEV");
+  if (ibDev == NULL || *ibDev == '\0') ibDev = "mlx5_0";
+  for (int p = 0; p < nranks; p++) {
+    if (p == rank) continue;
+    int same = memcmp(keys + (size_t)p * HOSTKEY_BYTES, keys + (size_t)rank * HOSTKEY_BYTES, HOSTKEY_BYTES) == 0;
+    if (same) {
+      nlocal++;
+      CK(mscclppConnect(comm, p, 0, buf, bufBytes, mscclppTransportSHM, NULL));
+      continue;
+    }
+    nremote++;
+    mscclppResult_t r = mscclppConnect(comm, p, 0, buf, bufBytes, crossTransport,
+                                       crossTransport == mscclppTransportIB ? ibDev : NULL);
+    if (r != mscclppSuccess) {
+      fprintf(stderr, "perf rank %d: the cross-node transport %s (%d) to rank %d is not available in this library: %s: %s\n",
+              rank, crossName, (int)crossTransport, p, mscclppGetErrorString(r), mscclppGetLastError(comm));
+      exit(3);
+    }
+  }
+  free(keys);
   CK(mscclppConnectionSetup(comm));
   const char* algo = nranks == 1 ? "local" : "direct-memcpy";
   for (int p = 0; p < nranks; p++) {
     if (p == rank) continue;
     CK(mscclppGetDeviceConnection(comm, p, 0, &conn[p]));
-    if (conn[p]->remoteBuff == NULL) algo = "direct-vm_writev";
+    if (conn[p]->remoteBuff == NULL && nremote == 0) algo = "direct-vm_writev";
+  }
+  char algoBuf[64];
+  if (nremote > 0) {
+    snprintf(algoBuf, sizeof algoBuf, "direct-%s%s", nlocal > 0 ? "shm+" : "", crossName);
+    algo = algoBuf;
   }
   CK(mscclppProxyLaunch(comm));
 
   if (!quiet) {
     int version = 0;
     mscclppGetVersion(&version);
-    printf("# mscclpp all_gather_perf: host mode over SHM, library version %d\n", version);
+    if (nnodes > 1)
+      printf("# mscclpp all_gather_perf: host mode over SHM within a node and %s across %d nodes, library version %d\n",
+             crossName, nnodes, version);
+    else
+      printf("# mscclpp all_gather_perf: host mode over SHM, library version %d\n", version);
     char step[64];
     if (factor > 1)
       snprintf(step, sizeof step, "%g(factor)", factor);

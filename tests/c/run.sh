@@ -566,6 +566,21 @@ if [ -z "$filter" ] || [[ tools =~ $filter ]]; then
   fi
 fi
 
+# the multi-node suite on simulated nodes (tests/multinode; needs root and
+# namespaces, else one line "SKIP multinode: why"): its cases count here too
+if [ -z "$filter" ] || [[ multinode =~ $filter ]]; then
+  mn_log=$out/multinode-suite.log
+  bash "$root/tests/multinode/run_multinode.sh" "$build" 2>&1 | tee "$mn_log" | grep -vE '^[0-9]+ passed, [0-9]+ failed'
+  if summary=$(tail -n 1 "$mn_log") && [[ $summary =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed(,\ ([0-9]+)\ skipped)? ]]; then
+    passed=$((passed + BASH_REMATCH[1]))
+    failed=$((failed + BASH_REMATCH[2]))
+    skipped=$((skipped + ${BASH_REMATCH[4]:-0}))
+  else
+    echo "FAIL multinode-suite (no summary line; see $mn_log)"
+    failed=$((failed + 1))
+  fi
+fi
+
 echo "# suite took $(elapsed "$suite_start") s; logs in $out"
 [ $skipped -gt 0 ] && echo "# $skipped skipped"
 echo "$passed passed, $failed failed"

@@ -1,0 +1,363 @@
+#!/usr/bin/env bash
+# cluster.sh: run a program as N ranks spread over K simulated nodes on this
+# machine, each node a set of namespaces of its own.
+#
+#   cluster.sh [-k NODES] [-n NRANKS] [-t SECONDS] [--placement LIST] [--launch PATH]
+#              [--expect-fail RANKS] [-e VAR=VALUE]... [--keep DIR]... [--state FILE] [--] PROG [ARGS...]
+#   cluster.sh --check     prints nothing and exits 0 when this machine can run
+#                          clusters; else prints why on one line and exits 77
+#
+# The cluster:
+#  - a switch: a network namespace (of our own; the host's network namespace
+#    is never touched) holding a bridge mn<ID>br, ID = this script's PID;
+#  - K nodes: node k has its own network, mount and UTS namespaces (host
+#    name mn<ID>-node<k>), a veth pair to the bridge (eth0 in the node,
+#    address $MN_NET.(k+1)/24, MN_NET default 10.77.0; mn<ID>p<k> at the
+#    switch), and fresh tmpfs mounts on /dev/shm and /tmp (private to the
+#    node, shared by its ranks). Each namespace set is held by one
+#    long-lived process (holder.sh); ranks enter it with nsenter.
+#  - the ranks: tests/c/launch starts rank r (MSCCLPP_TEST_RANK, _NRANKS, a
+#    timeout, output lines prefixed "[rank r] ") through rank.sh, which
+#    enters the rank's node and sets MSCCLPP_TEST_ADDR to rank 0's node
+#    address and a port, MSCCLPP_HOSTID to the node's identity, and
+#    MSCCLPP_TEST_NODE / _NNODES / _PLACEMENT / _NODE_ADDR (see rank.sh).
+#    MSCCLPP_TEST_DIR is launch's temp dir inside a run directory that every
+#    node sees (a shared file system): under $MN_SHARED_BASE (default
+#    /var/tmp), removed afterwards.
+#
+# Options:
+#   -k NODES         nodes (default 2, 1..64)
+#   -n NRANKS        ranks (default: NODES); at least NODES
+#   --placement L    the node of every rank, comma list (rank r: field r);
+#                    default: blocks, rank r on node floor(r * NODES / NRANKS)
+#   -t SECONDS       the ranks' timeout (launch -t; default 60)
+#   --expect-fail R, -e VAR=VALUE   as for launch; in -e values {ADDR},
+#                    {ADDR+k} name rank 0's node address
+#   --launch PATH    a built tests/c/launch (else it is compiled here, with $CC)
+#   --keep DIR       a directory under /tmp the ranks need (the build tree,
+#                    the program, LD_LIBRARY_PATH, the repository and the
+#                    working directory are kept without asking)
+#   --state FILE     write what the run created (holder PIDs, namespace ids,
+#                    names) to FILE, for a check that nothing is left behind
+#
+# Everything is removed on exit, whether the ranks pass, fail, time out or
+# this script is interrupted (INT, TERM, HUP): the holders are killed, and
+# with the last process inside, the kernel frees the namespaces and with
+# them the veths, the bridge and the tmpfs mounts. The holders die with this
+# script even when it is killed outright (setpriv --pdeathsig; launch gets a
+# TERM then, and kills the ranks). Afterwards
+# the script checks that no process is left in any of its namespaces and
+# that the host shows none of its names; otherwise it says what is left.
+#
+# Exit status: launch's (0 when every rank did as expected, 1, 124 after a
+# timeout), 2 for bad usage, 3 when the cluster could not be set up, 4 when
+# something was left behind, 77 for --check on an unfit machine, 130 when
+# interrupted.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+
+die_usage() {
+  echo "cluster.sh: $*" >&2
+  echo "usage: cluster.sh [-k NODES] [-n NRANKS] [-t SECONDS] [--placement LIST] [--launch PATH] [--expect-fail RANKS] [-e VAR=VALUE]... [--keep DIR]... [--state FILE] [--] PROG [ARGS...]" >&2
+  exit 2
+}
+
+# requirements: prints why not on one line and returns 1 when unfit
+requirements() {
+  if [ "$(id -u)" != 0 ]; then
+    echo "not root (namespaces, mounts and veths need root)"
+    return 1
+  fi
+  local c
+  for c in unshare nsenter ip mount; do
+    if ! command -v "$c" >/dev/null 2>&1; then
+      case $c in
+        ip) echo "ip (iproute2) not found" ;;
+        *) echo "$c (util-linux) not found" ;;
+      esac
+      return 1
+    fi
+  done
+  local err
+  if ! err=$(unshare --net --mount --uts true 2>&1); then
+    echo "unshare --net --mount --uts does not work here: ${err//$'\n'/ }"
+    return 1
+  fi
+  # in a throwaway namespace: can we make a bridge and a veth pair?
+  if ! err=$(unshare --net sh -c 'ip link add b0 type bridge && ip link add v0 type veth peer name v1 && ip link set v0 master b0' 2>&1); then
+    echo "no bridge or veth in a network namespace: ${err//$'\n'/ }"
+    return 1
+  fi
+  return 0
+}
+
+if [ "${1:-}" = --check ]; then
+  why=$(requirements) && exit 0
+  echo "$why"
+  exit 77
+fi
+
+nodes=2 nranks= timeout=60 placement= launch= state= expect=
+lenvs=() keeps=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    -k) [ $# -ge 2 ] || die_usage "-k needs a value"; nodes=$2; shift 2 ;;
+    -n) [ $# -ge 2 ] || die_usage "-n needs a value"; nranks=$2; shift 2 ;;
+    -t) [ $# -ge 2 ] || die_usage "-t needs a value"; timeout=$2; shift 2 ;;
+    --placement) [ $# -ge 2 ] || die_usage "--placement needs a value"; placement=$2; shift 2 ;;
+    --launch) [ $# -ge 2 ] || die_usage "--launch needs a value"; launch=$2; shift 2 ;;
+    --expect-fail) [ $# -ge 2 ] || die_usage "--expect-fail needs a value"; expect=$2; shift 2 ;;
+    -e) [ $# -ge 2 ] || die_usage "-e needs a value"; lenvs+=("$2"); shift 2 ;;
+    --keep) [ $# -ge 2 ] || die_usage "--keep needs a value"; keeps+=("$2"); shift 2 ;;
+    --state) [ $# -ge 2 ] || die_usage "--state needs a value"; state=$2; shift 2 ;;
+    --) shift; break ;;
+    -*) die_usage "unknown option $1" ;;
+    *) break ;;
+  esac
+done
+[ $# -ge 1 ] || die_usage "no program"
+case $nodes in '' | *[!0-9]*) die_usage "-k wants a number of nodes, got '$nodes'" ;; esac
+[ "$nodes" -ge 1 ] && [ "$nodes" -le 64 ] || die_usage "-k must be in 1..64"
+[ -n "$nranks" ] || nranks=$nodes
+case $nranks in '' | *[!0-9]*) die_usage "-n wants a number of ranks, got '$nranks'" ;; esac
+[ "$nranks" -ge "$nodes" ] || die_usage "$nranks ranks cannot fill $nodes nodes (want NRANKS >= NODES)"
+if [ -z "$placement" ]; then
+  for ((r = 0; r < nranks; r++)); do placement+="${placement:+,}$((r * nodes / nranks))"; done
+else
+  IFS=, read -ra pl <<<"$placement"
+  [ ${#pl[@]} = "$nranks" ] || die_usage "--placement '$placement' names ${#pl[@]} ranks, want $nranks"
+  for k in "${pl[@]}"; do
+    case $k in '' | *[!0-9]*) die_usage "--placement: '$k' is not a node" ;; esac
+    [ "$k" -lt "$nodes" ] || die_usage "--placement: node $k out of 0..$((nodes - 1))"
+  done
+fi
+
+prog=$1
+shift
+case $prog in */*) prog=$(cd "$(dirname "$prog")" && pwd)/$(basename "$prog") ;; esac
+
+if ! why=$(requirements); then
+  echo "cluster.sh: cannot build simulated nodes here: $why" >&2
+  exit 3
+fi
+
+id=$$
+net=${MN_NET:-10.77.0}
+br=mn${id}br
+base=${MN_SHARED_BASE:-/var/tmp}
+[ -d "$base" ] && [ -w "$base" ] || base=${TMPDIR:-/tmp}
+rundir=$(mktemp -d "$base/mscclpp-mn$id.XXXXXX") || exit 3
+
+pdeath=() pdeath_launch=()
+if setpriv --help 2>/dev/null | grep -q -- --pdeathsig; then
+  pdeath=(setpriv --pdeathsig KILL)
+  pdeath_launch=(setpriv --pdeathsig TERM) # launch then kills the ranks and exits
+fi
+reaper=
+holders=() # node holders, by node
+switch_pid=
+lpid=
+nsids=() # "net:[...]" etc. of every namespace we made
+interrupted=0
+cleaned=0
+
+# ---- teardown ----
+
+# the processes (other than us) in any namespace of nsids: "pid ns" lines
+procs_inside() {
+  [ ${#nsids[@]} -gt 0 ] || return 0
+  local pats=() n
+  for n in "${nsids[@]}"; do pats+=(-e "-> $n"); done
+  # ls -l of the ns links: ".../proc/PID/ns/net -> net:[4026532...]"
+  ls -l /proc/[0-9]*/ns/net /proc/[0-9]*/ns/mnt /proc/[0-9]*/ns/uts 2>/dev/null | grep -F "${pats[@]}" |
+    sed -E 's|.*/proc/([0-9]+)/ns/[a-z]+ -> (.*)$|\1 \2|'
+}
+
+# what the host shows of this run: names in the host's links and mounts
+host_traces() {
+  ip -o link show 2>/dev/null | grep -F "mn$id" | sed 's/^/link: /'
+  grep -F "mn$id-" /proc/self/mountinfo 2>/dev/null | sed 's/^/mount: /'
+  ip netns list 2>/dev/null | grep -F "mn$id" | sed 's/^/netns: /'
+}
+
+cleanup() {
+  [ $cleaned = 1 ] && return
+  cleaned=1
+  trap '' INT TERM HUP
+  if [ -n "$lpid" ] && kill -0 "$lpid" 2>/dev/null; then
+    kill -TERM "$lpid" 2>/dev/null
+    local i
+    for ((i = 0; i < 100; i++)); do kill -0 "$lpid" 2>/dev/null || break; sleep 0.05; done
+    kill -KILL "$lpid" 2>/dev/null
+    wait "$lpid" 2>/dev/null
+  fi
+  local p
+  for p in $switch_pid ${holders[@]+"${holders[@]}"}; do kill -KILL "$p" 2>/dev/null; done
+  for p in $switch_pid ${holders[@]+"${holders[@]}"}; do wait "$p" 2>/dev/null; done
+  # what is still inside: ranks launch could not kill, their children
+  local left= t
+  for ((t = 0; t < 40; t++)); do
+    left=$(procs_inside)
+    [ -z "$left" ] && break
+    if [ "$t" = 10 ]; then # 0.5 s on: kill the stragglers (all started by this run)
+      echo "$left" | while read -r p _; do kill -KILL "$p" 2>/dev/null; done
+    fi
+    sleep 0.05
+  done
+  local traces
+  traces=$(host_traces)
+  rm -rf "$rundir"
+  if [ -n "$reaper" ]; then
+    kill -TERM "$reaper" 2>/dev/null
+    wait "$reaper" 2>/dev/null
+  fi
+  if [ -n "$left" ] || [ -n "$traces" ]; then
+    echo "cluster.sh: LEFT BEHIND after the run:"
+    [ -n "$left" ] && echo "$left" | sed 's/^/  process in our namespace: /'
+    [ -n "$traces" ] && echo "$traces" | sed 's/^/  on the host: /'
+    return 1
+  fi
+  return 0
+}
+
+on_exit() {
+  local rc=$?
+  if ! cleanup && [ $rc -eq 0 ]; then rc=4; fi
+  exit $rc
+}
+trap on_exit EXIT
+
+on_signal() {
+  interrupted=1
+  if [ -n "$lpid" ]; then
+    kill -TERM "$lpid" 2>/dev/null # launch kills the ranks and reports
+  else
+    exit 130
+  fi
+}
+trap on_signal INT TERM HUP
+
+setup_fail() {
+  echo "cluster.sh: $*" >&2
+  local f
+  for f in "$rundir"/holder-*.log; do
+    [ -s "$f" ] && sed "s|^|  $(basename "$f" .log): |" "$f" >&2
+  done
+  exit 3
+}
+
+# ---- the kept paths: what the ranks must see inside a node's private /tmp ----
+keeps+=("$root" "$rundir" "$PWD" "$here")
+case $prog in /*) keeps+=("$(dirname "$prog")") ;; esac
+IFS=: read -ra ldp <<<"${LD_LIBRARY_PATH:-}"
+for d in ${ldp[@]+"${ldp[@]}"}; do [ -n "$d" ] && keeps+=("$d"); done
+kept=()
+for d in "${keeps[@]}"; do
+  [ -e "$d" ] || continue
+  d=$(cd "$d" 2>/dev/null && pwd -P) || continue
+  case $d in /tmp/*) kept+=("$d") ;; esac
+done
+# shortest first: a directory is bound before the ones inside it
+mapfile -t kept < <(printf '%s\n' ${kept[@]+"${kept[@]}"} | awk 'NF' | sort -u | awk '{ print length, $0 }' | sort -n | cut -d' ' -f2-)
+
+# ---- the run directory goes away even when this script is killed outright ----
+if [ ${#pdeath_launch[@]} -gt 0 ]; then
+  # shellcheck disable=SC2016
+  ${pdeath_launch[@]+"${pdeath_launch[@]}"} bash -c 'sleep infinity & s=$!; trap "kill \$s; rm -rf \"$0\"; exit 0" TERM; wait' \
+    "$rundir" </dev/null >/dev/null 2>&1 &
+  reaper=$!
+fi
+
+# ---- launch ----
+if [ -z "$launch" ]; then
+  launch=$rundir/launch
+  ${CC:-cc} -std=c11 -O2 -o "$launch" "$root/tests/c/launch.c" >"$rundir/build-launch.log" 2>&1 ||
+    setup_fail "cannot compile tests/c/launch.c: $(cat "$rundir/build-launch.log")"
+fi
+[ -x "$launch" ] || setup_fail "launch '$launch' is not executable"
+
+# ---- holders ----
+
+wait_ready() { # FILE PID WHAT
+  local i
+  for ((i = 0; i < 500; i++)); do
+    [ -s "$1" ] && return 0
+    kill -0 "$2" 2>/dev/null || setup_fail "$3 did not start"
+    sleep 0.01
+  done
+  setup_fail "$3 not ready after 5 s"
+}
+
+${pdeath[@]+"${pdeath[@]}"} unshare --net -- bash "$here/holder.sh" switch "$br" \
+  4>"$rundir/ready-switch" 2>"$rundir/holder-switch.log" </dev/null &
+switch_pid=$!
+for ((k = 0; k < nodes; k++)); do
+  ${pdeath[@]+"${pdeath[@]}"} unshare --net --mount --uts --propagation private -- \
+    bash "$here/holder.sh" node "mn$id-node$k" "mn$id-shm$k" "mn$id-tmp$k" ${kept[@]+"${kept[@]}"} \
+    4>"$rundir/ready-node$k" 2>"$rundir/holder-node$k.log" </dev/null &
+  holders+=($!)
+done
+# the namespace ids, read at once (a holder that failed is caught below)
+wait_ready "$rundir/ready-switch" "$switch_pid" "the switch namespace"
+nsids+=("$(readlink "/proc/$switch_pid/ns/net")")
+for ((k = 0; k < nodes; k++)); do
+  wait_ready "$rundir/ready-node$k" "${holders[$k]}" "node $k"
+  for t in net mnt uts; do nsids+=("$(readlink "/proc/${holders[$k]}/ns/$t")"); done
+done
+self_net=$(readlink /proc/self/ns/net) self_mnt=$(readlink /proc/self/ns/mnt)
+for n in "${nsids[@]}"; do
+  [ "$n" = "$self_net" ] || [ "$n" = "$self_mnt" ] && setup_fail "a holder shares the host's namespace ($n)"
+done
+
+# ---- the network: one veth per node to the bridge ----
+{
+  for ((k = 0; k < nodes; k++)); do
+    echo "link add mn${id}p$k type veth peer name eth0 netns ${holders[$k]}"
+    echo "link set mn${id}p$k master $br"
+    echo "link set mn${id}p$k up"
+  done
+} >"$rundir/switch.batch"
+nsenter -t "$switch_pid" -n ip -batch "$rundir/switch.batch" >>"$rundir/holder-switch.log" 2>&1 ||
+  setup_fail "cannot wire the switch (ip -batch $(tr '\n' ';' <"$rundir/switch.batch"))"
+for ((k = 0; k < nodes; k++)); do
+  printf 'addr add %s.%d/24 dev eth0\nlink set eth0 up\n' "$net" $((k + 1)) >"$rundir/node$k.batch"
+  nsenter -t "${holders[$k]}" -n ip -batch "$rundir/node$k.batch" >>"$rundir/holder-node$k.log" 2>&1 ||
+    setup_fail "cannot configure eth0 on node $k"
+done
+
+if [ -n "$state" ]; then
+  {
+    echo "id $id"
+    echo "rundir $rundir"
+    echo "pids $switch_pid ${holders[*]}"
+    echo "namespaces ${nsids[*]}"
+    echo "names $br mn${id}p* mn$id-node* mn$id-shm* mn$id-tmp*"
+  } >"$state"
+fi
+
+# ---- the ranks ----
+addr_vars=
+largs=(-n "$nranks" -t "$timeout")
+[ -n "$expect" ] && largs+=(--expect-fail "$expect")
+for e in ${lenvs[@]+"${lenvs[@]}"}; do
+  largs+=(-e "$e")
+  addr_vars+=" ${e%%=*}"
+done
+wd=$PWD
+case $wd in /tmp | /tmp/*) wd=$(cd "$wd" && pwd -P) ;; esac
+echo "# cluster mn$id: $nodes nodes ($net.1..$net.$nodes), $nranks ranks, placement $placement"
+MN_PLACEMENT=$placement MN_NODE_PIDS="${holders[*]}" MN_ROOT_IP=$net.$((${placement%%,*} + 1)) MN_RUN_ID=$id \
+  MN_WD=$wd MN_ADDR_VARS=$addr_vars MN_SHARED=$rundir MN_NET_PREFIX=$net TMPDIR=$rundir \
+  ${pdeath_launch[@]+"${pdeath_launch[@]}"} "$launch" "${largs[@]}" -- bash "$here/rank.sh" "$prog" "$@" &
+lpid=$!
+while :; do
+  wait "$lpid"
+  rc=$?
+  # a trapped signal ends `wait` early: keep waiting while launch winds down
+  if [ $rc -gt 128 ] && kill -0 "$lpid" 2>/dev/null; then continue; fi
+  break
+done
+lpid=
+[ $interrupted = 1 ] && [ $rc -eq 0 ] && rc=130
+exit $rc

@@ -1,0 +1,330 @@
+#!/usr/bin/env bash
+# run_multinode.sh [BUILD_DIR]: the multi-node tests, on simulated nodes.
+#
+# Every case builds a cluster with cluster.sh (K nodes, each its own network,
+# mount and UTS namespaces with a private /dev/shm and /tmp, joined by veths
+# to a bridge in a namespace of its own) and runs a program as N ranks on it:
+#   mn-bootstrap-2x2, mn-bootstrap-4x1   tests/c/bootstrap.c across nodes
+#   mn-nodeshm-2x2, mn-nodeshm-3n5r      nodeshm.c: SHM allgather within each
+#       node, SHM to another node refused (mscclppInvalidUsage + message),
+#       /dev/shm and /tmp private to the node (3n5r: uneven 2+2+1, malloc)
+#   mn-nodeshm-control                   the same privacy check with all ranks
+#       on one real /dev/shm must FAIL (the check can see a shared /dev/shm)
+#   mn-perf-1node                        perf inside one simulated node
+#   mn-perf-2nodes                       `make run MULTINODE=2`: PASS when the
+#       library carries perf across nodes, SKIP while it says the cross-node
+#       transport is not built, FAIL otherwise
+#   mn-timeout-cleanup, mn-term-cleanup, mn-kill-cleanup   a rank that hangs
+#       past the timeout; cluster.sh stopped by SIGTERM, and by SIGKILL:
+#       everything must still go away
+#   mn-nothing-left                      after all cases: no process in any
+#       namespace a case made, `ip netns list`, the host's links and mounts
+#       as before, no run directory left
+# Prints PASS/FAIL/SKIP per case and last "N passed, M failed[, K skipped]".
+# Where simulated nodes cannot be made (not root, no iproute2 or util-linux,
+# no namespaces) it prints one line "SKIP multinode: <why>" instead.
+# Environment: MN_CASES="name ..." runs only those cases; MN_VERBOSE=1 prints
+# every case's output.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${1:-build}
+case $build in /*) ;; *) build=$root/$build ;; esac
+suite_start=$(date +%s.%N)
+
+elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# iproute2 where it is missing, as tests/c/bench.sh installs Open MPI
+if ! command -v ip >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "# multinode: installing iproute2 (apt-get install -y iproute2)"
+  { apt-get install -y iproute2 || { apt-get update && apt-get install -y iproute2; }; } >/dev/null 2>&1
+fi
+if ! why=$(bash "$here/cluster.sh" --check); then
+  echo "SKIP multinode: $why"
+  echo "0 passed, 0 failed, 1 skipped"
+  exit 0
+fi
+
+export PKG_CONFIG_PATH="$build/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+if ! pc=$(pkg-config --cflags --libs mscclpp 2>&1); then
+  echo "FAIL multinode-build: pkg-config cannot find mscclpp under $build/lib/pkgconfig: $pc"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+unset MSCCLPP_DEBUG MSCCLPP_DEBUG_SUBSYS MSCCLPP_DEBUG_FILE MSCCLPP_COMM_ID MSCCLPP_SOCKET_IFNAME \
+  MSCCLPP_SOCKET_FAMILY MSCCLPP_HOSTID MSCCLPP_TEST_RANK MSCCLPP_TEST_NRANKS MSCCLPP_TEST_ADDR MSCCLPP_TEST_DIR \
+  MSCCLPP_PERF_TRANSPORT
+
+out=$build/tests/multinode
+mkdir -p "$out" || exit 1
+(cd "$out" && rm -rf launch bootstrap nodeshm perf ./*.log ./*.state ./*.out)
+
+passed=0 failed=0 skipped=0
+verbose=${MN_VERBOSE:-0}
+want_case() {
+  [ -z "${MN_CASES:-}" ] && return 0
+  local c
+  for c in $MN_CASES; do [ "$c" = "$1" ] && return 0; done
+  return 1
+}
+pass() { # name start [log]
+  passed=$((passed + 1))
+  echo "PASS $1  ($(elapsed "$2") s)"
+  if [ "$verbose" = 1 ] && [ -n "${3:-}" ]; then sed 's/^/    /' "$3"; fi
+}
+fail() { # name start log
+  failed=$((failed + 1))
+  echo "FAIL $1  ($(elapsed "$2") s)"
+  [ -f "${3:-}" ] && grep -Ev '^\[rank [0-9]+\] ok   ' "$3" | tail -n 60 | sed 's/^/    /'
+}
+skip() { # name why
+  skipped=$((skipped + 1))
+  echo "SKIP $1: $2"
+}
+
+# ---- build ----
+build_start=$(date +%s.%N)
+declare -A built=()
+compile() { # NAME SOURCE
+  if gcc -std=c11 -O2 -g -Wall -Wextra -pthread -o "$out/$1" "$2" $pc >"$out/build-$1.log" 2>&1; then
+    : >"$out/built-$1"
+  fi
+}
+rm -f "$out"/built-*
+compile launch "$root/tests/c/launch.c" &
+compile bootstrap "$root/tests/c/bootstrap.c" &
+compile nodeshm "$here/nodeshm.c" &
+wait
+compile perf "$root/tests/c/perf.c"
+for b in launch bootstrap nodeshm perf; do
+  if [ -e "$out/built-$b" ]; then
+    built[$b]=1
+  else
+    failed=$((failed + 1))
+    echo "FAIL build-$b"
+    sed 's/^/    /' "$out/build-$b.log" | head -30
+  fi
+done
+rm -f "$out"/built-*
+echo "# multinode: built the programs in $(elapsed "$build_start") s"
+
+# ---- what the host looks like before ----
+host_netns() { ip netns list 2>/dev/null | awk '{print $1}' | sort; }
+host_links() { ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | sort; }
+host_mounts() { # "mountpoint fstype source"
+  awk '{ for (i = 7; i <= NF; i++) if ($i == "-") { print $5, $(i + 1), $(i + 2); break } }' /proc/self/mountinfo | sort
+}
+netns_before=$(host_netns)
+links_before=$(host_links)
+mounts_before=$(host_mounts)
+states=()
+
+# what is left of the run recorded in a state file: one line per thing, none when clean
+leftovers() { # STATEFILE
+  local st=$1 ids pids rundir id
+  [ -f "$st" ] || return 0
+  id=$(awk '$1 == "id" {print $2}' "$st")
+  rundir=$(awk '$1 == "rundir" {print $2}' "$st")
+  pids=$(awk '$1 == "pids" {$1 = ""; print}' "$st")
+  ids=$(awk '$1 == "namespaces" {$1 = ""; print}' "$st")
+  local p n pats=()
+  # (a zombie holder has already left its namespaces: its new parent reaps it)
+  for p in $pids; do
+    grep -q '^State:[[:space:]]*Z' "/proc/$p/status" 2>/dev/null && continue
+    [ -d "/proc/$p" ] && echo "holder process $p still running"
+  done
+  for n in $ids; do pats+=(-e "-> $n"); done
+  if [ ${#pats[@]} -gt 0 ]; then
+    ls -l /proc/[0-9]*/ns/net /proc/[0-9]*/ns/mnt /proc/[0-9]*/ns/uts 2>/dev/null | grep -F "${pats[@]}" |
+      sed -E 's|.*/proc/([0-9]+)/ns/([a-z]+) -> (.*)$|process \1 still in namespace \3|'
+  fi
+  ip -o link show 2>/dev/null | grep -F "mn$id" | sed 's/^/host link: /'
+  grep -F "mn$id-" /proc/self/mountinfo | sed 's/^/host mount: /'
+  [ -n "$rundir" ] && [ -e "$rundir" ] && echo "run directory $rundir still there"
+}
+
+# wait (up to SECONDS) until nothing of STATEFILE is left; print what is
+settle() { # STATEFILE SECONDS
+  local i left
+  for ((i = 0; i < $2 * 20; i++)); do
+    left=$(leftovers "$1")
+    [ -z "$left" ] && return 0
+    sleep 0.05
+  done
+  echo "$left"
+  return 1
+}
+
+# run_cluster NAME TIMEOUT CLUSTER_ARGS... -- PROG ARGS: runs cluster.sh with
+# a state file; sets rc and log
+run_cluster() {
+  local name=$1 t=$2
+  shift 2
+  log=$out/$name.log
+  local st=$out/$name.state
+  states+=("$st")
+  timeout -k 5 $((t + 10)) bash "$here/cluster.sh" --launch "$out/launch" --state "$st" -t "$t" "$@" >"$log" 2>&1
+  rc=$?
+  echo "# cluster.sh exit $rc" >>"$log"
+}
+
+# a case that passes when every rank exits 0 and nothing is left behind
+ranks_case() { # NAME TIMEOUT BIN CLUSTER_ARGS... -- PROG ARGS
+  local name=$1 t=$2 bin=$3
+  shift 3
+  want_case "$name" || return 0
+  local start
+  start=$(date +%s.%N)
+  if [ "${built[$bin]:-0}" != 1 ]; then
+    skip "$name" "$bin did not build"
+    return
+  fi
+  run_cluster "$name" "$t" "$@"
+  local left
+  left=$(settle "$out/$name.state" 3) || echo "LEFT BEHIND: $left" >>"$log"
+  if [ $rc -eq 0 ] && [ -z "$left" ]; then pass "$name" "$start" "$log"; else fail "$name" "$start" "$log"; fi
+}
+
+# ---- (1) bootstrap across nodes ----
+ranks_case mn-bootstrap-2x2 30 bootstrap -k 2 -n 4 -- "$out/bootstrap"
+ranks_case mn-bootstrap-4x1 30 bootstrap -k 4 -n 4 -- "$out/bootstrap"
+
+# ---- (2) + (3) SHM within a node, refused across, private /dev/shm and /tmp ----
+ranks_case mn-nodeshm-2x2 30 nodeshm -k 2 -n 4 -- "$out/nodeshm"
+ranks_case mn-nodeshm-3n5r 30 nodeshm -k 3 -n 5 -- "$out/nodeshm" --malloc --rounds 10 --chunk 100000
+
+# the control: two "nodes" that share the machine's /dev/shm and /tmp (plain
+# launch, distinct host ids): nodeshm must notice the other node's markers
+if want_case mn-nodeshm-control; then
+  name=mn-nodeshm-control
+  start=$(date +%s.%N)
+  if [ "${built[nodeshm]:-0}" = 1 ]; then
+    log=$out/$name.log
+    timeout -k 5 40 "$out/launch" -n 2 -t 30 -e "MSCCLPP_TEST_PLACEMENT=0,1" -e "MSCCLPP_TEST_NODE={RANK}" \
+      -e "MSCCLPP_HOSTID=mnctl$$-node{RANK}" -- "$out/nodeshm" --rounds 1 --chunk 64 >"$log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q 'sees /dev/shm/mscclpp-mnmark' "$log" && grep -q 'sees /tmp/mscclpp-mnmark' "$log"; then
+      pass "$name" "$start" "$log"
+    else
+      echo "-- want a failure naming the other node's markers in /dev/shm and /tmp (launch exit $rc)" >>"$log"
+      fail "$name" "$start" "$log"
+    fi
+    rm -f /dev/shm/mscclpp-mnmark.mnctl$$.* /tmp/mscclpp-mnmark.mnctl$$.*
+  else
+    skip "$name" "nodeshm did not build"
+  fi
+fi
+
+# ---- perf on simulated nodes ----
+ranks_case mn-perf-1node 30 perf -k 1 -n 2 -- "$out/perf" -b 8 -e 64K -f 8 -n 2 -w 1 -c 1
+
+if want_case mn-perf-2nodes; then
+  name=mn-perf-2nodes
+  start=$(date +%s.%N)
+  log=$out/$name.log
+  timeout -k 5 120 make -s -C "$root" run BUILD="$build" MULTINODE=2 NRANKS=4 ARGS="-b 8 -e 64K -f 8 -n 2 -w 1 -c 1" \
+    >"$log" 2>&1
+  rc=$?
+  echo "# make run exit $rc" >>"$log"
+  if [ $rc -eq 0 ] && grep -q '^# Out of bounds values : 0 OK$' "$log"; then
+    pass "$name" "$start" "$log"
+  elif [ $rc -ne 0 ] && why=$(grep -m1 -o 'perf cannot run across nodes: the cross-node transport [^ ]*' "$log"); then
+    skip "$name" "${why#perf cannot run across nodes: } is not built into the library yet (make run MULTINODE=2 exits $rc and says so)"
+  else
+    fail "$name" "$start" "$log"
+  fi
+fi
+
+# ---- cleanup after a timeout, SIGTERM and SIGKILL ----
+if want_case mn-timeout-cleanup; then
+  name=mn-timeout-cleanup
+  start=$(date +%s.%N)
+  run_cluster "$name" 1 -k 2 -n 2 -- sleep 30
+  left=$(settle "$out/$name.state" 3) || echo "LEFT BEHIND: $left" >>"$log"
+  if [ $rc -eq 124 ] && grep -q 'TIMEOUT' "$log" && [ -z "$left" ]; then
+    pass "$name" "$start" "$log"
+  else
+    echo "-- want launch's TIMEOUT (exit 124) and nothing left behind; cluster.sh exit $rc" >>"$log"
+    fail "$name" "$start" "$log"
+  fi
+fi
+
+# stop cluster.sh with SIG once its ranks run, then nothing may be left
+signal_case() { # NAME SIG
+  local name=$1 sig=$2 start st log cpid i left
+  want_case "$name" || return 0
+  start=$(date +%s.%N)
+  st=$out/$name.state
+  log=$out/$name.log
+  states+=("$st")
+  bash "$here/cluster.sh" --launch "$out/launch" --state "$st" -t 30 -k 2 -n 2 -- sleep 30 >"$log" 2>&1 &
+  cpid=$!
+  # until the 3 holders and the 2 ranks are in the cluster's namespaces
+  local before=0
+  for ((i = 0; i < 300; i++)); do
+    before=$(leftovers "$st" | awk '/still in namespace/ {print $2}' | sort -u | wc -l)
+    [ "$before" -ge 5 ] && break
+    sleep 0.02
+  done
+  kill "-$sig" "$cpid"
+  { wait "$cpid"; } 2>/dev/null # no "Killed" line from the shell
+  local rc=$?
+  left=$(settle "$st" 5)
+  # after launch's last words (an orphaned launch writes at its own offset)
+  echo "# cluster.sh exit $rc after SIG$sig; $before processes were in its namespaces" >>"$log"
+  [ -n "$left" ] && echo "LEFT BEHIND: $left" >>"$log"
+  if [ "$before" -ge 5 ] && [ -z "$left" ]; then
+    pass "$name" "$start" "$log"
+  else
+    echo "-- want the ranks running in the nodes before SIG$sig, and nothing left after it" >>"$log"
+    fail "$name" "$start" "$log"
+  fi
+}
+signal_case mn-term-cleanup TERM
+if setpriv --help 2>/dev/null | grep -q -- --pdeathsig; then
+  signal_case mn-kill-cleanup KILL
+else
+  want_case mn-kill-cleanup && skip mn-kill-cleanup "no setpriv --pdeathsig: the holders do not die with a killed runner"
+fi
+
+# ---- (4) nothing left behind ----
+if want_case mn-nothing-left; then
+  name=mn-nothing-left
+  start=$(date +%s.%N)
+  log=$out/$name.log
+  : >"$log"
+  for st in ${states[@]+"${states[@]}"}; do
+    left=$(settle "$st" 2) || echo "$(basename "$st" .state): $left" >>"$log"
+  done
+  # what appeared on the host since the suite began: ours (an mn<ID> name,
+  # a new mount on /dev/shm or /tmp themselves) is a failure; anything else
+  # is noted only (this machine may be shared)
+  ours='(^|[^a-z])mn[0-9]+|^/dev/shm |^/tmp '
+  new_netns=$(comm -13 <(echo "$netns_before") <(host_netns))
+  new_links=$(comm -13 <(echo "$links_before") <(host_links))
+  new_mounts=$(comm -13 <(echo "$mounts_before") <(host_mounts))
+  for what in netns links mounts; do
+    v=new_$what
+    [ -n "${!v}" ] || continue
+    if echo "${!v}" | grep -Eq "$ours"; then
+      echo "new on the host ($what): $(echo "${!v}" | grep -E "$ours" | tr '\n' ' ')" >>"$log"
+    fi
+    if echo "${!v}" | grep -Evq "$ours"; then
+      echo "note: new on the host ($what), not from this suite: $(echo "${!v}" | grep -Ev "$ours" | tr '\n' ' ')"
+    fi
+  done
+  if [ ${#states[@]} -gt 0 ] && [ ! -s "$log" ]; then
+    pass "$name" "$start" "$log"
+  else
+    [ ${#states[@]} -eq 0 ] && echo "no cluster ran" >>"$log"
+    fail "$name" "$start" "$log"
+  fi
+fi
+
+echo "# multinode suite took $(elapsed "$suite_start") s; logs in $out"
+if [ $skipped -gt 0 ]; then
+  echo "$passed passed, $failed failed, $skipped skipped"
+else
+  echo "$passed passed, $failed failed"
+fi
+[ $failed -eq 0 ]
