@@ -402,7 +402,7 @@ static void init_comm(const char* idFile)
 
 /* The transport to peers on other nodes. mscclppTransportEthernet is an
  * extension value (3, after IB = 2) that older headers do not declare. */
-#define PERF_TRANSPORT_ETHERNET ((mscclppTransport_t)3)
+#define PERF_TRANSPORT_ETHERNET mscclppTransportEthernet
 static mscclppTransport_t crossTransport = PERF_TRANSPORT_ETHERNET;
 static const char* crossName = "ethernet";
 

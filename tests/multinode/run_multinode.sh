@@ -57,7 +57,7 @@ unset MSCCLPP_DEBUG MSCCLPP_DEBUG_SUBSYS MSCCLPP_DEBUG_FILE MSCCLPP_COMM_ID MSCC
 
 out=$build/tests/multinode
 mkdir -p "$out" || exit 1
-(cd "$out" && rm -rf launch bootstrap nodeshm perf ./*.log ./*.state ./*.out)
+(cd "$out" && rm -rf launch bootstrap nodeshm perf allgather fifo kill stop ./*.log ./*.state ./*.out)
 
 passed=0 failed=0 skipped=0
 verbose=${MN_VERBOSE:-0}
@@ -86,7 +86,9 @@ skip() { # name why
 build_start=$(date +%s.%N)
 declare -A built=()
 compile() { # NAME SOURCE
-  if gcc -std=c11 -O2 -g -Wall -Wextra -pthread -o "$out/$1" "$2" $pc >"$out/build-$1.log" 2>&1; then
+  local cc=(gcc -std=c11)
+  case $2 in *.cc) cc=(g++ -std=c++17) ;; esac
+  if "${cc[@]}" -O2 -g -Wall -Wextra -pthread -o "$out/$1" "$2" $pc >"$out/build-$1.log" 2>&1; then
     : >"$out/built-$1"
   fi
 }
@@ -95,8 +97,14 @@ compile launch "$root/tests/c/launch.c" &
 compile bootstrap "$root/tests/c/bootstrap.c" &
 compile nodeshm "$here/nodeshm.c" &
 wait
-compile perf "$root/tests/c/perf.c"
-for b in launch bootstrap nodeshm perf; do
+compile perf "$root/tests/c/perf.c" &
+compile allgather "$root/tests/c/shm/allgather.c" &
+wait
+compile fifo "$root/tests/c/shm/fifo.cc" &
+compile kill "$root/tests/c/shm/kill.cc" &
+wait
+compile stop "$root/tests/c/shm/stop.cc"
+for b in launch bootstrap nodeshm perf allgather fifo kill stop; do
   if [ -e "$out/built-$b" ]; then
     built[$b]=1
   else
@@ -234,6 +242,27 @@ if want_case mn-perf-2nodes; then
     fail "$name" "$start" "$log"
   fi
 fi
+
+# perf across 4 nodes (one rank each), over the Ethernet transport
+if want_case mn-perf-4nodes; then
+  name=mn-perf-4nodes
+  start=$(date +%s.%N)
+  log=$out/$name.log
+  timeout -k 5 120 make -s -C "$root" run BUILD="$build" MULTINODE=4 NRANKS=4 ARGS="-b 8 -e 1M -f 8 -n 2 -w 1 -c 1" \
+    >"$log" 2>&1
+  rc=$?
+  echo "# make run exit $rc" >>"$log"
+  if [ $rc -eq 0 ] && grep -q '^# Out of bounds values : 0 OK$' "$log"; then pass "$name" "$start" "$log"; else fail "$name" "$start" "$log"; fi
+fi
+
+# ---- the SHM data-path suite's programs across nodes, over the Ethernet transport ----
+eth=(-e MSCCLPP_TEST_TRANSPORT=ethernet)
+ranks_case mn-eth-allgather-2x2 60 allgather -k 2 -n 4 "${eth[@]}" -- "$out/allgather" --iters 100 --chunk 1000 --big-iters 2 --big-chunk $((4 << 20))
+ranks_case mn-eth-allgather-4x1 60 allgather -k 4 -n 4 "${eth[@]}" -- "$out/allgather" --malloc --iters 100 --chunk 1000 --big-iters 2 --big-chunk $((2 << 20))
+ranks_case mn-eth-fifo-wrap-2x1 60 fifo -k 2 -n 2 "${eth[@]}" -- "$out/fifo" wrap
+ranks_case mn-eth-fifo-flagorder-2x1 60 fifo -k 2 -n 2 "${eth[@]}" -- "$out/fifo" flagorder
+ranks_case mn-eth-stop-4x1 60 stop -k 4 -n 4 "${eth[@]}" -- "$out/stop"
+ranks_case mn-eth-kill-2x2 60 kill -k 2 -n 4 --expect-fail 3 "${eth[@]}" -- "$out/kill" 3 timeout
 
 # ---- cleanup after a timeout, SIGTERM and SIGKILL ----
 if want_case mn-timeout-cleanup; then
