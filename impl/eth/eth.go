@@ -151,13 +151,7 @@ func (e *eth) Check(int, *string) error { return nil }
 
 func (e *eth) Connect(idx, peer, tag int, local unsafe.Pointer) (transport.Endpoint, error) {
 	// my signal slot is in the node segment, as for SHM: waits work the same way
-	epoch := e.h.Node.Epoch(e.h.LocalIdx, idx)
-	wait := e.h.Node.Wait(e.h.LocalIdx, idx)
-	*(*[2]uint64)(epoch) = [2]uint64{}
-	*(*uint64)(wait) = 0
-	e.h.DevConns.SetIdentity(idx, peer, tag, local, epoch, wait)
-	e.ctx.Attach(e.h.DevConns, idx)
-	return transport.Endpoint{Ctx: e.ctx, Epoch: epoch}, nil
+	return e.h.HostSlot(idx, peer, tag, local, e.ctx), nil
 }
 
 func (e *eth) Describe(idx, h int, b transport.Buffer) ([]byte, error) {

@@ -74,13 +74,7 @@ func (s *shm) Connect(idx, peer, tag int, local unsafe.Pointer) (transport.Endpo
 		}
 		s.ctx = x
 	}
-	epoch := s.h.Node.Epoch(s.h.LocalIdx, idx)
-	wait := s.h.Node.Wait(s.h.LocalIdx, idx)
-	*(*[2]uint64)(epoch) = [2]uint64{}
-	*(*uint64)(wait) = 0
-	s.h.DevConns.SetIdentity(idx, peer, tag, local, epoch, wait)
-	s.ctx.Attach(s.h.DevConns, idx)
-	return transport.Endpoint{Ctx: s.ctx, Epoch: epoch}, nil
+	return s.h.HostSlot(idx, peer, tag, local, s.ctx), nil
 }
 
 func (s *shm) Describe(idx, h int, b transport.Buffer) ([]byte, error) {

@@ -41,6 +41,18 @@ func (h *Host) OnMyNode(peer int) bool {
 	return ok
 }
 
+// HostSlot sets up connection idx to peer with its signal slot and wait counter in the node
+// segment (host memory) and its triggers served by ctx: the local side of a host-mode transport.
+func (h *Host) HostSlot(idx, peer, tag int, local unsafe.Pointer, ctx *engine.Ctx) Endpoint {
+	epoch := h.Node.Epoch(h.LocalIdx, idx)
+	wait := h.Node.Wait(h.LocalIdx, idx)
+	*(*[2]uint64)(epoch) = [2]uint64{}
+	*(*uint64)(wait) = 0
+	h.DevConns.SetIdentity(idx, peer, tag, local, epoch, wait)
+	ctx.Attach(h.DevConns, idx)
+	return Endpoint{Ctx: ctx, Epoch: epoch}
+}
+
 // Buffer is one registration of a connection: handle 0 is the signal slot, 1 the connect buffer.
 type Buffer struct {
 	Ptr  unsafe.Pointer
