@@ -74,30 +74,46 @@ enum { ENG_WAIT_GO = 0, ENG_WAIT_CHECK = 1, ENG_WAIT_SLOW = 2, ENG_WAIT_TIMEOUT 
 
 typedef struct engWait {
   engBackoff b;
-  uint64_t deadline; /* absolute ns, or 0 for none */
-  uint64_t nextSlow; /* absolute ns of the next slow check */
+  int64_t timeoutMs; /* < 0: none */
+  uint64_t deadline; /* absolute ns, set at the first clock read (timeoutMs >= 0) */
+  uint64_t nextSlow; /* absolute ns of the next slow check; 0 before the first clock read */
 } engWait;
 
 static inline void engWaitInit(engWait* w, int64_t timeoutMs)
 {
-  uint64_t now = engNowNs();
+  /* no clock read yet: a wait that ends within its first spins never pays for one */
   w->b.n = 0;
   w->b.sleepUs = 0;
-  w->deadline = timeoutMs >= 0 ? now + (uint64_t)timeoutMs * 1000000ull : 0;
-  if (timeoutMs >= 0 && w->deadline == now) w->deadline = now + 1; /* 0 ms: one look, then time out */
-  w->nextSlow = now + ENG_SLOW_FIRST_NS;
+  w->timeoutMs = timeoutMs;
+  w->deadline = 0;
+  w->nextSlow = 0;
+}
+
+/* Reads the clock; the first read starts the wait's deadline and slow-check period. */
+static inline uint64_t engWaitClock(engWait* w)
+{
+  uint64_t now = engNowNs();
+  if (w->nextSlow == 0) {
+    if (w->timeoutMs >= 0) w->deadline = now + (uint64_t)w->timeoutMs * 1000000ull;
+    w->nextSlow = now + ENG_SLOW_FIRST_NS;
+  }
+  return now;
 }
 
 /* Checks first, then backs off one step. Returns ENG_WAIT_GO (keep polling),
- * ENG_WAIT_CHECK (the clock was read: look at cheap conditions such as a
- * recorded error or a closing context), ENG_WAIT_SLOW (also run slow checks
- * such as peer liveness) or ENG_WAIT_TIMEOUT. The first call always checks. */
+ * ENG_WAIT_CHECK (look at cheap conditions such as a recorded error or a
+ * closing context), ENG_WAIT_SLOW (also run slow checks such as peer
+ * liveness) or ENG_WAIT_TIMEOUT. The first call always asks for the cheap
+ * checks, without reading the clock; from then on the clock is read every
+ * ENG_CLOCK_EVERY pauses and at every yield or sleep. */
 static inline int engWaitStep(engWait* w, const engBackoffCfg* cfg)
 {
   int rc = ENG_WAIT_GO;
-  if (w->b.n >= cfg->spin || (w->b.n % ENG_CLOCK_EVERY) == 0) {
-    uint64_t now = engNowNs();
-    if (w->deadline != 0 && now >= w->deadline) return ENG_WAIT_TIMEOUT;
+  if (w->b.n == 0) {
+    rc = ENG_WAIT_CHECK;
+  } else if (w->b.n >= cfg->spin || (w->b.n % ENG_CLOCK_EVERY) == 0) {
+    uint64_t now = engWaitClock(w);
+    if (w->timeoutMs >= 0 && now >= w->deadline) return ENG_WAIT_TIMEOUT;
     rc = ENG_WAIT_CHECK;
     if (now >= w->nextSlow) {
       w->nextSlow = now + ENG_SLOW_EVERY_NS;
@@ -125,8 +141,8 @@ static inline void engFutexWake(volatile uint64_t* word)
  * check comes, counted in *sleepers so that a signaller knows to wake it. */
 static inline int engWaitFutex(engWait* w, volatile uint64_t* word, uint64_t want, uint32_t* sleepers)
 {
-  uint64_t now = engNowNs();
-  if (w->deadline != 0 && now >= w->deadline) return ENG_WAIT_TIMEOUT;
+  uint64_t now = engWaitClock(w);
+  if (w->timeoutMs >= 0 && now >= w->deadline) return ENG_WAIT_TIMEOUT;
   int rc = ENG_WAIT_CHECK;
   if (now >= w->nextSlow) {
     w->nextSlow = now + ENG_SLOW_EVERY_NS;
@@ -134,7 +150,7 @@ static inline int engWaitFutex(engWait* w, volatile uint64_t* word, uint64_t wan
   }
   uint64_t until = now + 1000000ull;
   if (w->nextSlow < until) until = w->nextSlow;
-  if (w->deadline != 0 && w->deadline < until) until = w->deadline;
+  if (w->timeoutMs >= 0 && w->deadline < until) until = w->deadline;
   __atomic_fetch_add(sleepers, 1, __ATOMIC_SEQ_CST);
   uint64_t cur = __atomic_load_n(word, __ATOMIC_SEQ_CST);
   if (cur < want) {
