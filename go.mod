@@ -7,3 +7,9 @@ require (
 	github.com/google/go-cmp v0.7.0
 	golang.org/x/sys v0.50.0
 )
+
+require (
+	github.com/Mellanox/rdmamap v1.1.0 // indirect
+	github.com/vishvananda/netlink v1.1.0 // indirect
+	github.com/vishvananda/netns v0.0.0-20191106174202-0a2b9b5464df // indirect
+)
