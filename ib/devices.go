@@ -27,7 +27,9 @@ type Sysfs struct{}
 func (Sysfs) RdmaDevices() []string { return rdmamap.GetRdmaDeviceList() }
 
 // ForNetdev implements Discovery with rdmamap.GetRdmaDeviceForNetdevice.
-func (Sysfs) ForNetdev(netdev string) (string, error) { return rdmamap.GetRdmaDeviceForNetdevice(netdev) }
+func (Sysfs) ForNetdev(netdev string) (string, error) {
+	return rdmamap.GetRdmaDeviceForNetdevice(netdev)
+}
 
 // ForPCI implements Discovery with rdmamap.GetRdmaDevicesForPcidev.
 func (Sysfs) ForPCI(pciAddr string) []string { return rdmamap.GetRdmaDevicesForPcidev(pciAddr) }
