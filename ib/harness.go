@@ -1,0 +1,52 @@
+package ib
+
+// A harness for this package's tests (cgo cannot be used in _test.go
+// files): drives ibEngOps on an engConn built here, as the engine would.
+
+/*
+#include <stdlib.h>
+#include <string.h>
+#include "ops.h"
+
+static engConn* ibTestConn(ibConnState* st, uint64_t la, uint64_t ls, uint64_t ra, uint64_t rs,
+                           uint64_t lsig, uint64_t rsig) {
+	engConn* c = calloc(1, sizeof(engConn));
+	c->comm = engCommNew(0);
+	c->peerRank = 1;
+	c->nLocal = 2;
+	c->local = calloc(2, sizeof(engReg));
+	c->nRemote = 2;
+	c->remote = calloc(2, sizeof(engReg));
+	engReg l0 = {ENG_REG_MAGIC, (char*)(uintptr_t)lsig, lsig, 16, 0};
+	engReg l1 = {ENG_REG_MAGIC, (char*)(uintptr_t)la, la, ls, 0};
+	engReg r0 = {ENG_REG_MAGIC, NULL, rsig, 16, 0};
+	engReg r1 = {ENG_REG_MAGIC, NULL, ra, rs, 0};
+	c->local[0] = l0; c->local[1] = l1; c->remote[0] = r0; c->remote[1] = r1;
+	c->ops = &ibEngOps;
+	c->transport = st;
+	return c;
+}
+static int ibTestOp(engConn* c, uint64_t t, uint64_t d, uint64_t dOff, uint64_t s, uint64_t sOff, uint64_t n) {
+	return c->ops->op(c, t, d, dOff, s, sOff, n);
+}
+static int ibTestErr(engConn* c, char* buf, int len) { return engCommError(c->comm, buf, len); }
+static void ibTestConnFree(engConn* c) { engCommFree(c->comm); free(c->local); free(c->remote); free(c); }
+*/
+import "C"
+
+type testConn struct{ c *C.engConn }
+
+func newTestConn(st *ConnState, local, remote []MRInfo) testConn {
+	return testConn{C.ibTestConn(st.p, C.uint64_t(local[1].Addr), C.uint64_t(local[1].Size), C.uint64_t(remote[1].Addr),
+		C.uint64_t(remote[1].Size), C.uint64_t(local[0].Addr), C.uint64_t(remote[0].Addr))}
+}
+
+// op calls the ops table the way the proxy does; it returns the result code and the recorded error.
+func (t testConn) op(typ, dst, dstOff, src, srcOff, size uint64) (int, string) {
+	rc := C.ibTestOp(t.c, C.uint64_t(typ), C.uint64_t(dst), C.uint64_t(dstOff), C.uint64_t(src), C.uint64_t(srcOff), C.uint64_t(size))
+	var buf [512]C.char
+	C.ibTestErr(t.c, &buf[0], 512)
+	return int(rc), C.GoString(&buf[0])
+}
+
+func (t testConn) free() { C.ibTestConnFree(t.c) }

@@ -1,0 +1,55 @@
+/*
+ * ops.c: the IB transport of the C engine, written against
+ * impl/engine/engine.h as it is (read-only include). It runs on the proxy
+ * thread and on host initiators' threads and never calls into Go.
+ *
+ * A Flag sends the number of signals served on the connection (as the SHM
+ * and P2P transports do), not the device epoch: the value is fixed in
+ * trigger order, staged in a slot of the QP's signal buffer, and written
+ * after every earlier put of the same QP (RC executes a QP's writes in
+ * order; the signal MR has strict ordering).
+ */
+#include "ops.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+static int ibFail(engConn* c, ibQp* q, const char* what)
+{
+  const char* why = ibQpError(q);
+  char msg[IB_ERR_LEN + 64];
+  snprintf(msg, sizeof(msg), "IB %s: %s", what, why ? why : "failed");
+  /* an error completion means the peer (or the path to it) refused the write */
+  return engConnFail(c, ibQpFailed(q) ? mscclppRemoteError : mscclppSystemError, msg);
+}
+
+int ibEngOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+            uint64_t size)
+{
+  ibConnState* st = (ibConnState*)c->transport;
+  if (st == NULL || st->qp == NULL) return engConnFail(c, mscclppInvalidUsage, "IB operation before connection setup");
+  ibQp* q = st->qp;
+  int sync = (type & mscclppSync) != 0;
+  if (type & mscclppData) {
+    const engReg *s, *d;
+    int rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &s, &d);
+    if (rc != mscclppSuccess) return rc;
+    if ((int64_t)srcHandle >= st->nLocal || (int64_t)dstHandle >= st->nRemote)
+      return engConnFail(c, mscclppInternalError, "IB put: a handle without a memory region");
+    const ibRemoteMr* r = &st->remote[dstHandle];
+    int last = !(type & mscclppFlag);
+    if (ibWrite(q, st->localMr[srcHandle], srcOff, r->addr, r->rkey, dstOff, size, sync && last) != 0)
+      return ibFail(c, q, "put");
+  }
+  if (type & mscclppFlag) {
+    if (st->nRemote < 1) return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
+    const ibRemoteMr* r = &st->remote[0];
+    uint64_t v = __atomic_add_fetch(&c->signalsDone, 1, __ATOMIC_ACQ_REL);
+    if (ibWriteSignal(q, v, r->addr + offsetof(mscclppDevConnSignalEpochId, proxy), r->rkey, sync) != 0)
+      return ibFail(c, q, "signal");
+  }
+  if (sync && ibFlush(q, 0) != 0) return ibFail(c, q, "flush");
+  return mscclppSuccess;
+}
+
+const engOps ibEngOps = {"IB", ibEngOp, NULL, NULL};

@@ -1,0 +1,762 @@
+/*
+ * ibverbs_double.c: a TEST DOUBLE of libibverbs.so.1. It is NOT rdma-core
+ * and moves no data over any network: it implements the verbs libmscclpp's
+ * ib/ package uses, between processes of one host, so the IB layer can be
+ * tested without RDMA hardware. Built by the ib/ tests (gcc alone, with
+ * ../../../ib/ibvapi.h instead of verbs.h) into a temporary directory and
+ * loaded through MSCCLPP_IBV_SO; never installed.
+ *
+ * The "fabric" is a file $MSCCLPP_IBV_DOUBLE_DIR/fabric mapped shared by
+ * every process of a job: tables of MRs (rkey -> owner pid, address,
+ * length, access, PD) and QPs (qpn -> owner, state, destination), guarded
+ * by flock. Without MSCCLPP_IBV_DOUBLE_DIR the double has no devices.
+ *
+ * Behaviour modelled on real RC QPs:
+ *  - one device "double_0" (MSCCLPP_IBV_DOUBLE_DEVICES=n: double_0..n-1),
+ *    one port, ACTIVE (MSCCLPP_IBV_DOUBLE_PORT_DOWN=1: DOWN), LID 1+index,
+ *    link layer InfiniBand (MSCCLPP_IBV_DOUBLE_LINK=eth: Ethernet/RoCE,
+ *    LID 0, GID index 0 populated, the others empty);
+ *  - ibv_modify_qp enforces RESET->INIT->RTR->RTS with the attribute
+ *    masks an RC QP requires (EINVAL otherwise), any state -> RESET/ERR;
+ *  - ibv_post_send (through context->ops.post_send) refuses WRs unless the
+ *    QP is RTS (EINVAL, *bad_wr set), or when the send queue is full
+ *    (ENOMEM): a WR's slot is freed only once a completion at or after it
+ *    has been polled, as on hardware;
+ *  - RDMA_WRITE (and ATOMIC_FETCH_AND_ADD) execute at post time, in order,
+ *    with process_vm_writev into the owner of the rkey after checking the
+ *    lkey, the rkey, its access flags, its PD against the responder QP's,
+ *    and bounds; a failure is a REM_ACCESS_ERR (or LOC_PROT_ERR,
+ *    RETRY_EXC_ERR when the responder QP is not connected back to us)
+ *    completion, signaled or not, and moves the QP to ERR, where later WRs
+ *    complete with WR_FLUSH_ERR;
+ *  - completions of signaled WRs go to the send CQ; a CQ overrun makes
+ *    poll_cq fail.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "ibvapi.h"
+
+#define DBL_MAX_DEVS 4
+#define DBL_MAX_MR 4096
+#define DBL_MAX_QP 1024
+#define DBL_MAGIC 0x444f55424c453031ull /* "DOUBLE01" */
+#define DBL_GID_TBL 4
+
+typedef struct dblMr {
+  uint32_t used, key, access;
+  int pid;
+  uint64_t pd; /* (pid << 24) | local PD number */
+  uint64_t addr, len;
+} dblMr;
+
+typedef struct dblQp {
+  uint32_t used, qpn, state, destQpn, dev;
+  int pid;
+  uint64_t pd;
+} dblQp;
+
+typedef struct dblFabric {
+  uint64_t magic;
+  uint32_t nextKey, nextQpn;
+  dblMr mrs[DBL_MAX_MR];
+  dblQp qps[DBL_MAX_QP];
+} dblFabric;
+
+/* The device: struct ibv_device starts with two pointers of _ibv_device_ops. */
+typedef struct dblDevice {
+  void* ops[2];
+  int node_type, transport_type;
+  char name[IBA_SYSFS_NAME_MAX];
+  int index;
+} dblDevice;
+
+typedef struct dblCtx {
+  struct iba_context ctx;
+  dblDevice* dev;
+} dblCtx;
+
+typedef struct dblPd {
+  struct iba_pd pd;
+  uint64_t id;
+} dblPd;
+
+typedef struct dblCqe {
+  struct iba_wc wc;
+  struct dblQpL* qp;
+  uint64_t seq;
+} dblCqe;
+
+typedef struct dblCq {
+  struct iba_cq cq;
+  pthread_mutex_t lock;
+  int cap, head, count, overrun;
+  dblCqe* ring;
+} dblCq;
+
+typedef struct dblQpL {
+  struct iba_qp qp;
+  uint32_t maxSendWr, maxSendSge, slot;
+  uint64_t posted, retired; /* send queue occupancy: posted - retired */
+  uint64_t pdId;
+} dblQpL;
+
+static dblDevice gDevs[DBL_MAX_DEVS];
+static int gNumDevs = -1;
+static dblFabric* gFab;
+static int gFabFd = -1;
+static char gFabDir[4096]; /* the directory of the fabric mapped (a test may switch jobs in one process) */
+static pthread_mutex_t gInitLock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t gPdCount;
+
+static int linkEth(void)
+{
+  const char* s = getenv("MSCCLPP_IBV_DOUBLE_LINK");
+  return s != NULL && strcmp(s, "eth") == 0;
+}
+
+/* Opens the fabric of this job (once per process). 0, or -1 with errno. */
+static int fabricOpen(void)
+{
+  pthread_mutex_lock(&gInitLock);
+  const char* dir = getenv("MSCCLPP_IBV_DOUBLE_DIR");
+  if (dir == NULL || dir[0] == 0) {
+    pthread_mutex_unlock(&gInitLock);
+    errno = ENODEV;
+    return -1;
+  }
+  if (gFab != NULL && strcmp(dir, gFabDir) == 0) {
+    pthread_mutex_unlock(&gInitLock);
+    return 0;
+  }
+  /* a new job directory: contexts of the old one must be gone (its mapping is kept) */
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/fabric", dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    pthread_mutex_unlock(&gInitLock);
+    return -1;
+  }
+  flock(fd, LOCK_EX);
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (st.st_size < (off_t)sizeof(dblFabric) && ftruncate(fd, sizeof(dblFabric)) != 0)) {
+    int e = errno;
+    flock(fd, LOCK_UN);
+    close(fd);
+    pthread_mutex_unlock(&gInitLock);
+    errno = e;
+    return -1;
+  }
+  dblFabric* f = mmap(NULL, sizeof(dblFabric), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (f == MAP_FAILED) {
+    int e = errno;
+    flock(fd, LOCK_UN);
+    close(fd);
+    pthread_mutex_unlock(&gInitLock);
+    errno = e;
+    return -1;
+  }
+  if (f->magic != DBL_MAGIC) { /* a new file is all zeros */
+    f->magic = DBL_MAGIC;
+    f->nextKey = 0x1000;
+    f->nextQpn = 0x100;
+  }
+  flock(fd, LOCK_UN);
+  gFab = f;
+  gFabFd = fd;
+  snprintf(gFabDir, sizeof(gFabDir), "%s", dir);
+  pthread_mutex_unlock(&gInitLock);
+  return 0;
+}
+
+static void fabLock(void) { flock(gFabFd, LOCK_EX); }
+static void fabUnlock(void) { flock(gFabFd, LOCK_UN); }
+
+static dblMr* findMr(uint32_t key)
+{
+  for (int i = 0; i < DBL_MAX_MR; i++)
+    if (gFab->mrs[i].used && gFab->mrs[i].key == key) return &gFab->mrs[i];
+  return NULL;
+}
+
+static dblQp* findQp(uint32_t qpn)
+{
+  for (int i = 0; i < DBL_MAX_QP; i++)
+    if (gFab->qps[i].used && gFab->qps[i].qpn == qpn) return &gFab->qps[i];
+  return NULL;
+}
+
+static void devGid(int index, union iba_gid* g)
+{
+  memset(g, 0, sizeof(*g));
+  g->raw[0] = 0xfe;
+  g->raw[1] = 0x80;
+  g->raw[8] = 0xd0; /* "double" interface ids */
+  g->raw[9] = 0x0b;
+  g->raw[15] = (uint8_t)(index + 1);
+}
+
+/* ------------------------------------------------------------ devices */
+
+struct iba_device** ibv_get_device_list(int* num)
+{
+  pthread_mutex_lock(&gInitLock);
+  if (gNumDevs < 0) {
+    const char* s = getenv("MSCCLPP_IBV_DOUBLE_DEVICES");
+    int n = s ? atoi(s) : 1;
+    if (n < 0) n = 0;
+    if (n > DBL_MAX_DEVS) n = DBL_MAX_DEVS;
+    for (int i = 0; i < n; i++) {
+      gDevs[i].node_type = 1;      /* IBV_NODE_CA */
+      gDevs[i].transport_type = 0; /* IBV_TRANSPORT_IB */
+      snprintf(gDevs[i].name, sizeof(gDevs[i].name), "double_%d", i);
+      gDevs[i].index = i;
+    }
+    gNumDevs = n;
+  }
+  const char* dir = getenv("MSCCLPP_IBV_DOUBLE_DIR");
+  int n = (dir != NULL && dir[0] != 0) ? gNumDevs : 0;
+  pthread_mutex_unlock(&gInitLock);
+  struct iba_device** list = calloc((size_t)n + 1, sizeof(*list));
+  if (list == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  for (int i = 0; i < n; i++) list[i] = (struct iba_device*)&gDevs[i];
+  if (num) *num = n;
+  return list;
+}
+
+void ibv_free_device_list(struct iba_device** list) { free(list); }
+
+const char* ibv_get_device_name(struct iba_device* d) { return d ? ((dblDevice*)d)->name : NULL; }
+
+static int dblPollCq(struct iba_cq* cq, int n, struct iba_wc* wc);
+static int dblPostSend(struct iba_qp* qp, struct iba_send_wr* wr, struct iba_send_wr** bad);
+static int dblPostRecv(struct iba_qp* qp, struct iba_recv_wr* wr, struct iba_recv_wr** bad)
+{
+  (void)qp;
+  *bad = wr;
+  return EOPNOTSUPP; /* nothing here receives */
+}
+
+struct iba_context* ibv_open_device(struct iba_device* d)
+{
+  if (d == NULL) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (fabricOpen() != 0) return NULL;
+  dblCtx* c = calloc(1, sizeof(*c));
+  if (c == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  c->dev = (dblDevice*)d;
+  c->ctx.device = d;
+  c->ctx.ops.poll_cq = dblPollCq;
+  c->ctx.ops.post_send = dblPostSend;
+  c->ctx.ops.post_recv = dblPostRecv;
+  c->ctx.cmd_fd = -1;
+  c->ctx.async_fd = -1;
+  c->ctx.num_comp_vectors = 1;
+  pthread_mutex_init(&c->ctx.mutex, NULL);
+  return &c->ctx;
+}
+
+int ibv_close_device(struct iba_context* ctx)
+{
+  free(ctx);
+  return 0;
+}
+
+int ibv_query_device(struct iba_context* ctx, struct iba_device_attr* a)
+{
+  (void)ctx;
+  memset(a, 0, sizeof(*a));
+  snprintf(a->fw_ver, sizeof(a->fw_ver), "double");
+  a->max_mr_size = ~0ull;
+  a->max_qp = DBL_MAX_QP;
+  a->max_qp_wr = 32768;
+  a->max_sge = 4;
+  a->max_cq = 1024;
+  a->max_cqe = 1 << 22;
+  a->max_mr = DBL_MAX_MR;
+  a->max_pd = 1 << 20;
+  a->max_qp_rd_atom = 16;
+  a->max_qp_init_rd_atom = 16;
+  a->atomic_cap = IBA_ATOMIC_HCA;
+  a->max_pkeys = 1;
+  a->phys_port_cnt = 1;
+  return 0;
+}
+
+/* The exported (compat) ibv_query_port: fills the fields up to flags. */
+int ibv_query_port(struct iba_context* ctx, uint8_t port, struct iba_port_attr* a)
+{
+  if (port != 1) return EINVAL;
+  dblDevice* d = ((dblCtx*)ctx)->dev;
+  size_t n = offsetof(struct iba_port_attr, port_cap_flags2);
+  memset(a, 0, n);
+  const char* down = getenv("MSCCLPP_IBV_DOUBLE_PORT_DOWN");
+  a->state = (down != NULL && down[0] == '1') ? IBA_PORT_DOWN : IBA_PORT_ACTIVE;
+  a->max_mtu = IBA_MTU_4096;
+  a->active_mtu = IBA_MTU_4096;
+  a->gid_tbl_len = DBL_GID_TBL;
+  a->max_msg_sz = 1u << 31;
+  a->pkey_tbl_len = 1;
+  a->lid = linkEth() ? 0 : (uint16_t)(1 + d->index);
+  a->sm_lid = linkEth() ? 0 : 1;
+  a->phys_state = 5; /* LinkUp */
+  a->link_layer = linkEth() ? IBA_LINK_LAYER_ETHERNET : IBA_LINK_LAYER_INFINIBAND;
+  return 0;
+}
+
+int ibv_query_gid(struct iba_context* ctx, uint8_t port, int index, union iba_gid* gid)
+{
+  if (port != 1 || index < 0 || index >= DBL_GID_TBL) return EINVAL;
+  if (index == 0)
+    devGid(((dblCtx*)ctx)->dev->index, gid);
+  else
+    memset(gid, 0, sizeof(*gid)); /* unpopulated entries read as zero */
+  return 0;
+}
+
+/* ------------------------------------------------------------ PD, MR */
+
+struct iba_pd* ibv_alloc_pd(struct iba_context* ctx)
+{
+  dblPd* p = calloc(1, sizeof(*p));
+  if (p == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  p->pd.context = ctx;
+  p->pd.handle = __atomic_add_fetch(&gPdCount, 1, __ATOMIC_RELAXED);
+  p->id = ((uint64_t)getpid() << 24) | p->pd.handle;
+  return &p->pd;
+}
+
+int ibv_dealloc_pd(struct iba_pd* pd)
+{
+  free(pd);
+  return 0;
+}
+
+/* 1 when [addr, addr+len) can be read in this process. */
+static int readable(uint64_t addr, uint64_t len)
+{
+  char b;
+  struct iovec l = {&b, 1};
+  struct iovec r1 = {(void*)(uintptr_t)addr, 1};
+  struct iovec r2 = {(void*)(uintptr_t)(addr + len - 1), 1};
+  return process_vm_readv(getpid(), &l, 1, &r1, 1, 0) == 1 && process_vm_readv(getpid(), &l, 1, &r2, 1, 0) == 1;
+}
+
+struct iba_mr* ibv_reg_mr(struct iba_pd* pd, void* addr, size_t len, int access)
+{
+  if (pd == NULL || len == 0 || ((access & IBA_ACCESS_REMOTE_WRITE) && !(access & IBA_ACCESS_LOCAL_WRITE))) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (!readable((uint64_t)(uintptr_t)addr, len)) {
+    errno = EFAULT;
+    return NULL;
+  }
+  struct iba_mr* mr = calloc(1, sizeof(*mr));
+  if (mr == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  fabLock();
+  dblMr* m = NULL;
+  for (int i = 0; i < DBL_MAX_MR && m == NULL; i++)
+    if (!gFab->mrs[i].used) m = &gFab->mrs[i];
+  if (m == NULL) {
+    fabUnlock();
+    free(mr);
+    errno = ENOMEM;
+    return NULL;
+  }
+  m->used = 1;
+  m->key = gFab->nextKey++;
+  m->access = (uint32_t)access;
+  m->pid = getpid();
+  m->pd = ((dblPd*)pd)->id;
+  m->addr = (uint64_t)(uintptr_t)addr;
+  m->len = len;
+  fabUnlock();
+  mr->context = pd->context;
+  mr->pd = pd;
+  mr->addr = addr;
+  mr->length = len;
+  mr->handle = m->key;
+  mr->lkey = m->key;
+  mr->rkey = m->key;
+  return mr;
+}
+
+int ibv_dereg_mr(struct iba_mr* mr)
+{
+  fabLock();
+  dblMr* m = findMr(mr->lkey);
+  if (m != NULL) memset(m, 0, sizeof(*m));
+  fabUnlock();
+  free(mr);
+  return 0;
+}
+
+/* ------------------------------------------------------------ CQ */
+
+struct iba_cq* ibv_create_cq(struct iba_context* ctx, int cqe, void* cq_context, struct iba_comp_channel* ch,
+                             int vec)
+{
+  (void)vec;
+  if (cqe < 1 || cqe > (1 << 22)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  dblCq* q = calloc(1, sizeof(*q));
+  if (q != NULL) q->ring = calloc((size_t)cqe, sizeof(dblCqe));
+  if (q == NULL || q->ring == NULL) {
+    free(q);
+    errno = ENOMEM;
+    return NULL;
+  }
+  q->cq.context = ctx;
+  q->cq.channel = ch;
+  q->cq.cq_context = cq_context;
+  q->cq.cqe = cqe;
+  q->cap = cqe;
+  pthread_mutex_init(&q->lock, NULL);
+  return &q->cq;
+}
+
+int ibv_destroy_cq(struct iba_cq* cq)
+{
+  dblCq* q = (dblCq*)cq;
+  free(q->ring);
+  pthread_mutex_destroy(&q->lock);
+  free(q);
+  return 0;
+}
+
+static void pushCqe(dblQpL* qp, uint64_t seq, uint64_t wrId, enum iba_wc_status st, enum iba_wc_opcode op,
+                    uint32_t bytes)
+{
+  dblCq* q = (dblCq*)qp->qp.send_cq;
+  pthread_mutex_lock(&q->lock);
+  if (q->count == q->cap) {
+    q->overrun = 1;
+  } else {
+    dblCqe* e = &q->ring[(q->head + q->count) % q->cap];
+    memset(e, 0, sizeof(*e));
+    e->wc.wr_id = wrId;
+    e->wc.status = st;
+    e->wc.opcode = op;
+    e->wc.byte_len = bytes;
+    e->wc.qp_num = qp->qp.qp_num;
+    e->wc.vendor_err = st == IBA_WC_SUCCESS ? 0 : 0xd0b1e;
+    e->qp = qp;
+    e->seq = seq;
+    q->count++;
+  }
+  pthread_mutex_unlock(&q->lock);
+}
+
+static int dblPollCq(struct iba_cq* cq, int n, struct iba_wc* wc)
+{
+  dblCq* q = (dblCq*)cq;
+  pthread_mutex_lock(&q->lock);
+  if (q->overrun) {
+    pthread_mutex_unlock(&q->lock);
+    return -EOVERFLOW;
+  }
+  int k = 0;
+  while (k < n && q->count > 0) {
+    dblCqe* e = &q->ring[q->head];
+    wc[k++] = e->wc;
+    /* the send queue slots up to this WR are free again */
+    if (e->qp != NULL && e->seq > __atomic_load_n(&e->qp->retired, __ATOMIC_ACQUIRE))
+      __atomic_store_n(&e->qp->retired, e->seq, __ATOMIC_RELEASE);
+    q->head = (q->head + 1) % q->cap;
+    q->count--;
+  }
+  pthread_mutex_unlock(&q->lock);
+  return k;
+}
+
+/* ------------------------------------------------------------ QP */
+
+struct iba_qp* ibv_create_qp(struct iba_pd* pd, struct iba_qp_init_attr* ia)
+{
+  if (pd == NULL || ia == NULL || ia->qp_type != IBA_QPT_RC || ia->send_cq == NULL || ia->recv_cq == NULL ||
+      ia->cap.max_send_wr < 1 || ia->cap.max_send_wr > 32768 || ia->cap.max_send_sge > 4 ||
+      ia->cap.max_recv_sge > 4) {
+    errno = EINVAL;
+    return NULL;
+  }
+  dblQpL* q = calloc(1, sizeof(*q));
+  if (q == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  fabLock();
+  int slot = -1;
+  for (int i = 0; i < DBL_MAX_QP && slot < 0; i++)
+    if (!gFab->qps[i].used) slot = i;
+  if (slot < 0) {
+    fabUnlock();
+    free(q);
+    errno = ENOMEM;
+    return NULL;
+  }
+  dblQp* g = &gFab->qps[slot];
+  memset(g, 0, sizeof(*g));
+  g->used = 1;
+  g->qpn = gFab->nextQpn++ & 0xffffff;
+  g->state = IBA_QPS_RESET;
+  g->pid = getpid();
+  g->pd = ((dblPd*)pd)->id;
+  g->dev = (uint32_t)((dblCtx*)pd->context)->dev->index;
+  fabUnlock();
+  q->qp.context = pd->context;
+  q->qp.qp_context = ia->qp_context;
+  q->qp.pd = pd;
+  q->qp.send_cq = ia->send_cq;
+  q->qp.recv_cq = ia->recv_cq;
+  q->qp.handle = (uint32_t)slot;
+  q->qp.qp_num = g->qpn;
+  q->qp.state = IBA_QPS_RESET;
+  q->qp.qp_type = IBA_QPT_RC;
+  q->maxSendWr = ia->cap.max_send_wr;
+  q->maxSendSge = ia->cap.max_send_sge;
+  q->slot = (uint32_t)slot;
+  q->pdId = ((dblPd*)pd)->id;
+  ia->cap.max_inline_data = 0;
+  return &q->qp;
+}
+
+int ibv_destroy_qp(struct iba_qp* qp)
+{
+  dblQpL* q = (dblQpL*)qp;
+  fabLock();
+  memset(&gFab->qps[q->slot], 0, sizeof(dblQp));
+  fabUnlock();
+  /* drop its queued completions */
+  dblCq* c = (dblCq*)qp->send_cq;
+  pthread_mutex_lock(&c->lock);
+  for (int i = 0; i < c->count; i++) {
+    dblCqe* e = &c->ring[(c->head + i) % c->cap];
+    if (e->qp == q) e->qp = NULL, e->wc.qp_num = 0;
+  }
+  pthread_mutex_unlock(&c->lock);
+  free(q);
+  return 0;
+}
+
+#define REQ_INIT (IBA_QP_STATE | IBA_QP_PKEY_INDEX | IBA_QP_PORT | IBA_QP_ACCESS_FLAGS)
+#define REQ_RTR \
+  (IBA_QP_STATE | IBA_QP_AV | IBA_QP_PATH_MTU | IBA_QP_DEST_QPN | IBA_QP_RQ_PSN | IBA_QP_MAX_DEST_RD_ATOMIC | \
+   IBA_QP_MIN_RNR_TIMER)
+#define REQ_RTS \
+  (IBA_QP_STATE | IBA_QP_SQ_PSN | IBA_QP_TIMEOUT | IBA_QP_RETRY_CNT | IBA_QP_RNR_RETRY | IBA_QP_MAX_QP_RD_ATOMIC)
+
+int ibv_modify_qp(struct iba_qp* qp, struct iba_qp_attr* at, int mask)
+{
+  dblQpL* q = (dblQpL*)qp;
+  if (!(mask & IBA_QP_STATE)) return EINVAL; /* the double only changes states */
+  int cur = qp->state, next = at->qp_state;
+  if (next == IBA_QPS_RESET || next == IBA_QPS_ERR) goto ok;
+  if ((cur == IBA_QPS_RESET || cur == IBA_QPS_INIT) && next == IBA_QPS_INIT) {
+    if (cur == IBA_QPS_RESET && (mask & REQ_INIT) != REQ_INIT) return EINVAL;
+    if ((mask & IBA_QP_PORT) && at->port_num != 1) return EINVAL;
+    goto ok;
+  }
+  if (cur == IBA_QPS_INIT && next == IBA_QPS_RTR) {
+    if ((mask & REQ_RTR) != REQ_RTR) return EINVAL;
+    if (at->path_mtu < IBA_MTU_256 || at->path_mtu > IBA_MTU_4096) return EINVAL;
+    if (at->ah_attr.port_num != 0 && at->ah_attr.port_num != 1) return EINVAL;
+    /* the address must name a device of this fabric */
+    int found = 0;
+    for (int i = 0; i < gNumDevs && !found; i++) {
+      if (linkEth()) {
+        union iba_gid g;
+        devGid(i, &g);
+        found = at->ah_attr.is_global && memcmp(g.raw, at->ah_attr.grh.dgid.raw, 16) == 0 &&
+                at->ah_attr.grh.sgid_index == 0;
+      } else {
+        found = at->ah_attr.dlid == (uint16_t)(1 + i);
+      }
+    }
+    if (!found) return EINVAL;
+    goto ok;
+  }
+  if ((cur == IBA_QPS_RTR || cur == IBA_QPS_RTS) && next == IBA_QPS_RTS) {
+    if (cur == IBA_QPS_RTR && (mask & REQ_RTS) != REQ_RTS) return EINVAL;
+    goto ok;
+  }
+  return EINVAL;
+ok:
+  fabLock();
+  dblQp* g = &gFab->qps[q->slot];
+  g->state = (uint32_t)next;
+  if (next == IBA_QPS_RTR) g->destQpn = at->dest_qp_num;
+  if (next == IBA_QPS_RESET) g->destQpn = 0;
+  fabUnlock();
+  if (next == IBA_QPS_RESET) q->posted = q->retired = 0;
+  qp->state = (enum iba_qp_state)next;
+  return 0;
+}
+
+/* ------------------------------------------------------------ send */
+
+/* Executes one WR; returns its completion status. */
+static enum iba_wc_status execute(dblQpL* q, struct iba_send_wr* wr, uint32_t* bytes)
+{
+  uint64_t len = 0;
+  for (int i = 0; i < wr->num_sge; i++) len += wr->sg_list[i].length;
+  *bytes = (uint32_t)len;
+  fabLock();
+  dblQp* me = &gFab->qps[q->slot];
+  dblQp* peer = findQp(me->destQpn);
+  if (peer == NULL || peer->destQpn != me->qpn || (peer->state != IBA_QPS_RTR && peer->state != IBA_QPS_RTS)) {
+    fabUnlock();
+    return IBA_WC_RETRY_EXC_ERR; /* nobody answers */
+  }
+  /* the local gather list: lkeys of this process and PD, in bounds */
+  for (int i = 0; i < wr->num_sge; i++) {
+    dblMr* m = findMr(wr->sg_list[i].lkey);
+    uint64_t a = wr->sg_list[i].addr, l = wr->sg_list[i].length;
+    if (m == NULL || m->pid != getpid() || m->pd != q->pdId || a < m->addr || l > m->len || a - m->addr > m->len - l) {
+      fabUnlock();
+      return IBA_WC_LOC_PROT_ERR;
+    }
+  }
+  int atomic = wr->opcode == IBA_WR_ATOMIC_FETCH_AND_ADD;
+  uint64_t raddr = atomic ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
+  uint32_t rkey = atomic ? wr->wr.atomic.rkey : wr->wr.rdma.rkey;
+  if (len == 0 && !atomic) { /* a zero-length write touches no memory and checks no rkey */
+    fabUnlock();
+    return IBA_WC_SUCCESS;
+  }
+  dblMr* r = findMr(rkey);
+  uint64_t need = atomic ? IBA_ACCESS_REMOTE_ATOMIC : IBA_ACCESS_REMOTE_WRITE;
+  uint64_t rl = atomic ? 8 : len;
+  if (r == NULL || r->pd != peer->pd || r->pid != peer->pid || !(r->access & need) || raddr < r->addr ||
+      rl > r->len || raddr - r->addr > r->len - rl || (atomic && (raddr & 7))) {
+    fabUnlock();
+    return IBA_WC_REM_ACCESS_ERR;
+  }
+  int pid = r->pid;
+  enum iba_wc_status st = IBA_WC_SUCCESS;
+  if (atomic) {
+    /* read, add, write back under the fabric lock (not atomic against the owner's CPU) */
+    uint64_t old = 0;
+    struct iovec l = {&old, 8}, rv = {(void*)(uintptr_t)raddr, 8};
+    if (process_vm_readv(pid, &l, 1, &rv, 1, 0) != 8) {
+      st = IBA_WC_REM_OP_ERR;
+    } else {
+      uint64_t v = old + wr->wr.atomic.compare_add;
+      struct iovec lv = {&v, 8};
+      if (process_vm_writev(pid, &lv, 1, &rv, 1, 0) != 8) st = IBA_WC_REM_OP_ERR;
+      if (st == IBA_WC_SUCCESS && wr->num_sge > 0) memcpy((void*)(uintptr_t)wr->sg_list[0].addr, &old, 8);
+    }
+    fabUnlock();
+    return st;
+  }
+  uint64_t off = 0;
+  for (int i = 0; i < wr->num_sge && st == IBA_WC_SUCCESS; i++) {
+    uint64_t done = 0, l = wr->sg_list[i].length;
+    while (done < l) {
+      struct iovec lv = {(void*)(uintptr_t)(wr->sg_list[i].addr + done), l - done};
+      struct iovec rv = {(void*)(uintptr_t)(raddr + off + done), l - done};
+      ssize_t n = pid == getpid() ? (memmove(rv.iov_base, lv.iov_base, l - done), (ssize_t)(l - done))
+                                  : process_vm_writev(pid, &lv, 1, &rv, 1, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        st = IBA_WC_REM_OP_ERR; /* the owner is gone, or the memory was unmapped */
+        break;
+      }
+      done += (uint64_t)n;
+    }
+    off += l;
+  }
+  fabUnlock();
+  return st;
+}
+
+static int dblPostSend(struct iba_qp* qp, struct iba_send_wr* wr, struct iba_send_wr** bad)
+{
+  dblQpL* q = (dblQpL*)qp;
+  for (; wr != NULL; wr = wr->next) {
+    if (qp->state != IBA_QPS_RTS && qp->state != IBA_QPS_ERR) {
+      *bad = wr;
+      return EINVAL;
+    }
+    if (wr->num_sge < 0 || (uint32_t)wr->num_sge > q->maxSendSge ||
+        (wr->opcode != IBA_WR_RDMA_WRITE && wr->opcode != IBA_WR_ATOMIC_FETCH_AND_ADD)) {
+      *bad = wr;
+      return EINVAL;
+    }
+    if (q->posted - __atomic_load_n(&q->retired, __ATOMIC_ACQUIRE) >= q->maxSendWr) {
+      *bad = wr;
+      return ENOMEM;
+    }
+    uint64_t seq = ++q->posted;
+    enum iba_wc_opcode op = wr->opcode == IBA_WR_RDMA_WRITE ? IBA_WC_RDMA_WRITE : IBA_WC_FETCH_ADD;
+    if (qp->state == IBA_QPS_ERR) {
+      pushCqe(q, seq, wr->wr_id, IBA_WC_WR_FLUSH_ERR, op, 0);
+      continue;
+    }
+    uint32_t bytes = 0;
+    enum iba_wc_status st = execute(q, wr, &bytes);
+    if (st != IBA_WC_SUCCESS) {
+      pushCqe(q, seq, wr->wr_id, st, op, 0); /* errors complete whether signaled or not */
+      struct iba_qp_attr at = {.qp_state = IBA_QPS_ERR};
+      ibv_modify_qp(qp, &at, IBA_QP_STATE);
+    } else if (wr->send_flags & IBA_SEND_SIGNALED) {
+      pushCqe(q, seq, wr->wr_id, st, op, bytes);
+    }
+  }
+  return 0;
+}
+
+const char* ibv_wc_status_str(enum iba_wc_status s)
+{
+  static const char* names[] = {"success",
+                                "local length error",
+                                "local QP operation error",
+                                "local EE context operation error",
+                                "local protection error",
+                                "Work Request Flushed Error",
+                                "memory bind operation error",
+                                "bad response error",
+                                "local access error",
+                                "remote invalid request error",
+                                "remote access error",
+                                "remote operation error",
+                                "transport retry counter exceeded",
+                                "RNR retry counter exceeded",
+                                "local RDD violation error",
+                                "remote invalid RD request",
+                                "aborted error",
+                                "invalid EE context number",
+                                "invalid EE context state",
+                                "fatal error",
+                                "response timeout error",
+                                "general error"};
+  return (s >= 0 && (size_t)s < sizeof(names) / sizeof(names[0])) ? names[s] : "unknown";
+}
