@@ -20,10 +20,11 @@
 package ib
 
 /*
-#cgo CFLAGS: -I${SRCDIR} -I${SRCDIR}/../impl/engine -I${SRCDIR}/../include -O2 -Wall
+#cgo CFLAGS: -I${SRCDIR} -I${SRCDIR}/../impl/engine -I${SRCDIR}/../impl/dynlib -I${SRCDIR}/../include -O2 -Wall
 #cgo LDFLAGS: -ldl -lpthread
 #include <stdlib.h>
 #include "ibcore.h"
+static const dynSym* ibSymsPtr(void) { return ibSyms; }
 */
 import "C"
 
@@ -34,6 +35,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/mscclpp-go/mscclpp/impl/dynlib"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -92,15 +94,12 @@ func LoadPath(path string) (*Lib, error) {
 	}
 	libs.Unlock()
 	e.once.Do(func() {
-		cpath := C.CString(path)
-		defer C.free(unsafe.Pointer(cpath))
-		var msg [512]C.char
-		api := C.ibLoad(cpath, &msg[0], C.int(len(msg)))
-		if api == nil {
-			e.err = status.Errorf(status.SystemError, "IB unavailable: %s", C.GoString(&msg[0]))
+		l := dynlib.New(path, unsafe.Pointer(C.ibSymsPtr()), C.sizeof_ibApi, status.SystemError)
+		if err := l.Load(); err != nil {
+			e.err = status.Errorf(status.SystemError, "IB unavailable: %s", strings.TrimPrefix(err.Error(), "no "))
 			return
 		}
-		e.lib = &Lib{path: path, api: api}
+		e.lib = &Lib{path: path, api: (*C.ibApi)(l.Table())}
 	})
 	return e.lib, e.err
 }

@@ -31,52 +31,17 @@ static int fail(char* err, int errLen, const char* fmt, ...)
 
 /* ---------------------------------------------------------------- loading */
 
-typedef struct {
-  const char* name;
-  size_t offset;
-} ibSym;
-
-#define SYM(f) {"ibv_" #f, offsetof(ibApi, f)}
-static const ibSym ibSyms[] = {
+/* Every symbol used exists at IBVERBS_1.1 in rdma-core (objdump -T); the
+ * unversioned dlsym would pick the default version, which is the same one
+ * today but need not stay so. impl/dynlib loads them (dlvsym). */
+#define SYM(f) {"ibv_" #f, NULL, "IBVERBS_1.1", offsetof(ibApi, f)}
+const dynSym ibSyms[] = {
     SYM(get_device_list), SYM(free_device_list), SYM(get_device_name), SYM(open_device), SYM(close_device),
     SYM(query_device),    SYM(query_port),       SYM(query_gid),       SYM(alloc_pd),    SYM(dealloc_pd),
     SYM(reg_mr),          SYM(dereg_mr),         SYM(create_cq),       SYM(destroy_cq),  SYM(create_qp),
-    SYM(modify_qp),       SYM(destroy_qp),       SYM(wc_status_str),   {NULL, 0},
+    SYM(modify_qp),       SYM(destroy_qp),       SYM(wc_status_str),   {NULL, NULL, NULL, 0},
 };
 #undef SYM
-
-ibApi* ibLoad(const char* path, char* err, int errLen)
-{
-  dlerror();
-  void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (h == NULL) {
-    const char* why = dlerror();
-    fail(err, errLen, "%s: %s", path, why ? why : "dlopen failed");
-    return NULL;
-  }
-  ibApi* a = calloc(1, sizeof(*a));
-  if (a == NULL) {
-    fail(err, errLen, "%s: out of memory", path);
-    return NULL;
-  }
-  for (const ibSym* s = ibSyms; s->name != NULL; s++) {
-    /* Every symbol used exists at IBVERBS_1.1 in rdma-core (objdump -T); the
-     * unversioned dlsym would pick the default version, which is the same one
-     * today but need not stay so. */
-    dlerror();
-    void* p = dlvsym(h, s->name, "IBVERBS_1.1");
-    if (p == NULL) {
-      const char* why = dlerror();
-      fail(err, errLen, "%s: symbol %s@IBVERBS_1.1 not found%s%s", path, s->name, why ? ": " : "", why ? why : "");
-      free(a);
-      /* h stays open: dlclose of a library that started provider threads is not safe */
-      return NULL;
-    }
-    *(void**)((char*)a + s->offset) = p;
-  }
-  a->handle = h;
-  return a;
-}
 
 int ibDeviceNames(const ibApi* a, char (*names)[IBA_SYSFS_NAME_MAX], int max, char* err, int errLen)
 {

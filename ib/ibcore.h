@@ -18,6 +18,7 @@
 #ifndef MSCCLPP_IBCORE_H_
 #define MSCCLPP_IBCORE_H_
 
+#include "dynlib.h"
 #include <pthread.h>
 #include <stdint.h>
 
@@ -46,12 +47,10 @@ typedef struct ibApi {
   iba_modify_qp_fn modify_qp;
   iba_destroy_qp_fn destroy_qp;
   iba_wc_status_str_fn wc_status_str;
-  void* handle; /* dlopen handle, never closed */
 } ibApi;
 
-/* dlopen(path) and dlvsym every entry point at IBVERBS_1.1. Returns a table
- * (never freed) or NULL with err naming the library and the symbol. */
-ibApi* ibLoad(const char* path, char* err, int errLen);
+/* The entry points of ibApi at IBVERBS_1.1, for impl/dynlib's loader (NULL-terminated). */
+extern const dynSym ibSyms[];
 
 /* Names of the devices the library sees: fills names[i] (up to max), returns
  * the count, or -1 with err. Never calls ibv_free_device_list(NULL). */

@@ -52,4 +52,5 @@ int ibEngOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint
   return mscclppSuccess;
 }
 
-const engOps ibEngOps = {"IB", ibEngOp, NULL, NULL};
+/* per-connection state (engConn.transport) is freed by the Go side (ConnState.Free) */
+const engOps ibEngOps = ENG_OPS("IB", ibEngOp, engOpsNoThreadInit, engOpsNoPublishTail, engOpsNoClose);

@@ -22,7 +22,7 @@ int dynResolve(const char* name, const dynSym* syms, void* table, char* err, int
       p = s->version != NULL ? dlvsym(h, s->fallback, s->version) : dlsym(h, s->fallback);
     if (p == NULL) {
       if (s->version != NULL)
-        snprintf(err, (size_t)errLen, "%s: symbol \"%s\" version %s not found", name, s->name, s->version);
+        snprintf(err, (size_t)errLen, "%s: symbol %s@%s not found", name, s->name, s->version);
       else
         snprintf(err, (size_t)errLen, "%s: symbol \"%s\" not found", name, s->name);
       return -1;
