@@ -373,6 +373,12 @@ func (c *Comm) ProxyStop() error {
 	if serr := c.stopProxies(); err == nil {
 		err = serr
 	}
+	if err == nil {
+		// Every rank has stopped its proxies and completed its own writes (an RDMA write
+		// completes at the writer): after this barrier all of them have landed. Always,
+		// so that every rank makes the same collectives whatever its transports.
+		err = c.Barrier()
+	}
 	return err
 }
 

@@ -81,7 +81,7 @@ func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t 
 	if withBuffer {
 		local = buff
 	}
-	ep, err := tr.Connect(idx, remoteRank, tag, local)
+	ep, err := tr.Connect(idx, remoteRank, tag, local, ibDev)
 	if err != nil {
 		return fmt.Errorf("connect to rank %d tag %d: %w", remoteRank, tag, err)
 	}

@@ -1,6 +1,7 @@
 package impl
 
 import (
+	"github.com/mscclpp-go/mscclpp/ib"
 	"github.com/mscclpp-go/mscclpp/impl/eth"
 	"github.com/mscclpp-go/mscclpp/impl/p2p"
 	"github.com/mscclpp-go/mscclpp/impl/shm"
@@ -13,6 +14,7 @@ var transports = []transport.Entry{
 	p2p.Entry,
 	shm.Entry,
 	eth.Entry,
+	ib.Entry,
 }
 
 func init() {

@@ -306,6 +306,9 @@ func (c *Conn) SetSleepers(local, remote unsafe.Pointer) {
 	c.p.remoteSleepers = (*C.uint32_t)(remote)
 }
 
+// SetTransport sets c's own transport state (engConn.transport), for transports with per-connection state.
+func (c *Conn) SetTransport(p unsafe.Pointer) { c.p.transport = p }
+
 // PeerRank is the rank at the other end of c.
 func (c *Conn) PeerRank() int { return int(c.p.peerRank) }
 

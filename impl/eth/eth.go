@@ -149,7 +149,7 @@ func (e *eth) admit(c *net.TCPConn) {
 
 func (e *eth) Check(int, *string) error { return nil }
 
-func (e *eth) Connect(idx, peer, tag int, local unsafe.Pointer) (transport.Endpoint, error) {
+func (e *eth) Connect(idx, peer, tag int, local unsafe.Pointer, _ *string) (transport.Endpoint, error) {
 	// my signal slot is in the node segment, as for SHM: waits work the same way
 	return e.h.HostSlot(idx, peer, tag, local, e.ctx), nil
 }

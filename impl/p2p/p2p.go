@@ -75,7 +75,7 @@ func (c *p2p) Check(peer int, _ *string) error {
 }
 
 // Connect sets up connection idx's device-side fields over P2P (entering CUDA mode first).
-func (c *p2p) Connect(idx, peer, tag int, local unsafe.Pointer) (transport.Endpoint, error) {
+func (c *p2p) Connect(idx, peer, tag int, local unsafe.Pointer, _ *string) (transport.Endpoint, error) {
 	if err := c.enterCUDA(local); err != nil {
 		return transport.Endpoint{}, err
 	}

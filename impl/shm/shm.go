@@ -66,7 +66,7 @@ func (s *shm) Check(peer int, _ *string) error {
 	return nil
 }
 
-func (s *shm) Connect(idx, peer, tag int, local unsafe.Pointer) (transport.Endpoint, error) {
+func (s *shm) Connect(idx, peer, tag int, local unsafe.Pointer, _ *string) (transport.Endpoint, error) {
 	if s.ctx == nil {
 		x, err := engine.NewCtx(s.h.Eng)
 		if err != nil {

@@ -70,8 +70,9 @@ type Transport interface {
 	// Check says whether a connection to peer can be served (nil) or why not; dev is the
 	// device name the application passed (mscclppConnect's ibDev), or nil.
 	Check(peer int, dev *string) error
-	// Connect sets up the local side of connection idx (entry idx of Host.DevConns) to peer.
-	Connect(idx, peer, tag int, local unsafe.Pointer) (Endpoint, error)
+	// Connect sets up the local side of connection idx (entry idx of Host.DevConns) to peer;
+	// dev is what Check was given.
+	Connect(idx, peer, tag int, local unsafe.Pointer, dev *string) (Endpoint, error)
 	// Describe is registration b (handle h) of connection idx as an opaque blob for the peer.
 	Describe(idx, h int, b Buffer) ([]byte, error)
 	// Import turns a blob the peer (pid) described into a registration usable here.
@@ -88,7 +89,8 @@ type Transport interface {
 	Write(rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, stream uintptr) error
 	// Contexts are the proxy contexts this transport created.
 	Contexts() []*engine.Ctx
-	// Stopped runs once the proxies stopped: wait for work they left in flight.
+	// Stopped runs once the proxies stopped: complete the work they left in flight (this
+	// rank's writes); mscclppProxyStop ends with a barrier after every rank's Stopped.
 	Stopped() error
 	// Close releases everything; the proxies are stopped and no host call is inside a context.
 	Close() error

@@ -104,7 +104,14 @@ compile fifo "$root/tests/c/shm/fifo.cc" &
 compile kill "$root/tests/c/shm/kill.cc" &
 wait
 compile stop "$root/tests/c/shm/stop.cc"
-for b in launch bootstrap nodeshm perf allgather fifo kill stop; do
+# the libibverbs test double (tests/ib/double): RC QPs between processes, here across nodes
+mkdir -p "$out/ibdouble"
+if gcc -shared -fPIC -O2 -Wall -I "$root/ib" -o "$out/ibdouble/libibverbs.so.1" -Wl,-soname,libibverbs.so.1 \
+  -Wl,--version-script="$root/tests/ib/double/ibverbs_double.map" "$root/tests/ib/double/ibverbs_double.c" -lpthread \
+  >"$out/build-ibdouble.log" 2>&1; then
+  : >"$out/built-ibdouble"
+fi
+for b in launch bootstrap nodeshm perf allgather fifo kill stop ibdouble; do
   if [ -e "$out/built-$b" ]; then
     built[$b]=1
   else
@@ -263,6 +270,19 @@ ranks_case mn-eth-fifo-wrap-2x1 60 fifo -k 2 -n 2 "${eth[@]}" -- "$out/fifo" wra
 ranks_case mn-eth-fifo-flagorder-2x1 60 fifo -k 2 -n 2 "${eth[@]}" -- "$out/fifo" flagorder
 ranks_case mn-eth-stop-4x1 60 stop -k 4 -n 4 "${eth[@]}" -- "$out/stop"
 ranks_case mn-eth-kill-2x2 60 kill -k 2 -n 4 --expect-fail 3 "${eth[@]}" -- "$out/kill" 3 timeout
+
+# ---- the same over the IB transport, against the libibverbs test double ----
+ibenv=(-e MSCCLPP_TEST_TRANSPORT=ib -e MSCCLPP_TEST_IB_DEV=double_0 -e "MSCCLPP_IBV_SO=$out/ibdouble/libibverbs.so.1"
+  -e "MSCCLPP_IBV_DOUBLE_DIR={DIR}" -e MSCCLPP_PERF_TRANSPORT=ib -e MSCCLPP_PERF_IB_DEV=double_0)
+if [ "${built[ibdouble]:-0}" = 1 ]; then
+  built[perf_ib]=1
+  ranks_case mn-ib-perf-2x2 60 perf -k 2 -n 4 "${ibenv[@]}" -- "$out/perf" -b 8 -e 1M -f 8 -n 2 -w 1 -c 1
+  ranks_case mn-ib-perf-4x1 60 perf -k 4 -n 4 "${ibenv[@]}" -- "$out/perf" -b 8 -e 1M -f 8 -n 2 -w 1 -c 1
+  ranks_case mn-ib-allgather-2x2 60 allgather -k 2 -n 4 "${ibenv[@]}" -- "$out/allgather" --iters 100 --chunk 1000 --big-iters 2 --big-chunk $((4 << 20))
+  ranks_case mn-ib-allgather-4x1 60 allgather -k 4 -n 4 "${ibenv[@]}" -- "$out/allgather" --malloc --iters 100 --chunk 1000 --big-iters 2 --big-chunk $((2 << 20))
+  ranks_case mn-ib-fifo-wrap-2x1 60 fifo -k 2 -n 2 "${ibenv[@]}" -- "$out/fifo" wrap
+  ranks_case mn-ib-stop-4x1 60 stop -k 4 -n 4 "${ibenv[@]}" -- "$out/stop"
+fi
 
 # ---- cleanup after a timeout, SIGTERM and SIGKILL ----
 if want_case mn-timeout-cleanup; then

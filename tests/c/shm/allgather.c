@@ -106,7 +106,7 @@ int main(int argc, char** argv)
   }
   memset(buf, 0xEE, bufBytes);
   for (int p = 0; p < n; p++)
-    if (p != me) SU_CK(mscclppConnect(su_comm, p, 0, buf, bufBytes, su_transport(), NULL));
+    if (p != me) SU_CK(mscclppConnect(su_comm, p, 0, buf, bufBytes, su_transport(), su_ibdev()));
   SU_CK(mscclppConnectionSetup(su_comm));
   mscclppDevConn_t* all;
   int nConns = 0;

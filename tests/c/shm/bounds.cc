@@ -47,7 +47,7 @@ int main(int argc, char** argv)
   memset(alloc, 0xEE, total);
   char* buf = alloc + GUARD;
   su_fill(buf + S / 2, S / 2, su_seed(3, me, 0)); /* the source half: [S/2, S) */
-  SU_CK(mscclppConnect(su_comm, peer, 0, buf, S, su_transport()));
+  SU_CK(mscclppConnect(su_comm, peer, 0, buf, S, su_transport(), su_ibdev()));
   SU_CK(mscclppConnectionSetup(su_comm));
   SU_CK(mscclppProxyLaunch(su_comm));
   mscclppDevConn_t* cp = nullptr;

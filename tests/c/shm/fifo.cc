@@ -87,8 +87,8 @@ static int run_wrap()
   alloc_buf(2 * (size_t)K * SLOT);
   uint64_t seed = su_seed(77, me, 0);
   su_fill(buf + (size_t)K * SLOT, (size_t)K * SLOT, seed);
-  SU_CK(mscclppConnect(su_comm, to, 0, buf, bufBytes, su_transport()));
-  if (from != to) SU_CK(mscclppConnect(su_comm, from, 0, buf, bufBytes, su_transport()));
+  SU_CK(mscclppConnect(su_comm, to, 0, buf, bufBytes, su_transport(), su_ibdev()));
+  if (from != to) SU_CK(mscclppConnect(su_comm, from, 0, buf, bufBytes, su_transport(), su_ibdev()));
   SU_CK(mscclppConnectionSetup(su_comm));
   mscclppDevConn_t* out = nullptr;
   mscclppDevConn_t* in = nullptr;
@@ -209,7 +209,7 @@ static int run_concurrent()
   for (int k = 1; k < n && (int)peers.size() < 2; k++) peers.push_back((me + k) % n);
   /* every rank connects to all others so that the mirror connections exist */
   for (int p = 0; p < n; p++)
-    if (p != me) SU_CK(mscclppConnect(su_comm, p, 0, buf, bufBytes, su_transport()));
+    if (p != me) SU_CK(mscclppConnect(su_comm, p, 0, buf, bufBytes, su_transport(), su_ibdev()));
   SU_CK(mscclppConnectionSetup(su_comm));
   SU_CK(mscclppProxyLaunch(su_comm));
   std::vector<mscclppDevConn_t*> conn(n, nullptr);
@@ -296,7 +296,7 @@ static int run_order()
   size_t area = (size_t)NT * TS;     /* 16 MiB */
   su_comm_init();
   alloc_buf(3 * area); /* [0,area): receive (a), [area,2area): receive (b), [2area,3area): source */
-  SU_CK(mscclppConnect(su_comm, peer, 0, buf, bufBytes, su_transport()));
+  SU_CK(mscclppConnect(su_comm, peer, 0, buf, bufBytes, su_transport(), su_ibdev()));
   SU_CK(mscclppConnectionSetup(su_comm));
   SU_CK(mscclppProxyLaunch(su_comm));
   mscclppDevConn_t* cp = nullptr;
@@ -353,7 +353,7 @@ static int run_flagorder()
   const size_t BIG = 64u << 20, SRC = BIG + 64;
   su_comm_init();
   alloc_buf(SRC + BIG); /* [0,BIG): big receive, [BIG,BIG+8): small receive, [SRC,SRC+BIG): source */
-  SU_CK(mscclppConnect(su_comm, peer, 0, buf, bufBytes, su_transport()));
+  SU_CK(mscclppConnect(su_comm, peer, 0, buf, bufBytes, su_transport(), su_ibdev()));
   SU_CK(mscclppConnectionSetup(su_comm));
   mscclppDevConn_t* cp = nullptr;
   SU_CK(mscclppGetDeviceConnection(su_comm, peer, 0, &cp));

@@ -62,9 +62,9 @@ int main()
   int next = 0;
   for (int p = 0; p < n; p++) {
     if (p == me) continue;
-    SU_CK(mscclppConnect(su_comm, p, 0, B[1], S, su_transport()));
+    SU_CK(mscclppConnect(su_comm, p, 0, B[1], S, su_transport(), su_ibdev()));
     idx0[p] = next++;
-    SU_CK(mscclppConnectWithoutBuffer(su_comm, p, 1, su_transport()));
+    SU_CK(mscclppConnectWithoutBuffer(su_comm, p, 1, su_transport(), su_ibdev()));
     idx1[p] = next++;
   }
   for (int p = 0; p < n; p++) {

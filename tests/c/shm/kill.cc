@@ -54,7 +54,7 @@ int main(int argc, char** argv)
   }
   memset(buf, 0, S);
   for (int p = 0; p < n; p++)
-    if (p != me) SU_CK(mscclppConnect(su_comm, p, 0, buf, S, su_transport()));
+    if (p != me) SU_CK(mscclppConnect(su_comm, p, 0, buf, S, su_transport(), su_ibdev()));
   SU_CK(mscclppConnectionSetup(su_comm));
   SU_CK(mscclppProxyLaunch(su_comm));
   std::vector<mscclppDevConn_t*> conn(n, nullptr);

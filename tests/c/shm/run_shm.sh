@@ -73,8 +73,9 @@ want_case() {
 # case_lenv=(VAR=VALUE ...) before a run_case sets launcher variables for that case only.
 case_lenv=()
 run_case() {
-  local name=$1 n=$2 t=$3 ef=$4 prog=$5
+  local name=$1 n=$2 t=$3 ef=$4 prog=$5 lenv=("${case_lenv[@]}")
   shift 5
+  case_lenv=()
   want_case "$name" || return 0
   if [ -z "${built[launch]:-}" ]; then
     echo "SKIP $name: the launcher did not build"
@@ -88,8 +89,7 @@ run_case() {
   fi
   local efargs=() e
   [ "$ef" != "-" ] && efargs=(--expect-fail "$ef")
-  for e in "${case_lenv[@]}"; do efargs+=(-e "$e"); done
-  case_lenv=()
+  for e in "${lenv[@]}"; do efargs+=(-e "$e"); done
   local log="$out/$name.log" t0 t1 rc
   t0=$(date +%s.%N)
   "$out/launch" -n "$n" -t "$t" "${efargs[@]}" "$out/$prog" "$@" >"$log" 2>&1
@@ -167,6 +167,33 @@ eth eth_bounds_n2 2 60 - bounds
 eth eth_kill_waittimeout_n2 2 60 1 kill 1 timeout
 eth eth_kill_wait_n3 3 60 2 kill 2 wait --malloc
 eth eth_stop_n2 2 60 - stop
+# ... and over the IB transport, against the libibverbs test double (tests/ib/double: RC QPs
+# between processes of this machine, no hardware)
+dbl="$out/ibdouble/libibverbs.so.1"
+mkdir -p "$out/ibdouble"
+if gcc -shared -fPIC -O2 -Wall -I "$root/ib" -o "$dbl" -Wl,-soname,libibverbs.so.1 \
+  -Wl,--version-script="$root/tests/ib/double/ibverbs_double.map" "$root/tests/ib/double/ibverbs_double.c" -lpthread \
+  >"$out/build-ibdouble.log" 2>&1; then
+  ib() {
+    case_lenv=(MSCCLPP_TEST_TRANSPORT=ib MSCCLPP_TEST_IB_DEV=double_0 "MSCCLPP_IBV_SO=$dbl" "MSCCLPP_IBV_DOUBLE_DIR={DIR}")
+    run_case "$@"
+  }
+  ib ib_allgather_hostalloc_n2 2 60 - allgather --iters 200 --chunk 1000 --big-iters 3 --big-chunk $((16 * MB))
+  ib ib_allgather_malloc_n3 3 60 - allgather --malloc --iters 200 --chunk 1000 --big-iters 3 --big-chunk $((4 * MB))
+  ib ib_handles_n2 2 60 - handles
+  ib ib_fifo_wrap_n2 2 60 - fifo wrap
+  ib ib_fifo_concurrent_n3 3 60 - fifo concurrent
+  ib ib_fifo_order_n2 2 60 - fifo order
+  ib ib_fifo_flagorder_n2 2 60 - fifo flagorder
+  ib ib_sizes_n2 2 90 - sizes
+  ib ib_bounds_n2 2 60 - bounds
+  ib ib_stop_n2 2 60 - stop
+  ib ib_kill_waittimeout_n2 2 60 1 kill 1 timeout
+else
+  echo "FAIL build-ibdouble"
+  sed 's/^/    /' "$out/build-ibdouble.log" | head -20
+  failed=$((failed + 1))
+fi
 # oversubscribed: 4 ranks, 1000 rounds of an 8-byte allgather in < 5 s
 run_case oversub_allgather_n4 4 60 - allgather --iters 1000 --chunk 8 --big-iters 0 --max-seconds 5
 if want_case oversub_allgather_n4 && [ -f "$out/oversub_allgather_n4.log" ]; then

@@ -127,12 +127,20 @@ static SU_UNUSED int su_check_impl(int ok, const char* file, int line, const cha
     if (!su_check_impl(!!(cond), __FILE__, __LINE__, #cond, __VA_ARGS__)) su_exit_fail(); \
   } while (0)
 
-/* The transport between ranks: mscclppTransportSHM, or Ethernet with MSCCLPP_TEST_TRANSPORT=ethernet
- * (the same data-path checks over TCP). */
+/* The transport between ranks: mscclppTransportSHM, or with MSCCLPP_TEST_TRANSPORT=ethernet|ib
+ * Ethernet or IB (the same data-path checks over TCP, or RDMA on MSCCLPP_TEST_IB_DEV). */
 static SU_UNUSED mscclppTransport_t su_transport(void)
 {
   const char* t = getenv("MSCCLPP_TEST_TRANSPORT");
-  return (t != NULL && strcmp(t, "ethernet") == 0) ? mscclppTransportEthernet : mscclppTransportSHM;
+  if (t != NULL && strcmp(t, "ethernet") == 0) return mscclppTransportEthernet;
+  if (t != NULL && strcmp(t, "ib") == 0) return mscclppTransportIB;
+  return mscclppTransportSHM;
+}
+
+/* The ibDev argument of mscclppConnect: MSCCLPP_TEST_IB_DEV for IB, else NULL. */
+static SU_UNUSED const char* su_ibdev(void)
+{
+  return su_transport() == mscclppTransportIB ? getenv("MSCCLPP_TEST_IB_DEV") : NULL;
 }
 
 /* Whether peers' buffers are mapped here (remoteBuff set for mscclppHostAlloc'd buffers). */

@@ -44,7 +44,7 @@ int main(int argc, char** argv)
   char* pad = buf + 2 * BIG;
   memset(buf, 0xEE, BIG);
   memset(pad, 0xEE, PAD);
-  SU_CK(mscclppConnect(su_comm, peer, 0, buf, S, su_transport()));
+  SU_CK(mscclppConnect(su_comm, peer, 0, buf, S, su_transport(), su_ibdev()));
   SU_CK(mscclppConnectionSetup(su_comm));
   SU_CK(mscclppProxyLaunch(su_comm));
   mscclppDevConn_t* cp = nullptr;

@@ -1,0 +1,224 @@
+package ib
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"unsafe"
+
+	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/status"
+	"github.com/mscclpp-go/mscclpp/impl/transport"
+)
+
+// TransportID is mscclppTransportIB.
+const TransportID transport.ID = 2
+
+// Entry registers the IB transport.
+var Entry = transport.Entry{ID: TransportID, Name: "IB", New: newIBT}
+
+// EnvMaxSendWr sets the send queue depth of each connection's QP (default 256).
+const EnvMaxSendWr = "MSCCLPP_IB_MAX_SEND_WR"
+
+// ibConn is one connection's verbs objects.
+type ibConn struct {
+	dev    *Context
+	cq     *CQ
+	qp     *QP
+	local  []*MR   // by local handle; 0 is the signal slot
+	peerQP *QPInfo // from the peer's handle 0
+	remote []MRInfo
+	state  *ConnState
+}
+
+// ibt is the IB transport of one communicator: devices opened on first use, one engine
+// context with ibEngOps, per connection a CQ, an RC QP and the registrations' MRs.
+type ibt struct {
+	h     *transport.Host
+	lib   *Lib
+	devs  map[string]*Context
+	ctx   *engine.Ctx
+	conns map[int]*ibConn
+	wr    int
+}
+
+func newIBT(h *transport.Host) (transport.Transport, error) {
+	lib, err := Load()
+	if err != nil {
+		return nil, err
+	}
+	ctx, err := engine.NewCtxOps(h.Eng, EngOps(), nil)
+	if err != nil {
+		return nil, err
+	}
+	wr := 256
+	if v := os.Getenv(EnvMaxSendWr); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			wr = n
+		}
+	}
+	return &ibt{h: h, lib: lib, devs: map[string]*Context{}, ctx: ctx, conns: map[int]*ibConn{}, wr: wr}, nil
+}
+
+// device opens ibDev once per communicator.
+func (t *ibt) device(ibDev string) (*Context, error) {
+	if x, ok := t.devs[ibDev]; ok {
+		return x, nil
+	}
+	x, err := Open(t.lib, ibDev, Options{GIDIndex: -1})
+	if err != nil {
+		return nil, err
+	}
+	t.devs[ibDev] = x
+	return x, nil
+}
+
+func (t *ibt) Check(peer int, dev *string) error {
+	if dev == nil {
+		return status.Errorf(status.InvalidArgument, "IB transport to rank %d: ibDev is NULL (name a device such as \"mlx5_0\")", peer)
+	}
+	_, err := t.device(*dev)
+	return err
+}
+
+// Connect opens the connection's CQ and QP; its signal slot is in the node segment (host
+// memory the peer's NIC writes), so waits work as for SHM, by polling: a NIC wakes no futex.
+func (t *ibt) Connect(idx, peer, tag int, local unsafe.Pointer, dev *string) (transport.Endpoint, error) {
+	x, err := t.device(*dev)
+	if err != nil {
+		return transport.Endpoint{}, err
+	}
+	cq, err := x.NewCQ(t.wr)
+	if err != nil {
+		return transport.Endpoint{}, err
+	}
+	qp, err := x.NewQP(cq, t.wr, fmt.Sprintf("rank %d", peer))
+	if err != nil {
+		cq.Close()
+		return transport.Endpoint{}, err
+	}
+	t.conns[idx] = &ibConn{dev: x, cq: cq, qp: qp}
+	return t.h.HostSlot(idx, peer, tag, local, t.ctx), nil
+}
+
+// Describe registers b with the connection's device at its full size; handle 0 also carries
+// the QP's address.
+func (t *ibt) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
+	c := t.conns[idx]
+	mr, err := c.dev.RegisterMR(uint64(uintptr(b.Ptr)), b.Size)
+	if err != nil {
+		return nil, fmt.Errorf("IB registration of handle %d (%d bytes): %w", h, b.Size, err)
+	}
+	if h >= len(c.local) {
+		c.local = append(c.local, make([]*MR, h+1-len(c.local))...)
+	}
+	if c.local[h] != nil {
+		c.local[h].Close()
+	}
+	c.local[h] = mr
+	blob := mr.Info().Marshal()
+	if h == 0 {
+		blob = append(c.qp.Info().Marshal(), blob...)
+	}
+	return blob, nil
+}
+
+func (t *ibt) Import(idx, _ int, blob []byte) (engine.Reg, error) {
+	c := t.conns[idx]
+	mrBytes := len(MRInfo{}.Marshal())
+	if len(blob) > mrBytes && c.peerQP == nil {
+		qi, err := UnmarshalQPInfo(blob[:len(blob)-mrBytes])
+		if err != nil {
+			return engine.Reg{}, &status.Error{Code: status.RemoteError, Msg: "the peer's IB QP: " + err.Error()}
+		}
+		c.peerQP = &qi
+		blob = blob[len(blob)-mrBytes:]
+	}
+	mi, err := UnmarshalMRInfo(blob)
+	if err != nil {
+		return engine.Reg{}, &status.Error{Code: status.RemoteError, Msg: "the peer's IB registration: " + err.Error()}
+	}
+	if t.state(idx) == nil { // registrations of mscclppRegisterBuffer after setup are not kept
+		c.remote = append(c.remote, mi)
+	}
+	return engine.Reg{Addr: mi.Addr, Size: mi.Size}, nil
+}
+
+func (t *ibt) state(idx int) *ConnState { return t.conns[idx].state }
+
+// Finish moves the QP to RTS against the peer's and hands the connection's keys to ibEngOps.
+func (t *ibt) Finish(idx int, conn *engine.Conn, _, _ []engine.Reg, _ [][]byte) error {
+	c := t.conns[idx]
+	if c.peerQP == nil {
+		return status.Errorf(status.RemoteError, "the peer sent no IB QP for connection %d", idx)
+	}
+	if err := c.qp.Connect(*c.peerQP); err != nil {
+		return err
+	}
+	st, err := NewConnState(c.qp, c.local, c.remote)
+	if err != nil {
+		return err
+	}
+	c.state = st
+	conn.SetTransport(st.Ptr())
+	if !t.h.OnMyNode(conn.PeerRank()) {
+		conn.SetPeerPid(0) // its pid means nothing here: a failed write names it
+	}
+	return nil
+}
+
+func (t *ibt) LocalReg(b transport.Buffer) engine.Reg {
+	return engine.Reg{Mapped: b.Ptr, Addr: uint64(uintptr(b.Ptr)), Size: b.Size}
+}
+
+// AppPointer: the peer's memory is reachable through the NIC only.
+func (t *ibt) AppPointer(engine.Reg) unsafe.Pointer { return nil }
+
+func (t *ibt) PutPath([]engine.Reg) string {
+	return "RDMA writes on an RC QP, the signal count written after them on the same QP"
+}
+
+func (t *ibt) Write(engine.RegRecord, uint64, unsafe.Pointer, uint64, uintptr) error {
+	return status.Errorf(status.InvalidUsage, "mscclppRegisteredBufferWrite over the IB transport is not supported: use puts on the connection")
+}
+
+func (t *ibt) Contexts() []*engine.Ctx { return []*engine.Ctx{t.ctx} }
+
+// Stopped completes every write this rank posted (completed == posted on every QP).
+func (t *ibt) Stopped() error {
+	for idx, c := range t.conns {
+		if c.state == nil {
+			continue
+		}
+		if err := c.qp.Flush(t.h.Timeout); err != nil {
+			return fmt.Errorf("connection %d: %w", idx, err)
+		}
+	}
+	return nil
+}
+
+// Close tears down in reverse: connection state, QPs, MRs, CQs, then the devices.
+func (t *ibt) Close() error {
+	if t.ctx != nil {
+		t.ctx.Free()
+		t.ctx = nil
+	}
+	for _, c := range t.conns {
+		if c.state != nil {
+			c.state.Free()
+		}
+		c.qp.Close()
+		for _, m := range c.local {
+			if m != nil {
+				m.Close()
+			}
+		}
+		c.cq.Close()
+	}
+	t.conns = nil
+	for _, x := range t.devs {
+		x.Close()
+	}
+	t.devs = nil
+	return nil
+}
