@@ -19,7 +19,7 @@ import (
 
 // shmCollectives reports whether AllGather of size bytes per rank goes through shared memory.
 func (c *Comm) shmCollectives(size int) bool {
-	return c.node != nil && c.nranks > 1 && len(c.localOf) == c.nranks && size <= nodeshm.CollSlotBytes
+	return c.node != nil && c.nranks > 1 && len(c.host.LocalOf) == c.nranks && size <= nodeshm.CollSlotBytes
 }
 
 // allGatherShm is AllGather through the node segment (local index == rank on a single node).
@@ -80,7 +80,7 @@ func (c *Comm) waitSeq(p int, k uint64, deadline time.Time) error {
 		if pid := c.node.Pid(p); engine.ProcessGone(pid) && atomic.LoadUint64(seq) < k {
 			return status.Errorf(status.RemoteError, "rank %d (pid %d) exited before collective %d", p, pid, k)
 		}
-		if err := c.eng.Err(); status.CodeOf(err) == status.RemoteError {
+		if err := c.host.Eng.Err(); status.CodeOf(err) == status.RemoteError {
 			return err
 		}
 		if now.After(deadline) {

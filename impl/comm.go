@@ -29,14 +29,7 @@ type Comm struct {
 	nranks int
 	boot   *bootstrap.Bootstrap
 	host   transport.Host // who is where, the node segment, the engine: what transports see
-
-	// shorthands of host's fields
-	hostIDs  []string
-	localIdx int
-	localOf  map[int]int
-	node     *nodeshm.Segment
-	eng      *engine.Comm
-	devConns engine.DevConns
+	node   *nodeshm.Segment
 
 	conns      []*Conn
 	transports map[Transport]transport.Transport // made at the first connection over each
@@ -120,7 +113,8 @@ var versionOnce sync.Once
 
 func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 	versionOnce.Do(func() { logx.Versionf("MSCCL++ version 0.1.0 (Go implementation)") })
-	c := &Comm{rank: b.Rank(), nranks: b.Size(), boot: b, hostIDs: b.HostIDs(), transports: map[Transport]transport.Transport{}}
+	c := &Comm{rank: b.Rank(), nranks: b.Size(), boot: b, transports: map[Transport]transport.Transport{}}
+	c.host = transport.Host{Rank: c.rank, NRanks: c.nranks, HostIDs: b.HostIDs(), ListenIP: listenIP(b.ListenAddr()), Timeout: BootstrapTimeout()}
 	fail := func(err error) (*Comm, error) {
 		b.Abort(err)
 		b.Close()
@@ -129,19 +123,18 @@ func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 	if err := c.initNode(start); err != nil {
 		return fail(err)
 	}
-	c.waitCfg = waitBackoff(len(c.localOf))
-	c.eng = engine.NewComm(c.rank, c.waitCfg, proxyBackoff())
-	c.eng.SetStreamBytes(uint64(envUint("MSCCLPP_STREAM_COPY_BYTES", 8<<20)), uint64(envUint("MSCCLPP_STREAM_COPY_MAX_BYTES", 128<<20)))
-	c.devConns = engine.NewDevConns(engine.MaxConns)
-	c.host = transport.Host{Rank: c.rank, NRanks: c.nranks, HostIDs: c.hostIDs, LocalIdx: c.localIdx, LocalOf: c.localOf,
-		Node: c.node, Eng: c.eng, DevConns: c.devConns, ListenIP: listenIP(b.ListenAddr()), Timeout: BootstrapTimeout()}
+	c.waitCfg = waitBackoff(len(c.host.LocalOf))
+	c.host.Eng = engine.NewComm(c.rank, c.waitCfg, proxyBackoff())
+	c.host.Eng.SetStreamBytes(uint64(envUint("MSCCLPP_STREAM_COPY_BYTES", 8<<20)), uint64(envUint("MSCCLPP_STREAM_COPY_MAX_BYTES", 128<<20)))
+	c.host.DevConns = engine.NewDevConns(engine.MaxConns)
+	c.host.Node = c.node
 	for _, e := range transport.All() {
 		if e.Init == nil {
 			continue
 		}
 		if err := e.Init(&c.host); err != nil {
-			c.devConns.Free()
-			c.eng.Free()
+			c.host.DevConns.Free()
+			c.host.Eng.Free()
 			c.node.Close()
 			return fail(fmt.Errorf("rank %d: %s transport: %w", c.rank, e.Name, err))
 		}
@@ -149,7 +142,7 @@ func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 	// Peers write into this process with process_vm_writev where memory is not shared;
 	// allow it under Yama's ptrace restrictions (EINVAL where Yama is absent is fine).
 	_ = unix.Prctl(unix.PR_SET_PTRACER, uintptr(unix.PR_SET_PTRACER_ANY), 0, 0, 0)
-	logx.Infof(logx.Init, "rank %d of %d ready in %v (%d ranks on this node)", c.rank, c.nranks, time.Since(start), len(c.localOf))
+	logx.Infof(logx.Init, "rank %d of %d ready in %v (%d ranks on this node)", c.rank, c.nranks, time.Since(start), len(c.host.LocalOf))
 	return c, nil
 }
 
@@ -163,17 +156,17 @@ func listenIP(addr string) string {
 
 // initNode finds the ranks of this node and maps the node's shared-memory segment.
 func (c *Comm) initNode(start time.Time) error {
-	c.localOf = map[int]int{}
+	c.host.LocalOf = map[int]int{}
 	leader := -1
-	for r, h := range c.hostIDs {
-		if h == c.hostIDs[c.rank] {
+	for r, h := range c.host.HostIDs {
+		if h == c.host.HostIDs[c.rank] {
 			if leader < 0 {
 				leader = r
 			}
-			c.localOf[r] = len(c.localOf)
+			c.host.LocalOf[r] = len(c.host.LocalOf)
 		}
 	}
-	c.localIdx = c.localOf[c.rank]
+	c.host.LocalIdx = c.host.LocalOf[c.rank]
 	// A per-instance nonce from rank 0 names the segment, so a communicator re-formed
 	// at the same address never meets a stale segment of an earlier one; every rank's
 	// pid lets local ranks notice one that exits while they wait for it.
@@ -189,7 +182,7 @@ func (c *Comm) initNode(start time.Time) error {
 	}
 	nonce := binary.LittleEndian.Uint64(buf[:8])
 	alive := func() error {
-		for r := range c.localOf {
+		for r := range c.host.LocalOf {
 			if pid := int(binary.LittleEndian.Uint64(buf[16*r+8:])); r != c.rank && engine.ProcessGone(pid) {
 				return status.Errorf(status.RemoteError, "rank %d (pid %d) on this node exited during mscclppCommInitRank", r, pid)
 			}
@@ -197,11 +190,11 @@ func (c *Comm) initNode(start time.Time) error {
 		return nil
 	}
 	name := nodeshm.Name(c.boot.Magic(), nonce, leader)
-	seg, err := nodeshm.Open(name, leader == c.rank, len(c.localOf), engine.MaxConns, start.Add(BootstrapTimeout()), alive)
+	seg, err := nodeshm.Open(name, leader == c.rank, len(c.host.LocalOf), engine.MaxConns, start.Add(BootstrapTimeout()), alive)
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", c.rank, err)
 	}
-	seg.SetPid(c.localIdx, os.Getpid())
+	seg.SetPid(c.host.LocalIdx, os.Getpid())
 	c.node = seg
 	return nil
 }
@@ -213,13 +206,13 @@ func (c *Comm) Rank() int { return c.rank }
 func (c *Comm) Size() int { return c.nranks }
 
 // SetLastError makes msg the text mscclppGetLastError shows for this communicator.
-func (c *Comm) SetLastError(msg string) { c.eng.SetLast(msg) }
+func (c *Comm) SetLastError(msg string) { c.host.Eng.SetLast(msg) }
 
 // LastErrorText is the address of the communicator's last-error text, a C string.
-func (c *Comm) LastErrorText() unsafe.Pointer { return c.eng.LastPtr() }
+func (c *Comm) LastErrorText() unsafe.Pointer { return c.host.Eng.LastPtr() }
 
 // AsyncErr is the first error found asynchronously (by a proxy or a host operation), or nil.
-func (c *Comm) AsyncErr() error { return c.eng.Err() }
+func (c *Comm) AsyncErr() error { return c.host.Eng.Err() }
 
 // AllGather gathers size bytes from every rank into data (nranks slots of size bytes).
 func (c *Comm) AllGather(data unsafe.Pointer, size int) error {
@@ -248,7 +241,7 @@ func (c *Comm) AllGather(data unsafe.Pointer, size int) error {
 // that host waits on connections stop waiting for a peer that is gone.
 func (c *Comm) remoteFailure(err error) error {
 	if status.CodeOf(err) == status.RemoteError {
-		c.eng.SetErr(err)
+		c.host.Eng.SetErr(err)
 	}
 	return err
 }
@@ -307,8 +300,8 @@ func (c *Comm) Destroy() error {
 	for _, r := range c.regRecords {
 		r.Free()
 	}
-	c.devConns.Free()
-	c.eng.Free()
+	c.host.DevConns.Free()
+	c.host.Eng.Free()
 	c.node.Unlink()
 	c.node.Close()
 	return c.boot.Close()

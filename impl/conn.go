@@ -116,7 +116,7 @@ func (c *Comm) RegisterBufferForConnection(connIdx int, buff unsafe.Pointer, siz
 func (c *Comm) DeviceConnections() (unsafe.Pointer, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.devConns.Ptr(), len(c.conns)
+	return c.host.DevConns.Ptr(), len(c.conns)
 }
 
 // DeviceConnection returns the device connection to remoteRank with tag.
@@ -125,7 +125,7 @@ func (c *Comm) DeviceConnection(remoteRank, tag int) (unsafe.Pointer, error) {
 	defer c.mu.Unlock()
 	for _, cn := range c.conns {
 		if cn.remoteRank == remoteRank && cn.tag == tag {
-			return c.devConns.At(cn.idx), nil
+			return c.host.DevConns.At(cn.idx), nil
 		}
 	}
 	return nil, status.Errorf(status.InvalidArgument, "no connection to rank %d with tag %d", remoteRank, tag)

@@ -182,7 +182,7 @@ func fakeCUDAChild(t *testing.T) {
 	cuda.TestDriverCall("fakeStall", "all")
 	defer cuda.TestDriverCall("fakeStall", "")
 	// rank 0's GPU pushes put+signal of the whole buffer on connection 0
-	fifo := *(*unsafe.Pointer)(comms[0].devConns.At(0)) // fifo.triggerFifo: pinned host memory
+	fifo := *(*unsafe.Pointer)(comms[0].host.DevConns.At(0)) // fifo.triggerFifo: pinned host memory
 	slot := (*[2]uint64)(fifo)
 	atomic.StoreUint64(&slot[1], 3<<42)
 	atomic.StoreUint64(&slot[0], size)
@@ -217,7 +217,7 @@ func fakeCUDAChild(t *testing.T) {
 	if err != nil || !bytes.Equal(got, src) {
 		t.Errorf("rank 1's buffer after ProxyStop: %v, equal %v", err, bytes.Equal(got, src))
 	}
-	epoch, err := cuda.TestDriverRead(uint64(uintptr(comms[1].devConns.LocalEpoch(0)))+8, 8)
+	epoch, err := cuda.TestDriverRead(uint64(uintptr(comms[1].host.DevConns.LocalEpoch(0)))+8, 8)
 	if err != nil || epoch[0] != 1 {
 		t.Errorf("rank 1's proxy epoch after the signal: % x, %v", epoch, err)
 	}

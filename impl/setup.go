@@ -145,7 +145,7 @@ func (c *Comm) finishConn(cn *Conn, raw []byte) error {
 	for i, b := range cn.bufs {
 		local[i] = cn.tr.LocalReg(b)
 	}
-	cn.eng = cn.ctx.NewConn(c.eng, c.devConns, cn.idx, cn.remoteRank, cn.tag)
+	cn.eng = cn.ctx.NewConn(c.host.Eng, c.host.DevConns, cn.idx, cn.remoteRank, cn.tag)
 	cn.eng.SetLocal(local)
 	epoch := cn.tr.AppPointer(remote[0])
 	var remoteProxyEpoch unsafe.Pointer // where SHM-style signals store: nil when not addressable here
@@ -160,7 +160,7 @@ func (c *Comm) finishConn(cn *Conn, raw []byte) error {
 	if len(remote) > 1 {
 		remoteBuff = cn.tr.AppPointer(remote[1])
 	}
-	c.devConns.SetRemote(cn.idx, epoch, remoteBuff)
+	c.host.DevConns.SetRemote(cn.idx, epoch, remoteBuff)
 	logx.Infof(logx.SHM|logx.P2P|logx.Net, "rank %d: connection %d to rank %d tag %d over %v: %s", c.rank, cn.idx,
 		cn.remoteRank, cn.tag, transport.Name(cn.transport), cn.tr.PutPath(remote))
 	return nil
