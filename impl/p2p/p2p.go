@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/cuda"
+	"github.com/mscclpp-go/mscclpp/impl/cudaproxy"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
@@ -28,18 +29,12 @@ var Entry = transport.Entry{ID: ID, Name: "P2P", New: newP2P, Init: func(*transp
 	return err
 }}
 
-// cudaState is what a communicator holds in CUDA mode.
+// cudaState is what a communicator holds in CUDA mode: the proxy and the peers' IPC mappings.
 type cudaState struct {
-	dev      cuda.Device
-	block    uint64 // device memory: MaxConns signal epochs, then MaxConns wait counters
-	p2p      *engine.Ctx
-	p2pMem   unsafe.Pointer // pinned host memory holding the P2P context and its FIFO
-	p2pState unsafe.Pointer // the P2P transport's CUDA context, stream and device tail
-	devHead  uint64         // device memory: the P2P FIFO's head
-	ipc      map[cuda.IpcHandle]uint64
+	dev   cuda.Device
+	proxy *cudaproxy.Proxy
+	ipc   map[cuda.IpcHandle]uint64
 }
-
-const epochBytes, waitBytes = 16, 8
 
 // p2p is the transport's instance for one communicator.
 type p2p struct {
@@ -79,14 +74,11 @@ func (c *p2p) Connect(idx, peer, tag int, local unsafe.Pointer, _ *string) (tran
 	if err := c.enterCUDA(local); err != nil {
 		return transport.Endpoint{}, err
 	}
-	ctx, err := c.p2pCtx()
+	ctx, err := c.cuda.proxy.Start(c.h.Eng, cuda.P2POps(), func(state unsafe.Pointer) unsafe.Pointer { return state })
 	if err != nil {
-		return transport.Endpoint{}, err
+		return transport.Endpoint{}, fmt.Errorf("P2P %w", err)
 	}
-	st := c.cuda
-	epoch := engine.DevPtr(st.epoch(idx))
-	c.h.DevConns.SetIdentity(idx, peer, tag, local, epoch, engine.DevPtr(st.wait(idx)))
-	ctx.AttachDevice(c.h.DevConns, idx, st.devHead, cuda.P2PTail(st.p2pState))
+	epoch := c.cuda.proxy.Attach(c.h.DevConns, idx, peer, tag, local)
 	return transport.Endpoint{Ctx: ctx, Epoch: epoch}, nil
 }
 
@@ -144,16 +136,19 @@ func (c *p2p) Write(rec engine.RegRecord, off uint64, src unsafe.Pointer, size u
 }
 
 func (c *p2p) Contexts() []*engine.Ctx {
-	if c.cuda == nil || c.cuda.p2p == nil {
+	if c.cuda == nil {
 		return nil
 	}
-	return []*engine.Ctx{c.cuda.p2p}
+	return c.cuda.proxy.Contexts()
 }
 
 // Stopped reports the proxy's CPU binding and waits for the copies it enqueued.
 func (c *p2p) Stopped() error {
-	c.logBinding()
-	return c.syncCUDA()
+	if c.cuda == nil {
+		return nil
+	}
+	c.cuda.proxy.LogBinding()
+	return c.cuda.proxy.Sync()
 }
 
 func (c *p2p) Close() error {
@@ -240,71 +235,14 @@ func (c *p2p) enterCUDA(buf unsafe.Pointer) error {
 
 // initCUDA allocates the device memory every connection's counters live in.
 func (c *p2p) initCUDA(dev cuda.Device) error {
-	st := &cudaState{dev: dev, ipc: map[cuda.IpcHandle]uint64{}}
-	size := uint64(engine.MaxConns * (epochBytes + waitBytes))
-	blk, err := dev.MemAlloc(size)
+	px, err := cudaproxy.New(dev, c.h.Rank)
 	if err != nil {
-		return fmt.Errorf("rank %d: signal epochs in device memory: %w", c.h.Rank, err)
+		return err
 	}
-	if err := dev.Memset(blk, 0, size); err != nil {
-		dev.MemFree(blk)
-		return fmt.Errorf("rank %d: clear signal epochs: %w", c.h.Rank, err)
-	}
-	st.block = blk
-	c.cuda = st
+	c.cuda = &cudaState{dev: dev, proxy: px, ipc: map[cuda.IpcHandle]uint64{}}
 	logx.SetDevice(dev.Ordinal)
 	logx.Infof(logx.Init, "rank %d: CUDA mode on device %d (%s)", c.h.Rank, dev.Ordinal, dev.BusID)
 	return nil
-}
-
-func (st *cudaState) epoch(i int) uint64 { return st.block + uint64(i*epochBytes) }
-func (st *cudaState) wait(i int) uint64 {
-	return st.block + uint64(engine.MaxConns*epochBytes+i*waitBytes)
-}
-
-// p2pCtx returns the P2P proxy context, creating it (pinned FIFO, device head and tail,
-// a stream, the CPUs near the GPU) on first use.
-func (c *p2p) p2pCtx() (*engine.Ctx, error) {
-	st := c.cuda
-	if st.p2p != nil {
-		return st.p2p, nil
-	}
-	numa, cpus, err := cuda.Topology(st.dev.BusID)
-	if err != nil {
-		logx.Infof(logx.Init, "rank %d: GPU topology incomplete: %v", c.h.Rank, err)
-	}
-	if len(cpus) > 0 {
-		logx.Infof(logx.Init, "rank %d: device %s is on NUMA node %d, CPUs %v", c.h.Rank, st.dev.BusID, numa, cpus)
-	}
-	state, err := cuda.NewP2PState(st.dev, cpus, numa)
-	if err != nil {
-		return nil, fmt.Errorf("P2P proxy streams: %w", err)
-	}
-	// the proxy polls the FIFO without pause: keep its pages next to the GPU's CPUs
-	mem, placed, err := st.dev.HostAllocOnNode(engine.CtxSize, numa)
-	if err != nil {
-		cuda.FreeP2PState(state)
-		return nil, fmt.Errorf("P2P FIFO in pinned memory: %w", err)
-	}
-	if numa >= 0 && !placed {
-		logx.Infof(logx.Init, "rank %d: the P2P FIFO could not be placed on NUMA node %d (no memory policy here); carrying on", c.h.Rank, numa)
-	}
-	head, err := st.dev.MemAlloc(8)
-	if err == nil {
-		err = st.dev.Memset(head, 0, 8)
-	}
-	if err != nil {
-		st.dev.HostFree(mem)
-		cuda.FreeP2PState(state)
-		return nil, fmt.Errorf("P2P FIFO head in device memory: %w", err)
-	}
-	st.p2pState, st.p2pMem, st.devHead = state, mem, head
-	x, err := engine.NewCtxAt(c.h.Eng, mem, cuda.P2POps(), state, head)
-	if err != nil {
-		return nil, fmt.Errorf("P2P proxy context: %w", err)
-	}
-	st.p2p = x
-	return st.p2p, nil
 }
 
 // openIpc maps a peer's device allocation (once per allocation) and returns the described address.
@@ -324,18 +262,6 @@ func (c *p2p) openIpc(d ipcDesc) (uint64, error) {
 	return base + d.offset, nil
 }
 
-// syncCUDA waits until every copy the P2P proxy enqueued (data, signals, FIFO tail) is done, as
-// upstream's proxy does before it exits; proxies must be stopped.
-func (c *p2p) syncCUDA() error {
-	if c.cuda == nil || c.cuda.p2pState == nil {
-		return nil
-	}
-	if err := cuda.SyncP2PState(c.cuda.p2pState); err != nil {
-		return fmt.Errorf("rank %d: waiting for the P2P proxy's copies: %w", c.h.Rank, err)
-	}
-	return nil
-}
-
 // freeCUDA releases everything CUDA mode allocated; proxies must be stopped. The proxy's streams
 // are synchronized and freed first: their copies write into the peers' IPC mappings, which are
 // closed only after that.
@@ -344,31 +270,12 @@ func (c *p2p) freeCUDA() {
 	if st == nil {
 		return
 	}
-	warn := func(what string, err error) {
-		if err != nil {
-			logx.Warnf("rank %d: CUDA teardown: %s: %v", c.h.Rank, what, err)
+	st.proxy.FreeContext()
+	for _, base := range st.ipc {
+		if err := st.dev.IpcClose(base); err != nil {
+			logx.Warnf("rank %d: CUDA teardown: closing a peer's IPC mapping: %v", c.h.Rank, err)
 		}
 	}
-	if st.p2p != nil {
-		st.p2p.Invalidate()
-		warn("P2P streams", cuda.FreeP2PState(st.p2pState))
-		warn("P2P FIFO", st.dev.HostFree(st.p2pMem))
-		warn("P2P FIFO head", st.dev.MemFree(st.devHead))
-		st.p2p, st.p2pState, st.p2pMem = nil, nil, nil
-	}
-	for _, base := range st.ipc {
-		warn("closing a peer's IPC mapping", st.dev.IpcClose(base))
-	}
-	warn("signal epochs", st.dev.MemFree(st.block))
+	st.proxy.Free()
 	c.cuda = nil
-}
-
-// logBinding reports, once the P2P proxy thread has started, whether it was bound near its GPU.
-func (c *p2p) logBinding() {
-	if c.cuda == nil || c.cuda.p2pState == nil {
-		return
-	}
-	if done, err := cuda.BindResult(c.cuda.p2pState); done && err != nil {
-		logx.Infof(logx.Init, "rank %d: the P2P proxy was not bound near its GPU (%v); carrying on unbound", c.h.Rank, err)
-	}
 }

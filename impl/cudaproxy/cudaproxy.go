@@ -1,0 +1,159 @@
+// Package cudaproxy holds what a CUDA-mode transport's proxy needs, whatever moves its data:
+// the device block of signal epochs and wait counters, and a proxy context whose trigger FIFO
+// is pinned host memory near the GPU with its head and tail in device memory, served by a
+// thread bound near the GPU with the streams of cuda's P2P state.
+package cudaproxy
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/mscclpp-go/mscclpp/cuda"
+	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/logx"
+)
+
+const epochBytes, waitBytes = 16, 8
+
+// Proxy is one CUDA-mode proxy context and the device memory of its connections' counters.
+type Proxy struct {
+	Dev   cuda.Device
+	rank  int
+	block uint64         // device memory: MaxConns signal epochs, then MaxConns wait counters
+	State unsafe.Pointer // cuda's P2P state: the context, streams and device tail
+	mem   unsafe.Pointer // pinned host memory holding the engine context and its FIFO
+	head  uint64         // device memory: the FIFO's head
+	Ctx   *engine.Ctx
+}
+
+// New allocates the counters' block in dev's memory for rank's connections.
+func New(dev cuda.Device, rank int) (*Proxy, error) {
+	size := uint64(engine.MaxConns * (epochBytes + waitBytes))
+	blk, err := dev.MemAlloc(size)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: signal epochs in device memory: %w", rank, err)
+	}
+	if err := dev.Memset(blk, 0, size); err != nil {
+		dev.MemFree(blk)
+		return nil, fmt.Errorf("rank %d: clear signal epochs: %w", rank, err)
+	}
+	return &Proxy{Dev: dev, rank: rank, block: blk}, nil
+}
+
+// Epoch is the device address of connection i's signal epoch.
+func (p *Proxy) Epoch(i int) uint64 { return p.block + uint64(i*epochBytes) }
+
+// Wait is the device address of connection i's wait counter.
+func (p *Proxy) Wait(i int) uint64 { return p.block + uint64(engine.MaxConns*epochBytes+i*waitBytes) }
+
+// Start creates the proxy context on first use, for a transport's ops table (a const engOps*)
+// whose per-context state transport(state) returns.
+func (p *Proxy) Start(eng *engine.Comm, ops unsafe.Pointer, transport func(state unsafe.Pointer) unsafe.Pointer) (*engine.Ctx, error) {
+	if p.Ctx != nil {
+		return p.Ctx, nil
+	}
+	numa, cpus, err := cuda.Topology(p.Dev.BusID)
+	if err != nil {
+		logx.Infof(logx.Init, "rank %d: GPU topology incomplete: %v", p.rank, err)
+	}
+	if len(cpus) > 0 {
+		logx.Infof(logx.Init, "rank %d: device %s is on NUMA node %d, CPUs %v", p.rank, p.Dev.BusID, numa, cpus)
+	}
+	state, err := cuda.NewP2PState(p.Dev, cpus, numa)
+	if err != nil {
+		return nil, fmt.Errorf("proxy streams: %w", err)
+	}
+	// the proxy polls the FIFO without pause: keep its pages next to the GPU's CPUs
+	mem, placed, err := p.Dev.HostAllocOnNode(engine.CtxSize, numa)
+	if err != nil {
+		cuda.FreeP2PState(state)
+		return nil, fmt.Errorf("FIFO in pinned memory: %w", err)
+	}
+	if numa >= 0 && !placed {
+		logx.Infof(logx.Init, "rank %d: the FIFO could not be placed on NUMA node %d (no memory policy here); carrying on", p.rank, numa)
+	}
+	head, err := p.Dev.MemAlloc(8)
+	if err == nil {
+		err = p.Dev.Memset(head, 0, 8)
+	}
+	if err != nil {
+		p.Dev.HostFree(mem)
+		cuda.FreeP2PState(state)
+		return nil, fmt.Errorf("FIFO head in device memory: %w", err)
+	}
+	p.State, p.mem, p.head = state, mem, head
+	x, err := engine.NewCtxAt(eng, mem, ops, transport(state), head)
+	if err != nil {
+		return nil, fmt.Errorf("proxy context: %w", err)
+	}
+	p.Ctx = x
+	return x, nil
+}
+
+// Attach sets up entry idx of d for a connection to peer served by the proxy: counters in the
+// device block, FIFO head and tail in device memory. It returns the epoch's device address.
+func (p *Proxy) Attach(d engine.DevConns, idx, peer, tag int, local unsafe.Pointer) unsafe.Pointer {
+	epoch := engine.DevPtr(p.Epoch(idx))
+	d.SetIdentity(idx, peer, tag, local, epoch, engine.DevPtr(p.Wait(idx)))
+	p.Ctx.AttachDevice(d, idx, p.head, cuda.P2PTail(p.State))
+	return epoch
+}
+
+// Contexts is the proxy context, once started.
+func (p *Proxy) Contexts() []*engine.Ctx {
+	if p == nil || p.Ctx == nil {
+		return nil
+	}
+	return []*engine.Ctx{p.Ctx}
+}
+
+// Sync waits until every copy the proxy enqueued (data, signals, FIFO tail) is done, as
+// upstream's proxy does before it exits; the proxy must be stopped.
+func (p *Proxy) Sync() error {
+	if p == nil || p.State == nil {
+		return nil
+	}
+	if err := cuda.SyncP2PState(p.State); err != nil {
+		return fmt.Errorf("rank %d: waiting for the proxy's copies: %w", p.rank, err)
+	}
+	return nil
+}
+
+// LogBinding reports, once the proxy thread has started, whether it was bound near its GPU.
+func (p *Proxy) LogBinding() {
+	if p == nil || p.State == nil {
+		return
+	}
+	if done, err := cuda.BindResult(p.State); done && err != nil {
+		logx.Infof(logx.Init, "rank %d: the proxy was not bound near its GPU (%v); carrying on unbound", p.rank, err)
+	}
+}
+
+// FreeContext closes the proxy context and frees its streams, FIFO and head (streams first:
+// they are synchronized as they are freed); the proxy must be stopped. The counters' block
+// stays until Free.
+func (p *Proxy) FreeContext() {
+	if p == nil || p.Ctx == nil {
+		return
+	}
+	p.Ctx.Invalidate()
+	p.warn("proxy streams", cuda.FreeP2PState(p.State))
+	p.warn("FIFO", p.Dev.HostFree(p.mem))
+	p.warn("FIFO head", p.Dev.MemFree(p.head))
+	p.Ctx, p.State, p.mem = nil, nil, nil
+}
+
+// Free frees the counters' block (after FreeContext).
+func (p *Proxy) Free() {
+	if p == nil {
+		return
+	}
+	p.FreeContext()
+	p.warn("signal epochs", p.Dev.MemFree(p.block))
+}
+
+func (p *Proxy) warn(what string, err error) {
+	if err != nil {
+		logx.Warnf("rank %d: CUDA teardown: %s: %v", p.rank, what, err)
+	}
+}
