@@ -69,6 +69,17 @@ int cudaP2PStateNew(const cuwApi* a, cuwContext ctx, const int* cpus, int nCpus,
 int cudaP2PStateSync(cudaP2PState* st, const char** call);
 /* Waits for both streams, then frees everything of st. */
 int cudaP2PStateFree(cudaP2PState* st, const char** call);
+/* What any CUDA-mode proxy context (cudaproxy) needs of its state: the proxy thread's setup
+ * (context current, bound near the GPU) and the FIFO tail's publication in device memory. */
+struct engCtx;
+int cudaStateThreadInit(struct engCtx* ctx, cudaP2PState* st);
+int cudaStatePublishTail(struct engCtx* ctx, cudaP2PState* st, uint64_t tail);
+/* Synchronous copies through pinned host memory for host-side transports (Ethernet in CUDA
+ * mode): device src to host dst on st's stream, host src to device dst on its tail stream,
+ * with st's context current for the call. Return a mscclppResult_t; err says what failed. */
+int cudaStageToHost(cudaP2PState* st, void* dst, uint64_t src, size_t n, char* err, int errLen);
+int cudaStageToDevice(cudaP2PState* st, uint64_t dst, const void* src, size_t n, char* err, int errLen);
+
 /* &cudaP2POps, as a pointer to the engine's engOps. */
 const void* cudaP2POpsPtr(void);
 

@@ -99,18 +99,17 @@ out:
   return ret;
 }
 
-static int p2pThreadInit(engCtx* ctx)
+int cudaStateThreadInit(engCtx* ctx, cudaP2PState* st)
 {
-  cudaP2PState* st = (cudaP2PState*)ctx->transport;
   if (st == NULL) {
-    engCommSetError(ctx->comm, mscclppInvalidUsage, "P2P proxy: no transport state on its context");
+    engCommSetError(ctx->comm, mscclppInvalidUsage, "proxy: no CUDA state on its context");
     return mscclppInvalidUsage;
   }
   int ret = mscclppSuccess;
   cuwResult rc = st->api->ctxSetCurrent(st->ctx);
   if (rc != CUW_SUCCESS) {
     char msg[200], buf[32];
-    snprintf(msg, sizeof(msg), "P2P proxy: cuCtxSetCurrent: %s", errName(st->api, rc, buf, sizeof(buf)));
+    snprintf(msg, sizeof(msg), "%s proxy: cuCtxSetCurrent: %s", ctx->ops->name, errName(st->api, rc, buf, sizeof(buf)));
     engCommSetError(ctx->comm, mscclppUnhandledCudaError, msg);
     ret = mscclppUnhandledCudaError;
   }
@@ -122,9 +121,8 @@ static int p2pThreadInit(engCtx* ctx)
   return ret;
 }
 
-static int p2pPublishTail(engCtx* ctx, uint64_t tail)
+int cudaStatePublishTail(engCtx* ctx, cudaP2PState* st, uint64_t tail)
 {
-  cudaP2PState* st = (cudaP2PState*)ctx->transport;
   if (st == NULL) return mscclppInvalidUsage;
   /* hostTail is pinned: the copy reads it when it runs, and a newer tail is
    * always a valid one to publish */
@@ -132,12 +130,60 @@ static int p2pPublishTail(engCtx* ctx, uint64_t tail)
   cuwResult rc = st->api->memcpyHtoDAsync(st->devTail, st->hostTail, sizeof(uint64_t), st->tailStream);
   if (rc != CUW_SUCCESS) {
     char msg[200], buf[32];
-    snprintf(msg, sizeof(msg), "P2P proxy: cuMemcpyHtoDAsync of the FIFO tail: %s",
+    snprintf(msg, sizeof(msg), "%s proxy: cuMemcpyHtoDAsync of the FIFO tail: %s", ctx->ops->name,
              errName(st->api, rc, buf, sizeof(buf)));
     engCommSetError(ctx->comm, mscclppUnhandledCudaError, msg);
     return mscclppUnhandledCudaError;
   }
   return mscclppSuccess;
+}
+
+static int p2pThreadInit(engCtx* ctx) { return cudaStateThreadInit(ctx, (cudaP2PState*)ctx->transport); }
+
+static int p2pPublishTail(engCtx* ctx, uint64_t tail)
+{
+  return cudaStatePublishTail(ctx, (cudaP2PState*)ctx->transport, tail);
+}
+
+/* A synchronous copy on one of st's streams with st's context current on the calling thread
+ * (the caller's own context is restored). */
+static int stageCopy(cudaP2PState* st, cuwStream stream, cuwDevicePtr dst, cuwDevicePtr src, size_t n, int toDevice,
+                     char* err, int errLen)
+{
+  const cuwApi* a = st->api;
+  cuwContext prev = NULL;
+  cuwResult rc = a->ctxGetCurrent(&prev);
+  const char* call = "cuCtxGetCurrent";
+  if (rc == CUW_SUCCESS && prev != st->ctx) {
+    call = "cuCtxSetCurrent";
+    rc = a->ctxSetCurrent(st->ctx);
+  }
+  if (rc == CUW_SUCCESS) {
+    call = toDevice ? "cuMemcpyHtoDAsync" : "cuMemcpyAsync";
+    rc = toDevice ? a->memcpyHtoDAsync(dst, (const void*)(uintptr_t)src, n, stream) : a->memcpyAsync(dst, src, n, stream);
+  }
+  if (rc == CUW_SUCCESS) {
+    call = "cuStreamSynchronize";
+    rc = a->streamSynchronize(stream);
+  }
+  if (prev != st->ctx) a->ctxSetCurrent(prev);
+  if (rc != CUW_SUCCESS) {
+    char buf[32];
+    snprintf(err, (size_t)errLen, "%s of %zu bytes: %s", call, n, errName(a, rc, buf, sizeof(buf)));
+    return mscclppUnhandledCudaError;
+  }
+  return mscclppSuccess;
+}
+
+int cudaStageToHost(cudaP2PState* st, void* dst, uint64_t src, size_t n, char* err, int errLen)
+{
+  return stageCopy(st, st->stream, (cuwDevicePtr)(uintptr_t)dst, (cuwDevicePtr)src, n, 0, err, errLen);
+}
+
+int cudaStageToDevice(cudaP2PState* st, uint64_t dst, const void* src, size_t n, char* err, int errLen)
+{
+  /* the tail stream: receiving never waits behind the proxy's own copies */
+  return stageCopy(st, st->tailStream, (cuwDevicePtr)dst, (cuwDevicePtr)(uintptr_t)src, n, 1, err, errLen);
 }
 
 /* P2P state is the Go side's to free (cuda.FreeP2PState, after the streams are synchronized). */

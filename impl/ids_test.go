@@ -1,6 +1,7 @@
 package impl
 
 import (
+	"github.com/mscclpp-go/mscclpp/impl/eth"
 	"github.com/mscclpp-go/mscclpp/impl/p2p"
 	"github.com/mscclpp-go/mscclpp/impl/shm"
 )
@@ -10,3 +11,6 @@ const (
 	TransportP2P = p2p.ID
 	TransportSHM = shm.ID
 )
+
+// TransportEthernet is mscclppTransportEthernet.
+const TransportEthernet = eth.ID

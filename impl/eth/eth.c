@@ -23,18 +23,35 @@ typedef struct ethConn {
   volatile int closing; /* set by close: EOF and errors from here on are expected */
   volatile int peerBye; /* the peer said it closes on purpose */
   uint64_t fenceSeen;   /* the last fence number received */
+  char* sendStage;      /* CUDA mode: pinned buffers device memory travels through */
+  char* recvStage;
+  uint64_t stageBytes;
   engConn* c;
 } ethConn;
 
 struct ethCtx {
   ethConn* conns[ENG_MAX_CONNS];
+  struct cudaP2PState* cuda; /* CUDA mode, else NULL */
 };
 
-struct ethCtx* ethCtxNew(void) { return (struct ethCtx*)calloc(1, sizeof(struct ethCtx)); }
+/* cuda/calls.h (the cuda package, linked into the same library) */
+int cudaStateThreadInit(struct engCtx* ctx, struct cudaP2PState* st);
+int cudaStatePublishTail(struct engCtx* ctx, struct cudaP2PState* st, uint64_t tail);
+int cudaStageToHost(struct cudaP2PState* st, void* dst, uint64_t src, size_t n, char* err, int errLen);
+int cudaStageToDevice(struct cudaP2PState* st, uint64_t dst, const void* src, size_t n, char* err, int errLen);
+
+struct ethCtx* ethCtxNew(struct cudaP2PState* cuda)
+{
+  struct ethCtx* e = (struct ethCtx*)calloc(1, sizeof(struct ethCtx));
+  if (e != NULL) e->cuda = cuda;
+  return e;
+}
+
+static struct ethCtx* ctxState(engConn* c) { return (struct ethCtx*)c->ctx->transport; }
 
 static ethConn* connState(engConn* c)
 {
-  struct ethCtx* e = (struct ethCtx*)c->transport;
+  struct ethCtx* e = ctxState(c);
   return e == NULL ? NULL : e->conns[c->connId];
 }
 
@@ -94,6 +111,36 @@ static int sendFailed(engConn* c, ethConn* s, int err)
   return engConnFail(c, mscclppRemoteError, what);
 }
 
+/* A put from device memory: the header, then the payload chunk by chunk through the pinned
+ * staging buffer (copied from the device, then sent), all under the send lock. */
+static int sendStaged(engConn* c, ethConn* s, unsigned char* hdr, uint64_t src, uint64_t size)
+{
+  struct cudaP2PState* cuda = ctxState(c)->cuda;
+  if (cuda == NULL || s->sendStage == NULL)
+    return engConnFail(c, mscclppInvalidUsage, "Ethernet put from memory the host cannot read (not CUDA mode)");
+  char what[300];
+  int rc = mscclppSuccess;
+  pthread_mutex_lock(&s->sendLock);
+  struct iovec iov[1] = {{hdr, ETH_HDR_BYTES}};
+  int err = sendAll(s->fd, iov, 1);
+  for (uint64_t off = 0; err == 0 && off < size; off += s->stageBytes) {
+    size_t n = (size_t)(size - off < s->stageBytes ? size - off : s->stageBytes);
+    char why[200];
+    if (cudaStageToHost(cuda, s->sendStage, src + off, n, why, sizeof(why)) != mscclppSuccess) {
+      snprintf(what, sizeof(what), "Ethernet put from device memory: %s", why);
+      rc = mscclppUnhandledCudaError;
+      /* the header promised size bytes: keep the stream in step with zeros, the peer gets them */
+      memset(s->sendStage, 0, n);
+    }
+    struct iovec d[1] = {{s->sendStage, n}};
+    err = sendAll(s->fd, d, 1);
+  }
+  pthread_mutex_unlock(&s->sendLock);
+  if (err != 0) return sendFailed(c, s, err);
+  if (rc != mscclppSuccess) return engConnFail(c, rc, what);
+  return mscclppSuccess;
+}
+
 static int ethOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
                  uint64_t size)
 {
@@ -104,13 +151,17 @@ static int ethOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff,
     const engReg *src, *dst;
     int rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &src, &dst);
     if (rc != mscclppSuccess) return rc;
-    if (src->mapped == NULL) return engConnFail(c, mscclppInvalidUsage, "Ethernet put from memory the host cannot read");
     putHeader(hdr, ETH_DATA, dstHandle, dstOff, size);
-    struct iovec iov[2] = {{hdr, ETH_HDR_BYTES}, {src->mapped + srcOff, (size_t)size}};
-    pthread_mutex_lock(&s->sendLock);
-    int err = sendAll(s->fd, iov, 2);
-    pthread_mutex_unlock(&s->sendLock);
-    if (err != 0) return sendFailed(c, s, err);
+    if (src->mapped != NULL) {
+      struct iovec iov[2] = {{hdr, ETH_HDR_BYTES}, {src->mapped + srcOff, (size_t)size}};
+      pthread_mutex_lock(&s->sendLock);
+      int err = sendAll(s->fd, iov, 2);
+      pthread_mutex_unlock(&s->sendLock);
+      if (err != 0) return sendFailed(c, s, err);
+    } else {
+      rc = sendStaged(c, s, hdr, src->addr + srcOff, size);
+      if (rc != mscclppSuccess) return rc;
+    }
   }
   if (type & mscclppFlag) {
     /* the count is taken after this operation's data went out, under the lock that orders the
@@ -145,7 +196,8 @@ static void* rxMain(void* arg)
 {
   ethConn* s = (ethConn*)arg;
   engConn* c = s->c;
-  volatile uint64_t* epoch = &c->dev->localSignalEpochId->proxy;
+  volatile uint64_t* epoch = &c->dev->localSignalEpochId->proxy; /* device memory in CUDA mode */
+  struct cudaP2PState* cuda = ctxState(c)->cuda;
   unsigned char hdr[ETH_HDR_BYTES];
   char what[300];
   for (;;) {
@@ -190,6 +242,17 @@ static void* rxMain(void* arg)
       s->peerBye = 1;
       continue;
     }
+    if (type == ETH_FLAG && cuda != NULL) {
+      /* the epoch is device memory: one in-order receive thread, so the counts only grow */
+      char why[200];
+      memcpy(s->recvStage, &a, sizeof(a));
+      if (cudaStageToDevice(cuda, (uint64_t)(uintptr_t)epoch, s->recvStage, sizeof(a), why, sizeof(why)) !=
+          mscclppSuccess) {
+        snprintf(what, sizeof(what), "signal from rank %d into device memory: %s", c->peerRank, why);
+        engConnFail(c, mscclppUnhandledCudaError, what);
+      }
+      continue;
+    }
     if (type == ETH_FLAG) {
       uint64_t cur = __atomic_load_n(epoch, __ATOMIC_RELAXED);
       while (cur < a && !__atomic_compare_exchange_n(epoch, &cur, a, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
@@ -204,15 +267,27 @@ static void* rxMain(void* arg)
       bad = "a handle this rank did not register (or the signal slot)";
     else if (b > c->local[a].size || n > c->local[a].size - b)
       bad = "bytes past the end of the registration";
-    else if (c->local[a].mapped == NULL)
+    else if (c->local[a].mapped == NULL && (cuda == NULL || s->recvStage == NULL))
       bad = "memory the host cannot write";
     if (bad != NULL) {
       snprintf(what, sizeof(what), "rank %d put %llu bytes at offset %llu of handle %llu: %s; dropped", c->peerRank,
                (unsigned long long)n, (unsigned long long)b, (unsigned long long)a, bad);
       engConnFail(c, mscclppRemoteError, what);
       rc = skip(s->fd, n);
-    } else {
+    } else if (c->local[a].mapped != NULL) {
       rc = recvAll(s->fd, c->local[a].mapped + b, (size_t)n);
+    } else {
+      /* device memory: chunk by chunk through the pinned staging buffer */
+      for (uint64_t off = 0; rc == 0 && off < n; off += s->stageBytes) {
+        size_t k = (size_t)(n - off < s->stageBytes ? n - off : s->stageBytes);
+        rc = recvAll(s->fd, s->recvStage, k);
+        char why[200];
+        if (rc == 0 &&
+            cudaStageToDevice(cuda, c->local[a].addr + b + off, s->recvStage, k, why, sizeof(why)) != mscclppSuccess) {
+          snprintf(what, sizeof(what), "put from rank %d into device memory: %s", c->peerRank, why);
+          engConnFail(c, mscclppUnhandledCudaError, what);
+        }
+      }
     }
     if (rc != 0 && !s->closing) {
       snprintf(what, sizeof(what), "rank %d's TCP connection ended inside a %llu-byte put", c->peerRank,
@@ -224,14 +299,19 @@ static void* rxMain(void* arg)
   }
 }
 
-int ethConnStart(struct ethCtx* e, engConn* c, int fd)
+int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t stageBytes)
 {
-  if (e == NULL || c == NULL || c->connId < 0 || c->connId >= ENG_MAX_CONNS || e->conns[c->connId] != NULL)
+  struct ethCtx* e = c == NULL || c->ctx == NULL ? NULL : ctxState(c);
+  if (e == NULL || c->connId < 0 || c->connId >= ENG_MAX_CONNS || e->conns[c->connId] != NULL)
     return mscclppInternalError;
+  if (e->cuda != NULL && (sendStage == NULL || recvStage == NULL || stageBytes < 8)) return mscclppInternalError;
   ethConn* s = (ethConn*)calloc(1, sizeof(ethConn));
   if (s == NULL) return mscclppSystemError;
   s->fd = fd;
   s->c = c;
+  s->sendStage = (char*)sendStage;
+  s->recvStage = (char*)recvStage;
+  s->stageBytes = stageBytes;
   pthread_mutex_init(&s->sendLock, NULL);
   if (pthread_create(&s->rx, NULL, rxMain, s) != 0) {
     pthread_mutex_destroy(&s->sendLock);
@@ -304,4 +384,17 @@ static void ethClose(engCtx* ctx)
   ctx->transport = NULL;
 }
 
-const engOps ethOps = ENG_OPS("Ethernet", ethOp, engOpsNoThreadInit, engOpsNoPublishTail, ethClose);
+/* In CUDA mode the proxy thread runs in the GPU's context and publishes its tail to the device. */
+static int ethThreadInit(engCtx* ctx)
+{
+  struct ethCtx* e = (struct ethCtx*)ctx->transport;
+  return (e != NULL && e->cuda != NULL) ? cudaStateThreadInit(ctx, e->cuda) : mscclppSuccess;
+}
+
+static int ethPublishTail(engCtx* ctx, uint64_t tail)
+{
+  struct ethCtx* e = (struct ethCtx*)ctx->transport;
+  return (e != NULL && e->cuda != NULL) ? cudaStatePublishTail(ctx, e->cuda, tail) : mscclppSuccess;
+}
+
+const engOps ethOps = ENG_OPS("Ethernet", ethOp, ethThreadInit, ethPublishTail, ethClose);

@@ -17,6 +17,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -26,6 +27,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mscclpp-go/mscclpp/cuda"
+	"github.com/mscclpp-go/mscclpp/impl/cudaproxy"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
@@ -76,7 +79,17 @@ type eth struct {
 	wg      sync.WaitGroup
 	closed  bool
 	fences  uint64 // fences sent (one per mscclppProxyStop)
+
+	// CUDA mode: connections whose buffer is device memory go through a CUDA-mode proxy
+	// (counters and FIFO head in device memory) and pinned staging buffers
+	cu       *cudaproxy.Proxy
+	cuState  *C.struct_ethCtx
+	cudaConn map[int]bool
+	stages   []unsafe.Pointer // pinned, freed at Close
 }
+
+// StageBytes is the size of each CUDA-mode connection's two pinned staging buffers.
+const StageBytes = 4 << 20
 
 // newEth listens at the address of this rank's bootstrap listener (the interface
 // MSCCLPP_SOCKET_IFNAME chose), where peers reach it.
@@ -89,7 +102,7 @@ func newEth(h *transport.Host) (transport.Transport, error) {
 	if err != nil {
 		return nil, status.Errorf(status.SystemError, "Ethernet transport: listen at %s: %v", ip, err)
 	}
-	st := C.ethCtxNew()
+	st := C.ethCtxNew(nil)
 	ctx, err := engine.NewCtxOps(h.Eng, C.ethOpsPtr(), unsafe.Pointer(st))
 	if err != nil {
 		ln.Close()
@@ -98,7 +111,7 @@ func newEth(h *transport.Host) (transport.Transport, error) {
 	}
 	e := &eth{h: h, state: st, ctx: ctx, ln: ln, addr: netip.AddrPortFrom(ip, uint16(ln.Addr().(*net.TCPAddr).Port)),
 		timeout: h.Timeout, tokens: map[[tokenBytes]byte]int{}, arrived: map[int]*net.TCPConn{},
-		done: make(chan struct{})}
+		done: make(chan struct{}), cudaConn: map[int]bool{}}
 	e.cond = sync.NewCond(&e.mu)
 	e.wg.Add(1)
 	go e.acceptLoop()
@@ -150,8 +163,51 @@ func (e *eth) admit(c *net.TCPConn) {
 func (e *eth) Check(int, *string) error { return nil }
 
 func (e *eth) Connect(idx, peer, tag int, local unsafe.Pointer, _ *string) (transport.Endpoint, error) {
+	if dev, ok := deviceOf(local); ok || (local == nil && e.cu != nil) {
+		return e.connectCUDA(idx, peer, tag, local, dev)
+	}
 	// my signal slot is in the node segment, as for SHM: waits work the same way
 	return e.h.HostSlot(idx, peer, tag, local, e.ctx), nil
+}
+
+// deviceOf reports whether p is device memory, and of which GPU (only where the application
+// loaded the driver: device memory cannot exist otherwise).
+func deviceOf(p unsafe.Pointer) (cuda.Device, bool) {
+	if p == nil || !cuda.InUse() {
+		return cuda.Device{}, false
+	}
+	dev, err := cuda.ProbePointer(uint64(uintptr(p)))
+	return dev, err == nil
+}
+
+// connectCUDA sets up connection idx in CUDA mode: its counters in device memory, its triggers
+// pushed by kernels into the CUDA-mode proxy's FIFO.
+func (e *eth) connectCUDA(idx, peer, tag int, local unsafe.Pointer, dev cuda.Device) (transport.Endpoint, error) {
+	if e.cu == nil {
+		px, err := cudaproxy.New(dev, e.h.Rank)
+		if err != nil {
+			return transport.Endpoint{}, err
+		}
+		if _, err := px.Start(e.h.Eng, C.ethOpsPtr(), func(state unsafe.Pointer) unsafe.Pointer {
+			e.cuState = C.ethCtxNew((*C.struct_cudaP2PState)(state))
+			return unsafe.Pointer(e.cuState)
+		}); err != nil {
+			px.Free()
+			return transport.Endpoint{}, fmt.Errorf("Ethernet transport in CUDA mode: %w", err)
+		}
+		e.cu = px
+		logx.Infof(logx.Net, "rank %d: Ethernet transport in CUDA mode on device %d: device memory travels through pinned staging buffers", e.h.Rank, dev.Ordinal)
+	}
+	e.cudaConn[idx] = true
+	return transport.Endpoint{Ctx: e.cu.Ctx, Epoch: e.cu.Attach(e.h.DevConns, idx, peer, tag, local)}, nil
+}
+
+// Mode says whether device buffers put the transport in CUDA mode.
+func (e *eth) Mode() string {
+	if e.cu != nil {
+		return "CUDA mode"
+	}
+	return ""
 }
 
 func (e *eth) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
@@ -165,8 +221,10 @@ func (e *eth) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 		e.mu.Unlock()
 		return signalBlob(e.addr, tok), nil
 	}
-	if err := hostReadable(b); err != nil {
-		return nil, err
+	if !e.cudaConn[idx] {
+		if err := hostReadable(b); err != nil {
+			return nil, err
+		}
 	}
 	return dataBlob(b.Size), nil
 }
@@ -227,8 +285,22 @@ func (e *eth) Finish(idx int, conn *engine.Conn, _, _ []engine.Reg, remoteBlobs 
 	_ = unix.SetNonblock(fd, false)
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	conn.SetPeerPid(0) // the peer may be on another node: its end of the socket tells when it is gone
-	conn.SetSleepers(e.h.Node.Sleepers(e.h.LocalIdx, idx), nil)
-	if rc := C.ethConnStart(e.state, (*C.engConn)(conn.Ptr()), C.int(fd)); rc != C.mscclppSuccess {
+	var send, recv unsafe.Pointer
+	if e.cudaConn[idx] {
+		if send, err = e.cu.Dev.HostAlloc(StageBytes); err == nil {
+			e.stages = append(e.stages, send)
+			if recv, err = e.cu.Dev.HostAlloc(StageBytes); err == nil {
+				e.stages = append(e.stages, recv)
+			}
+		}
+		if err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("Ethernet transport: pinned staging buffers of connection %d: %w", idx, err)
+		}
+	} else {
+		conn.SetSleepers(e.h.Node.Sleepers(e.h.LocalIdx, idx), nil)
+	}
+	if rc := C.ethConnStart((*C.engConn)(conn.Ptr()), C.int(fd), send, recv, C.uint64_t(StageBytes)); rc != C.mscclppSuccess {
 		unix.Close(fd)
 		return status.Errorf(status.Code(rc), "Ethernet transport: cannot start the receive thread of connection %d", idx)
 	}
@@ -268,6 +340,9 @@ func (e *eth) await(idx, peer int, from netip.AddrPort) (*net.TCPConn, error) {
 }
 
 func (e *eth) LocalReg(b transport.Buffer) engine.Reg {
+	if _, dev := deviceOf(b.Ptr); dev {
+		return engine.Reg{Addr: uint64(uintptr(b.Ptr)), Size: b.Size} // device memory: staged, never touched
+	}
 	return engine.Reg{Mapped: b.Ptr, Addr: uint64(uintptr(b.Ptr)), Size: b.Size}
 }
 
@@ -282,15 +357,26 @@ func (e *eth) Write(engine.RegRecord, uint64, unsafe.Pointer, uint64, uintptr) e
 	return status.Errorf(status.InvalidUsage, "mscclppRegisteredBufferWrite over the Ethernet transport is not supported: use puts on the connection")
 }
 
-func (e *eth) Contexts() []*engine.Ctx { return []*engine.Ctx{e.ctx} }
+func (e *eth) Contexts() []*engine.Ctx { return append([]*engine.Ctx{e.ctx}, e.cu.Contexts()...) }
 
 // Stopped fences every connection: once it returns, the data every peer sent before its
 // proxies stopped has landed here, as a put by SHM has when mscclppProxyStop returns.
 func (e *eth) Stopped() error {
+	if e.cu != nil {
+		e.cu.LogBinding()
+		if err := e.cu.Sync(); err != nil {
+			return err
+		}
+	}
 	e.fences++
 	var buf [256]C.char
-	if rc := C.ethFence(e.state, C.uint64_t(e.fences), C.int64_t(e.timeout.Milliseconds()), &buf[0], C.int(len(buf))); rc != C.mscclppSuccess {
-		return &status.Error{Code: status.Code(rc), Msg: "Ethernet transport: " + C.GoString(&buf[0])}
+	for _, st := range []*C.struct_ethCtx{e.state, e.cuState} {
+		if st == nil {
+			continue
+		}
+		if rc := C.ethFence(st, C.uint64_t(e.fences), C.int64_t(e.timeout.Milliseconds()), &buf[0], C.int(len(buf))); rc != C.mscclppSuccess {
+			return &status.Error{Code: status.Code(rc), Msg: "Ethernet transport: " + C.GoString(&buf[0])}
+		}
 	}
 	return nil
 }
@@ -309,6 +395,16 @@ func (e *eth) Close() error {
 	if e.ctx != nil {
 		e.ctx.Free()
 		e.ctx = nil
+	}
+	if e.cu != nil {
+		e.cu.Ctx.Close() // joins the receive threads, which use the staging buffers and streams
+		for _, p := range e.stages {
+			if err := e.cu.Dev.HostFree(p); err != nil {
+				logx.Warnf("rank %d: Ethernet transport: freeing a staging buffer: %v", e.h.Rank, err)
+			}
+		}
+		e.cu.Free()
+		e.cu, e.stages = nil, nil
 	}
 	return nil
 }

@@ -30,11 +30,17 @@
 #define ETH_HDR_BYTES 32
 
 struct ethCtx;
+struct cudaP2PState; /* cuda/calls.h: a CUDA-mode proxy's context and streams */
 
-/* The transport state of one proxy context: its connections' sockets by connId. */
-struct ethCtx* ethCtxNew(void);
-/* Hands the connected socket fd of connection c to the transport and starts its receive thread. */
-int ethConnStart(struct ethCtx* e, engConn* c, int fd);
+/* The transport state of one proxy context: its connections' sockets by connId. In CUDA mode
+ * (cuda non-NULL: the context's FIFO head, epochs and buffers are in device memory) the
+ * proxy thread makes the CUDA context current and publishes the FIFO tail to the device, and
+ * device memory travels through each connection's pinned staging buffers. */
+struct ethCtx* ethCtxNew(struct cudaP2PState* cuda);
+/* Hands the connected socket fd of connection c (of the context c->ctx) to the transport and
+ * starts its receive thread; in CUDA mode sendStage and recvStage are pinned buffers of
+ * stageBytes each (the caller frees them after the context is closed). */
+int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t stageBytes);
 
 /* Sends fence number seq on every connection of e, then waits until every peer's fence seq
  * arrived (so all their earlier data has landed here), a peer is gone, or timeoutMs passes.

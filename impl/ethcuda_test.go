@@ -1,0 +1,151 @@
+package impl
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/mscclpp-go/mscclpp/cuda"
+	"github.com/mscclpp-go/mscclpp/impl/engine"
+)
+
+// TestEthernetCUDAModeFakeDriver runs two ranks whose Ethernet connections have device buffers
+// against the stand-in driver (in a child process): a kernel's put+signal trigger makes the
+// proxy copy the device buffer to pinned memory and send it, the peer's receive thread copies
+// it into its device buffer and the count into its device epoch.
+func TestEthernetCUDAModeFakeDriver(t *testing.T) {
+	if os.Getenv(fakeChildEnv) == "eth" {
+		fakeEthernetChild(t)
+		return
+	}
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "libfakecuda.so")
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "cc"
+	}
+	build := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", lib, filepath.Join("..", "cuda", "testdata", "fakecuda.c"), "-lpthread")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the fake driver: %v\n%s", err, b)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestEthernetCUDAModeFakeDriver$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), fakeChildEnv+"=eth", "MSCCLPP_CUDA_LIBRARY="+lib, "MSCCLPP_DEVICE=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	t.Logf("child:\n%s", out)
+}
+
+func fakeEthernetChild(t *testing.T) {
+	if err := cuda.Load(); err != nil {
+		t.Fatal(err)
+	}
+	cuda.TestDriverCall("fakeNoCtx", "1")
+	const size = 9<<20 + 123 // more than two staging buffers, not a multiple of them
+	var bufs [2]uint64
+	src := make([]byte, size)
+	for i := range src {
+		src[i] = byte(i*7 + 3)
+	}
+	onLockedThread(func() {
+		cuda.TestDriverCall("fakeSetCurrent", "0")
+		defer cuda.TestDriverCall("fakeSetCurrent", "n")
+		dev, err := cuda.Probe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range bufs {
+			if bufs[i], err = dev.MemAlloc(size); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cuda.TestDriverWrite(bufs[0], src); err != nil {
+			t.Fatal(err)
+		}
+	})
+	addr := freeAddr(t)
+	comms := make([]*Comm, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			c, err := InitRank(2, addr, r)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			comms[r] = c
+			if errs[r] = c.Connect(1-r, 0, engine.DevPtr(bufs[r]), size, TransportEthernet, nil, true); errs[r] != nil {
+				return
+			}
+			if m := c.Mode(); m != "CUDA mode" {
+				t.Errorf("rank %d: %v after an Ethernet connection with a device buffer", r, m)
+			}
+			if errs[r] = c.ConnectionSetup(); errs[r] != nil {
+				return
+			}
+			errs[r] = c.ProxyLaunch()
+		}(r)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	// rank 0's GPU pushes put+signal of the whole buffer on connection 0
+	fifo := *(*unsafe.Pointer)(comms[0].host.DevConns.At(0)) // fifo.triggerFifo: pinned host memory
+	slot := (*[2]uint64)(fifo)
+	atomic.StoreUint64(&slot[1], 3<<42)
+	atomic.StoreUint64(&slot[0], size)
+	epoch := uint64(uintptr(comms[1].host.DevConns.LocalEpoch(0))) + 8 // rank 1's device epoch: proxy
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, err := cuda.TestDriverRead(epoch, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b[0] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rank 1's device epoch never reached 1 (% x); async errors: %v / %v", b, comms[0].AsyncErr(), comms[1].AsyncErr())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	got, err := cuda.TestDriverRead(bufs[1], size)
+	if err != nil || !bytes.Equal(got, src) {
+		t.Fatalf("rank 1's device buffer after the signal: %v, equal %v", err, bytes.Equal(got, src))
+	}
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			errs[r] = comms[r].ProxyStop()
+		}(r)
+	}
+	wg.Wait()
+	for r := 0; r < 2; r++ {
+		if errs[r] != nil {
+			t.Errorf("rank %d: ProxyStop: %v", r, errs[r])
+		}
+		if err := comms[r].AsyncErr(); err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+		if err := comms[r].Destroy(); err != nil {
+			t.Errorf("rank %d: Destroy: %v", r, err)
+		}
+	}
+}
