@@ -236,7 +236,7 @@ func hostReadable(b transport.Buffer) error {
 	local := []unix.Iovec{{Base: &one[0], Len: 1}}
 	remote := []unix.RemoteIovec{{Base: uintptr(b.Ptr), Len: 1}}
 	if _, err := unix.ProcessVMReadv(unix.Getpid(), local, remote, 0); err != nil && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOSYS) {
-		return status.Errorf(status.InvalidUsage, "Ethernet transport: buffer %p is not host memory (%v): this transport moves host memory (device buffers need CUDA-mode staging, not built)", b.Ptr, err)
+		return status.Errorf(status.InvalidUsage, "Ethernet transport: buffer %p is not host memory (%v): neither host memory nor device memory of a CUDA context this process uses", b.Ptr, err)
 	}
 	return nil
 }
