@@ -30,23 +30,8 @@ func TestCUDAModeFakeDriver(t *testing.T) {
 		return
 	}
 	dir := t.TempDir()
-	lib := filepath.Join(dir, "libfakecuda.so")
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "cc"
-	}
-	build := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", lib, filepath.Join("..", "cuda", "testdata", "fakecuda.c"), "-lpthread")
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the fake driver: %v\n%s", err, b)
-	}
 	logPath := filepath.Join(dir, "calls.log")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCUDAModeFakeDriver$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), fakeChildEnv+"=1", "MSCCLPP_CUDA_LIBRARY="+lib, "FAKECUDA_LOG="+logPath,
-		"MSCCLPP_DEVICE=", "FAKE_CUDA_MARK="+logPath)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
+	out := runFakeCUDAChild(t, "TestCUDAModeFakeDriver", "1", "FAKECUDA_LOG="+logPath, "FAKE_CUDA_MARK="+logPath)
 	b, err := os.ReadFile(logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +80,56 @@ func TestCUDAModeFakeDriver(t *testing.T) {
 	t.Logf("child:\n%s", out)
 }
 
+// runFakeCUDAChild builds the stand-in driver of cuda/testdata and runs test in a child process
+// (the driver library is chosen once per process) with fakeChildEnv=mode and env; it returns
+// the child's output and fails t when the child fails.
+func runFakeCUDAChild(t *testing.T, test, mode string, env ...string) []byte {
+	t.Helper()
+	lib := filepath.Join(t.TempDir(), "libfakecuda.so")
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "cc"
+	}
+	build := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", lib, filepath.Join("..", "cuda", "testdata", "fakecuda.c"), "-lpthread")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the fake driver: %v\n%s", err, b)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(append(os.Environ(), fakeChildEnv+"="+mode, "MSCCLPP_CUDA_LIBRARY="+lib, "MSCCLPP_DEVICE="), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	return out
+}
+
+// fakeDeviceBuffers allocates len(bufs) device buffers of len(src) bytes on the fake driver's
+// device 0 (no thread keeps a current context) and writes src into the first.
+func fakeDeviceBuffers(t *testing.T, bufs []uint64, src []byte) {
+	t.Helper()
+	if err := cuda.Load(); err != nil {
+		t.Fatal(err)
+	}
+	// no thread has a current context (a CUDA 11 runtime before its first call on the thread)
+	cuda.TestDriverCall("fakeNoCtx", "1")
+	onLockedThread(func() {
+		cuda.TestDriverCall("fakeSetCurrent", "0")
+		defer cuda.TestDriverCall("fakeSetCurrent", "n")
+		dev, err := cuda.Probe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range bufs {
+			if bufs[i], err = dev.MemAlloc(uint64(len(src))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cuda.TestDriverWrite(bufs[0], src); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // onLockedThread runs f on one OS thread.
 func onLockedThread(f func()) {
 	done := make(chan struct{})
@@ -108,33 +143,13 @@ func onLockedThread(f func()) {
 }
 
 func fakeCUDAChild(t *testing.T) {
-	if err := cuda.Load(); err != nil {
-		t.Fatal(err)
-	}
-	// no thread has a current context (a CUDA 11 runtime before its first call on the thread)
-	cuda.TestDriverCall("fakeNoCtx", "1")
 	const size = 1 << 16
 	var bufs [2]uint64
 	src := make([]byte, size)
 	for i := range src {
 		src[i] = byte(i*13 + 1)
 	}
-	onLockedThread(func() {
-		cuda.TestDriverCall("fakeSetCurrent", "0")
-		defer cuda.TestDriverCall("fakeSetCurrent", "n")
-		dev, err := cuda.Probe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range bufs {
-			if bufs[i], err = dev.MemAlloc(size); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := cuda.TestDriverWrite(bufs[0], src); err != nil {
-			t.Fatal(err)
-		}
-	})
+	fakeDeviceBuffers(t, bufs[:], src)
 
 	addr := freeAddr(t)
 	comms := make([]*Comm, 2)

@@ -3,8 +3,6 @@ package impl
 import (
 	"bytes"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -25,52 +23,18 @@ func TestEthernetCUDAModeFakeDriver(t *testing.T) {
 		fakeEthernetChild(t)
 		return
 	}
-	dir := t.TempDir()
-	lib := filepath.Join(dir, "libfakecuda.so")
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "cc"
-	}
-	build := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", lib, filepath.Join("..", "cuda", "testdata", "fakecuda.c"), "-lpthread")
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the fake driver: %v\n%s", err, b)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestEthernetCUDAModeFakeDriver$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), fakeChildEnv+"=eth", "MSCCLPP_CUDA_LIBRARY="+lib, "MSCCLPP_DEVICE=")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
+	out := runFakeCUDAChild(t, "TestEthernetCUDAModeFakeDriver", "eth")
 	t.Logf("child:\n%s", out)
 }
 
 func fakeEthernetChild(t *testing.T) {
-	if err := cuda.Load(); err != nil {
-		t.Fatal(err)
-	}
-	cuda.TestDriverCall("fakeNoCtx", "1")
 	const size = 9<<20 + 123 // more than two staging buffers, not a multiple of them
 	var bufs [2]uint64
 	src := make([]byte, size)
 	for i := range src {
 		src[i] = byte(i*7 + 3)
 	}
-	onLockedThread(func() {
-		cuda.TestDriverCall("fakeSetCurrent", "0")
-		defer cuda.TestDriverCall("fakeSetCurrent", "n")
-		dev, err := cuda.Probe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range bufs {
-			if bufs[i], err = dev.MemAlloc(size); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := cuda.TestDriverWrite(bufs[0], src); err != nil {
-			t.Fatal(err)
-		}
-	})
+	fakeDeviceBuffers(t, bufs[:], src)
 	addr := freeAddr(t)
 	comms := make([]*Comm, 2)
 	errs := make([]error, 2)

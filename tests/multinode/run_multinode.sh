@@ -105,10 +105,7 @@ compile kill "$root/tests/c/shm/kill.cc" &
 wait
 compile stop "$root/tests/c/shm/stop.cc"
 # the libibverbs test double (tests/ib/double): RC QPs between processes, here across nodes
-mkdir -p "$out/ibdouble"
-if gcc -shared -fPIC -O2 -Wall -I "$root/ib" -o "$out/ibdouble/libibverbs.so.1" -Wl,-soname,libibverbs.so.1 \
-  -Wl,--version-script="$root/tests/ib/double/ibverbs_double.map" "$root/tests/ib/double/ibverbs_double.c" -lpthread \
-  >"$out/build-ibdouble.log" 2>&1; then
+if bash "$root/tests/ib/double/build.sh" "$out/ibdouble" >"$out/build-ibdouble.log" 2>&1; then
   : >"$out/built-ibdouble"
 fi
 for b in launch bootstrap nodeshm perf allgather fifo kill stop ibdouble; do

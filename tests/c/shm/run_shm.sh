@@ -170,10 +170,7 @@ eth eth_stop_n2 2 60 - stop
 # ... and over the IB transport, against the libibverbs test double (tests/ib/double: RC QPs
 # between processes of this machine, no hardware)
 dbl="$out/ibdouble/libibverbs.so.1"
-mkdir -p "$out/ibdouble"
-if gcc -shared -fPIC -O2 -Wall -I "$root/ib" -o "$dbl" -Wl,-soname,libibverbs.so.1 \
-  -Wl,--version-script="$root/tests/ib/double/ibverbs_double.map" "$root/tests/ib/double/ibverbs_double.c" -lpthread \
-  >"$out/build-ibdouble.log" 2>&1; then
+if bash "$root/tests/ib/double/build.sh" "$out/ibdouble" >"$out/build-ibdouble.log" 2>&1; then
   ib() {
     case_lenv=(MSCCLPP_TEST_TRANSPORT=ib MSCCLPP_TEST_IB_DEV=double_0 "MSCCLPP_IBV_SO=$dbl" "MSCCLPP_IBV_DOUBLE_DIR={DIR}")
     run_case "$@"
