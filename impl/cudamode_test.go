@@ -193,6 +193,16 @@ func fakeCUDAChild(t *testing.T) {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 	}
+	// host threads must not touch a CUDA-mode connection's FIFO or counters (device memory)
+	if seq := engine.FifoPush(comms[0].host.DevConns.At(0), 1, 0, 0, 8); seq != engine.PushFailed {
+		t.Errorf("a host push on a CUDA-mode connection returned %d", seq)
+	}
+	if rc := engine.FifoWaitServed(comms[0].host.DevConns.At(0), 0); rc != status.InvalidUsage {
+		t.Errorf("a host fifo sync on a CUDA-mode connection: %v", rc)
+	}
+	if rc := engine.ConnWait(comms[0].host.DevConns.At(0), 0); rc != status.InvalidUsage {
+		t.Errorf("a host wait on a CUDA-mode connection: %v", rc)
+	}
 	// the copy engine is busy: every copy waits on its stream
 	cuda.TestDriverCall("fakeStall", "all")
 	defer cuda.TestDriverCall("fakeStall", "")

@@ -185,6 +185,27 @@ func NewCtxAt(comm *Comm, mem, ops, transport unsafe.Pointer, devHead uint64) (*
 	return &Ctx{p: p}, nil
 }
 
+// FifoPush is mscclppFifoPush on entry dev of a device-connection array (fifo.push on a host
+// thread); PushFailed when it pushed nothing.
+func FifoPush(dev unsafe.Pointer, typ, dstOff, srcOff, size uint64) uint64 {
+	d := (*C.struct_mscclppDevConn)(dev)
+	return uint64(C.mscclppFifoPush(&d.fifo, C.uint64_t(typ), C.uint64_t(dstOff), C.uint64_t(srcOff), C.uint64_t(size)))
+}
+
+// PushFailed is MSCCLPP_FIFO_PUSH_FAILED.
+const PushFailed = ^uint64(0)
+
+// FifoWaitServed is mscclppFifoWaitServed on entry dev (fifo.sync on a host thread): a result code.
+func FifoWaitServed(dev unsafe.Pointer, seq uint64) status.Code {
+	d := (*C.struct_mscclppDevConn)(dev)
+	return status.Code(C.mscclppFifoWaitServed(&d.fifo, C.uint64_t(seq)))
+}
+
+// ConnWait is mscclppConnWait on entry dev (a bounded host wait): a result code.
+func ConnWait(dev unsafe.Pointer, timeoutMs int64) status.Code {
+	return status.Code(C.mscclppConnWait((*C.struct_mscclppDevConn)(dev), C.int64_t(timeoutMs)))
+}
+
 // ProcessGone reports whether pid no longer runs (gone, or a zombie nobody reaped yet).
 func ProcessGone(pid int) bool { return C.engProcessGone(C.int(pid)) != 0 }
 
