@@ -21,9 +21,9 @@ import (
 const (
 	headerBytes  = 4096
 	regionHeader = 64
-	epochBytes   = 16 // sizeof(mscclppDevConnSignalEpochId)
+	epochSlot    = 64 // one cache line per connection: its epochs (16 bytes), then its futex-waiter count
+	sleeperOff   = 16 // the count's offset in the slot: a signaller reads it from the line it just wrote
 	waitBytes    = 8
-	sleeperBytes = 4                  // a futex-waiter count per epoch slot
 	segMagic     = 0x4d5343434c505053 // "MSCCLPPS"
 	shmDir       = "/dev/shm/"
 )
@@ -45,7 +45,7 @@ type Segment struct {
 }
 
 func regionSize(maxConns int) int {
-	n := regionHeader + maxConns*(epochBytes+waitBytes+sleeperBytes)
+	n := regionHeader + maxConns*(epochSlot+waitBytes)
 	return (n + 4095) &^ 4095
 }
 
@@ -157,18 +157,18 @@ func (s *Segment) regionOff(local int) int { return headerBytes + local*s.region
 
 // Epoch is the address of local rank local's signal epoch slot for its connection conn.
 func (s *Segment) Epoch(local, conn int) unsafe.Pointer {
-	return unsafe.Pointer(&s.mem[s.regionOff(local)+regionHeader+conn*epochBytes])
+	return unsafe.Pointer(&s.mem[s.regionOff(local)+regionHeader+conn*epochSlot])
 }
 
 // Wait is the address of local rank local's wait counter for its connection conn.
 func (s *Segment) Wait(local, conn int) unsafe.Pointer {
-	return unsafe.Pointer(&s.mem[s.regionOff(local)+regionHeader+s.maxConns*epochBytes+conn*waitBytes])
+	return unsafe.Pointer(&s.mem[s.regionOff(local)+regionHeader+s.maxConns*epochSlot+conn*waitBytes])
 }
 
 // Sleepers is the address of the count of local rank local's threads asleep on the epoch of its
 // connection conn (a signaller wakes them when it is not zero).
 func (s *Segment) Sleepers(local, conn int) unsafe.Pointer {
-	return unsafe.Pointer(&s.mem[s.regionOff(local)+regionHeader+s.maxConns*(epochBytes+waitBytes)+conn*sleeperBytes])
+	return unsafe.Pointer(&s.mem[s.regionOff(local)+regionHeader+conn*epochSlot+sleeperOff])
 }
 
 func (s *Segment) collOff(local int) int { return headerBytes + s.nLocal*s.region + local*collRegion }

@@ -144,6 +144,8 @@ run_case kill_root_n3 3 60 0 kill 0 timeout
 run_case robust_hogs_n2 2 60 1 robust hogs
 run_case robust_misuse_n2 2 60 - robust misuse
 run_case robust_destroy_n2 2 60 - robust destroy
+case_lenv=(MSCCLPP_MEMBARRIER=0) # the same with the live-context table counting callers (no membarrier)
+run_case robust_destroy_counting_n2 2 60 - robust destroy
 run_case robust_collthreads_n2 2 60 - robust collthreads
 case_lenv=("MSCCLPP_HOSTID=host{RANK}") # every rank its own host: collectives over TCP
 run_case robust_collthreads_tcp_n2 2 60 - robust collthreads
