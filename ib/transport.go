@@ -26,6 +26,7 @@ type ibConn struct {
 	cq     *CQ
 	qp     *QP
 	local  []*MR   // by local handle; 0 is the signal slot
+	extra  []*MR   // buffers of mscclppRegisterBuffer
 	peerQP *QPInfo // from the peer's handle 0
 	remote []MRInfo
 	state  *ConnState
@@ -109,6 +110,10 @@ func (t *ibt) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("IB registration of handle %d (%d bytes): %w", h, b.Size, err)
 	}
+	if c.state != nil { // mscclppRegisterBuffer after setup: the peer writes it with mscclppRegisteredBufferWrite
+		c.extra = append(c.extra, mr)
+		return mr.Info().Marshal(), nil
+	}
 	if h >= len(c.local) {
 		c.local = append(c.local, make([]*MR, h+1-len(c.local))...)
 	}
@@ -141,7 +146,7 @@ func (t *ibt) Import(idx, _ int, blob []byte) (engine.Reg, error) {
 	if t.state(idx) == nil { // registrations of mscclppRegisterBuffer after setup are not kept
 		c.remote = append(c.remote, mi)
 	}
-	return engine.Reg{Addr: mi.Addr, Size: mi.Size}, nil
+	return engine.Reg{Addr: mi.Addr, Size: mi.Size, Key: mi.Rkey}, nil
 }
 
 func (t *ibt) state(idx int) *ConnState { return t.conns[idx].state }
@@ -178,8 +183,25 @@ func (t *ibt) PutPath([]engine.Reg) string {
 	return "RDMA writes on an RC QP, the signal count written after them on the same QP"
 }
 
-func (t *ibt) Write(engine.RegRecord, uint64, unsafe.Pointer, uint64, uintptr) error {
-	return status.Errorf(status.InvalidUsage, "mscclppRegisteredBufferWrite over the IB transport is not supported: use puts on the connection")
+// Write RDMA-writes src (registered for the call) to offset off of the peer's registration on
+// connection idx's QP and waits until the write completed (mscclppRegisteredBufferWrite).
+func (t *ibt) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, _ uintptr) error {
+	c := t.conns[idx]
+	if c == nil || c.state == nil {
+		return status.Errorf(status.InvalidUsage, "IB connection %d is not set up", idx)
+	}
+	if off > rec.Size() || size > rec.Size()-off {
+		return status.Errorf(status.InvalidArgument, "write of %d bytes at offset %d exceeds the peer's registered %d bytes", size, off, rec.Size())
+	}
+	mr, err := c.dev.RegisterMR(uint64(uintptr(src)), size)
+	if err != nil {
+		return fmt.Errorf("IB registration of the source (%d bytes): %w", size, err)
+	}
+	defer mr.Close()
+	if err := c.qp.Write(mr, 0, MRInfo{Addr: rec.Addr(), Size: rec.Size(), Rkey: rec.Key()}, off, size, true); err != nil {
+		return err
+	}
+	return c.qp.Flush(t.h.Timeout)
 }
 
 func (t *ibt) Contexts() []*engine.Ctx { return []*engine.Ctx{t.ctx} }
@@ -208,7 +230,7 @@ func (t *ibt) Close() error {
 			c.state.Free()
 		}
 		c.qp.Close()
-		for _, m := range c.local {
+		for _, m := range append(c.local, c.extra...) {
 			if m != nil {
 				m.Close()
 			}

@@ -231,7 +231,7 @@ func (c *Comm) RegisteredBufferWrite(peers []RegisteredPeer, src unsafe.Pointer,
 		if !ok {
 			return status.Errorf(status.InvalidArgument, "registered memory entry %d was not made by mscclppRegisterBuffer on this communicator", i)
 		}
-		if err := c.conns[i].tr.Write(rec, uint64(dstOff), unsafe.Add(src, srcOff), size, stream); err != nil {
+		if err := c.conns[i].tr.Write(i, rec, uint64(dstOff), unsafe.Add(src, srcOff), size, stream); err != nil {
 			return fmt.Errorf("registered buffer write to rank %d: %w", c.conns[i].remoteRank, err)
 		}
 	}

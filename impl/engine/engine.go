@@ -263,7 +263,8 @@ type Reg struct {
 	Mapped unsafe.Pointer // directly addressable here, or nil
 	Addr   uint64         // the address in the owner process
 	Size   uint64
-	Pid    int // the owner process
+	Pid    int    // the owner process
+	Key    uint32 // the transport's remote key (IB rkey), or 0
 }
 
 // Conn is a connection's engine state.
@@ -302,6 +303,7 @@ func fillReg(d *C.engReg, r Reg) {
 	d.addr = C.uint64_t(r.Addr)
 	d.size = C.uint64_t(r.Size)
 	d.pid = C.int(r.Pid)
+	d.key = C.uint32_t(r.Key)
 }
 
 // SetLocal installs my registrations (by handle).
@@ -376,6 +378,9 @@ func Lookup(recs []RegRecord, p unsafe.Pointer) (RegRecord, bool) {
 
 // Addr is the registration's address in its owner (a device address for P2P).
 func (r RegRecord) Addr() uint64 { return uint64(r.p.addr) }
+
+// Key is the transport's remote key of the registration (IB rkey).
+func (r RegRecord) Key() uint32 { return uint32(r.p.key) }
 
 // Size is the registered size.
 func (r RegRecord) Size() uint64 { return uint64(r.p.size) }

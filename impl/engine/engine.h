@@ -51,6 +51,7 @@ typedef struct engReg {
   uint64_t addr;   /* address in the owner process (process_vm_writev) */
   uint64_t size;
   int pid;         /* owner process */
+  uint32_t key;    /* the transport's remote key (IB rkey), or 0 */
 } engReg;
 
 #include "transport.h"

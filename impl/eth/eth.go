@@ -353,7 +353,7 @@ func (e *eth) PutPath([]engine.Reg) string {
 	return "TCP, sent from the source buffer and received into the peer's buffer by its receive thread"
 }
 
-func (e *eth) Write(engine.RegRecord, uint64, unsafe.Pointer, uint64, uintptr) error {
+func (e *eth) Write(int, engine.RegRecord, uint64, unsafe.Pointer, uint64, uintptr) error {
 	return status.Errorf(status.InvalidUsage, "mscclppRegisteredBufferWrite over the Ethernet transport is not supported: use puts on the connection")
 }
 

@@ -128,7 +128,7 @@ func (c *p2p) PutPath([]engine.Reg) string {
 }
 
 // Write copies size bytes from device memory src to offset off of a peer's registration, on stream.
-func (c *p2p) Write(rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, stream uintptr) error {
+func (c *p2p) Write(_ int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, stream uintptr) error {
 	if off > rec.Size() || size > rec.Size()-off {
 		return status.Errorf(status.InvalidArgument, "write of %d bytes at offset %d exceeds the peer's registered %d bytes", size, off, rec.Size())
 	}

@@ -159,7 +159,7 @@ func (s *shm) PutPath(remote []engine.Reg) string {
 	}
 }
 
-func (s *shm) Write(rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, _ uintptr) error {
+func (s *shm) Write(_ int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, _ uintptr) error {
 	return rec.Write(s.h.Eng, off, src, size)
 }
 

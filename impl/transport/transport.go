@@ -85,8 +85,9 @@ type Transport interface {
 	AppPointer(r engine.Reg) unsafe.Pointer
 	// PutPath says in words how puts to a peer's registrations travel (an INFO line).
 	PutPath(remote []engine.Reg) string
-	// Write copies size bytes of src to offset off of a peer's registration (mscclppRegisteredBufferWrite).
-	Write(rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, stream uintptr) error
+	// Write copies size bytes of src to offset off of a peer's registration over connection idx
+	// (mscclppRegisteredBufferWrite).
+	Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, stream uintptr) error
 	// Contexts are the proxy contexts this transport created.
 	Contexts() []*engine.Ctx
 	// Stopped runs once the proxies stopped: complete the work they left in flight (this

@@ -188,6 +188,8 @@ if bash "$root/tests/ib/double/build.sh" "$out/ibdouble" >"$out/build-ibdouble.l
   ib ib_bounds_n2 2 60 - bounds
   ib ib_stop_n2 2 60 - stop
   ib ib_kill_waittimeout_n2 2 60 1 kill 1 timeout
+  ib ib_regbuf_n2 2 60 - regbuf
+  ib ib_regbuf_n3 3 60 - regbuf
 else
   echo "FAIL build-ibdouble"
   sed 's/^/    /' "$out/build-ibdouble.log" | head -20
