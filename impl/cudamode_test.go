@@ -130,6 +130,45 @@ func fakeDeviceBuffers(t *testing.T, bufs []uint64, src []byte) {
 	})
 }
 
+// twoRanksLaunched forms a 2-rank communicator in this process, one locked thread per rank,
+// runs connect on each (its connections), then ConnectionSetup and ProxyLaunch; it fails t
+// on any error.
+func twoRanksLaunched(t *testing.T, connect func(r int, c *Comm) error) []*Comm {
+	t.Helper()
+	addr := freeAddr(t)
+	comms := make([]*Comm, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			c, err := InitRank(2, addr, r)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			comms[r] = c
+			if errs[r] = connect(r, c); errs[r] != nil {
+				return
+			}
+			if errs[r] = c.ConnectionSetup(); errs[r] != nil {
+				return
+			}
+			errs[r] = c.ProxyLaunch()
+		}(r)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return comms
+}
+
 // onLockedThread runs f on one OS thread.
 func onLockedThread(f func()) {
 	done := make(chan struct{})
@@ -151,48 +190,25 @@ func fakeCUDAChild(t *testing.T) {
 	}
 	fakeDeviceBuffers(t, bufs[:], src)
 
-	addr := freeAddr(t)
-	comms := make([]*Comm, 2)
+	comms := twoRanksLaunched(t, func(r int, c *Comm) error {
+		if m := c.Mode(); m != "host mode" {
+			t.Errorf("rank %d: %v right after init, want the mode decided at the first P2P connection", r, m)
+		}
+		// no buffer and no current context: no GPU to be found
+		err := c.Connect(1-r, 1, nil, 0, TransportP2P, nil, false)
+		if status.CodeOf(err) != status.InvalidUsage || !strings.Contains(err.Error(), "P2P needs CUDA mode") {
+			t.Errorf("rank %d: P2P without a buffer or a context: %v", r, err)
+		}
+		if err := c.Connect(1-r, 0, engine.DevPtr(bufs[r]), size, TransportP2P, nil, true); err != nil {
+			return err
+		}
+		if m := c.Mode(); m != "CUDA mode" {
+			t.Errorf("rank %d: %v after a P2P connection", r, m)
+		}
+		return nil
+	})
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
-	for r := 0; r < 2; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			c, err := InitRank(2, addr, r)
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			comms[r] = c
-			if m := c.Mode(); m != "host mode" {
-				t.Errorf("rank %d: %v right after init, want the mode decided at the first P2P connection", r, m)
-			}
-			// no buffer and no current context: no GPU to be found
-			err = c.Connect(1-r, 1, nil, 0, TransportP2P, nil, false)
-			if status.CodeOf(err) != status.InvalidUsage || !strings.Contains(err.Error(), "P2P needs CUDA mode") {
-				t.Errorf("rank %d: P2P without a buffer or a context: %v", r, err)
-			}
-			if errs[r] = c.Connect(1-r, 0, engine.DevPtr(bufs[r]), size, TransportP2P, nil, true); errs[r] != nil {
-				return
-			}
-			if m := c.Mode(); m != "CUDA mode" {
-				t.Errorf("rank %d: %v after a P2P connection", r, m)
-			}
-			if errs[r] = c.ConnectionSetup(); errs[r] != nil {
-				return
-			}
-			errs[r] = c.ProxyLaunch()
-		}(r)
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
 	// host threads must not touch a CUDA-mode connection's FIFO or counters (device memory)
 	if seq := engine.FifoPush(comms[0].host.DevConns.At(0), 1, 0, 0, 8); seq != engine.PushFailed {
 		t.Errorf("a host push on a CUDA-mode connection returned %d", seq)

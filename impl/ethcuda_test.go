@@ -3,7 +3,6 @@ package impl
 import (
 	"bytes"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,40 +34,17 @@ func fakeEthernetChild(t *testing.T) {
 		src[i] = byte(i*7 + 3)
 	}
 	fakeDeviceBuffers(t, bufs[:], src)
-	addr := freeAddr(t)
-	comms := make([]*Comm, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r := 0; r < 2; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			c, err := InitRank(2, addr, r)
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			comms[r] = c
-			if errs[r] = c.Connect(1-r, 0, engine.DevPtr(bufs[r]), size, TransportEthernet, nil, true); errs[r] != nil {
-				return
-			}
-			if m := c.Mode(); m != "CUDA mode" {
-				t.Errorf("rank %d: %v after an Ethernet connection with a device buffer", r, m)
-			}
-			if errs[r] = c.ConnectionSetup(); errs[r] != nil {
-				return
-			}
-			errs[r] = c.ProxyLaunch()
-		}(r)
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
+	comms := twoRanksLaunched(t, func(r int, c *Comm) error {
+		if err := c.Connect(1-r, 0, engine.DevPtr(bufs[r]), size, TransportEthernet, nil, true); err != nil {
+			return err
 		}
-	}
+		if m := c.Mode(); m != "CUDA mode" {
+			t.Errorf("rank %d: %v after an Ethernet connection with a device buffer", r, m)
+		}
+		return nil
+	})
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
 	// rank 0's GPU pushes put+signal of the whole buffer on connection 0
 	fifo := *(*unsafe.Pointer)(comms[0].host.DevConns.At(0)) // fifo.triggerFifo: pinned host memory
 	slot := (*[2]uint64)(fifo)

@@ -48,45 +48,9 @@ static void handler(const char* msg)
   }
 }
 
-static int dial(int port, double sec)
-{
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_port = htons((uint16_t)port);
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  double deadline = test_now() + sec;
-  int ms = 1;
-  while (test_now() < deadline) {
-    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0)
-      return -1;
-    if (connect(s, (struct sockaddr*)&a, sizeof a) == 0) {
-      struct timeval tv = {5, 0};
-      setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-      setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-      return s;
-    }
-    close(s);
-    test_pause_ms(ms);
-    if (ms < 20)
-      ms *= 2;
-  }
-  return -1;
-}
+static int dial(int port, double sec) { return test_dial_local(port, sec, 5); }
 
-static int send_all(int s, const void* p, size_t n)
-{
-  const char* c = (const char*)p;
-  while (n > 0) {
-    ssize_t w = send(s, c, n, MSG_NOSIGNAL);
-    if (w <= 0)
-      return -1;
-    c += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
+static int send_all(int s, const void* p, size_t n) { return test_send_all(s, p, n); }
 
 /* Everything the peer sends until it closes (or 5 s pass); returns the count. */
 static size_t read_all(int s, uint8_t* buf, size_t cap)

@@ -31,8 +31,12 @@
 /* POSIX pieces only when the program asked for them (_GNU_SOURCE first). */
 #if defined(__unix__) && defined(_POSIX_C_SOURCE)
 #define TEST_POSIX 1
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 #else
 #define TEST_POSIX 0
@@ -424,6 +428,49 @@ static TEST_UNUSED int test_publish_id(const char* name, const mscclppUniqueId* 
 static TEST_UNUSED int test_fetch_id(const char* name, mscclppUniqueId* id, double timeoutSec)
 {
   return test_fetch(name, id, sizeof *id, timeoutSec);
+}
+
+/* A TCP connection to 127.0.0.1:port, retried while nothing listens there yet (up to sec
+ * seconds), with send and receive timeouts of ioSec seconds; -1 when none came. */
+static TEST_UNUSED int test_dial_local(int port, double sec, int ioSec)
+{
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)port);
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  double deadline = test_now() + sec;
+  int ms = 1;
+  while (test_now() < deadline) {
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+      return -1;
+    if (connect(s, (struct sockaddr*)&a, sizeof a) == 0) {
+      struct timeval tv = {ioSec, 0};
+      setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+      setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      return s;
+    }
+    close(s);
+    test_pause_ms(ms);
+    if (ms < 20)
+      ms *= 2;
+  }
+  return -1;
+}
+
+/* Sends every byte of p; 0, or -1 once the peer closed or a send timed out. */
+static TEST_UNUSED int test_send_all(int s, const void* p, size_t n)
+{
+  const char* c = (const char*)p;
+  while (n > 0) {
+    ssize_t w = send(s, c, n, MSG_NOSIGNAL);
+    if (w <= 0)
+      return -1;
+    c += w;
+    n -= (size_t)w;
+  }
+  return 0;
 }
 #endif /* TEST_POSIX */
 

@@ -55,50 +55,11 @@ static int count_warn(void)
 
 static int rootPort;
 
-static struct sockaddr_in rootAddr(void)
-{
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_port = htons((uint16_t)rootPort);
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  return a;
-}
-
 /* Connect to the root, retrying while it is not listening yet (10 s). */
-static int dial(void)
-{
-  struct sockaddr_in a = rootAddr();
-  double deadline = test_now() + 10;
-  int ms = 1;
-  while (test_now() < deadline) {
-    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0)
-      return -1;
-    if (connect(s, (struct sockaddr*)&a, sizeof a) == 0) {
-      struct timeval tv = {2, 0};
-      setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-      return s;
-    }
-    close(s);
-    test_pause_ms(ms);
-    if (ms < 20)
-      ms *= 2;
-  }
-  return -1;
-}
+static int dial(void) { return test_dial_local(rootPort, 10, 2); }
 
-static void send_some(int s, const void* p, size_t n)
-{
-  const char* c = (const char*)p;
-  while (n > 0) {
-    ssize_t w = send(s, c, n, MSG_NOSIGNAL);
-    if (w <= 0)
-      return; /* closed on us, or 2 s without progress: fine */
-    c += w;
-    n -= (size_t)w;
-  }
-}
+/* Send what we can: the root closing on us, or 2 s without progress, is fine. */
+static void send_some(int s, const void* p, size_t n) { (void)test_send_all(s, p, n); }
 
 /* After sending: does the root close the connection within sec seconds? */
 static const char* closed_within(int s, double sec)
