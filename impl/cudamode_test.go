@@ -169,6 +169,35 @@ func twoRanksLaunched(t *testing.T, connect func(r int, c *Comm) error) []*Comm 
 	return comms
 }
 
+// gpuPutWithSignal writes, as a GPU would, a put+signal trigger of size bytes from offset 0 to
+// offset 0 into the first slot of c's connection 0 FIFO (pinned host memory).
+func gpuPutWithSignal(c *Comm, size uint64) {
+	fifo := *(*unsafe.Pointer)(c.host.DevConns.At(0)) // fifo.triggerFifo
+	slot := (*[2]uint64)(fifo)
+	atomic.StoreUint64(&slot[1], 3<<42)
+	atomic.StoreUint64(&slot[0], size)
+}
+
+// proxyStopAll runs ProxyStop on every rank at once and fails t on an error.
+func proxyStopAll(t *testing.T, comms []*Comm) {
+	t.Helper()
+	errs := make([]error, len(comms))
+	var wg sync.WaitGroup
+	for r := range comms {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			errs[r] = comms[r].ProxyStop()
+		}(r)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: ProxyStop: %v", r, err)
+		}
+	}
+}
+
 // onLockedThread runs f on one OS thread.
 func onLockedThread(f func()) {
 	done := make(chan struct{})
@@ -207,8 +236,6 @@ func fakeCUDAChild(t *testing.T) {
 		}
 		return nil
 	})
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
 	// host threads must not touch a CUDA-mode connection's FIFO or counters (device memory)
 	if seq := engine.FifoPush(comms[0].host.DevConns.At(0), 1, 0, 0, 8); seq != engine.PushFailed {
 		t.Errorf("a host push on a CUDA-mode connection returned %d", seq)
@@ -223,10 +250,7 @@ func fakeCUDAChild(t *testing.T) {
 	cuda.TestDriverCall("fakeStall", "all")
 	defer cuda.TestDriverCall("fakeStall", "")
 	// rank 0's GPU pushes put+signal of the whole buffer on connection 0
-	fifo := *(*unsafe.Pointer)(comms[0].host.DevConns.At(0)) // fifo.triggerFifo: pinned host memory
-	slot := (*[2]uint64)(fifo)
-	atomic.StoreUint64(&slot[1], 3<<42)
-	atomic.StoreUint64(&slot[0], size)
+	gpuPutWithSignal(comms[0], size)
 	deadline := time.Now().Add(10 * time.Second)
 	for comms[0].ProxyServed() != 1 {
 		if time.Now().After(deadline) {
@@ -238,19 +262,7 @@ func fakeCUDAChild(t *testing.T) {
 		t.Fatal("nothing queued on the stalled streams")
 	}
 	// ProxyStop returns only with every copy done
-	for r := 0; r < 2; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			errs[r] = comms[r].ProxyStop()
-		}(r)
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: ProxyStop: %v", r, err)
-		}
-	}
+	proxyStopAll(t, comms)
 	if q := cuda.TestDriverCall("fakeQueued", ""); q != 0 {
 		t.Errorf("ProxyStop returned with %d copies still queued", q)
 	}

@@ -3,11 +3,8 @@ package impl
 import (
 	"bytes"
 	"os"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/cuda"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
@@ -43,13 +40,8 @@ func fakeEthernetChild(t *testing.T) {
 		}
 		return nil
 	})
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
 	// rank 0's GPU pushes put+signal of the whole buffer on connection 0
-	fifo := *(*unsafe.Pointer)(comms[0].host.DevConns.At(0)) // fifo.triggerFifo: pinned host memory
-	slot := (*[2]uint64)(fifo)
-	atomic.StoreUint64(&slot[1], 3<<42)
-	atomic.StoreUint64(&slot[0], size)
+	gpuPutWithSignal(comms[0], size)
 	epoch := uint64(uintptr(comms[1].host.DevConns.LocalEpoch(0))) + 8 // rank 1's device epoch: proxy
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -69,18 +61,8 @@ func fakeEthernetChild(t *testing.T) {
 	if err != nil || !bytes.Equal(got, src) {
 		t.Fatalf("rank 1's device buffer after the signal: %v, equal %v", err, bytes.Equal(got, src))
 	}
+	proxyStopAll(t, comms)
 	for r := 0; r < 2; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			errs[r] = comms[r].ProxyStop()
-		}(r)
-	}
-	wg.Wait()
-	for r := 0; r < 2; r++ {
-		if errs[r] != nil {
-			t.Errorf("rank %d: ProxyStop: %v", r, errs[r])
-		}
 		if err := comms[r].AsyncErr(); err != nil {
 			t.Errorf("rank %d: %v", r, err)
 		}
