@@ -19,16 +19,16 @@ import (
 
 // shmCollectives reports whether AllGather of size bytes per rank goes through shared memory.
 func (c *Comm) shmCollectives(size int) bool {
-	return c.node != nil && c.nranks > 1 && len(c.host.LocalOf) == c.nranks && size <= nodeshm.CollSlotBytes
+	return c.host.Node != nil && c.nranks > 1 && len(c.host.LocalOf) == c.nranks && size <= nodeshm.CollSlotBytes
 }
 
 // allGatherShm is AllGather through the node segment (local index == rank on a single node).
 func (c *Comm) allGatherShm(buf []byte, size int) error {
 	c.collSeq++
 	k, parity := c.collSeq, int(c.collSeq&1)
-	copy(c.node.CollSlot(c.rank, parity), buf[c.rank*size:(c.rank+1)*size])
-	atomic.StoreUint64(c.node.CollSize(c.rank, parity), uint64(size))
-	atomic.StoreUint64(c.node.CollSeq(c.rank), k)
+	copy(c.host.Node.CollSlot(c.rank, parity), buf[c.rank*size:(c.rank+1)*size])
+	atomic.StoreUint64(c.host.Node.CollSize(c.rank, parity), uint64(size))
+	atomic.StoreUint64(c.host.Node.CollSeq(c.rank), k)
 	deadline := time.Now().Add(BootstrapTimeout())
 	for p := 0; p < c.nranks; p++ {
 		if p == c.rank {
@@ -38,12 +38,12 @@ func (c *Comm) allGatherShm(buf []byte, size int) error {
 			c.boot.Abort(err) // peers waiting over TCP learn it too
 			return c.remoteFailure(err)
 		}
-		if got := atomic.LoadUint64(c.node.CollSize(p, parity)); got != uint64(size) {
+		if got := atomic.LoadUint64(c.host.Node.CollSize(p, parity)); got != uint64(size) {
 			err := status.Errorf(status.InvalidUsage, "collective %d: rank %d gathers %d bytes per rank, this rank %d (every rank must call the same collectives with the same size)", k, p, got, size)
 			c.boot.Abort(err)
 			return err
 		}
-		copy(buf[p*size:(p+1)*size], c.node.CollSlot(p, parity)[:size])
+		copy(buf[p*size:(p+1)*size], c.host.Node.CollSlot(p, parity)[:size])
 	}
 	return nil
 }
@@ -51,7 +51,7 @@ func (c *Comm) allGatherShm(buf []byte, size int) error {
 // waitSeq waits until rank p published collective k, backing off like host waits, and fails
 // when p's process is gone or the bootstrap timeout passes.
 func (c *Comm) waitSeq(p int, k uint64, deadline time.Time) error {
-	seq := c.node.CollSeq(p)
+	seq := c.host.Node.CollSeq(p)
 	cfg := c.waitCfg
 	var n uint64
 	sleep := time.Microsecond
@@ -77,7 +77,7 @@ func (c *Comm) waitSeq(p int, k uint64, deadline time.Time) error {
 		}
 		lastCheck = now
 		// a peer may publish and exit between the load above and this check: look again
-		if pid := c.node.Pid(p); engine.ProcessGone(pid) && atomic.LoadUint64(seq) < k {
+		if pid := c.host.Node.Pid(p); engine.ProcessGone(pid) && atomic.LoadUint64(seq) < k {
 			return status.Errorf(status.RemoteError, "rank %d (pid %d) exited before collective %d", p, pid, k)
 		}
 		if err := c.host.Eng.Err(); status.CodeOf(err) == status.RemoteError {

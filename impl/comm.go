@@ -29,7 +29,6 @@ type Comm struct {
 	nranks int
 	boot   *bootstrap.Bootstrap
 	host   transport.Host // who is where, the node segment, the engine: what transports see
-	node   *nodeshm.Segment
 
 	conns      []*Conn
 	transports map[Transport]transport.Transport // made at the first connection over each
@@ -127,7 +126,6 @@ func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 	c.host.Eng = engine.NewComm(c.rank, c.waitCfg, proxyBackoff())
 	c.host.Eng.SetStreamBytes(uint64(envUint("MSCCLPP_STREAM_COPY_BYTES", 8<<20)), uint64(envUint("MSCCLPP_STREAM_COPY_MAX_BYTES", 128<<20)))
 	c.host.DevConns = engine.NewDevConns(engine.MaxConns)
-	c.host.Node = c.node
 	for _, e := range transport.All() {
 		if e.Init == nil {
 			continue
@@ -135,7 +133,7 @@ func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 		if err := e.Init(&c.host); err != nil {
 			c.host.DevConns.Free()
 			c.host.Eng.Free()
-			c.node.Close()
+			c.host.Node.Close()
 			return fail(fmt.Errorf("rank %d: %s transport: %w", c.rank, e.Name, err))
 		}
 	}
@@ -195,7 +193,7 @@ func (c *Comm) initNode(start time.Time) error {
 		return fmt.Errorf("rank %d: %w", c.rank, err)
 	}
 	seg.SetPid(c.host.LocalIdx, os.Getpid())
-	c.node = seg
+	c.host.Node = seg
 	return nil
 }
 
@@ -302,8 +300,8 @@ func (c *Comm) Destroy() error {
 	}
 	c.host.DevConns.Free()
 	c.host.Eng.Free()
-	c.node.Unlink()
-	c.node.Close()
+	c.host.Node.Unlink()
+	c.host.Node.Close()
 	return c.boot.Close()
 }
 

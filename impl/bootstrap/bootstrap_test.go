@@ -87,13 +87,7 @@ func form(t testing.TB, n int, mk func(rank int) (*Bootstrap, error)) []*Bootstr
 		wg.Go(func() { bs[r], errs[r] = mk(r) })
 	}
 	wg.Wait()
-	t.Cleanup(func() {
-		for _, b := range bs {
-			if b != nil {
-				b.Close()
-			}
-		}
-	})
+	closeAll(t, bs)
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("rank %d: init: %v", r, err)
@@ -117,6 +111,17 @@ func each(bs []*Bootstrap, f func(b *Bootstrap) error) []error {
 	}
 	wg.Wait()
 	return errs
+}
+
+// closeAll closes, when t ends, every bootstrap of bs that was made.
+func closeAll(t testing.TB, bs []*Bootstrap) {
+	t.Cleanup(func() {
+		for _, b := range bs {
+			if b != nil {
+				b.Close()
+			}
+		}
+	})
 }
 
 func noErrs(t testing.TB, what string, errs []error) {
@@ -813,13 +818,7 @@ func TestStrangersAtRoot(t *testing.T) {
 		wg.Go(func() { bs[r], errs[r] = InitAddr(addr, r, 3, opts) })
 	}
 	wg.Wait()
-	t.Cleanup(func() {
-		for _, b := range bs {
-			if b != nil {
-				b.Close()
-			}
-		}
-	})
+	closeAll(t, bs)
 	noErrs(t, "init", errs)
 	checkAllGather(t, bs, 4, 3)
 }
@@ -842,13 +841,7 @@ func TestSlowStrangers(t *testing.T) {
 	logs.waitFor(t, "sent no complete hello in time (3 bytes)")
 	wg.Go(func() { bs[1], errs[1] = InitAddr(addr, 1, 2, opts) })
 	wg.Wait()
-	t.Cleanup(func() {
-		for _, b := range bs {
-			if b != nil {
-				b.Close()
-			}
-		}
-	})
+	closeAll(t, bs)
 	noErrs(t, "init", errs)
 	poke(t, bs[1].ListenAddr(), nil, false)
 	logs.waitFor(t, "sent no complete hello in time (0 bytes)")

@@ -125,13 +125,7 @@ func TestReplayedHello(t *testing.T) {
 	logs.waitFor(t, "replayed hello")
 	wg.Go(func() { bs[1], errs[1] = InitAddr(addr, 1, 2, opts) })
 	wg.Wait()
-	t.Cleanup(func() {
-		for _, b := range bs {
-			if b != nil {
-				b.Close()
-			}
-		}
-	})
+	closeAll(t, bs)
 	noErrs(t, "init", errs)
 	// At a rank's listener as well.
 	_, ch = dialChallenge(t, bs[1].ListenAddr())

@@ -230,34 +230,26 @@ fi
 # ---- perf on simulated nodes ----
 ranks_case mn-perf-1node 30 perf -k 1 -n 2 -- "$out/perf" -b 8 -e 64K -f 8 -n 2 -w 1 -c 1
 
-if want_case mn-perf-2nodes; then
-  name=mn-perf-2nodes
+# make_run_case NAME K ARGS: `make run MULTINODE=K NRANKS=4 ARGS=...` must check every byte
+make_run_case() {
+  local name=$1 k=$2 args=$3 start rc why
+  want_case "$name" || return 0
   start=$(date +%s.%N)
   log=$out/$name.log
-  timeout -k 5 120 make -s -C "$root" run BUILD="$build" MULTINODE=2 NRANKS=4 ARGS="-b 8 -e 64K -f 8 -n 2 -w 1 -c 1" \
-    >"$log" 2>&1
+  timeout -k 5 120 make -s -C "$root" run BUILD="$build" MULTINODE="$k" NRANKS=4 ARGS="$args" >"$log" 2>&1
   rc=$?
   echo "# make run exit $rc" >>"$log"
   if [ $rc -eq 0 ] && grep -q '^# Out of bounds values : 0 OK$' "$log"; then
     pass "$name" "$start" "$log"
   elif [ $rc -ne 0 ] && why=$(grep -m1 -o 'perf cannot run across nodes: the cross-node transport [^ ]*' "$log"); then
-    skip "$name" "${why#perf cannot run across nodes: } is not built into the library yet (make run MULTINODE=2 exits $rc and says so)"
+    skip "$name" "${why#perf cannot run across nodes: } is not built into the library yet (make run MULTINODE=$k exits $rc and says so)"
   else
     fail "$name" "$start" "$log"
   fi
-fi
-
+}
+make_run_case mn-perf-2nodes 2 "-b 8 -e 64K -f 8 -n 2 -w 1 -c 1"
 # perf across 4 nodes (one rank each), over the Ethernet transport
-if want_case mn-perf-4nodes; then
-  name=mn-perf-4nodes
-  start=$(date +%s.%N)
-  log=$out/$name.log
-  timeout -k 5 120 make -s -C "$root" run BUILD="$build" MULTINODE=4 NRANKS=4 ARGS="-b 8 -e 1M -f 8 -n 2 -w 1 -c 1" \
-    >"$log" 2>&1
-  rc=$?
-  echo "# make run exit $rc" >>"$log"
-  if [ $rc -eq 0 ] && grep -q '^# Out of bounds values : 0 OK$' "$log"; then pass "$name" "$start" "$log"; else fail "$name" "$start" "$log"; fi
-fi
+make_run_case mn-perf-4nodes 4 "-b 8 -e 1M -f 8 -n 2 -w 1 -c 1"
 
 # ---- the SHM data-path suite's programs across nodes, over the Ethernet transport ----
 eth=(-e MSCCLPP_TEST_TRANSPORT=ethernet)
