@@ -143,13 +143,11 @@ func (t *ibt) Import(idx, _ int, blob []byte) (engine.Reg, error) {
 	if err != nil {
 		return engine.Reg{}, &status.Error{Code: status.RemoteError, Msg: "the peer's IB registration: " + err.Error()}
 	}
-	if t.state(idx) == nil { // registrations of mscclppRegisterBuffer after setup are not kept
+	if c.state == nil { // registrations of mscclppRegisterBuffer after setup are not kept
 		c.remote = append(c.remote, mi)
 	}
 	return engine.Reg{Addr: mi.Addr, Size: mi.Size, Key: mi.Rkey}, nil
 }
-
-func (t *ibt) state(idx int) *ConnState { return t.conns[idx].state }
 
 // Finish moves the QP to RTS against the peer's and hands the connection's keys to ibEngOps.
 func (t *ibt) Finish(idx int, conn *engine.Conn, _, _ []engine.Reg, _ [][]byte) error {

@@ -75,7 +75,6 @@ type eth struct {
 	tokens  map[[tokenBytes]byte]int // my tokens -> connection index
 	arrived map[int]*net.TCPConn     // accepted, authenticated sockets by connection index
 	cond    *sync.Cond               // signalled when arrived grows or the listener fails
-	done    chan struct{}
 	wg      sync.WaitGroup
 	closed  bool
 	fences  uint64 // fences sent (one per mscclppProxyStop)
@@ -111,7 +110,7 @@ func newEth(h *transport.Host) (transport.Transport, error) {
 	}
 	e := &eth{h: h, state: st, ctx: ctx, ln: ln, addr: netip.AddrPortFrom(ip, uint16(ln.Addr().(*net.TCPAddr).Port)),
 		timeout: h.Timeout, tokens: map[[tokenBytes]byte]int{}, arrived: map[int]*net.TCPConn{},
-		done: make(chan struct{}), cudaConn: map[int]bool{}}
+		cudaConn: map[int]bool{}}
 	e.cond = sync.NewCond(&e.mu)
 	e.wg.Add(1)
 	go e.acceptLoop()
