@@ -2,111 +2,122 @@
  * perf.c: an allgather bandwidth tool over SHM connections, in the manner of
  * nccl-tests' all_gather_perf, for libmscclpp in host mode.
  *
- *   perf [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes] [-n iters]
- *        [-w warmup_iters] [-c 0|1] [-T timeout_s] [--nranks N] [--malloc]
- *        [--id-file PATH] [--transport NAME]
+ *   perf [nccl-tests flags] [--nranks N] [--malloc] [--id-file PATH [--job-id ID]]
+ *        [--transport NAME] [-F results.csv] [-J results.json]
  *
- * The size options mean what they mean in nccl-tests (long forms too:
- * --minbytes --maxbytes --stepfactor --stepbytes --iters --warmup_iters
- * --check --timeout):
+ * nccl-tests' flags, with their meanings (long forms too, as in nccl-tests):
  *   -b, -e   the smallest and largest size: the bytes gathered in all, as
- *            nccl-tests counts an all_gather (size = nranks * count, count
- *            the bytes each rank sends); K, M, G suffixes are powers of
- *            1024. Defaults 8 and 256M.
+ *            nccl-tests counts an all_gather (size = nranks * count *
+ *            element size); K, M, G suffixes are powers of 1024. Defaults 8
+ *            and 256M.
  *   -f       each size is the last one times this factor (default 2); 1 or
  *            less: each size is the last one plus -i instead
  *   -i       the step in bytes when -f is 1 (default 1M; K/M/G suffixes)
  *   -n       timed iterations per size (default 20)
  *   -w       warm-up iterations per size (default 5)
- *            Without -n (or -w) big sizes run fewer iterations (about
- *            512 MiB gathered per size, at least 2) and one warm-up; a -n
- *            or -w given is always used as given.
- *   -c       1 (default): check every byte of every slot after each size,
- *            and fail on any wrong byte; 0: no check ("#wrong" is N/A)
+ *            Without -n (or -w) sizes above 25 MiB run fewer iterations
+ *            (about 512 MiB gathered per size, at least 2) and one warm-up;
+ *            the iters column shows what each row ran; a -n or -w given is
+ *            always used as given.
+ *   -m       aggregated iterations: each timed iteration issues m allgathers
+ *            back to back (default 1); time is per allgather
+ *   -c       1 (default): check every element of every slot after each
+ *            size, and fail on any wrong one; 0: no check (#wrong is N/A)
+ *   -d       the element type: int8 uint8 int32 uint32 int64 uint64 half
+ *            float double bfloat16 (default float) or all (one pass each);
+ *            count is in elements, sizes are multiples of nranks elements
+ *   -o, -r   reduction op and root: accepted (sum prod max min avg mulsum
+ *            all; a rank), but an allgather has neither: like nccl-tests'
+ *            all_gather_perf the rows read redop "none" and root -1, and a
+ *            header line says so
+ *   -a       the time a row reports from the ranks' mean times per
+ *            collective: 0 rank 0's, 1 the average (default), 2 the
+ *            minimum, 3 the maximum
+ *   -z       1: a barrier (mscclppBootstrapBarrier) after each collective
+ *   -G N     host mode has no CUDA graph: the timed loop is run N times
+ *            over (as N graph launches would) and time divided by N
+ *   -p       parallel init: accepted; one rank per process, so it changes
+ *            nothing (a header line says so)
+ *   -C, -y   report_cputime (the column reads "cputime"; the same figure:
+ *            a collective completes on the CPU) and stream_null (no
+ *            streams in host mode): accepted
+ *   -F FILE  also write the rows to FILE as CSV (rank 0; one header row,
+ *            see perf_report.h)
  *   -T       seconds before perf kills the local ranks it started (600)
- *   -t, -g   nccl-tests' threads per process and GPUs per thread: only 1 is
- *            accepted (one rank per process)
+ *   -t, -g   threads per process and GPUs per thread: only 1 is accepted
  * Our own options:
+ *   -J FILE, --json FILE  also write the run as one JSON object to FILE
  *   --nranks N   how many local ranks perf starts (default 4; a launcher's
  *                count wins). tests/c/perf.sh passes its NRANKS argument here.
  *   --malloc     plain malloc buffers instead of mscclppHostAlloc
- *   --id-file P  hand the unique id over through the file P (see below)
+ *   --id-file P  hand the unique id over through a file (perf_idfile.h):
+ *                P.JOB, written atomically with mode 0600 by rank 0, kept
+ *                fresh until every rank joined, then removed; readers take
+ *                only a file written after they started
+ *   --job-id ID  the JOB of --id-file (also MSCCLPP_PERF_JOB_ID; default the
+ *                launcher's: SLURM_JOB_ID.SLURM_STEP_ID, PMIX_NAMESPACE,
+ *                Open MPI's job id)
  *   --transport NAME  the transport to peers on other nodes (default
- *                ethernet; also MSCCLPP_PERF_TRANSPORT): ethernet
- *                (mscclppTransportEthernet, the extension value 3), ib
- *                (device from MSCCLPP_PERF_IB_DEV, default mlx5_0), shm, p2p,
- *                or a number. Peers on this rank's node always use SHM. The
- *                node of every rank is its MSCCLPP_HOSTID, else host name and
- *                boot id (what the library uses), gathered over the bootstrap.
- *                When the library refuses that transport (not built yet),
- *                every rank says so on one line and perf exits 3.
+ *                ethernet; also MSCCLPP_PERF_TRANSPORT): ethernet, ib
+ *                (device from MSCCLPP_PERF_IB_DEV, default mlx5_0), shm,
+ *                p2p, or a number. Peers on this rank's node always use SHM;
+ *                the node of every rank is its MSCCLPP_HOSTID, else host name
+ *                and boot id. When the library refuses that transport, every
+ *                rank says so on one line and perf exits 3.
  *
- * Ranks:
- *  - started by tests/c/launch (MSCCLPP_TEST_RANK / _NRANKS / _ADDR), or
- *  - under Open MPI (OMPI_COMM_WORLD_RANK/SIZE), PMI (PMI_RANK/PMI_SIZE) or
- *    Slurm (SLURM_PROCID/SLURM_NTASKS); the root address then comes from
- *    MSCCLPP_COMM_ID=ip:port, or rank 0 writes a mscclppUniqueId to the file
- *    named by --id-file (or MSCCLPP_PERF_ID_FILE) that the others read;
- *  - otherwise perf starts N local ranks itself (default 4): it posix_spawns
- *    its own binary N times with the rank in the environment, before any
- *    library call (fork after the library is loaded is unusable: the Go
- *    runtime behind it does not survive fork), waits for them, and kills the
- *    rest if one fails or after the timeout (-T, default 600 s).
+ * Ranks and the unique id (perf_spawn.h, perf_kvs.h):
+ *  - `mpirun -np 4 perf ...` (Open MPI) and `srun -n 4 perf ...` (Slurm with
+ *    MpiDefault=pmix, or `srun --mpi=pmix`): rank, size and rank 0's unique
+ *    id through the launcher's PMIx store; `srun --mpi=pmi2`: through PMI-2.
+ *    perf loads libpmix.so.2 / libpmi2.so.0 at run time; nothing else to
+ *    set. On a host with fewer cores than ranks: `mpirun --oversubscribe`,
+ *    `srun -O` (Slurm also needs a partition that allows it).
+ *  - other launchers give rank and size in the environment
+ *    (OMPI_COMM_WORLD_*, PMI_RANK/PMI_SIZE, SLURM_PROCID/SLURM_NTASKS); the
+ *    id then comes from --id-file, or MSCCLPP_COMM_ID=ip:port names rank 0's
+ *    address for every rank;
+ *  - tests/c/launch (MSCCLPP_TEST_RANK / _NRANKS / _ADDR);
+ *  - otherwise perf starts --nranks local ranks itself (posix_spawn of its
+ *    own binary), waits for them, and kills the rest if one fails or after
+ *    -T seconds.
  *
  * Sizes: minbytes, then each step as above while the size is at most
- * maxbytes; each rank's chunk (count) is size / nranks bytes (at least 1),
- * and a size whose chunk equals the last one is skipped. Each size: poison
- * every peer's slot (with -c 1), warm-up, timed iterations, then every byte
+ * maxbytes; each rank's chunk (count elements) is size / nranks (at least
+ * one element), and a size whose chunk equals the last one is skipped. Each
+ * size runs twice: out of place (each rank's chunk starts in a separate send
+ * buffer: copied into its slot of the receive buffer, then sent) and in place
+ * (the chunk already sits at its slot). Each: poison every peer's slot (and
+ * out of place also its own), warm-up, timed iterations, then every element
  * of every slot is checked against the pattern its owner wrote (with -c 1).
- * Every rank puts its chunk
- * straight into every peer's buffer (putWithSignal) and waits for every
- * peer's signal: "direct-memcpy" when the peers' buffers are mapped (they
- * come from mscclppHostAlloc, the default), "direct-vm_writev" for plain
- * malloc buffers (--malloc). time is the slowest rank's average per
- * iteration; algbw = size / time; busbw = algbw * (N-1)/N.
- * Exit status: 0 only when no byte was wrong and nothing failed; 2 for bad
- * options; 3 when the library does not provide the cross-node transport.
+ * Every rank puts its chunk straight into every peer's buffer
+ * (putWithSignal) and waits for every peer's signal: "direct-memcpy" when
+ * the peers' buffers are mapped (mscclppHostAlloc, the default),
+ * "direct-vm_writev" for plain malloc buffers (--malloc). algbw = size /
+ * time; busbw = algbw * (N-1)/N. The closing "Avg bus bandwidth" averages
+ * busbw over both column sets, as nccl-tests does.
+ * Exit status: 0 only when no element was wrong and nothing failed; 2 for bad
+ * options or no way to learn the unique id; 3 when the library does not
+ * provide the cross-node transport.
  */
 #define _GNU_SOURCE
 #include <mscclpp.h>
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <getopt.h>
-#include <limits.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <spawn.h>
+#include "perf_idfile.h"
+#include "perf_kvs.h"
+#include "perf_opts.h"
+#include "perf_report.h"
+#include "perf_spawn.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/types.h>
-#include <sys/wait.h>
 #include <sys/utsname.h>
-#include <time.h>
 #include <unistd.h>
 
-extern char** environ;
-
-static int rank = 0, nranks = 1;
 static mscclppComm_t comm = NULL;
-
-static double now(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms)
-{
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
+static char idSource[4400] = "";
 
 #define CK(call)                                                                                          \
   do {                                                                                                    \
@@ -118,7 +129,7 @@ static void sleep_ms(int ms)
     }                                                                                                     \
   } while (0)
 
-/* ---- the data pattern: byte i of the chunk rank r sends at size s ---- */
+/* ---- the data pattern: byte i of the chunk rank r sends at chunk size s ---- */
 
 static inline uint64_t mix(uint64_t seed, uint64_t w)
 {
@@ -139,70 +150,22 @@ static void fill(unsigned char* p, size_t n, uint64_t seed)
   for (; i < n; i++) p[i] = (unsigned char)(mix(seed, i >> 3) >> ((i & 7) * 8));
 }
 
-static size_t count_wrong(const unsigned char* p, size_t n, uint64_t seed)
+/* wrong elements of ws bytes (1, 2, 4 or 8: they tile the 8-byte words) */
+static long long count_wrong(const unsigned char* p, size_t n, uint64_t seed, size_t ws)
 {
-  size_t wrong = 0, i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w = mix(seed, i >> 3), got;
-    memcpy(&got, p + i, 8);
-    if (got != w)
-      for (int k = 0; k < 8; k++) wrong += p[i + k] != (unsigned char)(w >> (k * 8));
+  long long wrong = 0;
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t w = mix(seed, i >> 3);
+    unsigned char want[8];
+    memcpy(want, &w, 8);
+    size_t m = n - i < 8 ? n - i : 8;
+    if (memcmp(p + i, want, m) == 0) continue;
+    for (size_t e = 0; e < m; e += ws) wrong += memcmp(p + i + e, want + e, ws) != 0;
   }
-  for (; i < n; i++) wrong += p[i] != (unsigned char)(mix(seed, i >> 3) >> ((i & 7) * 8));
   return wrong;
 }
 
-static uint64_t seed_of(int r, size_t chunk) { return mix(0x5eed0000ull + (uint64_t)r, chunk); }
-
-/* ---- options ---- */
-
-static void usage(void)
-{
-  fprintf(stderr,
-          "usage: perf [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes] [-n iters] [-w warmup_iters]\n"
-          "            [-c 0|1] [-T timeout_s] [--nranks N] [--malloc] [--id-file PATH]\n"
-          "            [--transport ethernet|ib|shm|p2p|NUMBER]   (to peers on other nodes)\n"
-          "  the flags of nccl-tests (long forms: --minbytes --maxbytes --stepfactor --stepbytes --iters\n"
-          "  --warmup_iters --check --timeout); sizes accept K/M/G suffixes;\n"
-          "  defaults: -b 8 -e 256M -f 2 -i 1M -n 20 -w 5 -c 1 -T 600 --nranks 4 --transport ethernet\n");
-  exit(2);
-}
-
-static void bad_option(const char* opt, const char* value, const char* want)
-{
-  fprintf(stderr, "perf: %s %s: %s\n", opt, value, want);
-  usage();
-}
-
-/* A byte count: a non-negative number with an optional K, M or G (powers of 1024). */
-static size_t parse_size(const char* opt, const char* s)
-{
-  char* end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (end == s || errno != 0 || v < 0) bad_option(opt, s, "want a byte count such as 8, 64K, 1M or 2G");
-  switch (*end) {
-  case 'k': case 'K': v *= 1024; end++; break;
-  case 'm': case 'M': v *= 1024.0 * 1024; end++; break;
-  case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
-  default: break;
-  }
-  if (*end != '\0' || v >= 18446744073709551615.0) bad_option(opt, s, "want a byte count such as 8, 64K, 1M or 2G");
-  return (size_t)v;
-}
-
-static int parse_int(const char* opt, const char* s, int min)
-{
-  char* end;
-  errno = 0;
-  long v = strtol(s, &end, 0);
-  if (end == s || *end != '\0' || errno != 0 || v < min || v > INT_MAX) {
-    char want[64];
-    snprintf(want, sizeof want, "want an integer >= %d", min);
-    bad_option(opt, s, want);
-  }
-  return (int)v;
-}
+static uint64_t seed_of(int r, size_t chunk, int inPlace) { return mix(0x5eed0000ull + (uint64_t)r * 2 + inPlace, chunk); }
 
 /* The size after size: times factor when factor > 1, else plus step; 0 past SIZE_MAX. */
 static size_t next_size(size_t size, double factor, size_t step)
@@ -213,197 +176,66 @@ static size_t next_size(size_t size, double factor, size_t step)
   return n > size ? n : size + 1;
 }
 
-/* ---- starting N local ranks ---- */
-
-static int port_free(int port)
+/* bytes of a rank's chunk at size want for elements of ws bytes (at least one element) */
+static size_t chunk_of(size_t want, size_t ws)
 {
-  int ok = 1;
-  for (int any = 0; any < 2 && ok; any++) {
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    if (s < 0) return 0;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(any ? INADDR_ANY : INADDR_LOOPBACK);
-    ok = bind(s, (struct sockaddr*)&a, sizeof a) == 0;
-    close(s);
-  }
-  return ok;
+  size_t c = want / ws / (size_t)nranks;
+  return (c < 1 ? 1 : c) * ws;
 }
 
-static int pick_port(void)
-{
-  int lo = 32768;
-  FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-  if (f) {
-    int hi;
-    if (fscanf(f, "%d %d", &lo, &hi) != 2) lo = 32768;
-    fclose(f);
-  }
-  if (lo < 12000) lo = 30000;
-  srand((unsigned)(time(NULL) ^ (getpid() << 10)));
-  for (int attempt = 0; attempt < 1000; attempt++) {
-    int p = 10000 + rand() % (lo - 10000 - 16);
-    if (port_free(p)) return p;
-  }
-  return 0;
-}
+/* ---- the unique id ---- */
 
-static int spawn_ranks(int n, char** argv, double timeout)
+static void init_from_id(const struct perf_opts* o)
 {
-  char self[4096];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0) {
-    fprintf(stderr, "perf: readlink /proc/self/exe: %s\n", strerror(errno));
-    return 1;
-  }
-  self[len] = 0;
-  int port = pick_port();
-  if (port == 0) {
-    fprintf(stderr, "perf: no free TCP port found\n");
-    return 1;
-  }
-  char addr[64], nr[16];
-  snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
-  snprintf(nr, sizeof nr, "%d", n);
-  setenv("MSCCLPP_TEST_NRANKS", nr, 1);
-  setenv("MSCCLPP_TEST_ADDR", addr, 1);
-  setenv("MSCCLPP_PERF_SPAWNED", "1", 1);
-  pid_t* pids = calloc((size_t)n, sizeof(pid_t));
-  int* done = calloc((size_t)n, sizeof(int));
-  fflush(stdout);
-  for (int r = 0; r < n; r++) {
-    char rs[16];
-    snprintf(rs, sizeof rs, "%d", r);
-    setenv("MSCCLPP_TEST_RANK", rs, 1);
-    argv[0] = self;
-    int e = posix_spawn(&pids[r], self, NULL, NULL, argv, environ);
-    if (e != 0) {
-      fprintf(stderr, "perf: posix_spawn %s: %s\n", self, strerror(e));
-      for (int k = 0; k < r; k++) kill(pids[k], SIGKILL);
-      return 1;
+  mscclppUniqueId id;
+  memset(&id, 0, sizeof id);
+  if (rank == 0) CK(mscclppGetUniqueId(&id));
+  char job[256], err[512];
+  if (o->idFile != NULL) {
+    idfile_job(o->jobId, job, sizeof job);
+    snprintf(idSource, sizeof idSource, "the file %s%s%s", o->idFile, *job ? "." : "", job);
+    if (rank == 0 ? idfile_publish(o->idFile, job, nranks, &id) : idfile_read(o->idFile, job, nranks, rank, 120, &id))
+      exit(1);
+  } else if (kvs.kind != KVS_NONE) {
+    kvs_job(job, sizeof job);
+    snprintf(idSource, sizeof idSource, "%s key-value store (job %s)", kvs_name(kvs.kind), job);
+    if (kvs_share_id(rank, &id, err, sizeof err) != 0) {
+      fprintf(stderr, "perf rank %d: %s\n", rank, err);
+      exit(1);
     }
+  } else if (nranks > 1) {
+    fprintf(stderr,
+            "perf rank %d of %d (launcher: %s): no way to learn rank 0's unique id: run under a launcher with PMIx "
+            "(Open MPI's mpirun, srun --mpi=pmix) or PMI-2 (srun --mpi=pmi2), or pass --id-file PATH on a file "
+            "system every rank sees, or set MSCCLPP_COMM_ID=ip:port for every rank\n",
+            rank, nranks, launcherName);
+    exit(2);
+  } else {
+    snprintf(idSource, sizeof idSource, "mscclppGetUniqueId (one rank)");
   }
-  int bad = 0, left = n;
-  double deadline = now() + timeout, killAt = 0;
-  while (left > 0) {
-    int st;
-    pid_t p = waitpid(-1, &st, WNOHANG);
-    if (p > 0) {
-      for (int r = 0; r < n; r++) {
-        if (pids[r] != p || done[r]) continue;
-        done[r] = 1;
-        left--;
-        if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-          if (WIFSIGNALED(st))
-            fprintf(stderr, "perf: rank %d killed by signal %d\n", r, WTERMSIG(st));
-          else
-            fprintf(stderr, "perf: rank %d exited with status %d\n", r, WEXITSTATUS(st));
-          if (!bad) killAt = now() + 10; /* give the others a chance to report, then stop them */
-          bad = 1;
-        }
-      }
-      continue;
-    }
-    if (p < 0 && errno != EINTR) break;
-    double t = now();
-    if ((killAt > 0 && t > killAt) || t > deadline) {
-      if (t > deadline) fprintf(stderr, "perf: timeout after %.0f s\n", timeout);
-      for (int r = 0; r < n; r++)
-        if (!done[r]) {
-          fprintf(stderr, "perf: killing rank %d (pid %d)\n", r, (int)pids[r]);
-          kill(pids[r], SIGKILL);
-        }
-      bad = 1;
-      killAt = 0;
-      deadline = t + 1e9;
-    }
-    sleep_ms(5);
-  }
-  free(pids);
-  free(done);
-  return bad ? 1 : 0;
+  CK(mscclppCommInitRankFromId(&comm, nranks, id, rank));
+  if (rank == 0 && o->idFile != NULL) idfile_done();
 }
 
-/* ---- where the ranks come from ---- */
-
-static int env_int(const char* a, int* out)
-{
-  const char* s = getenv(a);
-  if (s == NULL || *s == '\0') return 0;
-  *out = atoi(s);
-  return 1;
-}
-
-/* 1 when some launcher started us; sets rank and nranks. */
-static int from_launcher(void)
-{
-  static const char* pairs[][2] = {{"MSCCLPP_TEST_RANK", "MSCCLPP_TEST_NRANKS"},
-                                   {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                   {"PMI_RANK", "PMI_SIZE"},
-                                   {"PMIX_RANK", "PMIX_SIZE"},
-                                   {"SLURM_PROCID", "SLURM_NTASKS"}};
-  for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-    int r, n;
-    if (env_int(pairs[i][0], &r) && env_int(pairs[i][1], &n)) {
-      rank = r;
-      nranks = n;
-      return 1;
-    }
-  }
-  return 0;
-}
-
-static void init_comm(const char* idFile)
+static void init_comm(const struct perf_opts* o)
 {
   const char* addr = getenv("MSCCLPP_TEST_ADDR");
   if (addr == NULL || *addr == '\0') addr = getenv("MSCCLPP_COMM_ID");
   if (addr != NULL && *addr != '\0') {
+    snprintf(idSource, sizeof idSource, "rank 0's address %s", addr);
     CK(mscclppCommInitRank(&comm, nranks, addr, rank));
     return;
   }
-  if (idFile == NULL) idFile = getenv("MSCCLPP_PERF_ID_FILE");
-  if (idFile == NULL || *idFile == '\0') {
-    fprintf(stderr, "perf rank %d: no root address: set MSCCLPP_COMM_ID=ip:port for every rank, or pass "
-                    "--id-file PATH (or MSCCLPP_PERF_ID_FILE) on a file system all ranks share\n", rank);
-    exit(2);
-  }
-  mscclppUniqueId id;
-  if (rank == 0) {
-    CK(mscclppGetUniqueId(&id));
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", idFile, (int)getpid());
-    FILE* f = fopen(tmp, "wb");
-    if (f == NULL || fwrite(&id, sizeof id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, idFile) != 0) {
-      fprintf(stderr, "perf rank 0: cannot write %s: %s\n", idFile, strerror(errno));
-      exit(1);
-    }
-  } else {
-    double deadline = now() + 120;
-    for (;;) {
-      FILE* f = fopen(idFile, "rb");
-      if (f != NULL) {
-        size_t got = fread(&id, sizeof id, 1, f);
-        fclose(f);
-        if (got == 1) break;
-      }
-      if (now() > deadline) {
-        fprintf(stderr, "perf rank %d: %s did not appear in 120 s\n", rank, idFile);
-        exit(1);
-      }
-      sleep_ms(20);
-    }
-  }
-  CK(mscclppCommInitRankFromId(&comm, nranks, id, rank));
+  if (o->idFile == NULL && getenv("MSCCLPP_PERF_ID_FILE") != NULL && *getenv("MSCCLPP_PERF_ID_FILE"))
+    ((struct perf_opts*)o)->idFile = getenv("MSCCLPP_PERF_ID_FILE");
+  init_from_id(o);
 }
 
-/* ---- nodes and the cross-node transport ---- */
+/* ---- nodes and connections ---- */
 
 /* The transport to peers on other nodes. mscclppTransportEthernet is an
  * extension value (3, after IB = 2) that older headers do not declare. */
-#define PERF_TRANSPORT_ETHERNET mscclppTransportEthernet
-static mscclppTransport_t crossTransport = PERF_TRANSPORT_ETHERNET;
+static mscclppTransport_t crossTransport = mscclppTransportEthernet;
 static const char* crossName = "ethernet";
 
 static int parse_transport(const char* s)
@@ -413,8 +245,7 @@ static int parse_transport(const char* s)
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     if (strcasecmp(s, names[i].name) == 0) {
       crossTransport = (mscclppTransport_t)names[i].value;
-      crossName = names[i].name;
-      if (names[i].value == 3) crossName = "ethernet";
+      crossName = names[i].value == 3 ? "ethernet" : names[i].name;
       return 1;
     }
   }
@@ -449,132 +280,18 @@ static void host_key(char* out)
   snprintf(out, HOSTKEY_BYTES, "%s/%s", uname(&u) == 0 ? u.nodename : "?", boot);
 }
 
-/* ---- the benchmark ---- */
-
 static mscclppDevConn_t** conn; /* by peer rank */
+static int nnodes = 1;
+static char algo[64] = "local";
 
-static void wait_peer(int p, const char* when)
+/* SHM to the ranks of this node, crossTransport to the others; sets nnodes and algo */
+static void connect_all(unsigned char* buf, size_t bufBytes)
 {
-  mscclppResult_t r = mscclppDevConnWaitTimeout(conn[p], 60000);
-  if (r != mscclppSuccess) {
-    fprintf(stderr, "perf rank %d: waiting for rank %d (%s): %s: %s\n", rank, p, when, mscclppGetErrorString(r),
-            mscclppGetLastError(comm));
-    exit(1);
-  }
-}
-
-static void allgather_once(unsigned char* buf, size_t chunk)
-{
-  (void)buf;
-  size_t off = (size_t)rank * chunk;
-  for (int k = 1; k < nranks; k++) {
-    int p = (rank + k) % nranks;
-    mscclppResult_t r = mscclppDevConnPutWithSignal(conn[p], off, off, chunk);
-    if (r != mscclppSuccess) {
-      fprintf(stderr, "perf rank %d: put of %zu bytes to rank %d: %s: %s\n", rank, chunk, p, mscclppGetErrorString(r),
-              mscclppGetLastError(comm));
-      exit(1);
-    }
-  }
-  for (int k = 1; k < nranks; k++) wait_peer((rank + nranks - k) % nranks, "allgather");
-}
-
-int main(int argc, char** argv)
-{
-  int n = 4, iters = 20, warmup = 5, check = 1, useMalloc = 0, itersGiven = 0, warmupGiven = 0;
-  size_t minBytes = 8, maxBytes = (size_t)256 << 20, stepBytes = (size_t)1 << 20;
-  double factor = 2, timeout = 600;
-  const char* idFile = NULL;
-  enum { OPT_NRANKS = 256, OPT_MALLOC, OPT_ID_FILE, OPT_TRANSPORT };
-  static const struct option longopts[] = {
-    {"minbytes", required_argument, 0, 'b'},   {"maxbytes", required_argument, 0, 'e'},
-    {"stepfactor", required_argument, 0, 'f'}, {"stepbytes", required_argument, 0, 'i'},
-    {"iters", required_argument, 0, 'n'},      {"warmup_iters", required_argument, 0, 'w'},
-    {"check", required_argument, 0, 'c'},      {"timeout", required_argument, 0, 'T'},
-    {"nthreads", required_argument, 0, 't'},   {"ngpus", required_argument, 0, 'g'},
-    {"nranks", required_argument, 0, OPT_NRANKS}, {"malloc", no_argument, 0, OPT_MALLOC},
-    {"id-file", required_argument, 0, OPT_ID_FILE}, {"help", no_argument, 0, 'h'},
-    {"transport", required_argument, 0, OPT_TRANSPORT},
-    {0, 0, 0, 0}};
-  const char* envTransport = getenv("MSCCLPP_PERF_TRANSPORT");
-  if (envTransport != NULL && *envTransport != '\0' && !parse_transport(envTransport))
-    bad_option("MSCCLPP_PERF_TRANSPORT=", envTransport, "want ethernet, ib, shm, p2p or a number");
-  int c;
-  while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:T:t:g:h", longopts, NULL)) != -1) {
-    switch (c) {
-    case 'b': minBytes = parse_size("-b", optarg); break;
-    case 'e': maxBytes = parse_size("-e", optarg); break;
-    case 'f': {
-      char* end;
-      factor = strtod(optarg, &end);
-      if (end == optarg || *end != '\0' || factor < 0) bad_option("-f", optarg, "want a factor such as 2");
-      break;
-    }
-    case 'i': stepBytes = parse_size("-i", optarg); break;
-    case 'n': iters = parse_int("-n", optarg, 1); itersGiven = 1; break;
-    case 'w': warmup = parse_int("-w", optarg, 0); warmupGiven = 1; break;
-    case 'c': check = parse_int("-c", optarg, 0) != 0; break;
-    case 'T': timeout = parse_int("-T", optarg, 1); break;
-    case 't':
-    case 'g':
-      if (parse_int(c == 't' ? "-t" : "-g", optarg, 1) != 1)
-        bad_option(c == 't' ? "-t" : "-g", optarg, "perf runs one rank per process: only 1 is supported");
-      break;
-    case OPT_NRANKS: n = parse_int("--nranks", optarg, 1); break;
-    case OPT_MALLOC: useMalloc = 1; break;
-    case OPT_ID_FILE: idFile = optarg; break;
-    case OPT_TRANSPORT:
-      if (!parse_transport(optarg)) bad_option("--transport", optarg, "want ethernet, ib, shm, p2p or a number");
-      break;
-    default: usage();
-    }
-  }
-  if (optind < argc) {
-    fprintf(stderr, "perf: unexpected argument '%s'\n", argv[optind]);
-    usage();
-  }
-  if (maxBytes < 1 || minBytes > maxBytes) {
-    fprintf(stderr, "perf: invalid sizes: -b %zu -e %zu (want 1 <= maxbytes, minbytes <= maxbytes)\n", minBytes,
-            maxBytes);
-    usage();
-  }
-  if (factor <= 1 && stepBytes == 0) {
-    fprintf(stderr, "perf: -f %g needs -i stepbytes > 0\n", factor);
-    usage();
-  }
-
-  /* No library call may come before this point: the parent only spawns. */
-  if (!from_launcher()) return spawn_ranks(n, argv, timeout);
-
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  int quiet = rank != 0;
-  init_comm(idFile);
-
-  /* the largest chunk of the sequence */
-  size_t topChunk = 1;
-  for (size_t size = minBytes; size != 0 && size <= maxBytes; size = next_size(size, factor, stepBytes)) {
-    size_t chunk = size / (size_t)nranks;
-    if (chunk > topChunk) topChunk = chunk;
-  }
-  size_t bufBytes = topChunk * (size_t)nranks;
-
-  unsigned char* buf = NULL;
-  if (useMalloc) {
-    buf = malloc(bufBytes);
-    if (buf == NULL) {
-      fprintf(stderr, "perf rank %d: malloc of %zu bytes failed\n", rank, bufBytes);
-      return 1;
-    }
-  } else {
-    CK(mscclppHostAlloc((void**)&buf, bufBytes));
-  }
-  memset(buf, 0, bufBytes);
   conn = calloc((size_t)nranks, sizeof *conn);
-  /* which ranks share this rank's node: SHM to those, crossTransport to the rest */
   char* keys = calloc((size_t)nranks, HOSTKEY_BYTES);
   host_key(keys + (size_t)rank * HOSTKEY_BYTES);
   CK(mscclppBootstrapAllGather(comm, keys, HOSTKEY_BYTES));
-  int nnodes = 0, nremote = 0, nlocal = 0;
+  nnodes = 0;
   for (int p = 0; p < nranks; p++) {
     int first = 1;
     for (int q = 0; q < p && first; q++) first = memcmp(keys + (size_t)q * HOSTKEY_BYTES, keys + (size_t)p * HOSTKEY_BYTES, HOSTKEY_BYTES) != 0;
@@ -582,10 +299,10 @@ int main(int argc, char** argv)
   }
   const char* ibDev = getenv("MSCCLPP_PERF_IB_DEV");
   if (ibDev == NULL || *ibDev == '\0') ibDev = "mlx5_0";
+  int nremote = 0, nlocal = 0;
   for (int p = 0; p < nranks; p++) {
     if (p == rank) continue;
-    int same = memcmp(keys + (size_t)p * HOSTKEY_BYTES, keys + (size_t)rank * HOSTKEY_BYTES, HOSTKEY_BYTES) == 0;
-    if (same) {
+    if (memcmp(keys + (size_t)p * HOSTKEY_BYTES, keys + (size_t)rank * HOSTKEY_BYTES, HOSTKEY_BYTES) == 0) {
       nlocal++;
       CK(mscclppConnect(comm, p, 0, buf, bufBytes, mscclppTransportSHM, NULL));
       continue;
@@ -601,124 +318,268 @@ int main(int argc, char** argv)
   }
   free(keys);
   CK(mscclppConnectionSetup(comm));
-  const char* algo = nranks == 1 ? "local" : "direct-memcpy";
+  if (nranks > 1) snprintf(algo, sizeof algo, "direct-memcpy");
   for (int p = 0; p < nranks; p++) {
     if (p == rank) continue;
     CK(mscclppGetDeviceConnection(comm, p, 0, &conn[p]));
-    if (conn[p]->remoteBuff == NULL && nremote == 0) algo = "direct-vm_writev";
+    if (conn[p]->remoteBuff == NULL && nremote == 0) snprintf(algo, sizeof algo, "direct-vm_writev");
   }
-  char algoBuf[64];
-  if (nremote > 0) {
-    snprintf(algoBuf, sizeof algoBuf, "direct-%s%s", nlocal > 0 ? "shm+" : "", crossName);
-    algo = algoBuf;
-  }
-  CK(mscclppProxyLaunch(comm));
+  if (nremote > 0) snprintf(algo, sizeof algo, "direct-%s%s", nlocal > 0 ? "shm+" : "", crossName);
+}
 
-  if (!quiet) {
-    int version = 0;
-    mscclppGetVersion(&version);
-    if (nnodes > 1)
-      printf("# mscclpp all_gather_perf: host mode over SHM within a node and %s across %d nodes, library version %d\n",
-             crossName, nnodes, version);
-    else
-      printf("# mscclpp all_gather_perf: host mode over SHM, library version %d\n", version);
-    char step[64];
-    if (factor > 1)
-      snprintf(step, sizeof step, "%g(factor)", factor);
-    else
-      snprintf(step, sizeof step, "%zu(bytes)", stepBytes);
-    printf("# nranks %d (pid %d is rank 0), %s buffers, minBytes %zu maxBytes %zu step: %s warmup iters: %d%s "
-           "iters: %d%s validation: %d\n",
-           nranks, (int)getpid(), useMalloc ? "malloc" : "mscclppHostAlloc", minBytes, maxBytes, step, warmup,
-           warmupGiven ? "" : " (1 for big sizes)", iters, itersGiven ? "" : " (fewer for big sizes)", check);
-    printf("# count: bytes per rank (size = count * nranks); time: the slowest rank's average per iteration\n");
-    printf("#\n");
-    printf("# %12s %12s %12s %12s %12s  %-18s %8s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
-           "algo", "#wrong");
-  }
+/* ---- the benchmark ---- */
 
-  size_t totalWrong = 0;
-  double busSum = 0;
-  int nSizes = 0;
-  double* times = calloc((size_t)nranks, sizeof(double));
-  size_t* wrongs = calloc((size_t)nranks, sizeof(size_t));
-  size_t lastChunk = 0;
-  for (size_t want = minBytes; want != 0 && want <= maxBytes; want = next_size(want, factor, stepBytes)) {
-    size_t chunk = want / (size_t)nranks;
-    if (chunk < 1) chunk = 1;
+static void wait_peer(int p, const char* when)
+{
+  mscclppResult_t r = mscclppDevConnWaitTimeout(conn[p], 60000);
+  if (r != mscclppSuccess) {
+    fprintf(stderr, "perf rank %d: waiting for rank %d (%s): %s: %s\n", rank, p, when, mscclppGetErrorString(r),
+            mscclppGetLastError(comm));
+    exit(1);
+  }
+}
+
+/* One allgather: out of place, the chunk first goes from send to its slot. */
+static void allgather_once(unsigned char* buf, const unsigned char* send, size_t chunk, int inPlace, int blocking)
+{
+  size_t off = (size_t)rank * chunk;
+  if (!inPlace) memcpy(buf + off, send, chunk);
+  for (int k = 1; k < nranks; k++) {
+    int p = (rank + k) % nranks;
+    mscclppResult_t r = mscclppDevConnPutWithSignal(conn[p], off, off, chunk);
+    if (r != mscclppSuccess) {
+      fprintf(stderr, "perf rank %d: put of %zu bytes to rank %d: %s: %s\n", rank, chunk, p, mscclppGetErrorString(r),
+              mscclppGetLastError(comm));
+      exit(1);
+    }
+  }
+  for (int k = 1; k < nranks; k++) wait_peer((rank + nranks - k) % nranks, "allgather");
+  if (blocking) CK(mscclppBootstrapBarrier(comm));
+}
+
+struct phase {
+  unsigned char *buf, *send;
+  size_t chunk, ws;
+  int inPlace, iters, warmup;
+};
+
+/* One column set: prepare, warm up, time, check; this rank's seconds per
+ * collective and its wrong elements (-1 without -c) through *dt and *wrong. */
+static void run_phase(const struct perf_opts* o, const struct phase* ph, double* dt, long long* wrong)
+{
+  size_t chunk = ph->chunk, mine = (size_t)rank * chunk;
+  if (o->check) {
+    for (int p = 0; p < nranks; p++)
+      if (p != rank || !ph->inPlace) memset(ph->buf + (size_t)p * chunk, 0xEE, chunk);
+    fill(ph->inPlace ? ph->buf + mine : ph->send, chunk, seed_of(rank, chunk, ph->inPlace));
+  }
+  CK(mscclppBootstrapBarrier(comm));
+  for (int i = 0; i < ph->warmup; i++) allgather_once(ph->buf, ph->send, chunk, ph->inPlace, o->blocking);
+  CK(mscclppBootstrapBarrier(comm));
+  int launches = o->graph > 0 ? o->graph : 1;
+  double t0 = now();
+  for (int g = 0; g < launches; g++)
+    for (int i = 0; i < ph->iters; i++)
+      for (int a = 0; a < o->agg; a++) allgather_once(ph->buf, ph->send, chunk, ph->inPlace, o->blocking);
+  *dt = (now() - t0) / ((double)launches * ph->iters * o->agg);
+  *wrong = -1;
+  if (o->check) {
+    *wrong = 0;
+    for (int p = 0; p < nranks; p++)
+      *wrong += count_wrong(ph->buf + (size_t)p * chunk, chunk, seed_of(p, chunk, ph->inPlace), ph->ws);
+  }
+  mscclppResult_t async = mscclppSuccess;
+  CK(mscclppCommGetAsyncError(comm, &async));
+  if (async != mscclppSuccess) {
+    fprintf(stderr, "perf rank %d: async error at chunk %zu: %s: %s\n", rank, chunk, mscclppGetErrorString(async),
+            mscclppGetLastError(comm));
+    *wrong = *wrong < 0 ? 1 : *wrong + 1;
+  }
+  if (*wrong > 0) fprintf(stderr, "perf rank %d: %lld wrong elements at chunk %zu bytes\n", rank, *wrong, chunk);
+}
+
+/* Every rank's time and wrong count to every rank: -a's time, the sum of wrongs. */
+static void combine(const struct perf_opts* o, size_t size, double dt, long long wrong, struct perf_half* h)
+{
+  struct { double t; long long w; } * all = calloc((size_t)nranks, sizeof *all);
+  all[rank].t = dt;
+  all[rank].w = wrong;
+  CK(mscclppBootstrapAllGather(comm, all, (int)sizeof *all));
+  double t = all[0].t; /* -a 0: rank 0's */
+  long long w = -1;     /* -1: nobody checked and nothing failed */
+  for (int p = 1; p < nranks; p++) {
+    if (o->average == 1) t += all[p].t;
+    if (o->average == 2 && all[p].t < t) t = all[p].t;
+    if (o->average == 3 && all[p].t > t) t = all[p].t;
+  }
+  for (int p = 0; p < nranks; p++)
+    if (all[p].w >= 0) w = (w < 0 ? 0 : w) + all[p].w;
+  if (o->average == 1) t /= nranks;
+  free(all);
+  h->timeUs = t * 1e6;
+  h->algbw = t > 0 ? (double)size / t / 1e9 : 0;
+  h->busbw = h->algbw * (double)(nranks - 1) / (double)nranks;
+  h->wrong = w;
+}
+
+/* ---- the header lines (rank 0) ---- */
+
+static void print_header(const struct perf_opts* o, const char* bufKind)
+{
+  static const char* const avgNames[] = {"rank 0's time", "the average over the ranks", "the minimum over the ranks",
+                                         "the maximum over the ranks"};
+  int version = 0;
+  mscclppGetVersion(&version);
+  if (nnodes > 1)
+    printf("# mscclpp all_gather_perf: host mode over SHM within a node and %s across %d nodes, library version %d\n",
+           crossName, nnodes, version);
+  else
+    printf("# mscclpp all_gather_perf: host mode over SHM, library version %d\n", version);
+  char step[64];
+  if (o->factor > 1)
+    snprintf(step, sizeof step, "%g(factor)", o->factor);
+  else
+    snprintf(step, sizeof step, "%zu(bytes)", o->stepBytes);
+  printf("# nranks %d (pid %d is rank 0) nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %s warmup iters: %d "
+         "iters: %d agg iters: %d validation: %d graph: %d\n",
+         nranks, (int)getpid(), o->minBytes, o->maxBytes, step, o->warmup, o->iters, o->agg, o->check, o->graph);
+  printf("# launcher: %s; unique id: %s\n", launcherName, idSource);
+  printf("# buffers: %s; algorithm: %s (each rank puts its chunk into every peer's buffer)\n", bufKind, algo);
+  printf("# %s: %s (-a %d) of each rank's mean time per collective; algbw = size / time; busbw = algbw * (%d-1)/%d\n",
+         o->cputime ? "cputime" : "time", avgNames[o->average], o->average, nranks, nranks);
+  printf("# out-of-place: each rank's chunk starts in its own send buffer; in-place: it starts at its slot of the "
+         "receive buffer\n");
+  if (!o->itersGiven || !o->warmupGiven)
+    printf("# iters: the timed iterations of each row; without -n sizes above 25 MiB run fewer (512 MiB gathered per "
+           "size, at least 2)%s\n", o->warmupGiven ? "" : ", without -w one warm-up");
+  if (o->rootGiven || strcmp(o->op, "sum") != 0 || o->root != 0)
+    printf("# -o %s -r %d: an allgather has neither a reduction nor a root; like nccl-tests, redop reads none and root "
+           "-1\n", o->op, o->root);
+  if (o->blocking) printf("# Blocking Enabled: a barrier after each collective\n");
+  if (o->parallel) printf("# Parallel Init: one rank per process, so -p 1 changes nothing\n");
+  if (o->graph > 0)
+    printf("# -G %d: host mode has no CUDA graph; the timed loop runs %d times over and time is divided by %d\n",
+           o->graph, o->graph, o->graph);
+  if (o->streamNull) printf("# -y 1: host mode has no streams; accepted, changes nothing\n");
+  if (o->csv) printf("# Writing results to file: %s (CSV)\n", o->csv);
+  if (o->json) printf("# Writing results to file: %s (JSON)\n", o->json);
+}
+
+static void json_params(const struct perf_opts* o, char* out, size_t len)
+{
+  snprintf(out, len,
+           "\"minbytes\": %zu, \"maxbytes\": %zu, \"stepbytes\": %zu, \"stepfactor\": %g, \"iters\": %d, "
+           "\"warmup_iters\": %d, \"agg_iters\": %d, \"check\": %d, \"average\": %d, \"blocking\": %d, "
+           "\"cudagraph\": %d, \"parallel_init\": %d, \"op\": \"%s\", \"root\": %d, \"algorithm\": \"%s\", "
+           "\"launcher\": \"%s\"",
+           o->minBytes, o->maxBytes, o->stepBytes, o->factor, o->iters, o->warmup, o->agg, o->check, o->average,
+           o->blocking, o->graph, o->parallel, o->op, o->root, algo, launcherName);
+}
+
+/* the largest chunk in bytes over the sizes and types */
+static size_t top_chunk(const struct perf_opts* o)
+{
+  size_t top = 8;
+  for (int t = 0; t < o->ntypes; t++)
+    for (size_t s = o->minBytes; s != 0 && s <= o->maxBytes; s = next_size(s, o->factor, o->stepBytes)) {
+      size_t c = chunk_of(s, (size_t)perf_types[o->types[t]].bytes);
+      if (c > top) top = c;
+    }
+  return top;
+}
+
+/* Every size of one type: both column sets, one row each; the bus bandwidth sum and count through busSum/nBus. */
+static long long run_type(const struct perf_opts* o, struct perf_report* rep, unsigned char* buf, unsigned char* send,
+                          int type, double* busSum, int* nBus)
+{
+  long long wrongTotal = 0;
+  size_t ws = (size_t)perf_types[type].bytes, lastChunk = 0;
+  rep->type = perf_types[type].name;
+  for (size_t want = o->minBytes; want != 0 && want <= o->maxBytes; want = next_size(want, o->factor, o->stepBytes)) {
+    size_t chunk = chunk_of(want, ws);
     if (chunk == lastChunk) continue;
     lastChunk = chunk;
-    size_t size = chunk * (size_t)nranks;
-    /* unless -n / -w were given, fewer iterations for big sizes: about 512 MiB gathered per size at most */
-    int it = iters, wu = warmup;
-    size_t budget = (size_t)512 << 20;
-    if (!itersGiven && (size_t)it * size > budget) it = (int)(budget / size) < 2 ? 2 : (int)(budget / size);
-    if (!warmupGiven && wu > 0 && (size_t)wu * size > budget / 4) wu = 1;
-
-    if (check) {
-      /* poison the peers' slots, fill mine */
-      for (int p = 0; p < nranks; p++)
-        if (p != rank) memset(buf + (size_t)p * chunk, 0xEE, chunk);
-      fill(buf + (size_t)rank * chunk, chunk, seed_of(rank, chunk));
+    size_t size = chunk * (size_t)nranks, budget = (size_t)512 << 20;
+    struct phase ph = {buf, send, chunk, ws, 0, o->iters, o->warmup};
+    if (!o->itersGiven && (size_t)ph.iters * size > budget) ph.iters = budget / size < 2 ? 2 : (int)(budget / size);
+    if (!o->warmupGiven && ph.warmup > 0 && (size_t)ph.warmup * size > budget / 4) ph.warmup = 1;
+    struct perf_row row = {size, chunk / ws, ph.iters, {{0, 0, 0, 0}, {0, 0, 0, 0}}};
+    for (ph.inPlace = 0; ph.inPlace < 2; ph.inPlace++) {
+      double dt;
+      long long wrong;
+      run_phase(o, &ph, &dt, &wrong);
+      combine(o, size, dt, wrong, &row.h[ph.inPlace]);
+      if (row.h[ph.inPlace].wrong > 0) wrongTotal += row.h[ph.inPlace].wrong;
+      *busSum += row.h[ph.inPlace].busbw;
+      (*nBus)++;
     }
-    CK(mscclppBootstrapBarrier(comm));
-    for (int i = 0; i < wu; i++) allgather_once(buf, chunk);
-    CK(mscclppBootstrapBarrier(comm));
-    double t0 = now();
-    for (int i = 0; i < it; i++) allgather_once(buf, chunk);
-    double dt = (now() - t0) / it;
-
-    /* every byte of every slot */
-    size_t wrong = 0;
-    if (check)
-      for (int p = 0; p < nranks; p++) wrong += count_wrong(buf + (size_t)p * chunk, chunk, seed_of(p, chunk));
-    mscclppResult_t async = mscclppSuccess;
-    CK(mscclppCommGetAsyncError(comm, &async));
-    if (async != mscclppSuccess) {
-      fprintf(stderr, "perf rank %d: async error at size %zu: %s: %s\n", rank, size, mscclppGetErrorString(async),
-              mscclppGetLastError(comm));
-      wrong += 1;
-    }
-    memset(times, 0, (size_t)nranks * sizeof(double));
-    memset(wrongs, 0, (size_t)nranks * sizeof(size_t));
-    times[rank] = dt;
-    wrongs[rank] = wrong;
-    CK(mscclppBootstrapAllGather(comm, times, sizeof(double)));
-    CK(mscclppBootstrapAllGather(comm, wrongs, sizeof(size_t)));
-    double tmax = 0;
-    size_t wsum = 0;
-    for (int p = 0; p < nranks; p++) {
-      if (times[p] > tmax) tmax = times[p];
-      wsum += wrongs[p];
-    }
-    totalWrong += wsum;
-    double algbw = tmax > 0 ? (double)size / tmax / 1e9 : 0;
-    double busbw = algbw * (double)(nranks - 1) / (double)nranks;
-    busSum += busbw;
-    nSizes++;
-    if (!quiet && (check || wsum))
-      printf("  %12zu %12zu %12.2f %12.3f %12.3f  %-18s %8zu\n", size, chunk, tmax * 1e6, algbw, busbw, algo, wsum);
-    else if (!quiet)
-      printf("  %12zu %12zu %12.2f %12.3f %12.3f  %-18s %8s\n", size, chunk, tmax * 1e6, algbw, busbw, algo, "N/A");
-    if (wrong && rank != 0)
-      fprintf(stderr, "perf rank %d: %zu wrong bytes at size %zu\n", rank, wrong, size);
+    if (rank == 0) report_row(rep, &row);
   }
+  return wrongTotal;
+}
+
+int main(int argc, char** argv)
+{
+  struct perf_opts o;
+  parse_opts(&o, argc, argv);
+  const char* envTransport = getenv("MSCCLPP_PERF_TRANSPORT");
+  if (o.transport == NULL && envTransport != NULL && *envTransport != '\0') o.transport = envTransport;
+  if (o.transport != NULL && !parse_transport(o.transport))
+    bad_option("--transport", o.transport, "want ethernet, ib, shm, p2p or a number");
+
+  /* No library call may come before this point: the parent only spawns. */
+  if (!from_launcher()) return spawn_ranks(o.nlocal, argv, o.timeout);
+
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  init_comm(&o);
+
+  size_t topChunk = top_chunk(&o), bufBytes = topChunk * (size_t)nranks;
+  unsigned char *buf = NULL, *send = malloc(topChunk);
+  if (o.useMalloc)
+    buf = malloc(bufBytes);
+  else
+    CK(mscclppHostAlloc((void**)&buf, bufBytes));
+  if (buf == NULL || send == NULL) {
+    fprintf(stderr, "perf rank %d: allocating %zu + %zu bytes failed\n", rank, bufBytes, topChunk);
+    return 1;
+  }
+  memset(buf, 0, bufBytes);
+  memset(send, 0, topChunk);
+  connect_all(buf, bufBytes);
+  CK(mscclppProxyLaunch(comm));
+
+  struct perf_report rep = {NULL, o.cputime ? "cputime" : "time", o.csv, o.json, NULL, 0, 0};
+  if (rank == 0) {
+    print_header(&o, o.useMalloc ? "malloc" : "mscclppHostAlloc");
+    report_header(&rep);
+  }
+  long long totalWrong = 0;
+  double busSum = 0;
+  int nBus = 0;
+  for (int t = 0; t < o.ntypes; t++) totalWrong += run_type(&o, &rep, buf, send, o.types[t], &busSum, &nBus);
 
   CK(mscclppProxyStop(comm));
   CK(mscclppCommDestroy(comm));
   comm = NULL;
-  if (useMalloc)
+  if (o.useMalloc)
     free(buf);
   else
     CK(mscclppHostFree(buf));
-  if (!quiet) {
-    printf("# Out of bounds values : %zu %s%s\n", totalWrong, totalWrong ? "FAILED" : "OK",
-           check ? "" : " (bytes not checked: -c 0)");
-    printf("# Avg bus bandwidth    : %.3f\n", nSizes ? busSum / nSizes : 0.0);
-    printf("#\n");
-  }
-  free(times);
-  free(wrongs);
+  free(send);
   free(conn);
-  return totalWrong ? 1 : 0;
+  kvs_close();
+  int failed = totalWrong != 0;
+  if (rank == 0) {
+    double avgBus = nBus ? busSum / nBus : 0.0;
+    printf("# Out of bounds values : %lld %s%s\n", totalWrong, totalWrong ? "FAILED" : "OK",
+           o.check ? "" : " (not checked: -c 0)");
+    printf("# Avg bus bandwidth    : %.3f\n", avgBus);
+    printf("#\n");
+    char params[1024];
+    json_params(&o, params, sizeof params);
+    if (o.csv && report_csv(&rep) != 0) failed = 1;
+    if (o.json && report_json(&rep, nranks, params, totalWrong, avgBus) != 0) failed = 1;
+  }
+  free(rep.rows);
+  return failed;
 }
