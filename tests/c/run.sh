@@ -51,7 +51,7 @@ mkdir -p "$out" || exit 1
 # clean what an earlier run left (only ours: others may build here too)
 (cd "$out" && rm -rf launch abi_layout_c abi_layout_cc11 abi_layout_cc14 abi_layout_cc17 abi_layout_cc20 \
   error_strings bootstrap connections datapath bad_input timeouts stranger adversary init_failures logging fork threads_cc \
-  perf perf.out readme_example readme_example.inc \
+  perf perf.out perf.csv perf.json readme_example readme_example.inc \
   build-*.log ./*.log ./*.short only-mscclpp*.c only-mscclpp*.cc logging-file.d logging-link.d cmake-prefix cmake-build-prefix \
   cmake-build-tree)
 
@@ -372,32 +372,95 @@ perf_case() {
       ok=0
     fi
   }
+  # expect_col N "V1 V2 ...": column N of the rows, in order
+  expect_col() {
+    local got
+    got=$(awk -v c="$1" '$1 ~ /^[0-9]+$/ {printf "%s%s", sep, $c; sep=" "}' "$o")
+    if [ "$got" != "$2" ]; then
+      echo "-- column $1: '$got', want '$2'" >>"$log"
+      ok=0
+    fi
+  }
+  # rows: size count type redop root, time algbw busbw #wrong out of place ($6-$9) and in place ($10-$13), iters ($14)
   if perf_run 0 --nranks 2 -b 8 -e 64K -f 4 -n 3 -w 1 -c 1; then
     expect_sizes "8 32 128 512 2048 8192 32768"
-    expect_line "^# nranks 2 .*minBytes 8 maxBytes 65536 step: 4\(factor\) warmup iters: 1 iters: 3 validation: 1\$"
+    expect_col 2 "1 4 16 64 256 1024 4096"
+    expect_col 3 "float float float float float float float"
+    expect_col 9 "0 0 0 0 0 0 0"
+    expect_col 13 "0 0 0 0 0 0 0"
+    expect_col 14 "3 3 3 3 3 3 3"
+    expect_line "^# nranks 2 .*minBytes 8 maxBytes 65536 step: 4\(factor\) warmup iters: 1 iters: 3 agg iters: 1 validation: 1 graph: 0\$"
+    expect_line '^# +size +count +type +redop +root +time +algbw +busbw +#wrong +time +algbw +busbw +#wrong +iters$'
+    expect_line '^# +out-of-place +in-place'
+    expect_line '^# time: the average over the ranks \(-a 1\)'
     expect_line '^# Out of bounds values : 0 OK$'
-    if [ "$(awk '$1 ~ /^[0-9]+$/ && $7 != "0"' "$o" | wc -l)" != 0 ]; then
-      echo "-- a row's #wrong is not 0" >>"$log"
-      ok=0
-    fi
   fi
-  # -f 1: steps of -i bytes; -c 0: no check; 3 ranks: count = size / 3
+  # -f 1: steps of -i bytes; -c 0: no check; 3 ranks: count = size / 4 / 3
   if perf_run 0 --nranks 3 -b 3K -e 12K -f 1 -i 3K -n 2 -w 0 -c 0; then
     expect_sizes "3072 6144 9216 12288"
-    expect_line 'step: 3072\(bytes\) warmup iters: 0 iters: 2 validation: 0$'
-    if [ "$(awk '$1 ~ /^[0-9]+$/ && $7 == "N/A"' "$o" | wc -l)" != 4 ]; then
-      echo "-- with -c 0 every row's #wrong must be N/A" >>"$log"
-      ok=0
-    fi
+    expect_line 'step: 3072\(bytes\) warmup iters: 0 iters: 2 agg iters: 1 validation: 0 graph: 0$'
+    expect_col 9 "N/A N/A N/A N/A"
+    expect_col 13 "N/A N/A N/A N/A"
   fi
   # long forms, and nccl-tests' -t 1 -g 1
   if perf_run 0 -t 1 -g 1 --nranks 2 --minbytes 1M --maxbytes 1M --stepfactor 2 --iters 2 --warmup_iters 1 --check 1 \
     --malloc; then
     expect_sizes "1048576"
-    expect_line 'malloc buffers.* warmup iters: 1 iters: 2 validation: 1$'
+    expect_line '^# buffers: malloc;'
+    expect_line ' warmup iters: 1 iters: 2 agg iters: 1 validation: 1 graph: 0$'
+  fi
+  # the rest of nccl-tests' flags, and the CSV and JSON files
+  local csv=$out/perf.csv json=$out/perf.json
+  rm -f "$csv" "$json"
+  if perf_run 0 --nranks 2 -b 1K -e 4K -f 2 -n 2 -w 1 -d int8 -o max -r 1 -a 3 -z 1 -G 2 -m 2 -p 1 -C 1 -y 0 \
+    -F "$csv" -J "$json"; then
+    expect_sizes "1024 2048 4096"
+    expect_col 2 "512 1024 2048"
+    expect_col 3 "int8 int8 int8"
+    expect_col 4 "none none none"
+    expect_col 5 "-1 -1 -1"
+    expect_col 14 "2 2 2"
+    expect_line ' iters: 2 agg iters: 2 validation: 1 graph: 2$'
+    expect_line '^# -o max -r 1: an allgather has neither a reduction nor a root'
+    expect_line '^# Blocking Enabled'
+    expect_line '^# Parallel Init: '
+    expect_line '^# -G 2: '
+    expect_line '^# cputime: the maximum over the ranks \(-a 3\)'
+    expect_line '^# +size +count +type +redop +root +cputime '
+    if [ "$(head -n 1 "$csv" 2>/dev/null)" != "size,count,type,redop,root,time_us,algbw,busbw,wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong,iters" ] ||
+      [ "$(awk -F, 'NR > 1 {printf "%s%s/%s/%s/%s/%s", sep, $1, $3, $9, $13, $14; sep=" "}' "$csv")" != "1024/int8/0/0/2 2048/int8/0/0/2 4096/int8/0/0/2" ]; then
+      { echo "-- $csv:"; cat "$csv"; } >>"$log" 2>&1
+      ok=0
+    fi
+    if ! python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["nranks"] == 2 and d["ok"] is True and d["out_of_bounds"] == 0, d
+assert [r["size"] for r in d["rows"]] == [1024, 2048, 4096], d["rows"]
+for r in d["rows"]:
+    assert r["type"] == "int8" and r["iters"] == 2 and r["count"] * 2 == r["size"], r
+    for k in ("out_of_place", "in_place"):
+        assert r[k]["wrong"] == 0 and r[k]["time_us"] > 0 and r[k]["busbw"] >= 0, r
+assert d["params"]["agg_iters"] == 2 and d["params"]["average"] == 3 and d["params"]["cudagraph"] == 2, d["params"]' "$json" >>"$log" 2>&1; then
+      { echo "-- $json is not the run as JSON:"; cat "$json"; } >>"$log" 2>&1
+      ok=0
+    fi
+  fi
+  # -d all: one pass per type; -a 0 and 2
+  if perf_run 0 --nranks 2 -b 64 -e 64 -n 1 -w 0 -d all -a 2; then
+    expect_col 3 "int8 uint8 int32 uint32 int64 uint64 half float double bfloat16"
+    expect_col 2 "32 32 8 8 4 4 16 8 4 16"
+    expect_line '^# time: the minimum over the ranks \(-a 2\)'
+  fi
+  perf_run 0 --nranks 2 -b 64 -e 64 -n 1 -w 0 -a 0 && expect_line "^# time: rank 0's time \(-a 0\)"
+  # without -n, big sizes run fewer iterations, and the row says how many
+  if perf_run 0 --nranks 2 -b 8M -e 64M -f 8 -c 0 -w 0; then
+    expect_sizes "8388608 67108864"
+    expect_col 14 "20 8"
+    expect_line '^# iters: the timed iterations of each row; without -n sizes above 25 MiB run fewer'
   fi
   local bad
-  for bad in "-t 2" "-g 4" "-b 1X" "-b 2M -e 1M" "-n 0" "-w -1" "-c x" "-f 1 -i 0" "--nranks 0" "-q" "stray"; do
+  for bad in "-t 2" "-g 4" "-b 1X" "-b 2M -e 1M" "-n 0" "-w -1" "-c x" "-f 1 -i 0" "--nranks 0" "-q" "stray" \
+    "-a 4" "-d float8" "-o xor" "-z 2" "-m 0" "-G -1" "-p 2" "-r -1"; do
     # shellcheck disable=SC2086
     perf_run 2 $bad && expect_line '^usage: perf '
   done
@@ -406,7 +469,7 @@ perf_case() {
   if timeout -k 5 "$t" make -s -C "$root" run BUILD="$build" NRANKS=2 ARGS="-b 64 -e 256 -f 2 -n 2 -w 1 -c 1" >"$o" 2>&1; then
     cat "$o" >>"$log"
     expect_sizes "64 128 256"
-    expect_line '^# nranks 2 .* iters: 2 validation: 1$'
+    expect_line '^# nranks 2 .* iters: 2 agg iters: 1 validation: 1 graph: 0$'
   else
     cat "$o" >>"$log"
     echo "-- make run failed" >>"$log"
@@ -562,6 +625,22 @@ if [ -z "$filter" ] || [[ tools =~ $filter ]]; then
     failed=$((failed + BASH_REMATCH[2]))
   else
     echo "FAIL tools-suite (no summary line; see $tools_log)"
+    failed=$((failed + 1))
+  fi
+fi
+
+# perf under real launchers (tests/launchers: Open MPI's mpirun, a one-node
+# Slurm cluster it starts itself, --id-file): its cases count here too, its
+# skips too
+if [ -z "$filter" ] || [[ launch =~ $filter ]]; then
+  la_log=$out/launchers-suite.log
+  bash "$root/tests/launchers/run_launchers.sh" "$build" 2>&1 | tee "$la_log" | grep -vE '^[0-9]+ passed, [0-9]+ failed'
+  if summary=$(tail -n 1 "$la_log") && [[ $summary =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed(,\ ([0-9]+)\ skipped)? ]]; then
+    passed=$((passed + BASH_REMATCH[1]))
+    failed=$((failed + BASH_REMATCH[2]))
+    skipped=$((skipped + ${BASH_REMATCH[4]:-0}))
+  else
+    echo "FAIL launchers-suite (no summary line; see $la_log)"
     failed=$((failed + 1))
   fi
 fi
