@@ -71,7 +71,7 @@
  *    id through the launcher's PMIx store; `srun --mpi=pmi2`: through PMI-2.
  *    perf loads libpmix.so.2 / libpmi2.so.0 at run time; nothing else to
  *    set. On a host with fewer cores than ranks: `mpirun --oversubscribe`,
- *    `srun -O` (Slurm also needs a partition that allows it).
+ *    `srun -O`.
  *  - other launchers give rank and size in the environment
  *    (OMPI_COMM_WORLD_*, PMI_RANK/PMI_SIZE, SLURM_PROCID/SLURM_NTASKS); the
  *    id then comes from --id-file, or MSCCLPP_COMM_ID=ip:port names rank 0's

@@ -2,8 +2,9 @@
 # perf.sh BUILD_DIR [NRANKS [perf options...]]: build tests/c/perf.c against
 # BUILD_DIR through pkg-config and run the allgather perf tool on NRANKS
 # local ranks (default 4) over SHM. The options go to perf unchanged: the
-# nccl-tests flags -b -e -f -i -n -w -c -T, and --malloc (see perf.c); the
-# rank count reaches perf as --nranks NRANKS. `make run NRANKS=4 ARGS="..."`
+# flags of nccl-tests' all_gather_perf (-b -e -f -i -n -w -m -c -d -o -r -a
+# -z -G -p -C -y -T -t -g -F), -J FILE, --malloc (see the comment at the top
+# of perf.c); the rank count reaches perf as --nranks NRANKS. `make run NRANKS=4 ARGS="..."`
 # calls this. Exit status: perf's (non-zero on any wrong byte or bad option).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,6 +22,6 @@ shift $(($# < 2 ? $# : 2))
 export PKG_CONFIG_PATH="$build/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 pc=$(pkg-config --cflags --libs mscclpp)
 mkdir -p "$build/tests"
-gcc -std=c11 -O2 -g -Wall -Wextra -o "$build/tests/perf" "$here/perf.c" $pc
+gcc -std=c11 -O2 -g -Wall -Wextra -o "$build/tests/perf" "$here/perf.c" $pc -pthread
 echo "# $build/tests/perf --nranks $n $*"
 exec "$build/tests/perf" --nranks "$n" "$@"
