@@ -22,7 +22,8 @@
  *   -m       aggregated iterations: each timed iteration issues m allgathers
  *            back to back (default 1); time is per allgather
  *   -c       1 (default): check every element of every slot after each
- *            size, and fail on any wrong one; 0: no check (#wrong is N/A)
+ *            size, and fail on any wrong one; 0: no check (#wrong is N/A).
+ *            nccl-tests' N check iterations: any N > 0 checks once
  *   -d       the element type: int8 uint8 int32 uint32 int64 uint64 half
  *            float double bfloat16 (default float) or all (one pass each);
  *            count is in elements, sizes are multiples of nranks elements
@@ -494,7 +495,6 @@ static long long run_type(const struct perf_opts* o, struct perf_report* rep, un
 {
   long long wrongTotal = 0;
   size_t ws = (size_t)perf_types[type].bytes, lastChunk = 0;
-  rep->type = perf_types[type].name;
   for (size_t want = o->minBytes; want != 0 && want <= o->maxBytes; want = next_size(want, o->factor, o->stepBytes)) {
     size_t chunk = chunk_of(want, ws);
     if (chunk == lastChunk) continue;
@@ -503,7 +503,7 @@ static long long run_type(const struct perf_opts* o, struct perf_report* rep, un
     struct phase ph = {buf, send, chunk, ws, 0, o->iters, o->warmup};
     if (!o->itersGiven && (size_t)ph.iters * size > budget) ph.iters = budget / size < 2 ? 2 : (int)(budget / size);
     if (!o->warmupGiven && ph.warmup > 0 && (size_t)ph.warmup * size > budget / 4) ph.warmup = 1;
-    struct perf_row row = {size, chunk / ws, ph.iters, {{0, 0, 0, 0}, {0, 0, 0, 0}}};
+    struct perf_row row = {perf_types[type].name, size, chunk / ws, ph.iters, {{0, 0, 0, 0}, {0, 0, 0, 0}}};
     for (ph.inPlace = 0; ph.inPlace < 2; ph.inPlace++) {
       double dt;
       long long wrong;
@@ -548,7 +548,7 @@ int main(int argc, char** argv)
   connect_all(buf, bufBytes);
   CK(mscclppProxyLaunch(comm));
 
-  struct perf_report rep = {NULL, o.cputime ? "cputime" : "time", o.csv, o.json, NULL, 0, 0};
+  struct perf_report rep = {o.cputime ? "cputime" : "time", o.csv, o.json, NULL, 0, 0};
   if (rank == 0) {
     print_header(&o, o.useMalloc ? "malloc" : "mscclppHostAlloc");
     report_header(&rep);

@@ -146,6 +146,10 @@ static void idfile_done(void)
   if (idfileThreadOn) pthread_join(idfileThread, NULL);
   idfileThreadOn = 0;
   idfile_remove();
+  idfilePath[0] = idfileTmp[0] = '\0'; /* nothing left for the exit and signal handlers */
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGHUP, SIG_DFL);
 }
 
 /* The mtime of a file this reader creates now beside the id file, on the file system's clock. */

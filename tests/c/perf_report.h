@@ -28,13 +28,14 @@ struct perf_half {
 };
 
 struct perf_row {
+  const char* type;
   size_t size, count;
   int iters;
   struct perf_half h[2]; /* [0] out of place, [1] in place */
 };
 
 struct perf_report {
-  const char *type, *timeName, *csvPath, *jsonPath;
+  const char *timeName, *csvPath, *jsonPath;
   struct perf_row* rows;
   int nrows, cap;
 };
@@ -67,7 +68,7 @@ static void report_row(struct perf_report* r, const struct perf_row* row)
     }
   }
   r->rows[r->nrows++] = *row;
-  printf("%12zu  %12zu  %8s  %6s  %6d", row->size, row->count, r->type, "none", -1);
+  printf("%12zu  %12zu  %8s  %6s  %6d", row->size, row->count, row->type, "none", -1);
   for (int k = 0; k < 2; k++) {
     char t[32], w[32];
     report_time(t, sizeof t, row->h[k].timeUs);
@@ -107,7 +108,7 @@ static int report_csv(const struct perf_report* r)
   fprintf(f, "size,count,type,redop,root,time_us,algbw,busbw,wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong,iters\n");
   for (int i = 0; i < r->nrows; i++) {
     const struct perf_row* row = &r->rows[i];
-    fprintf(f, "%zu,%zu,%s,none,-1", row->size, row->count, r->type);
+    fprintf(f, "%zu,%zu,%s,none,-1", row->size, row->count, row->type);
     for (int k = 0; k < 2; k++) {
       fprintf(f, ",%.3f,%.6f,%.6f,", row->h[k].timeUs, row->h[k].algbw, row->h[k].busbw);
       if (row->h[k].wrong >= 0) fprintf(f, "%lld", row->h[k].wrong);
@@ -127,7 +128,7 @@ static int report_json(const struct perf_report* r, int n, const char* params, l
   for (int i = 0; i < r->nrows; i++) {
     const struct perf_row* row = &r->rows[i];
     fprintf(f, "%s\n  {\"size\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"none\", \"root\": -1, \"iters\": %d",
-            i ? "," : "", row->size, row->count, r->type, row->iters);
+            i ? "," : "", row->size, row->count, row->type, row->iters);
     for (int k = 0; k < 2; k++) {
       fprintf(f, ", \"%s\": {\"time_us\": %.3f, \"algbw\": %.6f, \"busbw\": %.6f, \"wrong\": ",
               k ? "in_place" : "out_of_place", row->h[k].timeUs, row->h[k].algbw, row->h[k].busbw);

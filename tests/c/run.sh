@@ -446,10 +446,14 @@ assert d["params"]["agg_iters"] == 2 and d["params"]["average"] == 3 and d["para
     fi
   fi
   # -d all: one pass per type; -a 0 and 2
-  if perf_run 0 --nranks 2 -b 64 -e 64 -n 1 -w 0 -d all -a 2; then
+  if perf_run 0 --nranks 2 -b 64 -e 64 -n 1 -w 0 -d all -a 2 -F "$csv"; then
     expect_col 3 "int8 uint8 int32 uint32 int64 uint64 half float double bfloat16"
     expect_col 2 "32 32 8 8 4 4 16 8 4 16"
     expect_line '^# time: the minimum over the ranks \(-a 2\)'
+    if [ "$(awk -F, 'NR > 1 {printf "%s%s", sep, $3; sep=" "}' "$csv")" != "int8 uint8 int32 uint32 int64 uint64 half float double bfloat16" ]; then
+      { echo "-- $csv: the type column is not the types in order:"; cat "$csv"; } >>"$log" 2>&1
+      ok=0
+    fi
   fi
   perf_run 0 --nranks 2 -b 64 -e 64 -n 1 -w 0 -a 0 && expect_line "^# time: rank 0's time \(-a 0\)"
   # without -n, big sizes run fewer iterations, and the row says how many
