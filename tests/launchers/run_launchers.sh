@@ -5,7 +5,8 @@
 #   launch-srun-pmix   `srun -n 4 -O perf ...` three times in a row on a
 #                      one-node Slurm cluster this script starts (MpiDefault=pmix)
 #   launch-srun-pmi2   `srun --mpi=pmi2 -n 4 -O perf ...` three times
-#                      (SKIP without libpmi2.so.0: Debian's libpmi2-0)
+#                      (SKIP without libpmi2.so.0: Debian's libpmi2-0; a
+#                      copy elsewhere: PERF_PMI2_LIBRARY=/path/libpmi2.so.0)
 #   launch-mpirun      `mpirun -np 4 --oversubscribe --allow-run-as-root perf ...`
 #                      three times (Open MPI's PMIx)
 #   launch-id-file     --id-file with ranks that only know their rank from the
@@ -114,10 +115,16 @@ if ! cluster_start "$out/cluster.log"; then
   finish
 fi
 three_runs launch-srun-pmix "through PMIx" "${clean_env[@]}" "SLURM_CONF=$cluster_conf" srun -n 4 -O "$perf" "${args[@]}"
-pmi2=$(ldconfig -p 2>/dev/null | grep -c 'libpmi2\.so\.0 ')
-if [ "$pmi2" -gt 0 ]; then
-  three_runs launch-srun-pmi2 "through PMI-2" "${clean_env[@]}" "SLURM_CONF=$cluster_conf" srun --mpi=pmi2 -n 4 -O \
-    "$perf" "${args[@]}"
+# PMI-2: libpmi2.so.0 where the loader finds it, or a copy named by PERF_PMI2_LIBRARY
+pmi2=()
+if [ -n "${PERF_PMI2_LIBRARY:-}" ] && [ -f "$PERF_PMI2_LIBRARY" ]; then
+  pmi2=("PERF_PMI2_LIBRARY=$PERF_PMI2_LIBRARY")
+elif ldconfig -p 2>/dev/null | grep -q 'libpmi2\.so\.0 '; then
+  pmi2=("PERF_PMI2_LIBRARY=")
+fi
+if [ ${#pmi2[@]} -gt 0 ]; then
+  three_runs launch-srun-pmi2 "through PMI-2" "${clean_env[@]}" "SLURM_CONF=$cluster_conf" "${pmi2[@]}" \
+    srun --mpi=pmi2 -n 4 -O "$perf" "${args[@]}"
 else
   skip launch-srun-pmi2 "libpmi2.so.0 not installed (Debian: libpmi2-0)"
 fi
