@@ -105,8 +105,7 @@ idfile_case
 # ---- Slurm ----
 . "$here/slurm_cluster.sh"
 if why=$(cluster_cannot); then
-  skip launch-srun-pmix "$why"
-  skip launch-srun-pmi2 "$why"
+  skip launch-srun "$why"
   finish
 fi
 trap cluster_stop EXIT
