@@ -1,0 +1,251 @@
+/*
+ * dropin.cc: call sequences real programs written against upstream 0.1 make,
+ * which upstream accepts (issue 13). The transport is su_transport()
+ * (MSCCLPP_TEST_TRANSPORT: SHM by default, p2p, ethernet, ib).
+ *
+ *   dropin pyseq        upstream's Python bootstrap test: init by ip:port,
+ *                       allgather of ints and of bytes, a setup with no
+ *                       connections, connect to every peer, register a
+ *                       buffer (nranks-1 entries), setup again, proxy launch,
+ *                       proxy stop, destroy
+ *   dropin incremental  connect to half the peers, setup, use them; connect
+ *                       to the rest (and a second tag to every peer) while
+ *                       the proxy runs, setup, use all at once; the device
+ *                       connection array and a pointer into it keep their
+ *                       addresses; a setup with nothing new; relaunch, use all
+ *   dropin regbefore    mscclppRegisterBuffer before setup (HostAlloc and
+ *                       malloc) and after it, then mscclppRegisteredBufferWrite
+ *                       with non-zero offsets, a signal, and the data checked
+ *                       at every peer, canaries around every registration
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "shm_util.h"
+
+#include <vector>
+
+static const size_t CH = 8192; /* bytes each rank puts per connection and round */
+
+/* ---- pyseq ---- */
+
+static int run_pyseq()
+{
+  int n = su_nranks, me = su_rank;
+  su_comm_init();
+  std::vector<int> ints(n);
+  ints[me] = 1000 + me;
+  SU_CK(mscclppBootstrapAllGather(su_comm, ints.data(), sizeof(int)));
+  for (int r = 0; r < n; r++) SU_CHECK(ints[r] == 1000 + r, "int allgather slot %d = %d", r, ints[r]);
+  std::vector<char> bytes(3 * n);
+  for (int k = 0; k < 3; k++) bytes[3 * me + k] = (char)('a' + me + k);
+  SU_CK(mscclppBootstrapAllGather(su_comm, bytes.data(), 3));
+  for (int r = 0; r < n; r++)
+    for (int k = 0; k < 3; k++) SU_CHECK(bytes[3 * r + k] == (char)('a' + r + k), "byte allgather slot %d.%d", r, k);
+  SU_CK(mscclppConnectionSetup(su_comm)); /* no connections yet: a barrier */
+  char* buf = nullptr;
+  SU_CK(mscclppHostAlloc((void**)&buf, CH));
+  for (int p = 0; p < n; p++)
+    if (p != me) SU_CK(mscclppConnect(su_comm, p, 0, buf, CH, su_transport(), su_ibdev()));
+  mscclppRegisteredMemory reg;
+  SU_CK(mscclppRegisterBuffer(su_comm, buf, CH, &reg));
+  SU_CHECK(reg.p2p.size() == (size_t)(n - 1), "%zu registration entries for %d peers", reg.p2p.size(), n - 1);
+  SU_CK(mscclppConnectionSetup(su_comm));
+  mscclppDevConn_t* conns = nullptr;
+  int nc = 0;
+  SU_CK(mscclppGetAllDeviceConnections(su_comm, &conns, &nc));
+  SU_CHECK(nc == n - 1, "%d device connections, want %d", nc, n - 1);
+  SU_CK(mscclppProxyLaunch(su_comm));
+  SU_CK(mscclppProxyStop(su_comm));
+  SU_CK(mscclppCommDestroy(su_comm));
+  su_comm = nullptr;
+  SU_CK(mscclppHostFree(buf));
+  return su_finish();
+}
+
+/* ---- incremental ---- */
+
+struct Link {
+  int peer, tag;
+  char* buf; /* [0, CH): what I send; [CH, 2 CH): what the peer sends me */
+};
+
+static void connect_links(std::vector<Link>& links, bool (*phase)(int me, int peer, int tag), bool second)
+{
+  for (int tag = 0; tag < 2; tag++)
+    for (int p = 0; p < su_nranks; p++) {
+      if (p == su_rank || phase(su_rank, p, tag) != second) continue;
+      Link l{p, tag, nullptr};
+      SU_CK(mscclppHostAlloc((void**)&l.buf, 2 * CH));
+      memset(l.buf, 0, 2 * CH);
+      SU_CK(mscclppConnect(su_comm, p, tag, l.buf, 2 * CH, su_transport(), su_ibdev()));
+      links.push_back(l);
+    }
+}
+
+/* The first setup covers tag 0 to the peers of the other parity; the second everything else. */
+static bool second_phase(int me, int peer, int tag) { return tag == 1 || (me + peer) % 2 == 0; }
+
+/* One round on every link: put CH bytes with a signal, wait for every peer's, check them. */
+static void round_all(const std::vector<Link>& links, mscclppDevConn_t* conns, int round)
+{
+  for (size_t i = 0; i < links.size(); i++)
+    su_fill(links[i].buf, CH, su_seed(su_rank * 131 + links[i].peer, links[i].tag, round));
+  for (size_t i = 0; i < links.size(); i++) conns[i].putWithSignal(CH, 0, CH);
+  for (size_t i = 0; i < links.size(); i++) su_wait(&conns[i], 20000, "round");
+  for (size_t i = 0; i < links.size(); i++) {
+    char what[96];
+    snprintf(what, sizeof(what), "round %d from rank %d tag %d", round, links[i].peer, links[i].tag);
+    su_verify(links[i].buf + CH, CH, su_seed(links[i].peer * 131 + su_rank, links[i].tag, round), what);
+  }
+  SU_CK(mscclppBootstrapBarrier(su_comm)); /* nobody overwrites a buffer still being checked */
+}
+
+static int run_incremental()
+{
+  su_comm_init();
+  std::vector<Link> links;
+  connect_links(links, second_phase, false);
+  SU_CK(mscclppConnectionSetup(su_comm));
+  mscclppDevConn_t *first = nullptr, *again = nullptr, *one = nullptr, *oneAgain = nullptr;
+  int n1 = 0, n2 = 0;
+  SU_CK(mscclppGetAllDeviceConnections(su_comm, &first, &n1));
+  SU_CHECK(n1 == (int)links.size() && n1 > 0, "%d connections after the first setup, want %zu", n1, links.size());
+  SU_CK(mscclppGetDeviceConnection(su_comm, links[0].peer, links[0].tag, &one));
+  SU_CK(mscclppProxyLaunch(su_comm));
+  round_all(links, first, 0);
+
+  connect_links(links, second_phase, true); /* while the proxy runs */
+  SU_CK(mscclppConnectionSetup(su_comm));
+  SU_CK(mscclppGetAllDeviceConnections(su_comm, &again, &n2));
+  SU_CHECK(again == first, "the device connection array moved from %p to %p", (void*)first, (void*)again);
+  SU_CHECK(n2 == (int)links.size() && n2 == 2 * (su_nranks - 1), "%d connections after the second setup, want %zu",
+           n2, links.size());
+  SU_CK(mscclppGetDeviceConnection(su_comm, links[0].peer, links[0].tag, &oneAgain));
+  SU_CHECK(one == oneAgain && one == &first[0], "connection 0 moved from %p to %p", (void*)one, (void*)oneAgain);
+  for (int i = 0; i < n2; i++)
+    SU_CHECK(first[i].remoteRank == links[i].peer && first[i].tag == links[i].tag, "entry %d: rank %d tag %d", i,
+             first[i].remoteRank, first[i].tag);
+  round_all(links, first, 1); /* the new connections served by the running proxy */
+  round_all(links, first, 2);
+
+  SU_CK(mscclppConnectionSetup(su_comm)); /* nothing new: a barrier */
+  SU_CK(mscclppGetAllDeviceConnections(su_comm, &again, &n2));
+  SU_CHECK(again == first && n2 == (int)links.size(), "a setup with nothing new changed the array");
+  SU_CK(mscclppProxyStop(su_comm));
+  SU_CK(mscclppProxyLaunch(su_comm));
+  round_all(links, first, 3);
+  SU_CK(mscclppProxyStop(su_comm));
+  SU_CK(mscclppCommDestroy(su_comm));
+  su_comm = nullptr;
+  for (auto& l : links) SU_CK(mscclppHostFree(l.buf));
+  return su_finish();
+}
+
+/* ---- regbefore ---- */
+
+static const size_t S = 64 * 1024, GUARD = 4096, SRC = 16 * 1024;
+enum { NREG = 3 }; /* 0: HostAlloc before setup, 1: malloc before setup, 2: HostAlloc after setup */
+
+static size_t wSize(int w, int which) { return 1000 + 13 * (size_t)w + 7 * (size_t)which; }
+static uint32_t wSrcOff(int w, int which) { return 37 + 3 * (uint32_t)w + (uint32_t)which; }
+static uint32_t wDstOff(int w, int which) { return (uint32_t)w * 4096 + 5 + 2 * (uint32_t)which; }
+static uint64_t wSeed(int w, int which) { return su_seed(77, w, which); }
+
+static void register_one(char** alloc, int which, mscclppRegisteredMemory* reg)
+{
+  if (which == 1)
+    *alloc = (char*)malloc(S + 2 * GUARD);
+  else
+    SU_CK(mscclppHostAlloc((void**)alloc, S + 2 * GUARD));
+  SU_REQUIRE(*alloc != nullptr, "allocation");
+  memset(*alloc, 0xEE, S + 2 * GUARD);
+  SU_CK(mscclppRegisterBuffer(su_comm, *alloc + GUARD, S, reg));
+  SU_CHECK(reg->p2p.size() == (size_t)(su_nranks - 1), "registration %d: %zu entries for %d connections", which,
+           reg->p2p.size(), su_nranks - 1);
+  for (size_t k = 0; k < reg->p2p.size(); k++) {
+    bool mapped = su_transport_maps() && which != 1;
+    SU_CHECK((reg->p2p[k].remoteBuff != nullptr) == mapped, "registration %d entry %zu: remoteBuff %p", which, k,
+             reg->p2p[k].remoteBuff);
+  }
+}
+
+/* Writer w writes every registration of every peer, then signals each connection. */
+static void write_turn(int w, mscclppRegisteredMemory* reg, mscclppDevConn_t* conns, int nc)
+{
+  std::vector<char> src(SRC);
+  if (su_rank == w) {
+    for (int i = 0; i < NREG; i++) {
+      su_fill(src.data(), SRC, wSeed(w, i));
+      SU_CK(mscclppRegisteredBufferWrite(su_comm, &reg[i], src.data(), wSize(w, i), wSrcOff(w, i), wDstOff(w, i), 0));
+    }
+    for (int k = 0; k < nc; k++) conns[k].signal();
+    return;
+  }
+  for (int k = 0; k < nc; k++)
+    if (conns[k].remoteRank == w) su_wait(&conns[k], 20000, "the writer's signal");
+}
+
+static void check_image(char** alloc)
+{
+  for (int i = 0; i < NREG; i++) {
+    std::vector<uint8_t> want(S + 2 * GUARD, 0xEE);
+    for (int w = 0; w < su_nranks; w++) {
+      if (w == su_rank) continue;
+      std::vector<char> s(SRC);
+      su_fill(s.data(), SRC, wSeed(w, i));
+      memcpy(want.data() + GUARD + wDstOff(w, i), s.data() + wSrcOff(w, i), wSize(w, i));
+    }
+    size_t wrong = 0, first = 0;
+    for (size_t k = 0; k < want.size(); k++)
+      if ((uint8_t)alloc[i][k] != want[k] && !wrong++) first = k;
+    SU_CHECK(wrong == 0, "registration %d: %zu bytes wrong, first at %zd of the registered buffer", i, wrong,
+             (ssize_t)first - (ssize_t)GUARD);
+  }
+}
+
+static int run_regbefore()
+{
+  int n = su_nranks, me = su_rank;
+  SU_REQUIRE(n >= 2 && (size_t)n * 4096 + 4096 <= S, "nranks %d", n);
+  su_comm_init();
+  char* connBuf = nullptr;
+  SU_CK(mscclppHostAlloc((void**)&connBuf, 4096));
+  for (int p = 0; p < n; p++)
+    if (p != me) SU_CK(mscclppConnect(su_comm, p, 0, connBuf, 4096, su_transport(), su_ibdev()));
+  char* alloc[NREG] = {nullptr, nullptr, nullptr};
+  mscclppRegisteredMemory reg[NREG];
+  register_one(&alloc[0], 0, &reg[0]); /* before setup */
+  register_one(&alloc[1], 1, &reg[1]);
+  SU_CK(mscclppConnectionSetup(su_comm));
+  register_one(&alloc[2], 2, &reg[2]); /* after setup */
+  mscclppDevConn_t* conns = nullptr;
+  int nc = 0;
+  SU_CK(mscclppGetAllDeviceConnections(su_comm, &conns, &nc));
+  SU_CK(mscclppProxyLaunch(su_comm));
+  for (int w = 0; w < n; w++) {
+    write_turn(w, reg, conns, nc);
+    SU_CK(mscclppBootstrapBarrier(su_comm));
+  }
+  SU_CK(mscclppProxyStop(su_comm));
+  check_image(alloc);
+  SU_CK(mscclppCommDestroy(su_comm));
+  su_comm = nullptr;
+  SU_CK(mscclppHostFree(alloc[0]));
+  free(alloc[1]);
+  SU_CK(mscclppHostFree(alloc[2]));
+  SU_CK(mscclppHostFree(connBuf));
+  return su_finish();
+}
+
+int main(int argc, char** argv)
+{
+  const char* mode = argc > 1 ? argv[1] : "";
+  su_init("dropin");
+  SU_REQUIRE(su_nranks >= 2, "nranks %d", su_nranks);
+  if (strcmp(mode, "pyseq") == 0) return run_pyseq();
+  if (strcmp(mode, "incremental") == 0) return run_incremental();
+  if (strcmp(mode, "regbefore") == 0) return run_regbefore();
+  printf("usage: dropin pyseq|incremental|regbefore\n");
+  return 2;
+}
