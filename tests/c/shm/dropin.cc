@@ -13,10 +13,7 @@
  *                       the proxy runs, setup, use all at once; the device
  *                       connection array and a pointer into it keep their
  *                       addresses; a setup with nothing new; relaunch, use all
- *   dropin regbefore    mscclppRegisterBuffer before setup (HostAlloc and
- *                       malloc) and after it, then mscclppRegisteredBufferWrite
- *                       with non-zero offsets, a signal, and the data checked
- *                       at every peer, canaries around every registration
+ * mscclppRegisterBuffer before setup is `regbuf before` (regbuf.cc).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -142,102 +139,6 @@ static int run_incremental()
   return su_finish();
 }
 
-/* ---- regbefore ---- */
-
-static const size_t S = 64 * 1024, GUARD = 4096, SRC = 16 * 1024;
-enum { NREG = 3 }; /* 0: HostAlloc before setup, 1: malloc before setup, 2: HostAlloc after setup */
-
-static size_t wSize(int w, int which) { return 1000 + 13 * (size_t)w + 7 * (size_t)which; }
-static uint32_t wSrcOff(int w, int which) { return 37 + 3 * (uint32_t)w + (uint32_t)which; }
-static uint32_t wDstOff(int w, int which) { return (uint32_t)w * 4096 + 5 + 2 * (uint32_t)which; }
-static uint64_t wSeed(int w, int which) { return su_seed(77, w, which); }
-
-static void register_one(char** alloc, int which, mscclppRegisteredMemory* reg)
-{
-  if (which == 1)
-    *alloc = (char*)malloc(S + 2 * GUARD);
-  else
-    SU_CK(mscclppHostAlloc((void**)alloc, S + 2 * GUARD));
-  SU_REQUIRE(*alloc != nullptr, "allocation");
-  memset(*alloc, 0xEE, S + 2 * GUARD);
-  SU_CK(mscclppRegisterBuffer(su_comm, *alloc + GUARD, S, reg));
-  SU_CHECK(reg->p2p.size() == (size_t)(su_nranks - 1), "registration %d: %zu entries for %d connections", which,
-           reg->p2p.size(), su_nranks - 1);
-  for (size_t k = 0; k < reg->p2p.size(); k++) {
-    bool mapped = su_transport_maps() && which != 1;
-    SU_CHECK((reg->p2p[k].remoteBuff != nullptr) == mapped, "registration %d entry %zu: remoteBuff %p", which, k,
-             reg->p2p[k].remoteBuff);
-  }
-}
-
-/* Writer w writes every registration of every peer, then signals each connection. */
-static void write_turn(int w, mscclppRegisteredMemory* reg, mscclppDevConn_t* conns, int nc)
-{
-  std::vector<char> src(SRC);
-  if (su_rank == w) {
-    for (int i = 0; i < NREG; i++) {
-      su_fill(src.data(), SRC, wSeed(w, i));
-      SU_CK(mscclppRegisteredBufferWrite(su_comm, &reg[i], src.data(), wSize(w, i), wSrcOff(w, i), wDstOff(w, i), 0));
-    }
-    for (int k = 0; k < nc; k++) conns[k].signal();
-    return;
-  }
-  for (int k = 0; k < nc; k++)
-    if (conns[k].remoteRank == w) su_wait(&conns[k], 20000, "the writer's signal");
-}
-
-static void check_image(char** alloc)
-{
-  for (int i = 0; i < NREG; i++) {
-    std::vector<uint8_t> want(S + 2 * GUARD, 0xEE);
-    for (int w = 0; w < su_nranks; w++) {
-      if (w == su_rank) continue;
-      std::vector<char> s(SRC);
-      su_fill(s.data(), SRC, wSeed(w, i));
-      memcpy(want.data() + GUARD + wDstOff(w, i), s.data() + wSrcOff(w, i), wSize(w, i));
-    }
-    size_t wrong = 0, first = 0;
-    for (size_t k = 0; k < want.size(); k++)
-      if ((uint8_t)alloc[i][k] != want[k] && !wrong++) first = k;
-    SU_CHECK(wrong == 0, "registration %d: %zu bytes wrong, first at %zd of the registered buffer", i, wrong,
-             (ssize_t)first - (ssize_t)GUARD);
-  }
-}
-
-static int run_regbefore()
-{
-  int n = su_nranks, me = su_rank;
-  SU_REQUIRE(n >= 2 && (size_t)n * 4096 + 4096 <= S, "nranks %d", n);
-  su_comm_init();
-  char* connBuf = nullptr;
-  SU_CK(mscclppHostAlloc((void**)&connBuf, 4096));
-  for (int p = 0; p < n; p++)
-    if (p != me) SU_CK(mscclppConnect(su_comm, p, 0, connBuf, 4096, su_transport(), su_ibdev()));
-  char* alloc[NREG] = {nullptr, nullptr, nullptr};
-  mscclppRegisteredMemory reg[NREG];
-  register_one(&alloc[0], 0, &reg[0]); /* before setup */
-  register_one(&alloc[1], 1, &reg[1]);
-  SU_CK(mscclppConnectionSetup(su_comm));
-  register_one(&alloc[2], 2, &reg[2]); /* after setup */
-  mscclppDevConn_t* conns = nullptr;
-  int nc = 0;
-  SU_CK(mscclppGetAllDeviceConnections(su_comm, &conns, &nc));
-  SU_CK(mscclppProxyLaunch(su_comm));
-  for (int w = 0; w < n; w++) {
-    write_turn(w, reg, conns, nc);
-    SU_CK(mscclppBootstrapBarrier(su_comm));
-  }
-  SU_CK(mscclppProxyStop(su_comm));
-  check_image(alloc);
-  SU_CK(mscclppCommDestroy(su_comm));
-  su_comm = nullptr;
-  SU_CK(mscclppHostFree(alloc[0]));
-  free(alloc[1]);
-  SU_CK(mscclppHostFree(alloc[2]));
-  SU_CK(mscclppHostFree(connBuf));
-  return su_finish();
-}
-
 int main(int argc, char** argv)
 {
   const char* mode = argc > 1 ? argv[1] : "";
@@ -245,7 +146,6 @@ int main(int argc, char** argv)
   SU_REQUIRE(su_nranks >= 2, "nranks %d", su_nranks);
   if (strcmp(mode, "pyseq") == 0) return run_pyseq();
   if (strcmp(mode, "incremental") == 0) return run_incremental();
-  if (strcmp(mode, "regbefore") == 0) return run_regbefore();
-  printf("usage: dropin pyseq|incremental|regbefore\n");
+  printf("usage: dropin pyseq|incremental\n");
   return 2;
 }

@@ -162,8 +162,8 @@ run_case dropin_pyseq_p2p_auto_n2 2 60 - dropin pyseq
 run_case dropin_incremental_n2 2 60 - dropin incremental
 run_case dropin_incremental_n3 3 60 - dropin incremental
 p2p dropin_incremental_p2p_n3 3 60 - dropin incremental
-run_case dropin_regbefore_n3 3 60 - dropin regbefore
-p2p dropin_regbefore_p2p_n3 3 60 - dropin regbefore
+run_case regbuf_before_n3 3 60 - regbuf before
+p2p regbuf_before_p2p_n3 3 60 - regbuf before
 p2p p2p_allgather_hostalloc_n3 3 60 - allgather --iters 50 --chunk 1000 --big-iters 2 --big-chunk $((4 * MB))
 p2p p2p_regbuf_n2 2 60 - regbuf
 # ProxyStop / Destroy with proxies running and a backlog, repeated; no leaks
@@ -184,8 +184,8 @@ eth eth_kill_waittimeout_n2 2 60 1 kill 1 timeout
 eth eth_kill_wait_n3 3 60 2 kill 2 wait --malloc
 eth eth_stop_n2 2 60 - stop
 eth eth_dropin_incremental_n3 3 60 - dropin incremental
-eth eth_dropin_regbefore_n2 2 60 - dropin regbefore
-eth eth_dropin_regbefore_n3 3 60 - dropin regbefore
+eth eth_regbuf_n2 2 60 - regbuf
+eth eth_regbuf_before_n3 3 60 - regbuf before
 # ... and over the IB transport, against the libibverbs test double (tests/ib/double: RC QPs
 # between processes of this machine, no hardware)
 dbl="$out/ibdouble/libibverbs.so.1"
@@ -208,7 +208,7 @@ if bash "$root/tests/ib/double/build.sh" "$out/ibdouble" >"$out/build-ibdouble.l
   ib ib_regbuf_n2 2 60 - regbuf
   ib ib_regbuf_n3 3 60 - regbuf
   ib ib_dropin_incremental_n3 3 60 - dropin incremental
-  ib ib_dropin_regbefore_n3 3 60 - dropin regbefore
+  ib ib_regbuf_before_n3 3 60 - regbuf before
 else
   echo "FAIL build-ibdouble"
   sed 's/^/    /' "$out/build-ibdouble.log" | head -20
