@@ -13,6 +13,8 @@
  *                       the proxy runs, setup, use all at once; the device
  *                       connection array and a pointer into it keep their
  *                       addresses; a setup with nothing new; relaunch, use all
+ *   dropin incremental mixed   the same, the second tag over Ethernet: a
+ *                       transport first used while the proxies run is served
  * mscclppRegisterBuffer before setup is `regbuf before` (regbuf.cc).
  */
 #ifndef _GNU_SOURCE
@@ -67,6 +69,8 @@ struct Link {
   char* buf; /* [0, CH): what I send; [CH, 2 CH): what the peer sends me */
 };
 
+static bool mixed = false; /* tag 1 over Ethernet */
+
 static void connect_links(std::vector<Link>& links, bool (*phase)(int me, int peer, int tag), bool second)
 {
   for (int tag = 0; tag < 2; tag++)
@@ -75,7 +79,8 @@ static void connect_links(std::vector<Link>& links, bool (*phase)(int me, int pe
       Link l{p, tag, nullptr};
       SU_CK(mscclppHostAlloc((void**)&l.buf, 2 * CH));
       memset(l.buf, 0, 2 * CH);
-      SU_CK(mscclppConnect(su_comm, p, tag, l.buf, 2 * CH, su_transport(), su_ibdev()));
+      mscclppTransport_t t = mixed && tag == 1 ? mscclppTransportEthernet : su_transport();
+      SU_CK(mscclppConnect(su_comm, p, tag, l.buf, 2 * CH, t, t == mscclppTransportIB ? su_ibdev() : NULL));
       links.push_back(l);
     }
 }
@@ -145,6 +150,7 @@ int main(int argc, char** argv)
   su_init("dropin");
   SU_REQUIRE(su_nranks >= 2, "nranks %d", su_nranks);
   if (strcmp(mode, "pyseq") == 0) return run_pyseq();
+  mixed = argc > 2 && strcmp(argv[2], "mixed") == 0;
   if (strcmp(mode, "incremental") == 0) return run_incremental();
   printf("usage: dropin pyseq|incremental\n");
   return 2;

@@ -162,6 +162,7 @@ run_case dropin_pyseq_p2p_auto_n2 2 60 - dropin pyseq
 run_case dropin_incremental_n2 2 60 - dropin incremental
 run_case dropin_incremental_n3 3 60 - dropin incremental
 p2p dropin_incremental_p2p_n3 3 60 - dropin incremental
+run_case dropin_incremental_mixed_n3 3 60 - dropin incremental mixed
 run_case regbuf_before_n3 3 60 - regbuf before
 p2p regbuf_before_p2p_n3 3 60 - regbuf before
 p2p p2p_allgather_hostalloc_n3 3 60 - allgather --iters 50 --chunk 1000 --big-iters 2 --big-chunk $((4 * MB))
