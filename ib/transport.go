@@ -110,7 +110,7 @@ func (t *ibt) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("IB registration of handle %d (%d bytes): %w", h, b.Size, err)
 	}
-	if c.state != nil { // mscclppRegisterBuffer after setup: the peer writes it with mscclppRegisteredBufferWrite
+	if h == transport.Registered { // mscclppRegisterBuffer: the peer writes it with mscclppRegisteredBufferWrite
 		c.extra = append(c.extra, mr)
 		return mr.Info().Marshal(), nil
 	}
@@ -128,10 +128,10 @@ func (t *ibt) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 	return blob, nil
 }
 
-func (t *ibt) Import(idx, _ int, blob []byte) (engine.Reg, error) {
+func (t *ibt) Import(idx, h, _ int, blob []byte) (engine.Reg, error) {
 	c := t.conns[idx]
 	mrBytes := len(MRInfo{}.Marshal())
-	if len(blob) > mrBytes && c.peerQP == nil {
+	if h == 0 && len(blob) > mrBytes && c.peerQP == nil {
 		qi, err := UnmarshalQPInfo(blob[:len(blob)-mrBytes])
 		if err != nil {
 			return engine.Reg{}, &status.Error{Code: status.RemoteError, Msg: "the peer's IB QP: " + err.Error()}
@@ -143,7 +143,7 @@ func (t *ibt) Import(idx, _ int, blob []byte) (engine.Reg, error) {
 	if err != nil {
 		return engine.Reg{}, &status.Error{Code: status.RemoteError, Msg: "the peer's IB registration: " + err.Error()}
 	}
-	if c.state == nil { // registrations of mscclppRegisterBuffer after setup are not kept
+	if h != transport.Registered { // those of mscclppRegisterBuffer are kept in its records
 		c.remote = append(c.remote, mi)
 	}
 	return engine.Reg{Addr: mi.Addr, Size: mi.Size, Key: mi.Rkey}, nil

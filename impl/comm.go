@@ -44,10 +44,9 @@ type Comm struct {
 type commState int
 
 const (
-	stateConnecting commState = iota // mscclppConnect calls
-	stateSetUp                       // after mscclppConnectionSetup
-	stateRunning                     // proxies launched
-	stateClosed                      // destroyed
+	stateIdle    commState = iota // proxies not running (connections may be declared and set up at any time)
+	stateRunning                  // proxies launched
+	stateClosed                   // destroyed
 )
 
 func bootOptions() bootstrap.Options {
@@ -312,7 +311,7 @@ func (c *Comm) stopProxies() error {
 	}
 	var first error
 	if c.state == stateRunning {
-		c.state = stateSetUp
+		c.state = stateIdle
 		for _, t := range c.trOrder {
 			if err := c.transports[t].Stopped(); err != nil && first == nil {
 				first = fmt.Errorf("rank %d: %s transport: %w", c.rank, transport.Name(t), err)
@@ -331,25 +330,37 @@ func (c *Comm) contexts() []*engine.Ctx {
 	return out
 }
 
-// ProxyLaunch starts one proxy thread per transport context.
+// ProxyLaunch starts one proxy thread per transport context. As upstream, it may come before
+// mscclppConnectionSetup: contexts made later start with the setup that made them.
 func (c *Comm) ProxyLaunch() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch c.state {
-	case stateConnecting:
-		return status.Errorf(status.InvalidUsage, "mscclppProxyLaunch before mscclppConnectionSetup")
-	case stateRunning:
+	if c.state == stateRunning {
 		return status.Errorf(status.InvalidUsage, "proxies already launched")
 	}
-	for i, x := range c.contexts() {
+	if err := c.startProxies(); err != nil {
+		return err
+	}
+	c.state = stateRunning
+	return nil
+}
+
+// startProxies starts the proxy thread of every context not running yet; on failure it stops
+// those it started.
+func (c *Comm) startProxies() error {
+	var started []*engine.Ctx
+	for _, x := range c.contexts() {
+		if x.Running() {
+			continue
+		}
 		if err := x.Start(); err != nil {
-			for _, y := range c.contexts()[:i] {
+			for _, y := range started {
 				y.Stop()
 			}
 			return err
 		}
+		started = append(started, x)
 	}
-	c.state = stateRunning
 	return nil
 }
 

@@ -97,20 +97,23 @@ func TestConnectionBookkeeping(t *testing.T) {
 		if err := c.Connect((c.Rank()+1)%n, 5, unsafe.Pointer(&extra[0]), 32, TransportSHM, nil, true); status.CodeOf(err) != status.InvalidArgument {
 			return fmt.Errorf("duplicate connection: %v", err)
 		}
-		if err := c.Connect((c.Rank()+1)%n, 6, nil, 0, TransportP2P, nil, false); status.CodeOf(err) != status.InvalidUsage || !strings.Contains(err.Error(), "P2P") {
-			return fmt.Errorf("P2P in host mode: %v", err)
-		}
 		if err := c.Connect((c.Rank()+1)%n, 6, nil, 0, Transport(7), nil, false); status.CodeOf(err) != status.InvalidUsage {
 			return fmt.Errorf("unknown transport: %v", err)
 		}
 		if _, err := c.RegisterBufferForConnection(9, unsafe.Pointer(&extra[0]), 32); status.CodeOf(err) != status.InvalidArgument {
 			return fmt.Errorf("connIdx out of range: %v", err)
 		}
-		if err := c.ProxyLaunch(); status.CodeOf(err) != status.InvalidUsage {
+		if err := c.ProxyLaunch(); err != nil { // before setup, as upstream allows
 			return fmt.Errorf("launch before setup: %v", err)
+		}
+		if err := c.ProxyLaunch(); status.CodeOf(err) != status.InvalidUsage {
+			return fmt.Errorf("second launch: %v", err)
 		}
 		if err := c.ConnectionSetup(); err != nil {
 			return err
+		}
+		if _, err := c.RegisterBufferForConnection(0, unsafe.Pointer(&extra[0]), 32); status.CodeOf(err) != status.InvalidUsage || !strings.Contains(err.Error(), "already set up") {
+			return fmt.Errorf("handle on a set-up connection: %v", err)
 		}
 		_, cnt := c.DeviceConnections()
 		if cnt != n-1 {
@@ -118,9 +121,6 @@ func TestConnectionBookkeeping(t *testing.T) {
 		}
 		if _, err := c.DeviceConnection(c.Rank(), 5); status.CodeOf(err) != status.InvalidArgument {
 			return fmt.Errorf("lookup of a missing connection: %v", err)
-		}
-		if err := c.ProxyLaunch(); err != nil {
-			return err
 		}
 		return c.ProxyStop()
 	})

@@ -46,6 +46,7 @@ func (c *Comm) transportFor(t Transport) (transport.Transport, error) {
 }
 
 // Connect declares a connection to remoteRank with tag over t; buff (may be nil) becomes handle 1.
+// It may come at any time: the next ConnectionSetup sets it up.
 func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t Transport, ibDev *string, withBuffer bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -57,9 +58,6 @@ func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t 
 	}
 	if withBuffer && (buff == nil || size == 0) {
 		return status.Errorf(status.InvalidArgument, "connect to rank %d tag %d: buffer %p of %d bytes (use mscclppConnectWithoutBuffer for none)", remoteRank, tag, buff, size)
-	}
-	if c.state != stateConnecting {
-		return status.Errorf(status.InvalidUsage, "connect to rank %d tag %d after mscclppConnectionSetup", remoteRank, tag)
 	}
 	tr, err := c.transportFor(t)
 	if err != nil {
@@ -104,10 +102,10 @@ func (c *Comm) RegisterBufferForConnection(connIdx int, buff unsafe.Pointer, siz
 	if buff == nil || size == 0 {
 		return 0, status.Errorf(status.InvalidArgument, "register buffer %p of %d bytes for connection %d", buff, size, connIdx)
 	}
-	if c.state != stateConnecting {
-		return 0, status.Errorf(status.InvalidUsage, "register a buffer for connection %d after mscclppConnectionSetup", connIdx)
-	}
 	cn := c.conns[connIdx]
+	if cn.eng != nil {
+		return 0, status.Errorf(status.InvalidUsage, "connection %d (rank %d tag %d) is already set up: register its buffers before the mscclppConnectionSetup that sets it up (or use mscclppRegisterBuffer)", connIdx, cn.remoteRank, cn.tag)
+	}
 	cn.bufs = append(cn.bufs, transport.Buffer{Ptr: buff, Size: size})
 	return uint32(len(cn.bufs) - 1), nil
 }

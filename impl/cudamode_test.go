@@ -234,6 +234,12 @@ func fakeCUDAChild(t *testing.T) {
 		if m := c.Mode(); m != "CUDA mode" {
 			t.Errorf("rank %d: %v after a P2P connection", r, m)
 		}
+		// CUDA mode keeps refusing host memory for P2P (host mode carries it, not CUDA IPC)
+		host := make([]byte, 64)
+		err = c.Connect(1-r, 2, unsafe.Pointer(&host[0]), 64, TransportP2P, nil, true)
+		if status.CodeOf(err) != status.InvalidUsage || !strings.Contains(err.Error(), "needs device memory") {
+			t.Errorf("rank %d: P2P over host memory in CUDA mode: %v", r, err)
+		}
 		return nil
 	})
 	// host threads must not touch a CUDA-mode connection's FIFO or counters (device memory)

@@ -91,14 +91,21 @@ func (c *Comm) describe(cn *Conn, hs []int) (setupMsg, error) {
 	return m, nil
 }
 
-// ConnectionSetup exchanges every connection's registrations with its peer and ends with a barrier.
+// ConnectionSetup sets up every connection declared since the last setup: it exchanges their
+// registrations with their peers (whose new connections pair with these by rank and tag),
+// leaves the connections already set up untouched, and ends with a barrier (with nothing new
+// it is a barrier). Proxies already running serve the new connections at once: the proxy
+// threads of contexts made since ProxyLaunch start here.
 func (c *Comm) ConnectionSetup() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state != stateConnecting {
-		return status.Errorf(status.InvalidUsage, "mscclppConnectionSetup called twice")
-	}
+	var fresh []*Conn
 	for _, cn := range c.conns {
+		if cn.eng == nil {
+			fresh = append(fresh, cn)
+		}
+	}
+	for _, cn := range fresh {
 		hs := make([]int, len(cn.bufs))
 		for h := range hs {
 			hs[h] = h
@@ -111,16 +118,21 @@ func (c *Comm) ConnectionSetup() error {
 			return fmt.Errorf("connection setup: send to rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
 		}
 	}
-	for _, cn := range c.conns {
+	for _, cn := range fresh {
 		raw, err := c.boot.RecvLimit(cn.remoteRank, cn.tag, maxSetupMsg)
 		if err != nil {
-			return c.remoteFailure(fmt.Errorf("connection setup: rank %d never answered for tag %d (did it declare the mirror connection?): %w", cn.remoteRank, cn.tag, err))
+			return c.remoteFailure(fmt.Errorf("connection setup: rank %d never answered for tag %d (did it declare the mirror connection before this mscclppConnectionSetup?): %w", cn.remoteRank, cn.tag, err))
 		}
 		if err := c.finishConn(cn, raw); err != nil {
 			return fmt.Errorf("connection setup with rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
 		}
 	}
-	c.state = stateSetUp
+	if c.state == stateRunning {
+		if err := c.startProxies(); err != nil {
+			return fmt.Errorf("connection setup: proxies for the new connections: %w", err)
+		}
+	}
+	logx.Infof(logx.Init, "rank %d: connection setup: %d new, %d in all", c.rank, len(fresh), len(c.conns))
 	return c.Barrier()
 }
 
@@ -137,7 +149,7 @@ func (c *Comm) finishConn(cn *Conn, raw []byte) error {
 	}
 	remote := make([]engine.Reg, len(m.blobs))
 	for i, blob := range m.blobs {
-		if remote[i], err = cn.tr.Import(cn.idx, m.pid, blob); err != nil {
+		if remote[i], err = cn.tr.Import(cn.idx, i, m.pid, blob); err != nil {
 			return fmt.Errorf("handle %d: %w", i, err)
 		}
 	}
@@ -172,18 +184,16 @@ type RegisteredPeer struct {
 	Record     unsafe.Pointer // an opaque record of the peer's registration (kept in IbMr for SHM)
 }
 
-// RegisterBuffer exchanges mem with every connection's peer (collective over the connections).
+// RegisterBuffer exchanges mem with every connection's peer (collective over the connections,
+// set up or not yet: the exchange goes over the bootstrap, as upstream's).
 func (c *Comm) RegisterBuffer(mem unsafe.Pointer, size uint64) ([]RegisteredPeer, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if mem == nil || size == 0 {
 		return nil, status.Errorf(status.InvalidArgument, "register buffer %p of %d bytes", mem, size)
 	}
-	if c.state == stateConnecting {
-		return nil, status.Errorf(status.InvalidUsage, "mscclppRegisterBuffer before mscclppConnectionSetup")
-	}
 	for _, cn := range c.conns {
-		blob, err := cn.tr.Describe(cn.idx, 1, transport.Buffer{Ptr: mem, Size: size})
+		blob, err := cn.tr.Describe(cn.idx, transport.Registered, transport.Buffer{Ptr: mem, Size: size})
 		if err != nil {
 			return nil, fmt.Errorf("register buffer for rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
 		}
@@ -205,7 +215,7 @@ func (c *Comm) RegisterBuffer(mem unsafe.Pointer, size uint64) ([]RegisteredPeer
 		if err != nil {
 			return nil, fmt.Errorf("register buffer: rank %d tag %d: bad registration: %w", cn.remoteRank, cn.tag, err)
 		}
-		r, err := cn.tr.Import(cn.idx, pm.pid, pm.blobs[0])
+		r, err := cn.tr.Import(cn.idx, transport.Registered, pm.pid, pm.blobs[0])
 		if err != nil {
 			return nil, fmt.Errorf("register buffer: rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
 		}
@@ -216,20 +226,26 @@ func (c *Comm) RegisterBuffer(mem unsafe.Pointer, size uint64) ([]RegisteredPeer
 	return out, nil
 }
 
-// RegisteredBufferWrite copies size bytes of src+srcOff to offset dstOff of every peer's registered buffer.
+// RegisteredBufferWrite copies size bytes of src+srcOff to offset dstOff of every peer's registered
+// buffer. Entry i is connection i's (mscclppRegisterBuffer appends them in Connect order), so a
+// registration made before more connections were declared covers the connections it was made
+// over; each of those must be set up.
 func (c *Comm) RegisteredBufferWrite(peers []RegisteredPeer, src unsafe.Pointer, size uint64, srcOff, dstOff uint32, stream uintptr) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if src == nil || size == 0 {
 		return status.Errorf(status.InvalidArgument, "registered buffer write of %p, %d bytes", src, size)
 	}
-	if len(peers) != len(c.conns) {
+	if len(peers) > len(c.conns) {
 		return status.Errorf(status.InvalidArgument, "registered memory has %d entries for %d connections (was it made by mscclppRegisterBuffer on this communicator?)", len(peers), len(c.conns))
 	}
 	for i, p := range peers {
 		rec, ok := engine.Lookup(c.regRecords, p.Record)
 		if !ok {
 			return status.Errorf(status.InvalidArgument, "registered memory entry %d was not made by mscclppRegisterBuffer on this communicator", i)
+		}
+		if c.conns[i].eng == nil {
+			return status.Errorf(status.InvalidUsage, "registered buffer write to rank %d tag %d: the connection is not set up yet (call mscclppConnectionSetup first)", c.conns[i].remoteRank, c.conns[i].tag)
 		}
 		if err := c.conns[i].tr.Write(i, rec, uint64(dstOff), unsafe.Add(src, srcOff), size, stream); err != nil {
 			return fmt.Errorf("registered buffer write to rank %d: %w", c.conns[i].remoteRank, err)

@@ -377,18 +377,21 @@ const char* mscclppGetErrorString(mscclppResult_t result);
  *                  into (registered as handle 1; handle 0 is the signal slot)
  *   buffSize       its size in bytes, > 0
  *   transportType  mscclppTransportSHM (host memory, ranks of one node),
- *                  mscclppTransportP2P (CUDA mode, device memory through CUDA
- *                  IPC, ranks of one node), mscclppTransportIB (not built:
- *                  mscclppInvalidUsage)
+ *                  mscclppTransportP2P (ranks of one node: in CUDA mode device
+ *                  memory through CUDA IPC; in host mode -- no CUDA driver in
+ *                  use, or MSCCLPP_DEVICE=host -- host memory, carried exactly
+ *                  like SHM), mscclppTransportIB (RDMA on ibDev),
+ *                  mscclppTransportEthernet (TCP, any node)
  *   ibDev          the IB device for mscclppTransportIB, else NULL
  * The connection's index is the number of Connect calls before it (the
- * order of mscclppGetAllDeviceConnections). Nothing is exchanged until
+ * order of mscclppGetAllDeviceConnections). It may be declared at any time,
+ * also after a mscclppConnectionSetup: nothing is exchanged until the next
  * mscclppConnectionSetup. Errors: remoteRank out of range or this rank,
  * NULL localBuff or buffSize 0 (use mscclppConnectWithoutBuffer), a second
  * connection with the same (remoteRank, tag), IB with NULL ibDev:
- * mscclppInvalidArgument; after mscclppConnectionSetup, more than 1024
- * connections, SHM or P2P to a rank on another node, P2P in host mode, IB,
- * an unknown transport: mscclppInvalidUsage. */
+ * mscclppInvalidArgument; more than 1024 connections, SHM or P2P to a rank
+ * on another node, P2P over host memory in CUDA mode, an unknown
+ * transport: mscclppInvalidUsage. */
 mscclppResult_t mscclppConnect(mscclppComm_t comm, int remoteRank, int tag, void* localBuff, uint64_t buffSize,
                                mscclppTransport_t transportType, const char* ibDev MSCCLPP_DEFAULT_ARG(0));
 
@@ -405,23 +408,28 @@ mscclppResult_t mscclppConnectWithoutBuffer(mscclppComm_t comm, int remoteRank, 
  *   connIdx    the connection's index (the order of Connect calls)
  *   localBuff  the buffer; buffSize: its size in bytes, > 0
  *   handle     out: its handle, the connection's next (1, 2, ...)
- * Before mscclppConnectionSetup, which exchanges it with the peer; puts
- * between handles use mscclppConnPutHandle. Errors: connIdx out of range,
- * NULL localBuff or handle, buffSize 0: mscclppInvalidArgument; after
- * mscclppConnectionSetup: mscclppInvalidUsage. */
+ * Before the mscclppConnectionSetup that sets the connection up, which
+ * exchanges it with the peer; puts between handles use mscclppConnPutHandle.
+ * Errors: connIdx out of range, NULL localBuff or handle, buffSize 0:
+ * mscclppInvalidArgument; a connection already set up: mscclppInvalidUsage
+ * (upstream re-sent every handle at each setup; use mscclppRegisterBuffer,
+ * or a new connection). */
 mscclppResult_t mscclppRegisterBufferForConnection(mscclppComm_t comm, int connIdx, void* localBuff,
                                                    uint64_t buffSize, mscclppBufferHandle_t* handle);
 
-/* mscclppConnectionSetup: connect every declared connection with its peer.
+/* mscclppConnectionSetup: connect the connections declared since the last setup.
  *   comm  the communicator
- * Collective: sends each connection's registrations to its peer, receives
- * the peer's (matched by remoteRank and tag), maps what can be mapped
- * (remoteBuff and remoteSignalEpochId are set when the peer's memory is
- * directly reachable, else NULL), fills the device connections, and ends
- * with a barrier. Once per communicator. Errors: called twice, the two ends
- * declaring different transports: mscclppInvalidUsage; a peer that never
- * declared the mirror connection or died: mscclppRemoteError (after the
- * bootstrap timeout). */
+ * Collective: sends each new connection's registrations to its peer,
+ * receives the peer's (its new connection with this rank and the same tag),
+ * maps what can be mapped (remoteBuff and remoteSignalEpochId are set when
+ * the peer's memory is directly reachable, else NULL), fills their device
+ * connections, and ends with a barrier. Connections set up earlier keep
+ * working, untouched, at the same address; with nothing new it is a
+ * barrier. It may be called any number of times, also while the proxies
+ * run: they serve the new connections at once. Errors: the two ends
+ * declaring different transports: mscclppInvalidUsage; a peer that did not
+ * declare the mirror connection before this setup, or died:
+ * mscclppRemoteError (after the bootstrap timeout). */
 mscclppResult_t mscclppConnectionSetup(mscclppComm_t comm);
 
 /* mscclppGetAllDeviceConnections: every connection, in Connect order.
@@ -429,8 +437,11 @@ mscclppResult_t mscclppConnectionSetup(mscclppComm_t comm);
  *   devConns  out: the library's array of *nConns mscclppDevConn_t (80 bytes
  *             each; copy it to the device for kernels)
  *   nConns    out: how many connections were declared
- * The array is complete after mscclppConnectionSetup and stays valid, at
- * the same address, until mscclppCommDestroy; do not free it. Errors: NULL
+ * The array has room for 1024 connections from the start: connections
+ * declared later are appended in place, so it stays valid, at the same
+ * address (and so does every element handed out), until mscclppCommDestroy;
+ * an element is filled by the setup that sets its connection up; do not
+ * free it. Errors: NULL
  * devConns or nConns: mscclppInvalidArgument. Thread-safe. */
 mscclppResult_t mscclppGetAllDeviceConnections(mscclppComm_t comm, mscclppDevConn_t** devConns, int* nConns);
 
@@ -447,8 +458,10 @@ mscclppResult_t mscclppGetDeviceConnection(mscclppComm_t comm, int remoteRank, i
  * One proxy thread per transport context (one for SHM, one for P2P per
  * GPU); each serves the triggers pushed into its FIFO (by device code, or by
  * mscclppFifoPush on host). Host-thread connection methods work without a
- * proxy. Errors: before mscclppConnectionSetup, proxies already running:
- * mscclppInvalidUsage; a proxy thread that cannot start: mscclppSystemError. */
+ * proxy. As upstream, it may come before mscclppConnectionSetup: a transport
+ * first used by a later setup gets its proxy thread in that setup. Errors:
+ * proxies already running: mscclppInvalidUsage; a proxy thread that cannot
+ * start: mscclppSystemError. */
 mscclppResult_t mscclppProxyLaunch(mscclppComm_t comm);
 
 /* mscclppProxyStop: stop the proxy threads.
@@ -482,10 +495,11 @@ mscclppResult_t mscclppCommSize(mscclppComm_t comm, int* size);
  *                 mapped here (P2P: its device address; SHM: a peer's
  *                 mscclppHostAlloc buffer), else NULL; IbMr is an opaque
  *                 record of the peer's registration (the local MR for IB)
- * Collective over the connections: every peer registers its buffer too, in
- * the same order. After mscclppConnectionSetup. Errors: NULL local_memory
- * or regMem, size 0: mscclppInvalidArgument; before setup:
- * mscclppInvalidUsage; a peer that does not take part: mscclppRemoteError. */
+ * Collective over the connections declared so far (set up or not: the
+ * exchange goes over the bootstrap, as upstream's): every peer registers its
+ * buffer too, in the same order. Works on every transport (Ethernet: host
+ * memory). Errors: NULL local_memory or regMem, size 0:
+ * mscclppInvalidArgument; a peer that does not take part: mscclppRemoteError. */
 mscclppResult_t mscclppRegisterBuffer(mscclppComm_t comm, void* local_memory, size_t size,
                                       mscclppRegisteredMemory* regMem);
 
@@ -493,12 +507,20 @@ mscclppResult_t mscclppRegisterBuffer(mscclppComm_t comm, void* local_memory, si
  *   comm       the communicator
  *   regMem     made by mscclppRegisterBuffer on this communicator
  *   srcBuff    the source; size bytes from srcBuff + srcOffset are copied
- *              to offset dstOffset of each peer's buffer
- *   stream     P2P: the cudaStream_t the copies are queued on (they are
- *              asynchronous); SHM: ignored, the copies are done on return
- * Errors: NULL srcBuff, size 0, regMem not from this communicator (or with
- * another number of entries than connections), a write past the end of a
- * peer's buffer: mscclppInvalidArgument. */
+ *              to offset dstOffset of each peer's buffer (upstream's P2P
+ *              ignored both offsets; they are honoured on every transport)
+ *   stream     CUDA-mode P2P: the cudaStream_t the copies are queued on (they
+ *              are asynchronous, as upstream's cudaMemcpyAsync); host mode
+ *              (SHM, P2P in host mode, IB, Ethernet): ignored, and the call
+ *              is synchronous: SHM/P2P copies and IB RDMA writes have landed
+ *              on return; Ethernet bytes are sent and land before anything
+ *              sent later on the same connection (a signal, mscclppProxyStop)
+ * Entry i goes over connection i; a registration made before more
+ * connections were declared covers the ones it was made over. Every one of
+ * those connections must be set up. Errors: NULL srcBuff, size 0, regMem
+ * not from this communicator (or with more entries than connections), a
+ * write past the end of a peer's buffer: mscclppInvalidArgument; a
+ * connection not set up yet: mscclppInvalidUsage. */
 mscclppResult_t mscclppRegisteredBufferWrite(mscclppComm_t comm, mscclppRegisteredMemory* regMem, void* srcBuff,
                                              size_t size, uint32_t srcOffset, uint32_t dstOffset, int64_t stream);
 #endif

@@ -29,8 +29,14 @@ typedef struct ethConn {
   engConn* c;
 } ethConn;
 
+typedef struct ethRegs {
+  engReg* chunk[ETH_MAX_REGS / ETH_REG_CHUNK];
+  int n; /* published with release after the entry is filled */
+} ethRegs;
+
 struct ethCtx {
   ethConn* conns[ENG_MAX_CONNS];
+  ethRegs* regs[ENG_MAX_CONNS]; /* mscclppRegisterBuffer registrations by connId, or NULL */
   struct cudaP2PState* cuda; /* CUDA mode, else NULL */
 };
 
@@ -191,6 +197,59 @@ static int skip(int fd, uint64_t n)
   return 0;
 }
 
+/* The registration idx of connection c (NULL when there is none). */
+static const engReg* regAt(engConn* c, uint64_t idx)
+{
+  ethRegs* r = ctxState(c)->regs[c->connId];
+  if (r == NULL || idx >= (uint64_t)__atomic_load_n(&r->n, __ATOMIC_ACQUIRE)) return NULL;
+  return &r->chunk[idx / ETH_REG_CHUNK][idx % ETH_REG_CHUNK];
+}
+
+/* ETH_REG: n bytes into registration idx at off, or dropped (recorded) when out of range;
+ * 0, or the receive error. */
+static int recvReg(engConn* c, ethConn* s, uint64_t idx, uint64_t off, uint64_t n)
+{
+  const engReg* r = regAt(c, idx);
+  if (r != NULL && off <= r->size && n <= r->size - off) return recvAll(s->fd, r->mapped + off, (size_t)n);
+  char what[300];
+  snprintf(what, sizeof(what), "rank %d wrote %llu bytes at offset %llu of registered buffer %llu: %s; dropped",
+           c->peerRank, (unsigned long long)n, (unsigned long long)off, (unsigned long long)idx,
+           r == NULL ? "no such registration" : "bytes past its end");
+  engConnFail(c, mscclppRemoteError, what);
+  return skip(s->fd, n);
+}
+
+int ethAddReg(struct ethCtx* e, int connId, void* ptr, uint64_t size)
+{
+  if (e == NULL || connId < 0 || connId >= ENG_MAX_CONNS) return -1;
+  if (e->regs[connId] == NULL && (e->regs[connId] = (ethRegs*)calloc(1, sizeof(ethRegs))) == NULL) return -1;
+  ethRegs* r = e->regs[connId];
+  int i = r->n;
+  if (i >= ETH_MAX_REGS) return -1;
+  engReg** ch = &r->chunk[i / ETH_REG_CHUNK];
+  if (*ch == NULL && (*ch = (engReg*)calloc(ETH_REG_CHUNK, sizeof(engReg))) == NULL) return -1;
+  engReg* g = &(*ch)[i % ETH_REG_CHUNK];
+  g->magic = ENG_REG_MAGIC;
+  g->mapped = (char*)ptr;
+  g->addr = (uint64_t)(uintptr_t)ptr;
+  g->size = size;
+  __atomic_store_n(&r->n, i + 1, __ATOMIC_RELEASE);
+  return i;
+}
+
+int ethWriteReg(engConn* c, uint64_t idx, uint64_t off, const void* src, uint64_t size)
+{
+  ethConn* s = connState(c);
+  if (s == NULL) return engConnFail(c, mscclppInvalidUsage, "Ethernet registered write before connection setup");
+  unsigned char hdr[ETH_HDR_BYTES];
+  putHeader(hdr, ETH_REG, idx, off, size);
+  struct iovec iov[2] = {{hdr, ETH_HDR_BYTES}, {(void*)src, (size_t)size}};
+  pthread_mutex_lock(&s->sendLock);
+  int err = sendAll(s->fd, iov, 2);
+  pthread_mutex_unlock(&s->sendLock);
+  return err != 0 ? sendFailed(c, s, err) : mscclppSuccess;
+}
+
 /* The receive thread: data straight into the registered buffers, counts into my epoch. */
 static void* rxMain(void* arg)
 {
@@ -226,7 +285,7 @@ static void* rxMain(void* arg)
     memcpy(&a, hdr + 8, 8);
     memcpy(&b, hdr + 16, 8);
     memcpy(&n, hdr + 24, 8);
-    if (magic != ETH_MAGIC || type < ETH_DATA || type > ETH_BYE) {
+    if (magic != ETH_MAGIC || type < ETH_DATA || type > ETH_REG) {
       snprintf(what, sizeof(what), "rank %d sent a malformed message (magic %#x, type %u): connection dropped",
                c->peerRank, magic, type);
       __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
@@ -260,6 +319,17 @@ static void* rxMain(void* arg)
       if (c->localSleepers != NULL && __atomic_load_n(c->localSleepers, __ATOMIC_SEQ_CST) != 0)
         engFutexWake(epoch);
       continue;
+    }
+    if (type == ETH_REG) {
+      rc = recvReg(c, s, a, b, n);
+      if (rc == 0) continue;
+      if (!s->closing) {
+        snprintf(what, sizeof(what), "rank %d's TCP connection ended inside a %llu-byte registered write", c->peerRank,
+                 (unsigned long long)n);
+        __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
+        engConnFail(c, mscclppRemoteError, what);
+      }
+      return NULL;
     }
     /* DATA: a is my handle, b the offset, n the size; checked against my registrations */
     const char* bad = NULL;
@@ -379,6 +449,11 @@ static void ethClose(engCtx* ctx)
     pthread_mutex_destroy(&s->sendLock);
     free(s);
     e->conns[i] = NULL;
+  }
+  for (int i = 0; i < ENG_MAX_CONNS; i++) {
+    if (e->regs[i] == NULL) continue;
+    for (int k = 0; k < ETH_MAX_REGS / ETH_REG_CHUNK; k++) free(e->regs[i]->chunk[k]);
+    free(e->regs[i]);
   }
   free(e);
   ctx->transport = NULL;

@@ -46,6 +46,7 @@ const (
 	helloBytes = 8 + tokenBytes // "MSEH", connection index, the acceptor's token
 	kindSignal = 1
 	kindData   = 2
+	kindReg    = 3 // a buffer of mscclppRegisterBuffer: kind, its index at the receiver (4 bytes), size
 )
 
 // A registration on the wire. Handle 0 (the signal slot): kind, the address and port this
@@ -85,6 +86,8 @@ type eth struct {
 	cuState  *C.struct_ethCtx
 	cudaConn map[int]bool
 	stages   []unsafe.Pointer // pinned, freed at Close
+
+	engConns map[int]*engine.Conn // set-up connections by index (mscclppRegisteredBufferWrite sends on them)
 }
 
 // StageBytes is the size of each CUDA-mode connection's two pinned staging buffers.
@@ -110,7 +113,7 @@ func newEth(h *transport.Host) (transport.Transport, error) {
 	}
 	e := &eth{h: h, state: st, ctx: ctx, ln: ln, addr: netip.AddrPortFrom(ip, uint16(ln.Addr().(*net.TCPAddr).Port)),
 		timeout: h.Timeout, tokens: map[[tokenBytes]byte]int{}, arrived: map[int]*net.TCPConn{},
-		cudaConn: map[int]bool{}}
+		cudaConn: map[int]bool{}, engConns: map[int]*engine.Conn{}}
 	e.cond = sync.NewCond(&e.mu)
 	e.wg.Add(1)
 	go e.acceptLoop()
@@ -220,6 +223,9 @@ func (e *eth) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 		e.mu.Unlock()
 		return signalBlob(e.addr, tok), nil
 	}
+	if h == transport.Registered {
+		return e.describeRegistered(idx, b)
+	}
 	if !e.cudaConn[idx] {
 		if err := hostReadable(b); err != nil {
 			return nil, err
@@ -240,8 +246,10 @@ func hostReadable(b transport.Buffer) error {
 	return nil
 }
 
-func (e *eth) Import(idx, _ int, blob []byte) (engine.Reg, error) {
+func (e *eth) Import(idx, _, _ int, blob []byte) (engine.Reg, error) {
 	switch {
+	case len(blob) == 13 && blob[0] == kindReg:
+		return engine.Reg{Addr: uint64(binary.LittleEndian.Uint32(blob[1:])), Size: binary.LittleEndian.Uint64(blob[5:])}, nil
 	case len(blob) == 1+16+2+tokenBytes && blob[0] == kindSignal:
 		return engine.Reg{Size: 16}, nil
 	case len(blob) == 9 && blob[0] == kindData:
@@ -303,6 +311,7 @@ func (e *eth) Finish(idx int, conn *engine.Conn, _, _ []engine.Reg, remoteBlobs 
 		unix.Close(fd)
 		return status.Errorf(status.Code(rc), "Ethernet transport: cannot start the receive thread of connection %d", idx)
 	}
+	e.engConns[idx] = conn
 	return nil
 }
 
@@ -352,8 +361,42 @@ func (e *eth) PutPath([]engine.Reg) string {
 	return "TCP, sent from the source buffer and received into the peer's buffer by its receive thread"
 }
 
-func (e *eth) Write(int, engine.RegRecord, uint64, unsafe.Pointer, uint64, uintptr) error {
-	return status.Errorf(status.InvalidUsage, "mscclppRegisteredBufferWrite over the Ethernet transport is not supported: use puts on the connection")
+// describeRegistered adds host memory b as the next mscclppRegisterBuffer registration of
+// connection idx, which the peer's writes name by its index.
+func (e *eth) describeRegistered(idx int, b transport.Buffer) ([]byte, error) {
+	if err := hostReadable(b); err != nil {
+		return nil, err
+	}
+	st := e.state
+	if e.cudaConn[idx] {
+		st = e.cuState
+	}
+	k := C.ethAddReg(st, C.int(idx), b.Ptr, C.uint64_t(b.Size))
+	if k < 0 {
+		return nil, status.Errorf(status.InvalidUsage, "Ethernet transport: connection %d has %d registered buffers, the most it holds", idx, C.ETH_MAX_REGS)
+	}
+	out := binary.LittleEndian.AppendUint32([]byte{kindReg}, uint32(k))
+	return binary.LittleEndian.AppendUint64(out, b.Size), nil
+}
+
+// Write sends size bytes of host memory src to offset off of the peer's registration over
+// connection idx's socket. It returns once the kernel took the bytes; the peer's receive
+// thread lands them before anything sent later on the connection (a signal, ProxyStop's fence).
+func (e *eth) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, _ uintptr) error {
+	if off > rec.Size() || size > rec.Size()-off {
+		return status.Errorf(status.InvalidArgument, "write of %d bytes at offset %d exceeds the peer's registered %d bytes", size, off, rec.Size())
+	}
+	conn := e.engConns[idx]
+	if conn == nil {
+		return status.Errorf(status.InvalidUsage, "Ethernet connection %d is not set up", idx)
+	}
+	if err := hostReadable(transport.Buffer{Ptr: src, Size: size}); err != nil {
+		return fmt.Errorf("registered buffer write source: %w", err)
+	}
+	if rc := C.ethWriteReg((*C.engConn)(conn.Ptr()), C.uint64_t(rec.Addr()), C.uint64_t(off), src, C.uint64_t(size)); rc != C.mscclppSuccess {
+		return &status.Error{Code: status.Code(rc), Msg: fmt.Sprintf("Ethernet registered buffer write of %d bytes to rank %d failed (see the communicator's last error)", size, conn.PeerRank())}
+	}
+	return nil
 }
 
 func (e *eth) Contexts() []*engine.Ctx { return append([]*engine.Ctx{e.ctx}, e.cu.Contexts()...) }

@@ -27,6 +27,7 @@
 #define ETH_FLAG 2u
 #define ETH_FENCE 3u /* [8:16] fence number: everything sent before it has been received */
 #define ETH_BYE 4u   /* the sender is closing the connection on purpose */
+#define ETH_REG 5u   /* [8:16] the receiver's mscclppRegisterBuffer index, [16:24] offset, [24:32] size; payload */
 #define ETH_HDR_BYTES 32
 
 struct ethCtx;
@@ -46,6 +47,18 @@ int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t 
  * arrived (so all their earlier data has landed here), a peer is gone, or timeoutMs passes.
  * Returns a mscclppResult_t; err gets the reason. */
 int ethFence(struct ethCtx* e, uint64_t seq, int64_t timeoutMs, char* err, int errLen);
+
+/* Buffers of mscclppRegisterBuffer a peer writes with ETH_REG, per connection: chunks that
+ * never move (the receive thread reads them while more are added), at most ETH_MAX_REGS. */
+#define ETH_REG_CHUNK 64
+#define ETH_MAX_REGS (64 * ETH_REG_CHUNK)
+/* Adds host memory [ptr, ptr+size) as the next registration of connection connId of e (before
+ * or after the connection started); returns its index, or -1 (too many, or out of memory). */
+int ethAddReg(struct ethCtx* e, int connId, void* ptr, uint64_t size);
+/* Sends size bytes of host memory src to offset off of the peer's registration idx on c
+ * (mscclppRegisteredBufferWrite): returns once the kernel took them; later signals on c follow
+ * them on the stream. Returns a mscclppResult_t. */
+int ethWriteReg(engConn* c, uint64_t idx, uint64_t off, const void* src, uint64_t size);
 
 extern const engOps ethOps;
 

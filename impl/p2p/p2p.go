@@ -2,7 +2,10 @@
 // registrations exchanged as CUDA IPC handles, puts and signals as
 // asynchronous copies on the proxy's streams (cuda/p2p.c), the trigger FIFO
 // in pinned host memory with its head in device memory. The first P2P
-// connection puts the communicator in CUDA mode.
+// connection puts the communicator in CUDA mode, or, in host mode (no CUDA
+// driver in use, or MSCCLPP_DEVICE=host), makes P2P carry host memory
+// exactly as SHM does (hostmode.go), so that programs written for GPUs run
+// unchanged on a machine without one.
 package p2p
 
 import (
@@ -40,7 +43,8 @@ type cudaState struct {
 type p2p struct {
 	h      *transport.Host
 	policy int
-	cuda   *cudaState // CUDA mode only (entered at the first P2P connection)
+	cuda   *cudaState          // CUDA mode only (entered at the first P2P connection)
+	host   transport.Transport // host mode only: the SHM transport that carries P2P
 }
 
 func newP2P(h *transport.Host) (transport.Transport, error) {
@@ -60,18 +64,27 @@ func (c *p2p) Mode() string {
 }
 
 func (c *p2p) Check(peer int, _ *string) error {
-	if c.policy == deviceHost {
-		return status.Errorf(status.InvalidUsage, "P2P transport to rank %d needs CUDA mode, and MSCCLPP_DEVICE=host: use mscclppTransportSHM", peer)
-	}
 	if !c.h.OnMyNode(peer) {
-		return status.Errorf(status.InvalidUsage, "P2P transport to rank %d: that rank is on another host (CUDA IPC works within a node)", peer)
+		return status.Errorf(status.InvalidUsage, "P2P transport to rank %d: that rank is on another host (P2P works within a node)", peer)
 	}
 	return nil
 }
 
-// Connect sets up connection idx's device-side fields over P2P (entering CUDA mode first).
-func (c *p2p) Connect(idx, peer, tag int, local unsafe.Pointer, _ *string) (transport.Endpoint, error) {
+// Connect sets up connection idx's device-side fields over P2P (entering CUDA mode first), or
+// in host mode as SHM does.
+func (c *p2p) Connect(idx, peer, tag int, local unsafe.Pointer, dev *string) (transport.Endpoint, error) {
+	if c.cuda == nil && c.host == nil && c.hostMode() {
+		if err := c.enterHost(); err != nil {
+			return transport.Endpoint{}, err
+		}
+	}
+	if c.host != nil {
+		return c.host.Connect(idx, peer, tag, local, dev)
+	}
 	if err := c.enterCUDA(local); err != nil {
+		return transport.Endpoint{}, err
+	}
+	if err := c.deviceMemory(local); err != nil {
 		return transport.Endpoint{}, err
 	}
 	ctx, err := c.cuda.proxy.Start(c.h.Eng, cuda.P2POps(), func(state unsafe.Pointer) unsafe.Pointer { return state })
@@ -91,7 +104,15 @@ type ipcDesc struct {
 const ipcDescBytes = 16 + 64
 
 // Describe describes device memory for a peer: the IPC handle of its allocation and the offset.
-func (c *p2p) Describe(_, _ int, b transport.Buffer) ([]byte, error) {
+func (c *p2p) Describe(idx, hd int, b transport.Buffer) ([]byte, error) {
+	if c.host != nil {
+		return c.host.Describe(idx, hd, b)
+	}
+	if hd != 0 { // handle 0 is the connection's counters, which CUDA mode allocated
+		if err := c.deviceMemory(b.Ptr); err != nil {
+			return nil, err
+		}
+	}
 	h, off, err := c.cuda.dev.IpcHandleOf(uint64(uintptr(b.Ptr)))
 	if err != nil {
 		return nil, err
@@ -101,7 +122,13 @@ func (c *p2p) Describe(_, _ int, b transport.Buffer) ([]byte, error) {
 	return append(out, h[:]...), nil
 }
 
-func (c *p2p) Import(_, _ int, blob []byte) (engine.Reg, error) {
+func (c *p2p) Import(idx, h, pid int, blob []byte) (engine.Reg, error) {
+	if c.host != nil {
+		if len(blob) == ipcDescBytes {
+			return engine.Reg{}, status.Errorf(status.InvalidUsage, "the peer runs P2P in CUDA mode (device memory), this rank in host mode")
+		}
+		return c.host.Import(idx, h, pid, blob)
+	}
 	if len(blob) != ipcDescBytes {
 		return engine.Reg{}, status.Errorf(status.RemoteError, "malformed P2P registration (%d bytes, want %d)", len(blob), ipcDescBytes)
 	}
@@ -114,21 +141,41 @@ func (c *p2p) Import(_, _ int, blob []byte) (engine.Reg, error) {
 	return engine.Reg{Addr: a, Size: d.size}, nil
 }
 
-func (c *p2p) Finish(int, *engine.Conn, []engine.Reg, []engine.Reg, [][]byte) error { return nil }
+func (c *p2p) Finish(idx int, conn *engine.Conn, local, remote []engine.Reg, blobs [][]byte) error {
+	if c.host != nil {
+		return c.host.Finish(idx, conn, local, remote, blobs)
+	}
+	return nil
+}
 
 // LocalReg: device memory, never touched by the host.
 func (c *p2p) LocalReg(b transport.Buffer) engine.Reg {
+	if c.host != nil {
+		return c.host.LocalReg(b)
+	}
 	return engine.Reg{Addr: uint64(uintptr(b.Ptr)), Size: b.Size, Pid: os.Getpid()}
 }
 
-func (c *p2p) AppPointer(r engine.Reg) unsafe.Pointer { return engine.DevPtr(r.Addr) }
+func (c *p2p) AppPointer(r engine.Reg) unsafe.Pointer {
+	if c.host != nil {
+		return c.host.AppPointer(r)
+	}
+	return engine.DevPtr(r.Addr)
+}
 
-func (c *p2p) PutPath([]engine.Reg) string {
+func (c *p2p) PutPath(remote []engine.Reg) string {
+	if c.host != nil {
+		return "host mode, as SHM: " + c.host.PutPath(remote)
+	}
 	return "cuMemcpyDtoDAsync into the peer's buffer opened through CUDA IPC"
 }
 
-// Write copies size bytes from device memory src to offset off of a peer's registration, on stream.
-func (c *p2p) Write(_ int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, stream uintptr) error {
+// Write copies size bytes from device memory src to offset off of a peer's registration, on
+// stream (in host mode: host memory, as SHM, done on return).
+func (c *p2p) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, stream uintptr) error {
+	if c.host != nil {
+		return c.host.Write(idx, rec, off, src, size, stream)
+	}
 	if off > rec.Size() || size > rec.Size()-off {
 		return status.Errorf(status.InvalidArgument, "write of %d bytes at offset %d exceeds the peer's registered %d bytes", size, off, rec.Size())
 	}
@@ -136,6 +183,9 @@ func (c *p2p) Write(_ int, rec engine.RegRecord, off uint64, src unsafe.Pointer,
 }
 
 func (c *p2p) Contexts() []*engine.Ctx {
+	if c.host != nil {
+		return c.host.Contexts()
+	}
 	if c.cuda == nil {
 		return nil
 	}
@@ -153,6 +203,9 @@ func (c *p2p) Stopped() error {
 
 func (c *p2p) Close() error {
 	c.freeCUDA()
+	if c.host != nil {
+		return c.host.Close()
+	}
 	return nil
 }
 

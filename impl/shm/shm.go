@@ -97,7 +97,7 @@ func (s *shm) signalSlot(d desc) (int, int, error) {
 	return local, conn, nil
 }
 
-func (s *shm) Import(idx, pid int, blob []byte) (engine.Reg, error) {
+func (s *shm) Import(idx, _, pid int, blob []byte) (engine.Reg, error) {
 	d, err := decode(blob)
 	if err != nil {
 		return engine.Reg{}, err

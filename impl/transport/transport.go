@@ -53,6 +53,10 @@ func (h *Host) HostSlot(idx, peer, tag int, local unsafe.Pointer, ctx *engine.Ct
 	return Endpoint{Ctx: ctx, Epoch: epoch}
 }
 
+// Registered is the handle Describe and Import are given for a buffer of mscclppRegisterBuffer:
+// not a handle of the connection (puts never name it), written by mscclppRegisteredBufferWrite.
+const Registered = -1
+
 // Buffer is one registration of a connection: handle 0 is the signal slot, 1 the connect buffer.
 type Buffer struct {
 	Ptr  unsafe.Pointer
@@ -73,10 +77,12 @@ type Transport interface {
 	// Connect sets up the local side of connection idx (entry idx of Host.DevConns) to peer;
 	// dev is what Check was given.
 	Connect(idx, peer, tag int, local unsafe.Pointer, dev *string) (Endpoint, error)
-	// Describe is registration b (handle h) of connection idx as an opaque blob for the peer.
+	// Describe is registration b (handle h, or Registered) of connection idx as an opaque
+	// blob for the peer. It may be called before or after the connection is set up.
 	Describe(idx, h int, b Buffer) ([]byte, error)
-	// Import turns a blob the peer (pid) described into a registration usable here.
-	Import(idx, peerPid int, blob []byte) (engine.Reg, error)
+	// Import turns a blob the peer (pid) described for handle h (or Registered) of connection
+	// idx into a registration usable here.
+	Import(idx, h, peerPid int, blob []byte) (engine.Reg, error)
 	// Finish completes connection idx once both sides' registrations are installed in conn.
 	Finish(idx int, conn *engine.Conn, local, remote []engine.Reg, remoteBlobs [][]byte) error
 	// LocalReg is how this rank's own registration b looks to the engine (e.g. not host-addressable).
@@ -85,8 +91,8 @@ type Transport interface {
 	AppPointer(r engine.Reg) unsafe.Pointer
 	// PutPath says in words how puts to a peer's registrations travel (an INFO line).
 	PutPath(remote []engine.Reg) string
-	// Write copies size bytes of src to offset off of a peer's registration over connection idx
-	// (mscclppRegisteredBufferWrite).
+	// Write copies size bytes of src to offset off of a peer's Registered registration over
+	// connection idx (mscclppRegisteredBufferWrite); the connection is set up.
 	Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, stream uintptr) error
 	// Contexts are the proxy contexts this transport created.
 	Contexts() []*engine.Ctx

@@ -157,10 +157,12 @@ int main(void)
   PROMPT_C(c, mscclppCommGetAsyncError(c, &ae), mscclppSuccess);
   CHECK(ae == mscclppSuccess, "async error of a healthy communicator is %d", (int)ae);
   printf("-- call order\n");
-  PROMPT_C(c, mscclppProxyStop(c), mscclppInvalidUsage);   /* never launched */
-  PROMPT_C(c, mscclppProxyLaunch(c), mscclppInvalidUsage); /* before ConnectionSetup */
-  PROMPT_C(c, mscclppProxyStop(c), mscclppInvalidUsage);   /* the failed launch launched nothing */
+  PROMPT_C(c, mscclppProxyStop(c), mscclppInvalidUsage); /* never launched */
+  PROMPT_C(c, mscclppProxyLaunch(c), mscclppSuccess);     /* before ConnectionSetup, as upstream */
+  PROMPT_C(c, mscclppProxyLaunch(c), mscclppInvalidUsage); /* launched already */
+  PROMPT_C(c, mscclppProxyStop(c), mscclppSuccess);
   MCHECK_COMM(c, mscclppConnectionSetup(c));
+  MCHECK_COMM(c, mscclppConnectionSetup(c)); /* again: nothing new, a barrier */
   PROMPT_C(c, mscclppProxyLaunch(c), mscclppSuccess);
   PROMPT_C(c, mscclppProxyStop(c), mscclppSuccess);
   PROMPT_C(c, mscclppProxyStop(c), mscclppInvalidUsage); /* stopped already */

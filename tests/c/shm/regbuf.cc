@@ -3,13 +3,16 @@
  *
  * Every rank connects to every other, then registers two buffers
  * collectively: A from mscclppHostAlloc and B from malloc, each S bytes in
- * the middle of a canary-filled allocation. The ranks take turns: the writer
- * calls mscclppRegisteredBufferWrite with a source, size, srcOffset and
- * dstOffset all its own (odd, non-zero), once through A's registration and
- * once through B's; after a barrier every other rank checks that exactly
- * those bytes arrived. A write past the end of the peers' buffers must fail
- * with mscclppInvalidArgument, with a message, and write nothing. At the end
- * every byte of both allocations is checked against the expected image.
+ * the middle of a canary-filled allocation; after mscclppConnectionSetup, or
+ * with `regbuf before` before it (as upstream allows). The ranks take turns:
+ * the writer calls mscclppRegisteredBufferWrite with a source, size,
+ * srcOffset and dstOffset all its own (odd, non-zero), once through A's
+ * registration and once through B's, then signals every connection; every
+ * other rank waits for that signal (over Ethernet the bytes are in flight
+ * until then) and checks that exactly those bytes arrived. A write past the
+ * end of the peers' buffers must fail with mscclppInvalidArgument, with a
+ * message, and write nothing. At the end every byte of both allocations is
+ * checked against the expected image.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -25,9 +28,10 @@ static uint32_t wSrcOff(int w, int which) { return 37 + 3 * (uint32_t)w + (uint3
 static uint32_t wDstOff(int w, int which) { return (uint32_t)w * 4096 + 5 + 2 * (uint32_t)which; }
 static uint64_t wSeed(int w, int which) { return su_seed(31, w, which); }
 
-int main()
+int main(int argc, char** argv)
 {
   su_init("regbuf");
+  bool before = argc > 1 && strcmp(argv[1], "before") == 0;
   int n = su_nranks, me = su_rank;
   SU_REQUIRE(n >= 2 && (size_t)n * 4096 + 4096 <= S, "nranks %d", n);
   su_comm_init();
@@ -35,8 +39,7 @@ int main()
   SU_CK(mscclppHostAlloc((void**)&connBuf, 4096));
   for (int p = 0; p < n; p++)
     if (p != me) SU_CK(mscclppConnect(su_comm, p, 0, connBuf, 4096, su_transport(), su_ibdev()));
-  SU_CK(mscclppConnectionSetup(su_comm));
-  SU_CK(mscclppProxyLaunch(su_comm));
+  if (!before) SU_CK(mscclppConnectionSetup(su_comm));
 
   char* alloc[2] = {nullptr, nullptr};
   SU_CK(mscclppHostAlloc((void**)&alloc[0], S + 2 * GUARD));
@@ -56,6 +59,11 @@ int main()
                  reg[i].p2p[k].remoteBuff);
     }
   }
+  if (before) SU_CK(mscclppConnectionSetup(su_comm));
+  SU_CK(mscclppProxyLaunch(su_comm));
+  mscclppDevConn_t* conns = nullptr;
+  int nc = 0;
+  SU_CK(mscclppGetAllDeviceConnections(su_comm, &conns, &nc));
 
   std::vector<char> src(SRC);
   for (int w = 0; w < n; w++) {
@@ -78,9 +86,12 @@ int main()
           SU_CHECK(r == mscclppInvalidArgument, "write of 1 byte at %zu of %zu: %s", S, S, mscclppGetErrorString(r));
         }
       }
+      for (int k = 0; k < nc; k++) conns[k].signal(); /* after the writes on every connection */
     }
     SU_CK(mscclppBootstrapBarrier(su_comm));
     if (me != w) {
+      for (int k = 0; k < nc; k++)
+        if (conns[k].remoteRank == w) su_wait(&conns[k], 20000, "the writer's signal");
       for (int i = 0; i < 2; i++) {
         std::vector<char> s(SRC);
         su_fill(s.data(), SRC, wSeed(w, i));

@@ -165,9 +165,10 @@ static int run_misuse()
   SU_CHECK(has(mscclppGetLastError(su_comm), "offset 65536 of remote handle 1"), "comm: %s", su_lasterr(su_comm));
   SU_CHECK(has(mscclppGetLastError(NULL), "offset 65536 of remote handle 1"), "global: %s", su_lasterr(NULL));
   int junkRank = 0;
-  r = mscclppConnect(su_comm, 1 - su_rank, 7, p.buf, BUF, mscclppTransportSHM); /* after setup */
-  SU_CHECK(r == mscclppInvalidUsage, "connect after setup returned %s", mscclppGetErrorString(r));
-  SU_CHECK(has(mscclppGetLastError(su_comm), "after mscclppConnectionSetup"), "comm: %s", su_lasterr(su_comm));
+  r = mscclppConnect(su_comm, 1 - su_rank, p.conn->tag, p.buf, BUF, mscclppTransportSHM); /* after setup: a twin */
+  SU_CHECK(r == mscclppInvalidArgument, "a second connection with the same rank and tag returned %s",
+           mscclppGetErrorString(r));
+  SU_CHECK(has(mscclppGetLastError(su_comm), "already exists"), "comm: %s", su_lasterr(su_comm));
   r = mscclppCommRank(su_comm, NULL);
   SU_CHECK(r != mscclppSuccess && has(mscclppGetLastError(su_comm), "NULL"), "comm: %s", su_lasterr(su_comm));
   SU_CK(mscclppCommRank(su_comm, &junkRank));

@@ -152,6 +152,21 @@ run_case robust_collthreads_tcp_n2 2 60 - robust collthreads
 # mscclppRegisterBuffer + mscclppRegisteredBufferWrite
 run_case regbuf_n2 2 60 - regbuf
 run_case regbuf_n3 3 60 - regbuf
+# call sequences upstream accepts (issue 13): its Python test's sequence, incremental setup,
+# mscclppRegisterBuffer before setup; P2P in host mode is carried like SHM
+p2p() { case_lenv=(MSCCLPP_TEST_TRANSPORT=p2p MSCCLPP_DEVICE=host "${case_lenv[@]}"); run_case "$@"; }
+p2p dropin_pyseq_p2p_n2 2 60 - dropin pyseq
+p2p dropin_pyseq_p2p_n3 3 60 - dropin pyseq
+case_lenv=(MSCCLPP_TEST_TRANSPORT=p2p) # auto: the program loaded no CUDA driver, so host mode
+run_case dropin_pyseq_p2p_auto_n2 2 60 - dropin pyseq
+run_case dropin_incremental_n2 2 60 - dropin incremental
+run_case dropin_incremental_n3 3 60 - dropin incremental
+p2p dropin_incremental_p2p_n3 3 60 - dropin incremental
+run_case dropin_incremental_mixed_n3 3 60 - dropin incremental mixed
+run_case regbuf_before_n3 3 60 - regbuf before
+p2p regbuf_before_p2p_n3 3 60 - regbuf before
+p2p p2p_allgather_hostalloc_n3 3 60 - allgather --iters 50 --chunk 1000 --big-iters 2 --big-chunk $((4 * MB))
+p2p p2p_regbuf_n2 2 60 - regbuf
 # ProxyStop / Destroy with proxies running and a backlog, repeated; no leaks
 run_case stop_n2 2 60 - stop
 run_case stop_n4 4 60 - stop
@@ -169,6 +184,9 @@ eth eth_bounds_n2 2 60 - bounds
 eth eth_kill_waittimeout_n2 2 60 1 kill 1 timeout
 eth eth_kill_wait_n3 3 60 2 kill 2 wait --malloc
 eth eth_stop_n2 2 60 - stop
+eth eth_dropin_incremental_n3 3 60 - dropin incremental
+eth eth_regbuf_n2 2 60 - regbuf
+eth eth_regbuf_before_n3 3 60 - regbuf before
 # ... and over the IB transport, against the libibverbs test double (tests/ib/double: RC QPs
 # between processes of this machine, no hardware)
 dbl="$out/ibdouble/libibverbs.so.1"
@@ -190,6 +208,8 @@ if bash "$root/tests/ib/double/build.sh" "$out/ibdouble" >"$out/build-ibdouble.l
   ib ib_kill_waittimeout_n2 2 60 1 kill 1 timeout
   ib ib_regbuf_n2 2 60 - regbuf
   ib ib_regbuf_n3 3 60 - regbuf
+  ib ib_dropin_incremental_n3 3 60 - dropin incremental
+  ib ib_regbuf_before_n3 3 60 - regbuf before
 else
   echo "FAIL build-ibdouble"
   sed 's/^/    /' "$out/build-ibdouble.log" | head -20

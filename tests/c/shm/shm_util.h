@@ -127,13 +127,15 @@ static SU_UNUSED int su_check_impl(int ok, const char* file, int line, const cha
     if (!su_check_impl(!!(cond), __FILE__, __LINE__, #cond, __VA_ARGS__)) su_exit_fail(); \
   } while (0)
 
-/* The transport between ranks: mscclppTransportSHM, or with MSCCLPP_TEST_TRANSPORT=ethernet|ib
- * Ethernet or IB (the same data-path checks over TCP, or RDMA on MSCCLPP_TEST_IB_DEV). */
+/* The transport between ranks: mscclppTransportSHM, or with MSCCLPP_TEST_TRANSPORT=ethernet|ib|p2p
+ * Ethernet or IB (the same data-path checks over TCP, or RDMA on MSCCLPP_TEST_IB_DEV), or P2P
+ * (in host mode: carried like SHM, as a GPU program runs on a machine without one). */
 static SU_UNUSED mscclppTransport_t su_transport(void)
 {
   const char* t = getenv("MSCCLPP_TEST_TRANSPORT");
   if (t != NULL && strcmp(t, "ethernet") == 0) return mscclppTransportEthernet;
   if (t != NULL && strcmp(t, "ib") == 0) return mscclppTransportIB;
+  if (t != NULL && strcmp(t, "p2p") == 0) return mscclppTransportP2P;
   return mscclppTransportSHM;
 }
 
@@ -144,7 +146,10 @@ static SU_UNUSED const char* su_ibdev(void)
 }
 
 /* Whether peers' buffers are mapped here (remoteBuff set for mscclppHostAlloc'd buffers). */
-static SU_UNUSED int su_transport_maps(void) { return su_transport() == mscclppTransportSHM; }
+static SU_UNUSED int su_transport_maps(void)
+{
+  return su_transport() == mscclppTransportSHM || su_transport() == mscclppTransportP2P;
+}
 
 static SU_UNUSED void su_comm_init(void)
 {
