@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/hostmem"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
@@ -91,7 +92,18 @@ func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t 
 		cn.bufs = append(cn.bufs, transport.Buffer{Ptr: buff, Size: size})
 	}
 	c.conns = append(c.conns, cn)
+	if withBuffer {
+		c.pin(cn, buff, size)
+	}
 	return nil
+}
+
+// pin keeps an mscclppHostAlloc buffer of cn from being freed while the communicator lives.
+func (c *Comm) pin(cn *Conn, buff unsafe.Pointer, size uint64) {
+	what := fmt.Sprintf("connection %d (rank %d, tag %d) of rank %d's communicator", cn.idx, cn.remoteRank, cn.tag, c.rank)
+	if p := hostmem.PinRange(buff, size, what); p != nil {
+		c.pins = append(c.pins, p)
+	}
 }
 
 // RegisterBufferForConnection registers buff as the next handle of connection connIdx.
@@ -109,6 +121,7 @@ func (c *Comm) RegisterBufferForConnection(connIdx int, buff unsafe.Pointer, siz
 	}
 	cn := c.conns[connIdx]
 	cn.bufs = append(cn.bufs, transport.Buffer{Ptr: buff, Size: size})
+	c.pin(cn, buff, size)
 	return uint32(len(cn.bufs) - 1), nil
 }
 

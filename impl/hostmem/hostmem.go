@@ -16,9 +16,10 @@ import (
 )
 
 type region struct {
-	mem []byte
-	fd  int
-	ino uint64
+	mem  []byte
+	fd   int
+	ino  uint64
+	pins map[*Pin]struct{} // live registrations of buffers in it: Free refuses while any
 }
 
 var (
@@ -81,14 +82,57 @@ func Alloc(size uint64) (unsafe.Pointer, error) {
 func Free(p unsafe.Pointer) error {
 	mu.Lock()
 	r, ok := regions[uintptr(p)]
-	delete(regions, uintptr(p))
-	mu.Unlock()
 	if !ok {
+		mu.Unlock()
 		return status.Errorf(status.InvalidArgument, "mscclppHostFree(%p): not a pointer returned by mscclppHostAlloc", p)
 	}
+	for pin := range r.pins {
+		mu.Unlock()
+		return status.Errorf(status.InvalidUsage, "mscclppHostFree(%p): the buffer is registered on %s, which would then read or write freed memory: destroy that communicator first", p, pin.what)
+	}
+	delete(regions, uintptr(p))
+	mu.Unlock()
 	unix.Munmap(r.mem)
 	unix.Close(r.fd)
 	return nil
+}
+
+// Pin is a registration of a buffer in an Alloc region: Free of the region fails while it lives.
+type Pin struct {
+	base uintptr
+	what string
+}
+
+// PinRange records that [p, p+size) is registered as what (e.g. "connection 0 (rank 1, tag 3)
+// of rank 0's communicator"), so that Free of its region fails naming it until Unpin; nil
+// when the range lies in no Alloc region.
+func PinRange(p unsafe.Pointer, size uint64, what string) *Pin {
+	a := uintptr(p)
+	mu.Lock()
+	defer mu.Unlock()
+	for base, r := range regions {
+		if a >= base && uint64(a-base) < uint64(len(r.mem)) {
+			pin := &Pin{base: base, what: what}
+			if r.pins == nil {
+				r.pins = map[*Pin]struct{}{}
+			}
+			r.pins[pin] = struct{}{}
+			return pin
+		}
+	}
+	return nil
+}
+
+// Unpin ends a registration of PinRange (nil: none).
+func Unpin(pin *Pin) {
+	if pin == nil {
+		return
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if r, ok := regions[pin.base]; ok {
+		delete(r.pins, pin)
+	}
 }
 
 // Share describes how a peer can map a buffer that lies in an Alloc region.
