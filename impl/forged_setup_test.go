@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os/exec"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/mscclpp-go/mscclpp/impl/hostmem"
@@ -16,42 +18,88 @@ import (
 // setup on both ranks); it returns what rank 1's mscclppConnectionSetup returned.
 func forgedSetup(t *testing.T, forge func(m *setupMsg)) error {
 	t.Helper()
-	var got error
-	done := make(chan struct{})
-	forRanks(t, 2, func(c *Comm) error {
+	err := forgedSetupOver(t, func(c *Comm) (func(), error) {
 		buf, err := hostmem.Alloc(4096)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer hostmem.Free(buf)
-		if err := c.Connect(1-c.Rank(), 3, buf, 4096, TransportSHM, nil, true); err != nil {
-			return err
-		}
-		if c.Rank() == 1 || forge == nil {
-			err := c.ConnectionSetup()
-			if c.Rank() == 0 {
-				return err
-			}
-			got = err
-			close(done)
-			return nil
-		}
-		cn := c.conns[0]
-		m, err := c.describe(cn, []int{0, 1})
-		if err != nil {
-			return err
-		}
-		forge(&m)
-		if err := c.boot.Send(1, 3, m.encode()); err != nil {
-			return err
-		}
-		<-done
-		return nil
-	})
+		return func() { hostmem.Free(buf) }, c.Connect(1-c.Rank(), 3, buf, 4096, TransportSHM, nil, true)
+	}, forge)
 	if n := hostmem.Mapped(); n != 0 {
 		t.Errorf("%d peer regions still mapped after destroy", n)
 	}
+	return err
+}
+
+// forgedSetupOver is forgedSetup for the connection (tag 3) that connect declares; the
+// function it returns runs after destroy. Each rank runs on a locked OS thread.
+func forgedSetupOver(t *testing.T, connect func(c *Comm) (func(), error), forge func(m *setupMsg)) error {
+	t.Helper()
+	t.Setenv("MSCCLPP_BOOTSTRAP_TIMEOUT", "10") // where the forgery is accepted, rank 1 fails in its barrier
+	addr := freeAddr(t)
+	var got error
+	done := make(chan struct{})
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Go(func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			c, err := InitRank(2, addr, r)
+			if err != nil {
+				errs[r] = err
+				if r == 1 {
+					close(done)
+				}
+				return
+			}
+			errs[r] = forgedRank(c, connect, forge, &got, done)
+			if derr := c.Destroy(); derr != nil && errs[r] == nil {
+				errs[r] = derr
+			}
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
 	return got
+}
+
+// forgedRank is one rank of forgedSetupOver: rank 1 sets up and stores what it got in *got,
+// rank 0 sends its forged message and waits for rank 1 (done).
+func forgedRank(c *Comm, connect func(c *Comm) (func(), error), forge func(m *setupMsg), got *error, done chan struct{}) error {
+	release, err := connect(c)
+	if release != nil {
+		defer release()
+	}
+	if c.Rank() == 1 {
+		defer close(done)
+	}
+	if err != nil {
+		return err
+	}
+	if c.Rank() == 1 || forge == nil {
+		err := c.ConnectionSetup()
+		if c.Rank() == 0 {
+			return err
+		}
+		*got = err
+		return nil
+	}
+	cn := c.conns[0]
+	m, err := c.describe(cn, []int{0, 1})
+	if err != nil {
+		return err
+	}
+	forge(&m)
+	if err := c.boot.Send(1, 3, m.encode()); err != nil {
+		return err
+	}
+	<-done
+	return nil
 }
 
 // setWord sets word i of the SHM registration blob of handle h (see shm's desc).
