@@ -113,15 +113,15 @@ type Bootstrap struct {
 
 	out []outConn // outgoing point-to-point connections, by peer
 
-	boxMu     sync.Mutex
-	box       map[boxKey][][]byte
-	waiters   map[boxKey]chan struct{} // closed when a message for the key arrives
-	inFrom    []bool                   // an incoming point-to-point connection from the peer was accepted
-	inErr     []error                  // why the incoming connection from the peer ended
-	queued    []int                    // bytes of the peer's messages queued, not yet received (see admit)
-	queuedAll int                      // the sum of queued
-	ringIn    bool                     // the predecessor's ring connection was accepted
-	starIn    []bool                   // rank 0: the rank's star connection was accepted
+	boxMu   sync.Mutex
+	box     map[boxKey][][]byte
+	waiters map[boxKey]chan struct{} // closed when a message for the key arrives
+	inFrom  []bool                   // an incoming point-to-point connection from the peer was accepted
+	inErr   []error                  // why the incoming connection from the peer ended
+	queued  []int                    // bytes of the peer's messages queued, not yet received (see admit)
+	qTotal  int                      // the sum of queued
+	ringIn  bool                     // the predecessor's ring connection was accepted
+	starIn  []bool                   // rank 0: the rank's star connection was accepted
 
 	mu     sync.Mutex // guards conns and closed
 	conns  map[*net.TCPConn]struct{}

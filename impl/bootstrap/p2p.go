@@ -224,19 +224,19 @@ func (b *Bootstrap) admit(peer, n int) error {
 		return fmt.Errorf("rank %d sent a message of %d bytes while %d bytes of its messages wait unreceived, more than the %d bytes queued per peer (messages on tags nobody receives?)",
 			peer, n, b.queued[peer], maxQueuedPerPeer)
 	}
-	if b.queuedAll+cost > maxQueuedTotal {
+	if b.qTotal+cost > maxQueuedTotal {
 		return fmt.Errorf("rank %d sent a message of %d bytes while %d bytes of messages from all peers wait unreceived, more than the %d bytes queued in all (messages on tags nobody receives?)",
-			peer, n, b.queuedAll, maxQueuedTotal)
+			peer, n, b.qTotal, maxQueuedTotal)
 	}
 	b.queued[peer] += cost
-	b.queuedAll += cost
+	b.qTotal += cost
 	return nil
 }
 
 // releaseLocked returns the queue room of a message of n bytes from peer (boxMu held).
 func (b *Bootstrap) releaseLocked(peer, n int) {
 	b.queued[peer] -= queueCost(n)
-	b.queuedAll -= queueCost(n)
+	b.qTotal -= queueCost(n)
 }
 
 // readChunked reads n bytes, growing the buffer only as data arrives (at

@@ -45,7 +45,7 @@ func TestUnreceivedTagsBounded(t *testing.T) {
 		t.Fatalf("%d sends of 16 MiB on unreceived tags: last error %v, want RemoteError (the victim drops the connection)", sent, sendErr)
 	}
 	victim.boxMu.Lock()
-	queued, all := victim.queued[1], victim.queuedAll
+	queued, all := victim.queued[1], victim.qTotal
 	victim.boxMu.Unlock()
 	if queued > maxQueuedPerPeer || all > maxQueuedTotal {
 		t.Fatalf("the victim queued %d bytes from rank 1 (%d in all), more than the bounds %d, %d", queued, all, maxQueuedPerPeer, maxQueuedTotal)
