@@ -50,6 +50,17 @@ static pthread_mutex_t regLock = PTHREAD_MUTEX_INITIALIZER;
 static struct layer layers[MSCCLPP_TOOL_MAX_LAYERS + 1]; /* [0]: the library */
 static int numLayers;                                    /* read with atomics outside regLock */
 static int finiRegistered;
+/* While capiToolsLoad dlopens a library: its first possible layer (layers below belong to
+ * others, which it may not hook: a library that registers no layer is dlclosed, and an
+ * interceptor or fini of it left on another layer would be unmapped code); 0 otherwise. */
+static int loadingFloor;
+
+/* Whether layer is one the library being loaded may change (always, outside a load). */
+static int ownedByLoading(int layer)
+{
+  int floor = __atomic_load_n(&loadingFloor, __ATOMIC_ACQUIRE);
+  return floor == 0 || layer >= floor;
+}
 
 /* ---- errors ---- */
 
@@ -130,6 +141,11 @@ mscclppResult_t mscclppToolRegisterFunction(int layer, mscclppToolFunction fn, v
   if (interceptor == NULL)
     return toolError(mscclppInvalidArgument, "mscclppToolRegisterFunction: interceptor for %s is NULL",
                      functionName[fn]);
+  if (!ownedByLoading(layer))
+    return toolError(mscclppInvalidUsage,
+                     "mscclppToolRegisterFunction: layer %d (\"%s\") belongs to another tool; a library loaded by "
+                     "MSCCLPP_TOOLS may hook only the layers it registers",
+                     layer, layers[layer].name);
   pthread_mutex_lock(&regLock);
   __atomic_store_n(&capiToolHandler[layer][fn], interceptor, __ATOMIC_RELEASE);
   /* every k <= layer whose first interceptor lies below layer (or is the library) now starts at layer */
@@ -174,6 +190,11 @@ mscclppResult_t mscclppToolSetContext(int layer, void* ctx, void (*fini)(void* c
 {
   if (!validLayer(layer))
     return toolError(mscclppInvalidArgument, "mscclppToolSetContext: layer %d is not registered", layer);
+  if (!ownedByLoading(layer))
+    return toolError(mscclppInvalidUsage,
+                     "mscclppToolSetContext: layer %d (\"%s\") belongs to another tool; a library loaded by "
+                     "MSCCLPP_TOOLS may set the context only of the layers it registers",
+                     layer, layers[layer].name);
   pthread_mutex_lock(&regLock);
   layers[layer].ctx = ctx;
   layers[layer].fini = fini;
@@ -227,7 +248,9 @@ void capiToolsLoad(void)
   char* save = NULL;
   for (char* path = strtok_r(list, ":", &save); path != NULL; path = strtok_r(NULL, ":", &save)) {
     int before = mscclppToolNumLayers();
+    __atomic_store_n(&loadingFloor, before + 1, __ATOMIC_RELEASE);
     void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    __atomic_store_n(&loadingFloor, 0, __ATOMIC_RELEASE);
     if (h == NULL) {
       const char* why = dlerror();
       toolWarn(__LINE__, "MSCCLPP_TOOLS: cannot load %s: %s; skipped", path, why != NULL ? why : "unknown error");

@@ -267,6 +267,17 @@ out:
   return rc;
 }
 
+int cuwAddressRange(const cuwApi* a, cuwContext ctx, cuwDevicePtr p, cuwDevicePtr* base, size_t* size, const char** call)
+{
+  cuwContext prev;
+  cuwResult rc = push(a, ctx, &prev, call);
+  if (rc != CUW_SUCCESS) return rc;
+  FAIL_IF(a->memGetAddressRange(base, size, p), "cuMemGetAddressRange");
+out:
+  pop(a, ctx, prev);
+  return rc;
+}
+
 int cuwIpcOpen(const cuwApi* a, cuwContext ctx, const cuwIpcMemHandle* h, cuwDevicePtr* base, const char** call)
 {
   cuwContext prev;

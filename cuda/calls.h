@@ -32,6 +32,8 @@ int cuwPolicyMode(void);
 int cuwHostFree(const cuwApi* a, cuwContext ctx, void* p, const char** call);
 int cuwIpcHandleOf(const cuwApi* a, cuwContext ctx, cuwDevicePtr p, cuwIpcMemHandle* h, cuwDevicePtr* base,
                    size_t* size, const char** call);
+/* The base and size of the allocation holding p (an IPC-opened one too). */
+int cuwAddressRange(const cuwApi* a, cuwContext ctx, cuwDevicePtr p, cuwDevicePtr* base, size_t* size, const char** call);
 int cuwIpcOpen(const cuwApi* a, cuwContext ctx, const cuwIpcMemHandle* h, cuwDevicePtr* base, const char** call);
 int cuwCopyAsync(const cuwApi* a, cuwContext ctx, cuwDevicePtr dst, cuwDevicePtr src, size_t n, uintptr_t stream,
                  const char** call);

@@ -281,6 +281,22 @@ func (d Device) IpcOpen(h IpcHandle) (uint64, error) {
 	return uint64(base), nil
 }
 
+// AllocSize returns the size of the allocation that starts at base (e.g. one IpcOpen mapped).
+func (d Device) AllocSize(base uint64) (uint64, error) {
+	if err := d.check(); err != nil {
+		return 0, err
+	}
+	var (
+		b    C.cuwDevicePtr
+		size C.size_t
+		call *C.char
+	)
+	if err := d.fail(C.cuwAddressRange(d.api, d.ctx(), C.cuwDevicePtr(base), &b, &size, &call), call); err != nil {
+		return 0, err
+	}
+	return uint64(size) - (base - uint64(b)), nil
+}
+
 // IpcClose unmaps an allocation from IpcOpen.
 func (d Device) IpcClose(base uint64) error {
 	if err := d.check(); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mscclpp-go/mscclpp/impl/bootstrap"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/hostmem"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/nodeshm"
 	"github.com/mscclpp-go/mscclpp/impl/status"
@@ -38,6 +39,7 @@ type Comm struct {
 	collMu     sync.Mutex // serialises the collectives of this communicator (threads would get each other's data)
 	collSeq    uint64     // collectives done through the node segment
 	regRecords []engine.RegRecord
+	pins       []*hostmem.Pin // mscclppHostAlloc buffers of the connections: not freeable until Destroy
 }
 
 // commState is where a communicator is in its life.
@@ -124,7 +126,12 @@ func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 	c.waitCfg = waitBackoff(len(c.host.LocalOf))
 	c.host.Eng = engine.NewComm(c.rank, c.waitCfg, proxyBackoff())
 	c.host.Eng.SetStreamBytes(uint64(envUint("MSCCLPP_STREAM_COPY_BYTES", 8<<20)), uint64(envUint("MSCCLPP_STREAM_COPY_MAX_BYTES", 128<<20)))
-	c.host.DevConns = engine.NewDevConns(engine.MaxConns)
+	var err error
+	if c.host.DevConns, err = engine.NewDevConns(engine.MaxConns); err != nil {
+		c.host.Eng.Free()
+		c.host.Node.Close()
+		return fail(err)
+	}
 	for _, e := range transport.All() {
 		if e.Init == nil {
 			continue
@@ -296,6 +303,9 @@ func (c *Comm) Destroy() error {
 	}
 	for _, r := range c.regRecords {
 		r.Free()
+	}
+	for _, p := range c.pins {
+		hostmem.Unpin(p)
 	}
 	c.host.DevConns.Free()
 	c.host.Eng.Free()

@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/hostmem"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
@@ -89,7 +90,18 @@ func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t 
 		cn.bufs = append(cn.bufs, transport.Buffer{Ptr: buff, Size: size})
 	}
 	c.conns = append(c.conns, cn)
+	if withBuffer {
+		c.pin(cn, buff, size)
+	}
 	return nil
+}
+
+// pin keeps an mscclppHostAlloc buffer of cn from being freed while the communicator lives.
+func (c *Comm) pin(cn *Conn, buff unsafe.Pointer, size uint64) {
+	what := fmt.Sprintf("connection %d (rank %d, tag %d) of rank %d's communicator", cn.idx, cn.remoteRank, cn.tag, c.rank)
+	if p := hostmem.PinRange(buff, size, what); p != nil {
+		c.pins = append(c.pins, p)
+	}
 }
 
 // RegisterBufferForConnection registers buff as the next handle of connection connIdx.
@@ -107,6 +119,7 @@ func (c *Comm) RegisterBufferForConnection(connIdx int, buff unsafe.Pointer, siz
 		return 0, status.Errorf(status.InvalidUsage, "connection %d (rank %d tag %d) is already set up: register its buffers before the mscclppConnectionSetup that sets it up (or use mscclppRegisterBuffer)", connIdx, cn.remoteRank, cn.tag)
 	}
 	cn.bufs = append(cn.bufs, transport.Buffer{Ptr: buff, Size: size})
+	c.pin(cn, buff, size)
 	return uint32(len(cn.bufs) - 1), nil
 }
 

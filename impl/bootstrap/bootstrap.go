@@ -118,6 +118,8 @@ type Bootstrap struct {
 	waiters map[boxKey]chan struct{} // closed when a message for the key arrives
 	inFrom  []bool                   // an incoming point-to-point connection from the peer was accepted
 	inErr   []error                  // why the incoming connection from the peer ended
+	queued  []int                    // bytes of the peer's messages queued, not yet received (see admit)
+	qTotal  int                      // the sum of queued
 	ringIn  bool                     // the predecessor's ring connection was accepted
 	starIn  []bool                   // rank 0: the rank's star connection was accepted
 
@@ -178,6 +180,7 @@ func newBootstrap(magic uint64, key [keyBytes]byte, rank, nranks int, timeout ti
 		waiters:   make(map[boxKey]chan struct{}),
 		inFrom:    make([]bool, nranks),
 		inErr:     make([]error, nranks),
+		queued:    make([]int, nranks),
 		conns:     make(map[*net.TCPConn]struct{}),
 		done:      make(chan struct{}),
 		table:     []peerEntry{{hostID: opts.HostID}},

@@ -97,6 +97,9 @@ func (b *Bootstrap) recv(peer, tag int) ([]byte, error) {
 		b.boxMu.Lock()
 		if q := b.box[k]; len(q) > 0 {
 			msg := q[0]
+			if peer != b.rank {
+				b.releaseLocked(peer, len(msg))
+			}
 			if len(q) == 1 {
 				delete(b.box, k)
 			} else {
@@ -179,14 +182,61 @@ func (b *Bootstrap) readPeer(peer int, c *net.TCPConn) {
 			b.untrack(c)
 			return
 		}
+		if err := b.admit(peer, int(n)); err != nil {
+			b.logf(true, "bootstrap rank %d: %v; closing the connection from rank %d", b.rank, err, peer)
+			b.endPeer(peer, err)
+			b.untrack(c)
+			return
+		}
 		msg, err := readChunked(r, int(n))
 		if err != nil {
+			b.boxMu.Lock()
+			b.releaseLocked(peer, int(n))
+			b.boxMu.Unlock()
 			b.endPeer(peer, err)
 			b.untrack(c)
 			return
 		}
 		b.deliver(peer, tag, msg)
 	}
+}
+
+// Bounds of the memory that messages nobody has received yet may hold: a message that
+// arrives before its Recv (the usual case for setup messages) waits in a queue, but a peer
+// that sends on tags this rank never receives must not grow that queue without limit.
+// Each message also counts queueOverhead bytes, so that empty messages are bounded too.
+var (
+	maxQueuedPerPeer = 64 << 20
+	maxQueuedTotal   = 256 << 20
+)
+
+const queueOverhead = 64
+
+func queueCost(n int) int { return n + queueOverhead }
+
+// admit reserves queue room for a message of n bytes from peer (released when a Recv takes
+// it), or returns why the message is refused.
+func (b *Bootstrap) admit(peer, n int) error {
+	cost := queueCost(n)
+	b.boxMu.Lock()
+	defer b.boxMu.Unlock()
+	if b.queued[peer]+cost > maxQueuedPerPeer {
+		return fmt.Errorf("rank %d sent a message of %d bytes while %d bytes of its messages wait unreceived, more than the %d bytes queued per peer (messages on tags nobody receives?)",
+			peer, n, b.queued[peer], maxQueuedPerPeer)
+	}
+	if b.qTotal+cost > maxQueuedTotal {
+		return fmt.Errorf("rank %d sent a message of %d bytes while %d bytes of messages from all peers wait unreceived, more than the %d bytes queued in all (messages on tags nobody receives?)",
+			peer, n, b.qTotal, maxQueuedTotal)
+	}
+	b.queued[peer] += cost
+	b.qTotal += cost
+	return nil
+}
+
+// releaseLocked returns the queue room of a message of n bytes from peer (boxMu held).
+func (b *Bootstrap) releaseLocked(peer, n int) {
+	b.queued[peer] -= queueCost(n)
+	b.qTotal -= queueCost(n)
 }
 
 // readChunked reads n bytes, growing the buffer only as data arrives (at

@@ -79,7 +79,13 @@ func baseSecret(logf logFunc) ([sha256.Size]byte, string, error) {
 		if os.Getenv(EnvSecretFile) != "" {
 			logf(false, "bootstrap: both %s and %s are set; using %s", EnvSecret, EnvSecretFile, EnvSecret)
 		}
-		return secretDigest([]byte(strings.TrimRight(s, " \t\r\n"))), EnvSecret, nil
+		text := strings.TrimRight(s, " \t\r\n")
+		if text == "" {
+			// trailing whitespace is ignored, so ' ' and a tab would be the same empty secret
+			return [sha256.Size]byte{}, "", status.Errorf(status.InvalidUsage,
+				"bootstrap: %s is only whitespace (%d bytes): set it to a non-empty secret, or unset it", EnvSecret, len(s))
+		}
+		return secretDigest([]byte(text)), EnvSecret, nil
 	}
 	if p := os.Getenv(EnvSecretFile); p != "" {
 		text, err := readSecretFile(p, EnvSecretFile+" "+p)

@@ -94,7 +94,11 @@ static inline uint64_t engWaitClock(engWait* w)
 {
   uint64_t now = engNowNs();
   if (w->nextSlow == 0) {
-    if (w->timeoutMs >= 0) w->deadline = now + (uint64_t)w->timeoutMs * 1000000ull;
+    if (w->timeoutMs >= 0) {
+      /* saturate: a timeout past the end of the clock (INT64_MAX ms) waits for ever, never wraps */
+      uint64_t ms = (uint64_t)w->timeoutMs;
+      w->deadline = ms > (UINT64_MAX - now) / 1000000ull ? UINT64_MAX : now + ms * 1000000ull;
+    }
     w->nextSlow = now + ENG_SLOW_FIRST_NS;
   }
   return now;

@@ -296,6 +296,26 @@ static void callFailed(const char* fn, const char* why)
   setGlobalError(msg);
 }
 
+/* A child forked after the library loaded must not use the data path: its
+ * connections, FIFOs and proxy flags are copies of the parent's (a put would
+ * write into the peer, a wait would wait on a proxy that does not exist in
+ * the child). Every entry point checks this flag first: one load. */
+static volatile int forkedChild;
+
+static void onForkChild(void) { forkedChild = 1; }
+
+__attribute__((constructor)) static void engForkHook(void) { pthread_atfork(NULL, NULL, onForkChild); }
+
+/* capi's fork check, which sets the process-wide last error in the words of every entry point. */
+extern int capiForked(const char* fn) __attribute__((weak));
+
+/* Sets the last error of a data-path call fn made in a forked child. */
+static void forkedCall(const char* fn)
+{
+  if (capiForked != NULL && capiForked(fn)) return;
+  callFailed(fn, "called in a child forked after libmscclpp was loaded: use mscclpp only in the parent");
+}
+
 #define ENG_NOT_OURS "not a connection returned by mscclppGetAllDeviceConnections, or its communicator was destroyed"
 #define ENG_CUDA_MODE \
   "this connection runs in CUDA mode: its counters and FIFO are in device memory, so its methods are for device code"
@@ -305,6 +325,10 @@ static void callFailed(const char* fn, const char* why)
  * hostOnly refuses CUDA-mode contexts. On success the caller must engLeave(c->ctx). */
 static engConn* connEnter(struct mscclppDevConn* dev, const char* fn, int hostOnly)
 {
+  if (__builtin_expect(forkedChild, 0)) {
+    forkedCall(fn);
+    return NULL;
+  }
   if (dev == NULL) {
     callFailed(fn, "conn is NULL");
     return NULL;
@@ -607,6 +631,10 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
  * process-wide last error set. */
 static engCtx* fifoEnter(struct mscclppConcurrentFifo* fifo, const char* fn)
 {
+  if (__builtin_expect(forkedChild, 0)) {
+    forkedCall(fn);
+    return NULL;
+  }
   if (fifo == NULL) {
     callFailed(fn, "fifo is NULL");
     return NULL;
@@ -633,6 +661,13 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
   if ((type & (mscclppData | mscclppFlag | mscclppSync)) == 0 || (type >> MSCCLPP_BITS_TYPE) != 0) {
     engLeave(ctx);
     callFailed(fn, "type must be a non-empty OR of mscclppData, mscclppFlag and mscclppSync");
+    return MSCCLPP_FIFO_PUSH_FAILED;
+  }
+  /* a trigger is served on its connection: refuse one whose connection is not set up yet */
+  if (fifo->connId < 0 || fifo->connId >= ENG_MAX_CONNS ||
+      __atomic_load_n(&ctx->conns[fifo->connId], __ATOMIC_ACQUIRE) == NULL) {
+    engLeave(ctx);
+    callFailed(fn, "connection not set up: call mscclppConnectionSetup first");
     return MSCCLPP_FIFO_PUSH_FAILED;
   }
   const engBackoffCfg* cfg = &ctx->comm->waitCfg;

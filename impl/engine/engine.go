@@ -12,13 +12,23 @@ package engine
 static void engSetBackoff(engBackoffCfg* c, unsigned spin, unsigned yields, unsigned sleepMax) {
 	c->spin = spin; c->yields = yields; c->sleepMaxUs = sleepMax;
 }
+#include <sys/mman.h>
+// Device-connection arrays live in mappings of their own that are never unmapped (see NewDevConns).
+static void* engMapDevConns(size_t bytes) {
+	void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+// Zeroes a retired array and returns its pages to the kernel; the addresses stay mapped (reading zeros).
+static void engRetireDevConns(void* p, size_t bytes) {
+	memset(p, 0, bytes);
+	madvise(p, bytes, MADV_DONTNEED);
+}
 // A device address as a pointer: never dereferenced on the host, only stored where the ABI wants a pointer.
 static void* engDevPtr(uint64_t a) { return (void*)(uintptr_t)a; }
 */
 import "C"
 
 import (
-	"sync"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
@@ -85,33 +95,25 @@ type DevConns struct {
 	n int
 }
 
-// Arrays handed out are never returned to the C heap: an application thread may still
-// read a mscclppDevConn of a destroyed communicator, and must then find a zeroed entry
-// (which every host method refuses with InvalidUsage), not unmapped memory.
-var (
-	devConnsMu   sync.Mutex
-	devConnsFree = map[int][]DevConns{} // zeroed arrays by length, for reuse
-)
+// Arrays handed out are never unmapped nor reused: an application thread may still hold a
+// mscclppDevConn pointer of a destroyed communicator, and must then find a zeroed entry (which
+// every host method refuses with InvalidUsage), not unmapped memory and never an entry of a
+// later communicator at the same address. Each array is a private anonymous mapping; Free
+// zeroes it and hands its pages back to the kernel (MADV_DONTNEED), so a destroyed
+// communicator keeps only address space, no memory.
 
-// NewDevConns allocates a zeroed array of n device connections.
-func NewDevConns(n int) DevConns {
-	devConnsMu.Lock()
-	defer devConnsMu.Unlock()
-	if l := devConnsFree[n]; len(l) > 0 {
-		d := l[len(l)-1]
-		devConnsFree[n] = l[:len(l)-1]
-		d.n = n
-		return d
+// NewDevConns allocates a zeroed array of n device connections at addresses never used before.
+func NewDevConns(n int) (DevConns, error) {
+	p := C.engMapDevConns(C.size_t(n) * C.sizeof_struct_mscclppDevConn)
+	if p == nil {
+		return DevConns{}, status.Errorf(status.SystemError, "cannot map an array of %d device connections", n)
 	}
-	return DevConns{p: (*C.struct_mscclppDevConn)(C.calloc(C.size_t(n), C.sizeof_struct_mscclppDevConn)), n: n}
+	return DevConns{p: (*C.struct_mscclppDevConn)(p), n: n}, nil
 }
 
-// Free zeroes the array and keeps it for reuse (see devConnsFree).
+// Free zeroes the array and releases its memory; its addresses stay readable (see NewDevConns).
 func (d DevConns) Free() {
-	C.memset(unsafe.Pointer(d.p), 0, C.size_t(d.n)*C.sizeof_struct_mscclppDevConn)
-	devConnsMu.Lock()
-	devConnsFree[d.n] = append(devConnsFree[d.n], d)
-	devConnsMu.Unlock()
+	C.engRetireDevConns(unsafe.Pointer(d.p), C.size_t(d.n)*C.sizeof_struct_mscclppDevConn)
 }
 
 // Ptr is the address of entry 0.

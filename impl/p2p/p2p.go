@@ -312,6 +312,15 @@ func (c *p2p) openIpc(d ipcDesc) (uint64, error) {
 		}
 		c.cuda.ipc[h] = base
 	}
+	// what the peer claims is checked against the allocation: a copy past its end would be
+	// an illegal address, which poisons the whole CUDA context
+	n, err := c.cuda.dev.AllocSize(base)
+	if err != nil {
+		return 0, err
+	}
+	if d.offset > n || d.size > n-d.offset {
+		return 0, status.Errorf(status.RemoteError, "the peer's buffer of %d bytes at offset %d lies outside its %d-byte device allocation", d.size, d.offset, n)
+	}
 	return base + d.offset, nil
 }
 

@@ -111,7 +111,7 @@ func (s *shm) Import(idx, _, pid int, blob []byte) (engine.Reg, error) {
 		}
 		r.Mapped = s.h.Node.Epoch(local, conn)
 	case regHostAlloc:
-		p, m, err := hostmem.MapRemote(pid, hostmem.Share{Fd: int(d.fd), Ino: d.ino, Size: d.regSize, Offset: d.offset})
+		p, m, err := hostmem.MapRemote(pid, hostmem.Share{Fd: int(d.fd), Ino: d.ino, Size: d.regSize, Offset: d.offset}, d.size)
 		if err != nil {
 			return r, err
 		}

@@ -7,12 +7,21 @@
  * mscclppInvalidUsage promptly, with a last-error message that mentions
  * fork. Two children, one starting with each call. The parent still works
  * afterwards.
+ *
+ *   fork datapath (N = 2): after setting up an SHM connection (proxy
+ *   running) each rank forks; in the child every data-path entry point
+ *   (mscclppConnOp, mscclppConnPutHandle, mscclppConnWait,
+ *   mscclppConnWaitNext, mscclppConnEpochIncrement, mscclppFifoPush,
+ *   mscclppFifoWaitServed) must fail at once (InvalidUsage,
+ *   MSCCLPP_FIFO_PUSH_FAILED) with a message that mentions fork, and write
+ *   nothing into the peer; the parents' connection still works afterwards.
  */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <sys/wait.h>
 
 #include "check.h"
+#include "mscclppfifo.h"
 
 static void one_rank_round(const char* addr, const char* what)
 {
@@ -91,9 +100,97 @@ static void run_child(int initFirst)
            initFirst ? "CommInitRank" : "GetUniqueId");
 }
 
-int main(void)
+enum { DP_SZ = 4096, DP_LAND = 2048, DP_PUT = 64 };
+
+/* One data-path call's result in the child: want, promptly, with a message about fork. */
+static int child_expect(const char* what, long long got, long long want, double dt)
+{
+  const char* msg = test_last_error(NULL);
+  printf("child: %s -> %lld after %.3f s: \"%s\"\n", what, got, dt, msg);
+  int bad = 0;
+  if (got != want) printf("child: FAILED: %s returned %lld, want %lld\n", what, got, want), bad++;
+  if (dt > 2.0) printf("child: FAILED: %s took %.2f s\n", what, dt), bad++;
+  if (test_stristr(msg, "fork") == NULL) printf("child: FAILED: %s's last error does not mention fork\n", what), bad++;
+  return bad;
+}
+
+#define CHILD_CALL(call, want)                                                    \
+  do {                                                                            \
+    (void)mscclppSetBootstrapConnTimeout(-1); /* a message that is not about fork */ \
+    double t0_ = test_now();                                                      \
+    long long got_ = (long long)(call);                                           \
+    bad += child_expect(#call, got_, (long long)(want), test_now() - t0_);        \
+  } while (0)
+
+static int datapath_child(mscclppDevConn_t* dc)
+{
+  alarm(10);
+  int bad = 0;
+  uint64_t epoch = dc->localSignalEpochId->device;
+  CHILD_CALL(mscclppConnOp(dc, mscclppData | mscclppFlag, DP_LAND, 0, DP_PUT), mscclppInvalidUsage);
+  CHILD_CALL(mscclppConnPutHandle(dc, 1, DP_LAND, 1, 0, DP_PUT), mscclppInvalidUsage);
+  CHILD_CALL(mscclppConnWait(dc, 0), mscclppInvalidUsage);
+  CHILD_CALL(mscclppConnWaitNext(dc, -1), mscclppInvalidUsage);
+  CHILD_CALL(mscclppFifoPush(&dc->fifo, mscclppData | mscclppFlag, DP_LAND, 0, DP_PUT), MSCCLPP_FIFO_PUSH_FAILED);
+  CHILD_CALL(mscclppFifoWaitServed(&dc->fifo, 0), mscclppInvalidUsage);
+  (void)mscclppSetBootstrapConnTimeout(-1);
+  mscclppConnEpochIncrement(dc);
+  bad += child_expect("mscclppConnEpochIncrement(dc) [epoch changes: 0 = none]",
+                      (long long)(dc->localSignalEpochId->device - epoch), 0, 0);
+  fflush(stdout);
+  return bad ? 1 : 0;
+}
+
+static int datapath(void)
+{
+  const int rank = test_rank(), peer = 1 - rank;
+  uint8_t* buf = (uint8_t*)calloc(1, DP_SZ);
+  memset(buf, 0x3c, DP_LAND);
+  mscclppComm_t comm = NULL;
+  MCHECK(mscclppCommInitRank(&comm, 2, test_addr(), rank));
+  MCHECK_COMM(comm, mscclppConnect(comm, peer, 0, buf, DP_SZ, mscclppTransportSHM, NULL));
+  MCHECK_COMM(comm, mscclppConnectionSetup(comm));
+  MCHECK_COMM(comm, mscclppProxyLaunch(comm));
+  mscclppDevConn_t* dc = NULL;
+  MCHECK_COMM(comm, mscclppGetDeviceConnection(comm, peer, 0, &dc));
+  /* a push served in the parent, so that seq 0 is a real one in the child */
+  uint64_t seq = mscclppFifoPush(&dc->fifo, mscclppSync, 0, 0, 1);
+  REQUIRE(seq == 0, "the parent's first push returned %llu", (unsigned long long)seq);
+  MCHECK((mscclppResult_t)mscclppFifoWaitServed(&dc->fifo, seq));
+  MCHECK_COMM(comm, mscclppBootstrapBarrier(comm));
+  fflush(stdout);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+  if (pid == 0) _exit(datapath_child(dc));
+  int st = 0;
+  REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
+  if (WIFSIGNALED(st))
+    CHECK(0, "the forked child died of signal %d%s", WTERMSIG(st), WTERMSIG(st) == SIGALRM ? " (a call hung)" : "");
+  else if (CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the forked child failed (exit %d)", WEXITSTATUS(st)))
+    printf("ok   forked child: every data-path call InvalidUsage / MSCCLPP_FIFO_PUSH_FAILED, promptly, about fork\n");
+  MCHECK_COMM(comm, mscclppBootstrapBarrier(comm));
+  int clean = 1;
+  for (int i = 0; i < DP_PUT; i++) clean &= buf[DP_LAND + i] == 0;
+  CHECK(clean, "the peer's forked child wrote into this rank's buffer");
+  MCHECK_COMM(comm, mscclppBootstrapBarrier(comm)); /* both have looked before the next put */
+  /* the parents still work */
+  MCHECK(mscclppConnOp(dc, mscclppData | mscclppFlag, DP_LAND, 0, DP_PUT));
+  MCHECK(mscclppConnWaitNext(dc, 10000));
+  CHECK(buf[DP_LAND] == 0x3c && buf[DP_LAND + DP_PUT - 1] == 0x3c, "the parent's put did not arrive");
+  MCHECK_COMM(comm, mscclppProxyStop(comm));
+  MCHECK_COMM(comm, mscclppBootstrapBarrier(comm));
+  MCHECK(mscclppCommDestroy(comm));
+  free(buf);
+  return test_finish();
+}
+
+int main(int argc, char** argv)
 {
   test_init("fork");
+  if (argc > 1 && strcmp(argv[1], "datapath") == 0) {
+    REQUIRE(test_nranks() == 2, "run with N = 2");
+    return datapath();
+  }
   REQUIRE(test_nranks() == 1, "run with N = 1");
   one_rank_round(test_addr(), "before fork");
   run_child(1);

@@ -50,7 +50,7 @@ out="$build/tests/c"
 mkdir -p "$out" || exit 1
 # clean what an earlier run left (only ours: others may build here too)
 (cd "$out" && rm -rf launch abi_layout_c abi_layout_cc11 abi_layout_cc14 abi_layout_cc17 abi_layout_cc20 \
-  error_strings bootstrap connections datapath bad_input timeouts stranger adversary init_failures logging fork threads_cc \
+  error_strings bootstrap connections datapath bad_input hardening timeouts stranger adversary init_failures logging fork threads_cc \
   perf perf.out perf.csv perf.json readme_example readme_example.inc \
   build-*.log ./*.log ./*.short only-mscclpp*.c only-mscclpp*.cc logging-file.d logging-link.d cmake-prefix cmake-build-prefix \
   cmake-build-tree)
@@ -177,7 +177,7 @@ jobs_max=$(nproc 2>/dev/null || echo 2)
 builds=(
   "c abi_layout_c abi_layout.c" "c error_strings error_strings.c" "c bootstrap bootstrap.c"
   "c connections connections.c" "c datapath datapath.c" "c bad_input bad_input.c" "c timeouts timeouts.c"
-  "c stranger stranger.c" "c adversary adversary.c" "c init_failures init_failures.c" "c logging logging.c" "c fork fork.c" "c mode mode.c" "cxx threads_cc threads.cc c++17"
+  "c stranger stranger.c" "c adversary adversary.c" "c init_failures init_failures.c" "c logging logging.c" "c fork fork.c" "c hardening hardening.c" "c mode mode.c" "cxx threads_cc threads.cc c++17"
   "c perf perf.c" "readme readme_example readme_example.cc"
   "cxx abi_layout_cc11 abi_layout.cc c++11" "cxx abi_layout_cc14 abi_layout.cc c++14"
   "cxx abi_layout_cc17 abi_layout.cc c++17" "cxx abi_layout_cc20 abi_layout.cc c++20"
@@ -591,6 +591,11 @@ rm -rf "$linkdir" && mkdir -p "$linkdir" && printf 'untouched\n' >"$linkdir/targ
 case_env=(MSCCLPP_DEBUG=INFO "MSCCLPP_DEBUG_FILE=$linkdir/dbg.log" "MSCCLPP_TEST_LINK_TARGET=$linkdir/target")
 run_case logging-file-symlink 1 15 logging symlink
 run_case fork 1 30 fork
+run_case fork-datapath 2 30 fork datapath
+run_case hardening-stale-devconn 2 30 hardening stale
+run_case hardening-wait-overflow 2 30 hardening wait
+run_case hardening-hostfree-registered 2 30 hardening hostfree
+run_case hardening-push-before-setup 2 30 hardening push
 case_env=(MSCCLPP_DEBUG=INFO MSCCLPP_DEVICE=)
 run_case mode-auto-host 1 30 mode auto
 case_env=(MSCCLPP_DEVICE=cuda)

@@ -251,6 +251,16 @@ check_fork() {
   count_is '^testtool A fini calls=0 ctx=ok$' 1
   has '^tools_app rank 0: all [0-9]+ checks passed'
 }
+# a tool that registers no layer but hooks another's: refused, skipped, and the other tool still works
+check_hijack() {
+  has '^testtool B hijack mscclppToolRegisterFunction: invalid usage: .*layer 1 \("testtool A"\) belongs to another tool'
+  has '^testtool B hijack mscclppToolSetContext: invalid usage: .*layer 1 \("testtool A"\) belongs to another tool'
+  has "WARN MSCCLPP_TOOLS: $tb loaded but registered no layer"
+  sequence_is '^testtool [AB] (enter|exit) mscclppGetVersion' \
+    "testtool A enter mscclppGetVersion layer=1 below=0" "testtool A exit mscclppGetVersion"
+  has '^testtool A fini calls=[0-9]+ ctx=ok$'
+}
+run_case tools-hijack 30 check_hijack MSCCLPP_TOOLS="$ta:$tb" TESTTOOL_B=hijack -- "$app" calls
 run_case tools-fork 30 check_fork MSCCLPP_TOOLS="$ta" -- "$app" fork
 
 echo "$passed passed, $failed failed"

@@ -13,6 +13,11 @@
  *   change mscclppGetErrorString passes mscclppInvalidArgument down instead
  *          of mscclppSuccess; mscclppGetVersion adds 1000 to the version;
  *          mscclppCommSize answers mscclppInProgress for any error below
+ *   hijack registers no layer of its own but tries to hook mscclppGetVersion
+ *          and set the context of layer 1 (another tool's), printing
+ *          "testtool <TAG> hijack <call>: <result>: <last error>"; loaded by
+ *          MSCCLPP_TOOLS it must be refused (it is then unloaded: an
+ *          interceptor left behind would be unmapped code)
  *
  * At exit (its fini) it prints "testtool <TAG> fini calls=<n> ctx=<ok|BAD>":
  * the calls it intercepted, and whether mscclppToolGetContext gave back, in
@@ -118,10 +123,25 @@ static void fini(void* ctx)
   fprintf(stderr, "testtool " TOOL_TAG " fini calls=%lu ctx=%s\n", s->calls, s == &st && !s->ctxBad ? "ok" : "BAD");
 }
 
+static void hijack(void)
+{
+  mscclppToolGetVersion_t v = ttGetVersion;
+  mscclppResult_t r = mscclppToolRegisterFunction(1, mscclppToolFnGetVersion, (void (*)(void))v);
+  fprintf(stderr, "testtool " TOOL_TAG " hijack mscclppToolRegisterFunction: %s: %s\n", mscclppGetErrorString(r),
+          mscclppGetLastError(NULL));
+  r = mscclppToolSetContext(1, &st, fini);
+  fprintf(stderr, "testtool " TOOL_TAG " hijack mscclppToolSetContext: %s: %s\n", mscclppGetErrorString(r),
+          mscclppGetLastError(NULL));
+}
+
 __attribute__((constructor)) static void testtoolInit(void)
 {
   const char* mode = getenv("TESTTOOL_" TOOL_TAG);
   snprintf(st.mode, sizeof(st.mode), "%s", mode != NULL && *mode != '\0' ? mode : "log");
+  if (is(&st, "hijack")) {
+    hijack();
+    return;
+  }
   int layer;
   if (mscclppToolRegisterName("testtool " TOOL_TAG, &layer) != mscclppSuccess) {
     fprintf(stderr, "testtool " TOOL_TAG ": not registered: %s\n", mscclppGetLastError(NULL));
