@@ -23,11 +23,11 @@ import "C"
 
 import (
 	"fmt"
-	"os"
 	"sync"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/dynlib"
+	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -62,7 +62,7 @@ func driver() *loader {
 
 // libraryName is MSCCLPP_CUDA_LIBRARY, else DefaultLibrary.
 func libraryName() string {
-	if name := os.Getenv("MSCCLPP_CUDA_LIBRARY"); name != "" {
+	if name := env.Get("MSCCLPP_CUDA_LIBRARY"); name != "" {
 		return name
 	}
 	return DefaultLibrary

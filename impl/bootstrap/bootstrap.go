@@ -25,11 +25,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
 )
@@ -290,7 +290,7 @@ func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySour
 
 	// This rank's listener.
 	var lip netip.Addr
-	if strings.TrimSpace(os.Getenv(EnvSocketIfname)) != "" {
+	if strings.TrimSpace(env.Get(EnvSocketIfname)) != "" {
 		a, err := selectInterface()
 		if err != nil {
 			return nil, err

@@ -1,7 +1,10 @@
 // Package logx is the library's env-driven logger, the analogue of NCCL's
 // debug.cc under the MSCCLPP_ names of the spec (API.md section 3).
 //
-// Configuration is read once, lazily, on first use:
+// Configuration is read once, lazily, on first use (the first log line or
+// level check, which the library makes at its first API call), through the C
+// library's getenv (package env): a variable the application sets with
+// setenv after loading the library and before its first call counts.
 //
 //   - MSCCLPP_DEBUG: VERSION, WARN, INFO, ABORT or TRACE (case-insensitive);
 //     unset or unknown means no logging.
@@ -36,6 +39,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/mscclpp-go/mscclpp/impl/env"
 )
 
 // Level is a logging level; a level is enabled when it is not LevelNone and
@@ -91,15 +96,18 @@ type config struct {
 	level Level
 	mask  Subsys
 	file  *os.File // nil: stdout, looked up at write time
-	host  string
-	pid   int
-	epoch time.Time
+	// unknown lists the names in MSCCLPP_DEBUG_SUBSYS that are no subsystem.
+	unknown []string
+	host    string
+	pid     int
+	epoch   time.Time
 }
 
 // holder makes the sync.Once resettable: Reset swaps in a fresh holder.
 type holder struct {
-	once sync.Once
-	cfg  *config
+	once     sync.Once
+	cfg      *config
+	reported atomic.Bool // the ENV lines of the logging variables were logged
 }
 
 var (
@@ -113,31 +121,55 @@ var (
 func init() {
 	current.Store(new(holder))
 	device.Store(-1)
+	env.SetReporter(func(name, value string) {
+		Infof(Env, "%s set by environment to %s", name, value)
+	})
 }
+
+// The variables of the logger itself, read with env.Raw by load and
+// reported once the configuration is in place.
+var logVars = [...]string{"MSCCLPP_DEBUG", "MSCCLPP_DEBUG_SUBSYS", "MSCCLPP_DEBUG_FILE"}
 
 func get() *config {
 	for {
 		h := current.Load()
 		h.once.Do(func() { h.cfg = load() })
 		if h.cfg != nil {
+			if !h.reported.Load() && h.reported.CompareAndSwap(false, true) {
+				reportLogVars(h.cfg)
+			}
 			return h.cfg
 		}
 		// a concurrent Reset retired h before anyone loaded it: use its successor
 	}
 }
 
+// reportLogVars logs "X set by environment to Y" for the logger's variables,
+// and warns about unknown subsystem names.
+func reportLogVars(c *config) {
+	for _, name := range logVars {
+		if v, ok := env.Raw(name); ok && v != "" {
+			env.Report(name, v)
+		}
+	}
+	for _, name := range c.unknown {
+		Malformed("MSCCLPP_DEBUG_SUBSYS: unknown subsystem %q ignored (known: INIT, COLL, P2P, SHM, NET, GRAPH, TUNING, ENV, ALLOC, CALL, ALL)", name)
+	}
+}
+
 func load() *config {
+	level, _ := env.Raw("MSCCLPP_DEBUG")
 	c := &config{
-		level: parseLevel(os.Getenv("MSCCLPP_DEBUG")),
+		level: parseLevel(level),
 		mask:  Init,
 		host:  shortHost(),
 		pid:   os.Getpid(),
 		epoch: time.Now(),
 	}
-	if s, ok := os.LookupEnv("MSCCLPP_DEBUG_SUBSYS"); ok {
-		c.mask = parseSubsys(s)
+	if s, ok := env.Raw("MSCCLPP_DEBUG_SUBSYS"); ok {
+		c.mask, c.unknown = parseSubsys(s)
 	}
-	if name := os.Getenv("MSCCLPP_DEBUG_FILE"); name != "" && c.level != LevelNone {
+	if name, _ := env.Raw("MSCCLPP_DEBUG_FILE"); name != "" && c.level != LevelNone {
 		path := expandPath(name, c.host, c.pid)
 		f, refused := openDebugFile(path)
 		switch {
@@ -188,19 +220,27 @@ func parseLevel(s string) Level {
 	return LevelNone
 }
 
-func parseSubsys(s string) Subsys {
+// parseSubsys returns the mask of a MSCCLPP_DEBUG_SUBSYS value and the names
+// in it that are no subsystem (ignored, and warned about).
+func parseSubsys(s string) (Subsys, []string) {
 	invert := strings.HasPrefix(s, "^")
 	if invert {
 		s = s[1:]
 	}
 	var m Subsys
+	var unknown []string
 	for _, name := range strings.Split(s, ",") {
-		m |= subsysNames[strings.ToUpper(strings.TrimSpace(name))]
+		name = strings.ToUpper(strings.TrimSpace(name))
+		bit, ok := subsysNames[name]
+		if !ok && name != "" {
+			unknown = append(unknown, name)
+		}
+		m |= bit
 	}
 	if invert {
 		m = ^m
 	}
-	return m
+	return m, unknown
 }
 
 // expandPath replaces %h, %p and %% in name; any other '%' is kept as is.
@@ -249,6 +289,8 @@ func Reset() {
 		writeMu.Unlock()
 	}
 	lastWarn.Store(nil)
+	malformedSeen.Clear()
+	env.Forget()
 }
 
 // Enabled reports whether a line at level for sub would be emitted. Levels up
@@ -314,6 +356,28 @@ func warn(depth int, format string, args ...any) {
 	}
 	f := caller(depth + 2) // warn, Warnf/WarnfDepth
 	emit(prefix(c) + filepath.Base(f.File) + ":" + strconv.Itoa(f.Line) + " MSCCLPP WARN " + msg + "\n")
+}
+
+// malformedSeen holds the Malformed messages already printed.
+var malformedSeen sync.Map
+
+// Malformed reports a malformed environment variable (ignored, its default
+// used) once per message: a WARN line like Warnf's when WARN is enabled, and
+// otherwise the same line on stderr, so that a typo never goes unnoticed
+// even with logging off. It does not change LastWarn.
+func Malformed(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if _, dup := malformedSeen.LoadOrStore(msg, true); dup {
+		return
+	}
+	c := get()
+	f := caller(1) // Malformed
+	line := prefix(c) + filepath.Base(f.File) + ":" + strconv.Itoa(f.Line) + " MSCCLPP WARN " + msg + "\n"
+	if c.level >= LevelWarn {
+		emit(line)
+		return
+	}
+	os.Stderr.WriteString(line)
 }
 
 // Infof logs at INFO when that level and sub are enabled.

@@ -12,7 +12,7 @@
  *                  SetLogHandler(NULL) restores the default (stdout);
  *                  mscclppDefaultLogHandler writes a line to stdout as is.
  *   logging warn   MSCCLPP_DEBUG=warn (any case): WARN lines only, no INFO.
- *   logging subsys MSCCLPP_DEBUG=Info, MSCCLPP_DEBUG_SUBSYS=^INIT: the INIT
+ *   logging subsys MSCCLPP_DEBUG=Info, MSCCLPP_DEBUG_SUBSYS=^INIT,ENV: the INIT
  *                  INFO lines of init are masked out, WARN lines are not.
  *   logging off    MSCCLPP_DEBUG unset: the handler gets nothing, the last
  *                  error is still kept.
@@ -20,11 +20,26 @@
  *                  MSCCLPP_TEST_LOGDIR=$DIR: the file with the expanded
  *                  name gets the lines (and mscclppDefaultLogHandler's), not
  *                  stdout.
+ *   logging symlink MSCCLPP_DEBUG_FILE names a symlink: refused (WARN on
+ *                  stderr), the lines go to stderr, the target is untouched.
+ *   logging setenv MSCCLPP_DEBUG unset at start: the program sets
+ *                  MSCCLPP_DEBUG=INFO and MSCCLPP_DEBUG_SUBSYS=INIT,ENV with
+ *                  setenv(3) after the library was loaded, before its first
+ *                  call, and gets INFO lines (upstream reads them with getenv
+ *                  at first use), among them "MSCCLPP_DEBUG set by
+ *                  environment to INFO" once.
+ *   logging commid MSCCLPP_COMM_ID unset at start: the program sets it with
+ *                  setenv(3) to MSCCLPP_TEST_ADDR's port + 1 before
+ *                  mscclppGetUniqueId, whose root must then listen there
+ *                  (binding it fails with EADDRINUSE); a 1-rank init works.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <strings.h>
 #include <pthread.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "check.h"
@@ -377,10 +392,65 @@ static void mode_symlink(void)
   free(err);
 }
 
+/* MSCCLPP_DEBUG set with setenv(3) after load, before the first call. */
+static void mode_setenv(void)
+{
+  REQUIRE(getenv("MSCCLPP_DEBUG") == NULL, "run without MSCCLPP_DEBUG");
+  REQUIRE(setenv("MSCCLPP_DEBUG", "INFO", 1) == 0 && setenv("MSCCLPP_DEBUG_SUBSYS", "INIT,ENV", 1) == 0, "setenv");
+  MCHECK(mscclppSetLogHandler(handler));
+  mscclppComm_t comm = init_one();
+  MCHECK(mscclppCommDestroy(comm));
+  int nInfo, nWarn;
+  check_lines(0, &nInfo, &nWarn, NULL, NULL);
+  if (CHECK(nInfo > 0, "MSCCLPP_DEBUG=INFO set with setenv after load gave no INFO line"))
+    printf("ok   %d INFO lines after setenv(\"MSCCLPP_DEBUG\", \"INFO\") at run time\n", nInfo);
+  int envLines = 0;
+  pthread_mutex_lock(&logMu);
+  for (int i = 0; i < nlines; i++)
+    if (strstr(lines[i], "MSCCLPP INFO MSCCLPP_DEBUG set by environment to INFO\n"))
+      envLines++;
+  pthread_mutex_unlock(&logMu);
+  if (CHECK(envLines == 1, "%d lines \"MSCCLPP_DEBUG set by environment to INFO\", want 1", envLines))
+    printf("ok   one \"MSCCLPP_DEBUG set by environment to INFO\" line\n");
+  MCHECK(mscclppSetLogHandler(NULL));
+}
+
+/* MSCCLPP_COMM_ID set with setenv(3) after load, before mscclppGetUniqueId. */
+static void mode_commid(void)
+{
+  REQUIRE(getenv("MSCCLPP_COMM_ID") == NULL, "run without MSCCLPP_COMM_ID");
+  const char* addr = test_addr_plus(1);
+  REQUIRE(setenv("MSCCLPP_COMM_ID", addr, 1) == 0, "setenv");
+  mscclppUniqueId id;
+  MCHECK(mscclppGetUniqueId(&id));
+  /* the root of the id listens at MSCCLPP_COMM_ID: that port is taken */
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(s >= 0, "socket: %s", strerror(errno));
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)(test_port() + 1));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int rc = bind(s, (struct sockaddr*)&sa, sizeof sa);
+  int err = errno;
+  close(s);
+  if (CHECK(rc != 0 && err == EADDRINUSE,
+            "after setenv(\"MSCCLPP_COMM_ID\", \"%s\"), mscclppGetUniqueId's root does not listen there "
+            "(bind: %s)",
+            addr, rc == 0 ? "succeeded" : strerror(err)))
+    printf("ok   mscclppGetUniqueId's root listens at MSCCLPP_COMM_ID=%s set with setenv at run time\n", addr);
+  mscclppComm_t comm = NULL;
+  MCHECK(mscclppCommInitRankFromId(&comm, 1, id, 0));
+  if (comm) {
+    MCHECK_COMM(comm, mscclppBootstrapBarrier(comm));
+    MCHECK(mscclppCommDestroy(comm));
+  }
+}
+
 int main(int argc, char** argv)
 {
   test_init("logging");
-  REQUIRE(argc == 2, "usage: logging info|warn|subsys|off|file|symlink");
+  REQUIRE(argc == 2, "usage: logging info|warn|subsys|off|file|symlink|setenv|commid");
   pid = (int)getpid();
   REQUIRE(gethostname(host, sizeof host) == 0, "gethostname");
   host[sizeof host - 1] = '\0';
@@ -398,12 +468,16 @@ int main(int argc, char** argv)
     mode_handler(0, 1);
   } else if (strcmp(argv[1], "subsys") == 0) {
     const char* sub = getenv("MSCCLPP_DEBUG_SUBSYS");
-    REQUIRE(dbg && strcasecmp(dbg, "INFO") == 0 && sub && strcmp(sub, "^INIT") == 0,
-            "run with MSCCLPP_DEBUG=INFO and MSCCLPP_DEBUG_SUBSYS=^INIT");
+    REQUIRE(dbg && strcasecmp(dbg, "INFO") == 0 && sub && strcmp(sub, "^INIT,ENV") == 0,
+            "run with MSCCLPP_DEBUG=INFO and MSCCLPP_DEBUG_SUBSYS=^INIT,ENV");
     mode_handler(0, 1);
   } else if (strcmp(argv[1], "off") == 0) {
     REQUIRE(dbg == NULL, "run without MSCCLPP_DEBUG");
     mode_handler(0, 0);
+  } else if (strcmp(argv[1], "setenv") == 0) {
+    mode_setenv();
+  } else if (strcmp(argv[1], "commid") == 0) {
+    mode_commid();
   } else if (strcmp(argv[1], "symlink") == 0) {
     mode_symlink();
   } else if (strcmp(argv[1], "file") == 0) {

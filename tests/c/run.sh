@@ -512,9 +512,12 @@ case_env=(MSCCLPP_DEBUG=INFO)
 run_case logging-info 1 15 logging info
 case_env=(MSCCLPP_DEBUG=warn)
 run_case logging-warn 1 15 logging warn
-case_env=(MSCCLPP_DEBUG=Info MSCCLPP_DEBUG_SUBSYS=^INIT)
+case_env=(MSCCLPP_DEBUG=Info MSCCLPP_DEBUG_SUBSYS=^INIT,ENV)
 run_case logging-subsys 1 15 logging subsys
 run_case logging-off 1 15 logging off
+# variables set with setenv(3) after the library was loaded count (upstream reads them with getenv)
+run_case logging-setenv 1 15 logging setenv
+run_case env-setenv-comm-id 1 15 logging commid
 logdir="$out/logging-file.d"
 rm -rf "$logdir" && mkdir -p "$logdir"
 case_env=(MSCCLPP_DEBUG=INFO "MSCCLPP_DEBUG_FILE=$logdir/dbg-%h-%p-%%.log" "MSCCLPP_TEST_LOGDIR=$logdir")
