@@ -223,6 +223,7 @@ func (c *Comm) AllGather(data unsafe.Pointer, size int) error {
 	buf := unsafe.Slice((*byte)(data), size*c.nranks)
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
+	c.logColl("mscclppBootstrapAllGather", size, c.shmCollectives(size))
 	if c.shmCollectives(size) {
 		if err := c.allGatherShm(buf, size); err != nil {
 			return fmt.Errorf("rank %d: allgather of %d bytes: %w", c.rank, size, err)
@@ -248,6 +249,7 @@ func (c *Comm) remoteFailure(err error) error {
 func (c *Comm) Barrier() error {
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
+	c.logColl("mscclppBootstrapBarrier", 0, c.shmCollectives(0))
 	if c.shmCollectives(0) {
 		var none []byte
 		if err := c.allGatherShm(none, 0); err != nil {
@@ -341,6 +343,7 @@ func (c *Comm) ProxyLaunch() error {
 	case stateRunning:
 		return status.Errorf(status.InvalidUsage, "proxies already launched")
 	}
+	start := time.Now()
 	for i, x := range c.contexts() {
 		if err := x.Start(); err != nil {
 			for _, y := range c.contexts()[:i] {
@@ -350,6 +353,7 @@ func (c *Comm) ProxyLaunch() error {
 		}
 	}
 	c.state = stateRunning
+	c.logProxy(true, len(c.contexts()), start)
 	return nil
 }
 
@@ -361,9 +365,11 @@ func (c *Comm) ProxyStop() error {
 		return status.Errorf(status.InvalidUsage, "mscclppProxyStop without a running proxy (call mscclppProxyLaunch first)")
 	}
 	err := c.Barrier()
+	start := time.Now()
 	if serr := c.stopProxies(); err == nil {
 		err = serr
 	}
+	c.logProxy(false, len(c.contexts()), start)
 	if err == nil {
 		// Every rank has stopped its proxies and completed its own writes (an RDMA write
 		// completes at the writer): after this barrier all of them have landed. Always,

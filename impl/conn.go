@@ -91,6 +91,7 @@ func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t 
 		cn.bufs = append(cn.bufs, transport.Buffer{Ptr: buff, Size: size})
 	}
 	c.conns = append(c.conns, cn)
+	c.logConnect(cn, local, size)
 	return nil
 }
 
@@ -109,6 +110,7 @@ func (c *Comm) RegisterBufferForConnection(connIdx int, buff unsafe.Pointer, siz
 	}
 	cn := c.conns[connIdx]
 	cn.bufs = append(cn.bufs, transport.Buffer{Ptr: buff, Size: size})
+	c.logRegisterForConn(cn, len(cn.bufs)-1, buff, size)
 	return uint32(len(cn.bufs) - 1), nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"time"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
@@ -98,6 +99,7 @@ func (c *Comm) ConnectionSetup() error {
 	if c.state != stateConnecting {
 		return status.Errorf(status.InvalidUsage, "mscclppConnectionSetup called twice")
 	}
+	start := time.Now()
 	for _, cn := range c.conns {
 		hs := make([]int, len(cn.bufs))
 		for h := range hs {
@@ -121,7 +123,9 @@ func (c *Comm) ConnectionSetup() error {
 		}
 	}
 	c.state = stateSetUp
-	return c.Barrier()
+	err := c.Barrier()
+	c.logSetup(len(c.conns), start, err)
+	return err
 }
 
 func (c *Comm) finishConn(cn *Conn, raw []byte) error {
@@ -182,6 +186,7 @@ func (c *Comm) RegisterBuffer(mem unsafe.Pointer, size uint64) ([]RegisteredPeer
 	if c.state == stateConnecting {
 		return nil, status.Errorf(status.InvalidUsage, "mscclppRegisterBuffer before mscclppConnectionSetup")
 	}
+	start := time.Now()
 	for _, cn := range c.conns {
 		blob, err := cn.tr.Describe(cn.idx, 1, transport.Buffer{Ptr: mem, Size: size})
 		if err != nil {
@@ -213,6 +218,7 @@ func (c *Comm) RegisterBuffer(mem unsafe.Pointer, size uint64) ([]RegisteredPeer
 		c.regRecords = append(c.regRecords, rec)
 		out = append(out, RegisteredPeer{RemoteBuff: cn.tr.AppPointer(r), Record: rec.Ptr()})
 	}
+	c.logRegisterBuffer(mem, size, out, start)
 	return out, nil
 }
 

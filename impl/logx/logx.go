@@ -391,13 +391,23 @@ func Infof(sub Subsys, format string, args ...any) {
 
 // Tracef logs at TRACE when that level and sub are enabled, with the
 // milliseconds since the configuration was read and the caller's func:line.
-func Tracef(sub Subsys, format string, args ...any) {
+// On a hot path, guard the call with Enabled(LevelTrace, sub) so that its
+// arguments are not even boxed when tracing is off.
+func Tracef(sub Subsys, format string, args ...any) { trace(0, sub, format, args...) }
+
+// TracefDepth is Tracef for wrappers: the func:line shown is that of the
+// caller depth frames above TracefDepth's caller.
+func TracefDepth(depth int, sub Subsys, format string, args ...any) {
+	trace(depth, sub, format, args...)
+}
+
+func trace(depth int, sub Subsys, format string, args ...any) {
 	c := get()
 	if c.level < LevelTrace || sub&c.mask == 0 {
 		return
 	}
 	ms := float64(time.Since(c.epoch)) / float64(time.Millisecond)
-	f := caller(1) // Tracef
+	f := caller(depth + 2) // trace, Tracef/TracefDepth
 	emit(prefix(c) + strconv.FormatFloat(ms, 'f', 6, 64) + " " + shortFunc(f.Function) + ":" +
 		strconv.Itoa(f.Line) + " MSCCLPP TRACE " + fmt.Sprintf(format, args...) + "\n")
 }

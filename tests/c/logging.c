@@ -12,7 +12,7 @@
  *                  SetLogHandler(NULL) restores the default (stdout);
  *                  mscclppDefaultLogHandler writes a line to stdout as is.
  *   logging warn   MSCCLPP_DEBUG=warn (any case): WARN lines only, no INFO.
- *   logging subsys MSCCLPP_DEBUG=Info, MSCCLPP_DEBUG_SUBSYS=^INIT,ENV: the INIT
+ *   logging subsys MSCCLPP_DEBUG=Info, MSCCLPP_DEBUG_SUBSYS=^INIT,ENV,COLL: the
  *                  INFO lines of init are masked out, WARN lines are not.
  *   logging off    MSCCLPP_DEBUG unset: the handler gets nothing, the last
  *                  error is still kept.
@@ -28,6 +28,13 @@
  *                  call, and gets INFO lines (upstream reads them with getenv
  *                  at first use), among them "MSCCLPP_DEBUG set by
  *                  environment to INFO" once.
+ *   logging trace  MSCCLPP_DEBUG=TRACE, MSCCLPP_DEBUG_SUBSYS=CALL,ALLOC: one
+ *                  TRACE line per API call ("<ms> go_mscclppX:line MSCCLPP
+ *                  TRACE mscclppX <arguments>"), and INFO lines for
+ *                  mscclppHostAlloc/HostFree under ALLOC; no INIT lines.
+ *   logging malformed MSCCLPP_DEBUG unset, MSCCLPP_BOOTSTRAP_TIMEOUT=abc: one
+ *                  WARN line naming the variable on stderr (a malformed value
+ *                  is reported even with logging off), init works.
  *   logging commid MSCCLPP_COMM_ID unset at start: the program sets it with
  *                  setenv(3) to MSCCLPP_TEST_ADDR's port + 1 before
  *                  mscclppGetUniqueId, whose root must then listen there
@@ -392,6 +399,91 @@ static void mode_symlink(void)
   free(err);
 }
 
+/* How many captured lines contain text. */
+static int count_lines(const char* text)
+{
+  int n = 0;
+  pthread_mutex_lock(&logMu);
+  for (int i = 0; i < nlines; i++)
+    if (strstr(lines[i], text))
+      n++;
+  pthread_mutex_unlock(&logMu);
+  return n;
+}
+
+/* MSCCLPP_DEBUG=TRACE with CALL and ALLOC: a TRACE line per call. */
+static void mode_trace(void)
+{
+  MCHECK(mscclppSetLogHandler(handler));
+  mscclppComm_t comm = init_one();
+  int rank = -1;
+  MCHECK_COMM(comm, mscclppCommRank(comm, &rank));
+  void* p = NULL;
+  MCHECK(mscclppHostAlloc(&p, 4096));
+  MCHECK(mscclppHostFree(p));
+  MCHECK(mscclppCommDestroy(comm));
+  int nInfo, nWarn;
+  check_lines(0, &nInfo, &nWarn, NULL, NULL);
+  static const char* calls[] = {"go_mscclppCommInitRank:", "MSCCLPP TRACE mscclppCommInitRank comm ",
+                                "go_mscclppBootstrapBarrier:", "MSCCLPP TRACE mscclppBootstrapBarrier comm ",
+                                "go_mscclppCommRank:", "MSCCLPP TRACE mscclppCommRank comm ",
+                                "go_mscclppHostAlloc:", "MSCCLPP TRACE mscclppHostAlloc ptr ",
+                                "go_mscclppCommDestroy:", "MSCCLPP TRACE mscclppCommDestroy comm "};
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i += 2) {
+    int n = 0;
+    pthread_mutex_lock(&logMu);
+    for (int k = 0; k < nlines; k++)
+      if (strstr(lines[k], calls[i]) && strstr(lines[k], calls[i + 1]))
+        n++;
+    pthread_mutex_unlock(&logMu);
+    if (CHECK(n == 1, "%d TRACE lines with \"%s\" and \"%s\", want 1", n, calls[i], calls[i + 1]))
+      printf("ok   one TRACE line for %s\n", calls[i + 1] + strlen("MSCCLPP TRACE "));
+  }
+  CHECK(count_lines("nranks 1 ipPortPair ") == 1, "mscclppCommInitRank's TRACE line lacks its arguments");
+  CHECK(count_lines("MSCCLPP INFO mscclppHostAlloc: 4096 bytes at ") == 1, "no ALLOC line for mscclppHostAlloc");
+  CHECK(count_lines("MSCCLPP INFO mscclppHostFree: 4096 bytes at ") == 1, "no ALLOC line for mscclppHostFree");
+  CHECK(count_lines(" ready in ") == 0, "an INIT line although MSCCLPP_DEBUG_SUBSYS=CALL,ALLOC");
+  MCHECK(mscclppSetLogHandler(NULL));
+}
+
+/* A malformed variable is reported on stderr even with logging off. */
+static void mode_malformed(void)
+{
+  REQUIRE(getenv("MSCCLPP_DEBUG") == NULL, "run without MSCCLPP_DEBUG");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/stderr.%d", test_dir(), pid);
+  fflush(stderr);
+  int saved = dup(2);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(saved >= 0 && fd >= 0, "cannot redirect stderr");
+  dup2(fd, 2);
+  close(fd);
+  MCHECK(mscclppSetLogHandler(handler));
+  mscclppComm_t comm = init_one();
+  MCHECK(mscclppCommDestroy(comm));
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  FILE* f = fopen(path, "rb");
+  char* err = (char*)calloc(1, 1 << 20);
+  if (f) {
+    size_t n = fread(err, 1, (1 << 20) - 1, f);
+    err[n] = '\0';
+    fclose(f);
+  }
+  unlink(path);
+  printf("stderr: %s\n", err);
+  int n = 0;
+  for (const char* q = err; (q = strstr(q, "MSCCLPP WARN ")) != NULL; q++)
+    n++;
+  if (CHECK(n == 1 && strstr(err, "MSCCLPP_BOOTSTRAP_TIMEOUT=\"abc\"") != NULL,
+            "want one WARN line about MSCCLPP_BOOTSTRAP_TIMEOUT=\"abc\" on stderr, got %d: \"%s\"", n, err))
+    printf("ok   the malformed MSCCLPP_BOOTSTRAP_TIMEOUT was reported once on stderr with logging off\n");
+  CHECK(line_count() == 0, "logging is off but the handler got %d lines", line_count());
+  free(err);
+  MCHECK(mscclppSetLogHandler(NULL));
+}
+
 /* MSCCLPP_DEBUG set with setenv(3) after load, before the first call. */
 static void mode_setenv(void)
 {
@@ -450,7 +542,7 @@ static void mode_commid(void)
 int main(int argc, char** argv)
 {
   test_init("logging");
-  REQUIRE(argc == 2, "usage: logging info|warn|subsys|off|file|symlink|setenv|commid");
+  REQUIRE(argc == 2, "usage: logging info|warn|subsys|off|file|symlink|setenv|commid|trace|malformed");
   pid = (int)getpid();
   REQUIRE(gethostname(host, sizeof host) == 0, "gethostname");
   host[sizeof host - 1] = '\0';
@@ -468,12 +560,16 @@ int main(int argc, char** argv)
     mode_handler(0, 1);
   } else if (strcmp(argv[1], "subsys") == 0) {
     const char* sub = getenv("MSCCLPP_DEBUG_SUBSYS");
-    REQUIRE(dbg && strcasecmp(dbg, "INFO") == 0 && sub && strcmp(sub, "^INIT,ENV") == 0,
-            "run with MSCCLPP_DEBUG=INFO and MSCCLPP_DEBUG_SUBSYS=^INIT,ENV");
+    REQUIRE(dbg && strcasecmp(dbg, "INFO") == 0 && sub && strcmp(sub, "^INIT,ENV,COLL") == 0,
+            "run with MSCCLPP_DEBUG=INFO and MSCCLPP_DEBUG_SUBSYS=^INIT,ENV,COLL");
     mode_handler(0, 1);
   } else if (strcmp(argv[1], "off") == 0) {
     REQUIRE(dbg == NULL, "run without MSCCLPP_DEBUG");
     mode_handler(0, 0);
+  } else if (strcmp(argv[1], "trace") == 0) {
+    mode_trace();
+  } else if (strcmp(argv[1], "malformed") == 0) {
+    mode_malformed();
   } else if (strcmp(argv[1], "setenv") == 0) {
     mode_setenv();
   } else if (strcmp(argv[1], "commid") == 0) {
