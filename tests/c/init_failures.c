@@ -6,6 +6,14 @@
  *                           mscclppInvalidUsage within 3 s (the timeout is
  *                           20 s), and mscclppGetLastError(NULL) must name
  *                           both values.
+ *   init_failures mismatch-root (N = 3): the same with rank 0, whose process
+ *                           hosts the root, saying nranks=4.
+ *   init_failures ifname-root (N = 3): rank 0 sets MSCCLPP_SOCKET_IFNAME to
+ *                           an interface that does not exist (setenv before
+ *                           its init), so it cannot join. Every rank's init
+ *                           must return mscclppInvalidUsage within 3 s
+ *                           naming MSCCLPP_SOCKET_IFNAME: the root tells the
+ *                           others why rank 0 could not join.
  *   init_failures dying     (N = 3, launch --expect-fail 2): rank 0 starts;
  *                           rank 2 registers with the root and is killed
  *                           (SIGKILL) before rank 1 arrives. Ranks 0 and 1
@@ -55,9 +63,9 @@ static int cookie_ok(void)
   return (st.st_mode & 0777) == 0600 && st.st_size == 65;
 }
 
-static int mismatch(int rank, int nranks)
+static int mismatch(int rank, int nranks, int odd)
 {
-  int mine = rank == nranks - 1 ? nranks + 1 : nranks;
+  int mine = rank == odd ? nranks + 1 : nranks;
   mscclppComm_t comm = NULL;
   double t0 = test_now();
   mscclppResult_t res = mscclppCommInitRank(&comm, mine, test_addr(), rank);
@@ -77,6 +85,32 @@ static int mismatch(int rank, int nranks)
     wait_reports("mismatch", nranks);
   else
     report("mismatch");
+  return test_finish();
+}
+
+/* Rank 0 cannot pick an address; the others learn why from the root. */
+static int ifname_root(int rank, int nranks)
+{
+  if (rank == 0)
+    REQUIRE(setenv("MSCCLPP_SOCKET_IFNAME", "=no-such-interface0", 1) == 0, "setenv");
+  mscclppComm_t comm = NULL;
+  double t0 = test_now();
+  mscclppResult_t res = mscclppCommInitRank(&comm, nranks, test_addr(), rank);
+  double dt = test_now() - t0;
+  const char* msg = test_last_error(NULL);
+  printf("rank %d: %s after %.3f s: \"%s\"\n", rank, mscclppGetErrorString(res), dt, msg);
+  CHECK(res == mscclppInvalidUsage, "init returned %s, want mscclppInvalidUsage", mscclppGetErrorString(res));
+  CHECK(strstr(msg, "MSCCLPP_SOCKET_IFNAME") && strstr(msg, "no-such-interface0"),
+        "the message does not say that rank 0's MSCCLPP_SOCKET_IFNAME matches no interface");
+  if (rank != 0)
+    CHECK(test_mentions_rank(msg, 0), "the message does not name rank 0");
+  CHECK(dt < kMaxInit, "init took %.2f s (timeout %d s): the reason must reach every rank at once", dt, kTimeout);
+  if (res == mscclppSuccess)
+    mscclppCommDestroy(comm);
+  if (rank == 0)
+    wait_reports("ifname", nranks);
+  else
+    report("ifname");
   return test_finish();
 }
 
@@ -141,11 +175,15 @@ int main(int argc, char** argv)
 {
   test_init("init_failures");
   int rank = test_rank(), nranks = test_nranks();
-  REQUIRE(argc == 2, "usage: init_failures mismatch|dying");
+  REQUIRE(argc == 2, "usage: init_failures mismatch|mismatch-root|ifname-root|dying");
   REQUIRE(nranks == 3, "run with N = 3");
   MCHECK(mscclppSetBootstrapConnTimeout(kTimeout));
   if (strcmp(argv[1], "mismatch") == 0)
-    return mismatch(rank, nranks);
+    return mismatch(rank, nranks, nranks - 1);
+  if (strcmp(argv[1], "mismatch-root") == 0)
+    return mismatch(rank, nranks, 0);
+  if (strcmp(argv[1], "ifname-root") == 0)
+    return ifname_root(rank, nranks);
   if (strcmp(argv[1], "dying") == 0)
     return dying(rank, nranks);
   REQUIRE(0, "unknown mode %s", argv[1]);

@@ -504,6 +504,10 @@ run_case adversary 3 30 adversary
 # init fails fast and alike on every rank (HOME: the ranks create the cookie there)
 case_lenv=("HOME={DIR}")
 run_case init-nranks-mismatch 3 20 init_failures mismatch
+case_lenv=("HOME={DIR}")
+run_case init-nranks-mismatch-root 3 20 init_failures mismatch-root
+case_lenv=("HOME={DIR}")
+run_case init-ifname-root 3 20 init_failures ifname-root
 case_env=(MSCCLPP_DEBUG=INFO MSCCLPP_DEBUG_SUBSYS=INIT)
 case_lenv=("HOME={DIR}")
 case_expect_fail=2
