@@ -14,6 +14,13 @@
  *                           must return mscclppInvalidUsage within 3 s
  *                           naming MSCCLPP_SOCKET_IFNAME: the root tells the
  *                           others why rank 0 could not join.
+ *   init_failures secret    (N = 3, MSCCLPP_BOOTSTRAP_SECRET set by the
+ *                           runner): rank 2 sets another secret (setenv
+ *                           before its init). Rank 2 gets
+ *                           mscclppInvalidUsage within 3 s saying that the
+ *                           root refused its secret; ranks 0 and 1 get
+ *                           mscclppInvalidUsage at their 2 s timeout naming
+ *                           rank 2, the refused connection and the fix.
  *   init_failures dying     (N = 3, launch --expect-fail 2): rank 0 starts;
  *                           rank 2 registers with the root and is killed
  *                           (SIGKILL) before rank 1 arrives. Ranks 0 and 1
@@ -114,6 +121,37 @@ static int ifname_root(int rank, int nranks)
   return test_finish();
 }
 
+/* Rank 2's secret differs: it fails at once, the others at the timeout with the reason. */
+static int secret(int rank, int nranks)
+{
+  const int odd = nranks - 1;
+  REQUIRE(getenv("MSCCLPP_BOOTSTRAP_SECRET") != NULL, "run with MSCCLPP_BOOTSTRAP_SECRET");
+  if (rank == odd)
+    REQUIRE(setenv("MSCCLPP_BOOTSTRAP_SECRET", "another job's secret", 1) == 0, "setenv");
+  MCHECK(mscclppSetBootstrapConnTimeout(2));
+  mscclppComm_t comm = NULL;
+  double t0 = test_now();
+  mscclppResult_t res = mscclppCommInitRank(&comm, nranks, test_addr(), rank);
+  double dt = test_now() - t0;
+  const char* msg = test_last_error(NULL);
+  printf("rank %d: %s after %.3f s: \"%s\"\n", rank, mscclppGetErrorString(res), dt, msg);
+  CHECK(res == mscclppInvalidUsage, "init returned %s, want mscclppInvalidUsage", mscclppGetErrorString(res));
+  CHECK(strstr(msg, "MSCCLPP_BOOTSTRAP_SECRET") && strstr(msg, "mscclppGetUniqueId"),
+        "the message does not say what to do");
+  if (rank == odd) {
+    CHECK(strstr(msg, "refused this rank's key") != NULL, "the message does not say that the root refused the key");
+    CHECK(dt < kMaxInit, "init took %.2f s: a refused secret must fail at once", dt);
+  } else {
+    CHECK(test_mentions_rank(msg, odd), "the message does not name rank %d", odd);
+    CHECK(strstr(msg, "1 connection from 127.0.0.1 refused: different job secret") != NULL,
+          "the message does not name the refused connection");
+    CHECK(dt < 2 + kMaxInit, "init took %.2f s (timeout 2 s)", dt);
+  }
+  if (res == mscclppSuccess)
+    mscclppCommDestroy(comm);
+  return test_finish();
+}
+
 /* rank 0's log handler: tells rank 2 when the root has its registration */
 static void handler(const char* msg)
 {
@@ -175,13 +213,15 @@ int main(int argc, char** argv)
 {
   test_init("init_failures");
   int rank = test_rank(), nranks = test_nranks();
-  REQUIRE(argc == 2, "usage: init_failures mismatch|mismatch-root|ifname-root|dying");
+  REQUIRE(argc == 2, "usage: init_failures mismatch|mismatch-root|ifname-root|secret|dying");
   REQUIRE(nranks == 3, "run with N = 3");
   MCHECK(mscclppSetBootstrapConnTimeout(kTimeout));
   if (strcmp(argv[1], "mismatch") == 0)
     return mismatch(rank, nranks, nranks - 1);
   if (strcmp(argv[1], "mismatch-root") == 0)
     return mismatch(rank, nranks, 0);
+  if (strcmp(argv[1], "secret") == 0)
+    return secret(rank, nranks);
   if (strcmp(argv[1], "ifname-root") == 0)
     return ifname_root(rank, nranks);
   if (strcmp(argv[1], "dying") == 0)

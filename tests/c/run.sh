@@ -508,6 +508,8 @@ case_lenv=("HOME={DIR}")
 run_case init-nranks-mismatch-root 3 20 init_failures mismatch-root
 case_lenv=("HOME={DIR}")
 run_case init-ifname-root 3 20 init_failures ifname-root
+case_env=(MSCCLPP_BOOTSTRAP_SECRET=the-job-secret)
+run_case init-secret-differs 3 20 init_failures secret
 case_env=(MSCCLPP_DEBUG=INFO MSCCLPP_DEBUG_SUBSYS=INIT)
 case_lenv=("HOME={DIR}")
 case_expect_fail=2
