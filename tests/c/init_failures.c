@@ -70,24 +70,33 @@ static int cookie_ok(void)
   return (st.st_mode & 0777) == 0600 && st.st_size == 65;
 }
 
+/* Init as rank of nranks, expecting want; *dt: how long it took, *msg: the last error. */
+static mscclppResult_t timed_init(int rank, int nranks, mscclppResult_t want, double* dt, const char** msg)
+{
+  mscclppComm_t comm = NULL;
+  double t0 = test_now();
+  mscclppResult_t res = mscclppCommInitRank(&comm, nranks, test_addr(), rank);
+  *dt = test_now() - t0;
+  *msg = test_last_error(NULL);
+  printf("rank %d with nranks=%d: %s after %.3f s: \"%s\"\n", rank, nranks, mscclppGetErrorString(res), *dt, *msg);
+  CHECK(res == want, "init returned %s, want %s", mscclppGetErrorString(res), mscclppGetErrorString(want));
+  if (res == mscclppSuccess)
+    mscclppCommDestroy(comm);
+  return res;
+}
+
 static int mismatch(int rank, int nranks, int odd)
 {
   int mine = rank == odd ? nranks + 1 : nranks;
-  mscclppComm_t comm = NULL;
-  double t0 = test_now();
-  mscclppResult_t res = mscclppCommInitRank(&comm, mine, test_addr(), rank);
-  double dt = test_now() - t0;
-  const char* msg = test_last_error(NULL);
-  printf("rank %d with nranks=%d: %s after %.3f s: \"%s\"\n", rank, mine, mscclppGetErrorString(res), dt, msg);
-  CHECK(res == mscclppInvalidUsage, "init returned %s, want mscclppInvalidUsage", mscclppGetErrorString(res));
+  double dt;
+  const char* msg;
+  timed_init(rank, mine, mscclppInvalidUsage, &dt, &msg);
   char a[32], b[32];
   snprintf(a, sizeof a, "nranks=%d", nranks);
   snprintf(b, sizeof b, "nranks=%d", nranks + 1);
   CHECK(strstr(msg, a) && strstr(msg, b), "the message does not name both %s and %s", a, b);
   CHECK(dt < kMaxInit, "init took %.2f s (timeout %d s): a mismatch must fail at once", dt, kTimeout);
   CHECK(cookie_ok(), "no 0600 cookie of 65 bytes in HOME=%s", test_dir());
-  if (res == mscclppSuccess)
-    mscclppCommDestroy(comm);
   if (rank == 0)
     wait_reports("mismatch", nranks);
   else
@@ -100,20 +109,14 @@ static int ifname_root(int rank, int nranks)
 {
   if (rank == 0)
     REQUIRE(setenv("MSCCLPP_SOCKET_IFNAME", "=no-such-interface0", 1) == 0, "setenv");
-  mscclppComm_t comm = NULL;
-  double t0 = test_now();
-  mscclppResult_t res = mscclppCommInitRank(&comm, nranks, test_addr(), rank);
-  double dt = test_now() - t0;
-  const char* msg = test_last_error(NULL);
-  printf("rank %d: %s after %.3f s: \"%s\"\n", rank, mscclppGetErrorString(res), dt, msg);
-  CHECK(res == mscclppInvalidUsage, "init returned %s, want mscclppInvalidUsage", mscclppGetErrorString(res));
+  double dt;
+  const char* msg;
+  timed_init(rank, nranks, mscclppInvalidUsage, &dt, &msg);
   CHECK(strstr(msg, "MSCCLPP_SOCKET_IFNAME") && strstr(msg, "no-such-interface0"),
         "the message does not say that rank 0's MSCCLPP_SOCKET_IFNAME matches no interface");
   if (rank != 0)
     CHECK(test_mentions_rank(msg, 0), "the message does not name rank 0");
   CHECK(dt < kMaxInit, "init took %.2f s (timeout %d s): the reason must reach every rank at once", dt, kTimeout);
-  if (res == mscclppSuccess)
-    mscclppCommDestroy(comm);
   if (rank == 0)
     wait_reports("ifname", nranks);
   else
@@ -129,13 +132,9 @@ static int secret(int rank, int nranks)
   if (rank == odd)
     REQUIRE(setenv("MSCCLPP_BOOTSTRAP_SECRET", "another job's secret", 1) == 0, "setenv");
   MCHECK(mscclppSetBootstrapConnTimeout(2));
-  mscclppComm_t comm = NULL;
-  double t0 = test_now();
-  mscclppResult_t res = mscclppCommInitRank(&comm, nranks, test_addr(), rank);
-  double dt = test_now() - t0;
-  const char* msg = test_last_error(NULL);
-  printf("rank %d: %s after %.3f s: \"%s\"\n", rank, mscclppGetErrorString(res), dt, msg);
-  CHECK(res == mscclppInvalidUsage, "init returned %s, want mscclppInvalidUsage", mscclppGetErrorString(res));
+  double dt;
+  const char* msg;
+  timed_init(rank, nranks, mscclppInvalidUsage, &dt, &msg);
   CHECK(strstr(msg, "MSCCLPP_BOOTSTRAP_SECRET") && strstr(msg, "mscclppGetUniqueId"),
         "the message does not say what to do");
   if (rank == odd) {
@@ -147,8 +146,6 @@ static int secret(int rank, int nranks)
           "the message does not name the refused connection");
     CHECK(dt < 2 + kMaxInit, "init took %.2f s (timeout 2 s)", dt);
   }
-  if (res == mscclppSuccess)
-    mscclppCommDestroy(comm);
   return test_finish();
 }
 

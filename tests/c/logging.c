@@ -173,20 +173,22 @@ static void check_lines(int from, int* nInfo, int* nWarn, const char* text, int*
   pthread_mutex_unlock(&logMu);
 }
 
-/* Run fn with fd 1 sent to a file; return what was written (malloc'd). */
-static char* capture_stdout(void (*fn)(void*), void* arg)
+/* Run fn with fd `which` (1 or 2) sent to a file; return what was written (malloc'd). */
+static char* capture_fd(int which, void (*fn)(void*), void* arg)
 {
   char path[4096];
-  snprintf(path, sizeof path, "%s/stdout.%d", test_dir(), pid);
+  snprintf(path, sizeof path, "%s/fd%d.%d", test_dir(), which, pid);
   fflush(stdout);
-  int saved = dup(1);
+  fflush(stderr);
+  int saved = dup(which);
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  REQUIRE(saved >= 0 && fd >= 0, "cannot redirect stdout to %s", path);
-  dup2(fd, 1);
+  REQUIRE(saved >= 0 && fd >= 0, "cannot redirect fd %d to %s", which, path);
+  dup2(fd, which);
   close(fd);
   fn(arg);
   fflush(stdout);
-  dup2(saved, 1);
+  fflush(stderr);
+  dup2(saved, which);
   close(saved);
   FILE* f = fopen(path, "rb");
   REQUIRE(f != NULL, "cannot read %s", path);
@@ -196,6 +198,11 @@ static char* capture_stdout(void (*fn)(void*), void* arg)
   fclose(f);
   unlink(path);
   return out;
+}
+
+static char* capture_stdout(void (*fn)(void*), void* arg)
+{
+  return capture_fd(1, fn, arg);
 }
 
 static void call_default_handler(void* msg)
@@ -446,32 +453,18 @@ static void mode_trace(void)
   MCHECK(mscclppSetLogHandler(NULL));
 }
 
+static void init_and_destroy(void* unused)
+{
+  (void)unused;
+  MCHECK(mscclppCommDestroy(init_one()));
+}
+
 /* A malformed variable is reported on stderr even with logging off. */
 static void mode_malformed(void)
 {
   REQUIRE(getenv("MSCCLPP_DEBUG") == NULL, "run without MSCCLPP_DEBUG");
-  char path[4096];
-  snprintf(path, sizeof path, "%s/stderr.%d", test_dir(), pid);
-  fflush(stderr);
-  int saved = dup(2);
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  REQUIRE(saved >= 0 && fd >= 0, "cannot redirect stderr");
-  dup2(fd, 2);
-  close(fd);
   MCHECK(mscclppSetLogHandler(handler));
-  mscclppComm_t comm = init_one();
-  MCHECK(mscclppCommDestroy(comm));
-  fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  FILE* f = fopen(path, "rb");
-  char* err = (char*)calloc(1, 1 << 20);
-  if (f) {
-    size_t n = fread(err, 1, (1 << 20) - 1, f);
-    err[n] = '\0';
-    fclose(f);
-  }
-  unlink(path);
+  char* err = capture_fd(2, init_and_destroy, NULL);
   printf("stderr: %s\n", err);
   int n = 0;
   for (const char* q = err; (q = strstr(q, "MSCCLPP WARN ")) != NULL; q++)
