@@ -51,6 +51,7 @@ const (
 )
 
 func bootOptions() bootstrap.Options {
+	readTimeoutEnv()
 	return bootstrap.Options{
 		Timeout: BootstrapTimeout(),
 		HostID:  hostID(),

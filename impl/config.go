@@ -29,20 +29,42 @@ func SetBootstrapTimeout(seconds int) error {
 }
 
 // BootstrapTimeout is the current bound of every bootstrap wait: what
-// mscclppSetBootstrapConnTimeout set, else MSCCLPP_BOOTSTRAP_TIMEOUT seconds (a malformed
-// value is reported once by logx.Malformed and ignored), else DefaultBootstrapTimeout.
+// mscclppSetBootstrapConnTimeout set, else MSCCLPP_BOOTSTRAP_TIMEOUT seconds as read at the
+// latest init or id (a malformed value is reported once by logx.Malformed and ignored), else
+// DefaultBootstrapTimeout. It is called on every collective: it reads no environment.
 func BootstrapTimeout() time.Duration {
 	if v := bootstrapTimeoutNs.Load(); v > 0 {
 		return time.Duration(v)
 	}
-	if s := env.Get(bootstrap.EnvTimeout); s != "" {
-		d, err := bootstrap.ParseTimeoutEnv(s)
-		if err == nil {
-			return d
-		}
-		logx.Malformed("ignoring %v; the default %v is used", err, DefaultBootstrapTimeout)
+	d := time.Duration(envTimeoutNs.Load())
+	if !envTimeoutRead.Load() {
+		d = readTimeoutEnv()
+	}
+	if d > 0 {
+		return d
 	}
 	return DefaultBootstrapTimeout
+}
+
+var (
+	envTimeoutNs   atomic.Int64 // MSCCLPP_BOOTSTRAP_TIMEOUT as last read; 0: unset or malformed
+	envTimeoutRead atomic.Bool
+)
+
+// readTimeoutEnv reads MSCCLPP_BOOTSTRAP_TIMEOUT now (through getenv) for BootstrapTimeout.
+func readTimeoutEnv() time.Duration {
+	var d time.Duration
+	if s := env.Get(bootstrap.EnvTimeout); s != "" {
+		v, err := bootstrap.ParseTimeoutEnv(s)
+		if err == nil {
+			d = v
+		} else {
+			logx.Malformed("ignoring %v; the default %v is used", err, DefaultBootstrapTimeout)
+		}
+	}
+	envTimeoutNs.Store(int64(d))
+	envTimeoutRead.Store(true)
+	return d
 }
 
 // envUint reads a non-negative integer knob, warning about and ignoring a malformed value.

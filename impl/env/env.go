@@ -27,13 +27,25 @@ import (
 var (
 	reporter atomic.Pointer[func(name, value string)]
 	reported sync.Map // name -> the value last reported
+	cnames   sync.Map // name -> *C.char, made once: some variables are read on every collective
 )
+
+// cname returns name as a C string that lives as long as the process.
+func cname(name string) *C.char {
+	if p, ok := cnames.Load(name); ok {
+		return p.(*C.char)
+	}
+	c := C.CString(name)
+	if p, loaded := cnames.LoadOrStore(name, c); loaded {
+		C.free(unsafe.Pointer(c))
+		return p.(*C.char)
+	}
+	return c
+}
 
 // Raw returns the variable's value as getenv sees it now, reporting nothing.
 func Raw(name string) (string, bool) {
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	p := C.getenv(cname)
+	p := C.getenv(cname(name))
 	if p == nil {
 		return "", false
 	}
@@ -72,6 +84,9 @@ func SetReporter(f func(name, value string)) {
 func Report(name, value string) { report(name, value) }
 
 func report(name, value string) {
+	if prev, ok := reported.Load(name); ok && prev.(string) == value {
+		return // the common case: no write
+	}
 	if prev, loaded := reported.Swap(name, value); loaded && prev.(string) == value {
 		return
 	}

@@ -38,3 +38,17 @@ func TestLookupSeesSetenvAndReportsOncePerValue(t *testing.T) {
 		t.Fatalf("an empty value was reported: %q", got)
 	}
 }
+
+func BenchmarkLookupSet(b *testing.B) {
+	b.Setenv("MSCCLPP_ENV_BENCH", "7")
+	for b.Loop() {
+		Lookup("MSCCLPP_ENV_BENCH")
+	}
+}
+
+func BenchmarkRawSet(b *testing.B) {
+	b.Setenv("MSCCLPP_ENV_BENCH", "7")
+	for b.Loop() {
+		Raw("MSCCLPP_ENV_BENCH")
+	}
+}
