@@ -10,13 +10,19 @@
 //     unset or unknown means no logging.
 //   - MSCCLPP_DEBUG_SUBSYS: comma list of INIT, COLL, P2P, SHM, NET, GRAPH,
 //     TUNING, ENV, ALLOC, CALL, ALL (case-insensitive); a leading '^' inverts
-//     the mask; unknown names are ignored; unset means INIT.
+//     the mask; unknown names are ignored with a Malformed warning; unset
+//     means INIT. GRAPH and TUNING are accepted as upstream accepts them;
+//     nothing logs under them (there is no graph search and no tuner).
 //   - MSCCLPP_DEBUG_FILE: path of the debug stream, with %h replaced by the
 //     short host name, %p by the pid and %% by a percent sign. It is opened
 //     (append, create with mode 0600, O_NOFOLLOW) only when logging is on;
 //     if it cannot be opened the stream stays stdout. A symbolic link or an
 //     existing file of another user (root excepted) is refused with a WARN
 //     on stderr, and the stream is stderr.
+//
+// Once loaded, the three variables are logged at INFO under ENV ("X set by
+// environment to Y"), like every variable read through package env, whose
+// reporter this package is.
 //
 // Lines handed to the handler end with "\n" and have these shapes:
 //
