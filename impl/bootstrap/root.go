@@ -220,12 +220,12 @@ func (r *root) handshake(c *net.TCPConn) {
 	if err != nil {
 		var s *errStranger
 		isReg := errors.As(err, &s) && s.reject != 0 && s.kind == kindRegister
+		hint := ""
 		if isReg && s.reject == rejectKey {
 			r.noteRefused(c.RemoteAddr())
-			r.logf(true, "bootstrap root at %s: refused a registration from %s: %v; %s", r.addr, c.RemoteAddr(), err, secretAdvice)
-		} else {
-			r.logf(true, "bootstrap root at %s: dropped a connection from %s: %v", r.addr, c.RemoteAddr(), err)
+			hint = "; a rank of this job with a different secret? " + secretAdvice
 		}
+		r.logf(true, "bootstrap root at %s: dropped a connection from %s: %v%s", r.addr, c.RemoteAddr(), err, hint)
 		if isReg {
 			// Unauthenticated, and telling nothing but the reason: it lets
 			// a misconfigured rank fail at once with a clear message.

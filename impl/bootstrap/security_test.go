@@ -280,7 +280,7 @@ func TestWrongSecret(t *testing.T) {
 		t.Fatalf("the wrong key was noticed after %v", d)
 	}
 	// The root logged the refusal before it answered the rank.
-	if !logs.has("WARN bootstrap root at " + addr + ": refused a registration from 127.0.0.1:") {
+	if !logs.has("WARN bootstrap root at "+addr+": dropped a connection from 127.0.0.1:") || !logs.has("a different secret? set the same "+EnvSecret) {
 		t.Errorf("the root did not WARN at once about the refused registration")
 	}
 	wg.Wait()
