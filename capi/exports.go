@@ -25,6 +25,9 @@ import (
 func go_mscclppGetUniqueId(out *C.mscclppUniqueId) (res C.mscclppResult_t) {
 	const fn = "mscclppGetUniqueId"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "uniqueId %p", out)
+	}
 	if out == nil {
 		return fail(nil, fn, nullArg("uniqueId"))
 	}
@@ -53,6 +56,9 @@ func initCommon(fn string, out *C.mscclppComm_t, mk func() (*impl.Comm, error)) 
 func go_mscclppCommInitRank(out *C.mscclppComm_t, nranks C.int, addr *C.char, rank C.int) (res C.mscclppResult_t) {
 	const fn = "mscclppCommInitRank"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "comm %p nranks %d ipPortPair %s rank %d", out, int(nranks), optText(addr), int(rank))
+	}
 	if addr == nil {
 		if out != nil {
 			*out = nil
@@ -67,6 +73,9 @@ func go_mscclppCommInitRank(out *C.mscclppComm_t, nranks C.int, addr *C.char, ra
 func go_mscclppCommInitRankFromId(out *C.mscclppComm_t, nranks C.int, id C.mscclppUniqueId, rank C.int) (res C.mscclppResult_t) {
 	const fn = "mscclppCommInitRankFromId"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "comm %p nranks %d rank %d", out, int(nranks), int(rank))
+	}
 	bid := *(*bootstrap.ID)(unsafe.Pointer(&id))
 	return initCommon(fn, out, func() (*impl.Comm, error) { return impl.InitRankFromID(int(nranks), bid, int(rank)) })
 }
@@ -75,6 +84,9 @@ func go_mscclppCommInitRankFromId(out *C.mscclppComm_t, nranks C.int, id C.msccl
 func go_mscclppBootstrapAllGather(comm C.mscclppComm_t, data unsafe.Pointer, size C.int) (res C.mscclppResult_t) {
 	const fn = "mscclppBootstrapAllGather"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "comm %p data %p size %d", comm, data, int(size))
+	}
 	call(fn, comm, &res, func(c *impl.Comm) error { return c.AllGather(data, int(size)) })
 	return
 }
@@ -83,6 +95,9 @@ func go_mscclppBootstrapAllGather(comm C.mscclppComm_t, data unsafe.Pointer, siz
 func go_mscclppBootstrapBarrier(comm C.mscclppComm_t) (res C.mscclppResult_t) {
 	const fn = "mscclppBootstrapBarrier"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "comm %p", comm)
+	}
 	call(fn, comm, &res, (*impl.Comm).Barrier)
 	return
 }
@@ -91,6 +106,9 @@ func go_mscclppBootstrapBarrier(comm C.mscclppComm_t) (res C.mscclppResult_t) {
 func go_mscclppCommDestroy(comm C.mscclppComm_t) (res C.mscclppResult_t) {
 	const fn = "mscclppCommDestroy"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "comm %p", comm)
+	}
 	if comm == nil {
 		return C.mscclppSuccess
 	}
@@ -99,6 +117,14 @@ func go_mscclppCommDestroy(comm C.mscclppComm_t) (res C.mscclppResult_t) {
 		return fail(nil, fn, invalidHandle(uintptr(unsafe.Pointer(comm))))
 	}
 	return result(nil, fn, st.comm.Destroy())
+}
+
+// optText is s for a trace line: "(null)" for NULL.
+func optText(s *C.char) string {
+	if s == nil {
+		return "(null)"
+	}
+	return C.GoString(s)
 }
 
 func optString(s *C.char) *string {
@@ -113,6 +139,9 @@ func optString(s *C.char) *string {
 func go_mscclppConnect(comm C.mscclppComm_t, remoteRank, tag C.int, buff unsafe.Pointer, size C.uint64_t, t C.mscclppTransport_t, ibDev *C.char) (res C.mscclppResult_t) {
 	const fn = "mscclppConnect"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "comm %p remoteRank %d tag %d buff %p size %d transport %d ibDev %s", comm, int(remoteRank), int(tag), buff, uint64(size), int(t), optText(ibDev))
+	}
 	call(fn, comm, &res, func(c *impl.Comm) error {
 		return c.Connect(int(remoteRank), int(tag), buff, uint64(size), impl.Transport(t), optString(ibDev), true)
 	})
@@ -123,6 +152,9 @@ func go_mscclppConnect(comm C.mscclppComm_t, remoteRank, tag C.int, buff unsafe.
 func go_mscclppConnectWithoutBuffer(comm C.mscclppComm_t, remoteRank, tag C.int, t C.mscclppTransport_t, ibDev *C.char) (res C.mscclppResult_t) {
 	const fn = "mscclppConnectWithoutBuffer"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "comm %p remoteRank %d tag %d transport %d ibDev %s", comm, int(remoteRank), int(tag), int(t), optText(ibDev))
+	}
 	call(fn, comm, &res, func(c *impl.Comm) error {
 		return c.Connect(int(remoteRank), int(tag), nil, 0, impl.Transport(t), optString(ibDev), false)
 	})
@@ -133,6 +165,9 @@ func go_mscclppConnectWithoutBuffer(comm C.mscclppComm_t, remoteRank, tag C.int,
 func go_mscclppRegisterBufferForConnection(comm C.mscclppComm_t, connIdx C.int, buff unsafe.Pointer, size C.uint64_t, handle *C.mscclppBufferHandle_t) (res C.mscclppResult_t) {
 	const fn = "mscclppRegisterBufferForConnection"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "comm %p connIdx %d buff %p size %d", comm, int(connIdx), buff, uint64(size))
+	}
 	call(fn, comm, &res, func(c *impl.Comm) error {
 		if handle == nil {
 			return nullArg("handle")
@@ -150,6 +185,9 @@ func go_mscclppRegisterBufferForConnection(comm C.mscclppComm_t, connIdx C.int, 
 func go_mscclppConnectionSetup(comm C.mscclppComm_t) (res C.mscclppResult_t) {
 	const fn = "mscclppConnectionSetup"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "comm %p", comm)
+	}
 	call(fn, comm, &res, (*impl.Comm).ConnectionSetup)
 	return
 }
@@ -158,6 +196,9 @@ func go_mscclppConnectionSetup(comm C.mscclppComm_t) (res C.mscclppResult_t) {
 func go_mscclppGetAllDeviceConnections(comm C.mscclppComm_t, out *unsafe.Pointer, n *C.int) (res C.mscclppResult_t) {
 	const fn = "mscclppGetAllDeviceConnections"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "comm %p", comm)
+	}
 	call(fn, comm, &res, func(c *impl.Comm) error {
 		if out == nil || n == nil {
 			return nullArg("devConns or nConns")
@@ -173,6 +214,9 @@ func go_mscclppGetAllDeviceConnections(comm C.mscclppComm_t, out *unsafe.Pointer
 func go_mscclppGetDeviceConnection(comm C.mscclppComm_t, remoteRank, tag C.int, out *unsafe.Pointer) (res C.mscclppResult_t) {
 	const fn = "mscclppGetDeviceConnection"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "comm %p remoteRank %d tag %d", comm, int(remoteRank), int(tag))
+	}
 	call(fn, comm, &res, func(c *impl.Comm) error {
 		if out == nil {
 			return nullArg("devConn")
@@ -190,6 +234,9 @@ func go_mscclppGetDeviceConnection(comm C.mscclppComm_t, remoteRank, tag C.int, 
 func go_mscclppProxyLaunch(comm C.mscclppComm_t) (res C.mscclppResult_t) {
 	const fn = "mscclppProxyLaunch"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "comm %p", comm)
+	}
 	call(fn, comm, &res, (*impl.Comm).ProxyLaunch)
 	return
 }
@@ -198,12 +245,18 @@ func go_mscclppProxyLaunch(comm C.mscclppComm_t) (res C.mscclppResult_t) {
 func go_mscclppProxyStop(comm C.mscclppComm_t) (res C.mscclppResult_t) {
 	const fn = "mscclppProxyStop"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "comm %p", comm)
+	}
 	call(fn, comm, &res, (*impl.Comm).ProxyStop)
 	return
 }
 
 func commRankOrSize(fn string, comm C.mscclppComm_t, out *C.int, get func(*impl.Comm) int) (res C.mscclppResult_t) {
 	defer guard(fn, &res)
+	if tracing() {
+		logx.TracefDepth(1, logx.Call, "%s comm %p", fn, comm) // the func:line of the export
+	}
 	st, err := enter(comm)
 	if err != nil {
 		return fail(nil, fn, err)
@@ -230,6 +283,9 @@ func go_mscclppCommSize(comm C.mscclppComm_t, size *C.int) C.mscclppResult_t {
 func go_mscclppSetBootstrapConnTimeout(seconds C.int) (res C.mscclppResult_t) {
 	const fn = "mscclppSetBootstrapConnTimeout"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "seconds %d", int(seconds))
+	}
 	return result(nil, fn, impl.SetBootstrapTimeout(int(seconds)))
 }
 
@@ -239,6 +295,11 @@ var logHandlerMu sync.Mutex
 func go_mscclppSetLogHandler(h C.mscclppLogHandler_t) (res C.mscclppResult_t) {
 	const fn = "mscclppSetLogHandler"
 	defer guard(fn, &res)
+	defer func() { // after the handler is in place: loading the log configuration logs its ENV lines
+		if tracing() {
+			trace(fn, "handler %p", unsafe.Pointer(h))
+		}
+	}()
 	logHandlerMu.Lock()
 	defer logHandlerMu.Unlock()
 	if h == nil {
@@ -278,6 +339,9 @@ func go_mscclppGetLastError(comm C.mscclppComm_t) (s *C.char) {
 func go_mscclppGetVersion(v *C.int) (res C.mscclppResult_t) {
 	const fn = "mscclppGetVersion"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "version %p", v)
+	}
 	if v == nil {
 		return fail(nil, fn, nullArg("version"))
 	}
@@ -289,6 +353,9 @@ func go_mscclppGetVersion(v *C.int) (res C.mscclppResult_t) {
 func go_mscclppCommGetAsyncError(comm C.mscclppComm_t, out *C.int) (res C.mscclppResult_t) {
 	const fn = "mscclppCommGetAsyncError"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "comm %p", comm)
+	}
 	call(fn, comm, &res, func(c *impl.Comm) error {
 		if out == nil {
 			return nullArg("asyncError")
@@ -303,6 +370,9 @@ func go_mscclppCommGetAsyncError(comm C.mscclppComm_t, out *C.int) (res C.mscclp
 func go_mscclppHostAlloc(out *unsafe.Pointer, size C.size_t) (res C.mscclppResult_t) {
 	const fn = "mscclppHostAlloc"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "ptr %p size %d", out, uint64(size))
+	}
 	if out == nil {
 		return fail(nil, fn, nullArg("ptr"))
 	}
@@ -318,6 +388,9 @@ func go_mscclppHostAlloc(out *unsafe.Pointer, size C.size_t) (res C.mscclppResul
 func go_mscclppHostFree(p unsafe.Pointer) (res C.mscclppResult_t) {
 	const fn = "mscclppHostFree"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "ptr %p", p)
+	}
 	if p == nil {
 		return C.mscclppSuccess
 	}
@@ -331,6 +404,9 @@ type regEntry struct{ remoteBuff, ibMr unsafe.Pointer }
 func go_mscclppRegisterBuffer(comm C.mscclppComm_t, mem unsafe.Pointer, size C.size_t, haveReg C.int, out unsafe.Pointer, max C.int, n *C.int) (res C.mscclppResult_t) {
 	const fn = "mscclppRegisterBuffer"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "comm %p mem %p size %d", comm, mem, uint64(size))
+	}
 	call(fn, comm, &res, func(c *impl.Comm) error {
 		if haveReg == 0 {
 			return nullArg("regMem")
@@ -356,6 +432,9 @@ func go_mscclppRegisterBuffer(comm C.mscclppComm_t, mem unsafe.Pointer, size C.s
 func go_mscclppRegisteredBufferWrite(comm C.mscclppComm_t, entries unsafe.Pointer, n C.int, src unsafe.Pointer, size C.size_t, srcOff, dstOff C.uint32_t, stream C.int64_t) (res C.mscclppResult_t) {
 	const fn = "mscclppRegisteredBufferWrite"
 	defer guard(fn, &res)
+	if tracing() {
+		trace(fn, "comm %p entries %d src %p size %d srcOff %d dstOff %d stream %#x", comm, int(n), src, uint64(size), uint32(srcOff), uint32(dstOff), int64(stream))
+	}
 	call(fn, comm, &res, func(c *impl.Comm) error {
 		if entries == nil && n > 0 {
 			return nullArg("regMem")

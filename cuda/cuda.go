@@ -23,11 +23,12 @@ import "C"
 
 import (
 	"fmt"
-	"os"
 	"sync"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/dynlib"
+	"github.com/mscclpp-go/mscclpp/impl/env"
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -62,7 +63,7 @@ func driver() *loader {
 
 // libraryName is MSCCLPP_CUDA_LIBRARY, else DefaultLibrary.
 func libraryName() string {
-	if name := os.Getenv("MSCCLPP_CUDA_LIBRARY"); name != "" {
+	if name := env.Get("MSCCLPP_CUDA_LIBRARY"); name != "" {
 		return name
 	}
 	return DefaultLibrary
@@ -179,6 +180,7 @@ func (d Device) MemAlloc(size uint64) (uint64, error) {
 	if err := d.fail(C.cuwMemAlloc(d.api, d.ctx(), C.size_t(size), &p, &call), call); err != nil {
 		return 0, err
 	}
+	logx.Infof(logx.Alloc, "cuMemAlloc: %d bytes of device memory at %#x on device %d", size, uint64(p), d.Ordinal)
 	return uint64(p), nil
 }
 
@@ -188,6 +190,7 @@ func (d Device) MemFree(ptr uint64) error {
 		return err
 	}
 	var call *C.char
+	logx.Infof(logx.Alloc, "cuMemFree: device memory at %#x on device %d", ptr, d.Ordinal)
 	return d.fail(C.cuwMemFree(d.api, d.ctx(), C.cuwDevicePtr(ptr), &call), call)
 }
 
@@ -222,6 +225,8 @@ func (d Device) HostAllocOnNode(size uint64, numaNode int) (p unsafe.Pointer, pl
 		return nil, false, &status.Error{Code: status.UnhandledCudaError,
 			Msg: fmt.Sprintf("pinned host memory at %p maps to device address %#x: unified addressing is required", p, uint64(dev))}
 	}
+	logx.Infof(logx.Alloc, "cuMemHostAlloc: %d bytes of pinned host memory at %p for device %d (NUMA node %d requested, placed %v)",
+		size, p, d.Ordinal, numaNode, cplaced != 0)
 	return p, cplaced != 0, nil
 }
 
@@ -231,6 +236,7 @@ func (d Device) HostFree(p unsafe.Pointer) error {
 		return err
 	}
 	var call *C.char
+	logx.Infof(logx.Alloc, "cuMemFreeHost: pinned host memory at %p", p)
 	return d.fail(C.cuwHostFree(d.api, d.ctx(), p, &call), call)
 }
 

@@ -29,13 +29,13 @@ static const dynSym* ibSymsPtr(void) { return ibSyms; }
 import "C"
 
 import (
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/dynlib"
+	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -71,7 +71,7 @@ type libEntry struct {
 
 // LibraryPath is the library Load opens: $MSCCLPP_IBV_SO, else libibverbs.so.1.
 func LibraryPath() string {
-	if p := os.Getenv(EnvLibrary); p != "" {
+	if p := env.Get(EnvLibrary); p != "" {
 		return p
 	}
 	return DefaultLibrary
@@ -124,7 +124,7 @@ func (l *Lib) DeviceNames() ([]string, error) {
 // GIDIndex is MSCCLPP_IB_GID_INDEX (default 0); a value that is not a
 // non-negative integer is an error naming the variable.
 func GIDIndex() (int, error) {
-	s := strings.TrimSpace(os.Getenv(EnvGIDIndex))
+	s := strings.TrimSpace(env.Get(EnvGIDIndex))
 	if s == "" {
 		return 0, nil
 	}

@@ -2,11 +2,12 @@ package ib
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/env"
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
@@ -53,9 +54,11 @@ func newIBT(h *transport.Host) (transport.Transport, error) {
 		return nil, err
 	}
 	wr := 256
-	if v := os.Getenv(EnvMaxSendWr); v != "" {
+	if v := env.Get(EnvMaxSendWr); v != "" {
 		if n, err := strconv.Atoi(v); err == nil && n > 0 {
 			wr = n
+		} else {
+			logx.Malformed("ignoring %s=%q: not a positive integer; the default %d is used", EnvMaxSendWr, v, wr)
 		}
 	}
 	return &ibt{h: h, lib: lib, devs: map[string]*Context{}, ctx: ctx, conns: map[int]*ibConn{}, wr: wr}, nil

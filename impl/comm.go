@@ -52,6 +52,7 @@ const (
 )
 
 func bootOptions() bootstrap.Options {
+	readTimeoutEnv()
 	return bootstrap.Options{
 		Timeout: BootstrapTimeout(),
 		HostID:  hostID(),
@@ -229,6 +230,7 @@ func (c *Comm) AllGather(data unsafe.Pointer, size int) error {
 	buf := unsafe.Slice((*byte)(data), size*c.nranks)
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
+	c.logColl("mscclppBootstrapAllGather", size, c.shmCollectives(size))
 	if c.shmCollectives(size) {
 		if err := c.allGatherShm(buf, size); err != nil {
 			return fmt.Errorf("rank %d: allgather of %d bytes: %w", c.rank, size, err)
@@ -254,6 +256,7 @@ func (c *Comm) remoteFailure(err error) error {
 func (c *Comm) Barrier() error {
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
+	c.logColl("mscclppBootstrapBarrier", 0, c.shmCollectives(0))
 	if c.shmCollectives(0) {
 		var none []byte
 		if err := c.allGatherShm(none, 0); err != nil {
@@ -348,16 +351,19 @@ func (c *Comm) ProxyLaunch() error {
 	if c.state == stateRunning {
 		return status.Errorf(status.InvalidUsage, "proxies already launched")
 	}
-	if err := c.startProxies(); err != nil {
+	start := time.Now()
+	n, err := c.startProxies()
+	if err != nil {
 		return err
 	}
 	c.state = stateRunning
+	c.logProxy(true, n, start)
 	return nil
 }
 
-// startProxies starts the proxy thread of every context not running yet; on failure it stops
-// those it started.
-func (c *Comm) startProxies() error {
+// startProxies starts the proxy thread of every context not running yet and returns how many
+// it started; on failure it stops those it started.
+func (c *Comm) startProxies() (int, error) {
 	var started []*engine.Ctx
 	for _, x := range c.contexts() {
 		if x.Running() {
@@ -367,11 +373,11 @@ func (c *Comm) startProxies() error {
 			for _, y := range started {
 				y.Stop()
 			}
-			return err
+			return 0, err
 		}
 		started = append(started, x)
 	}
-	return nil
+	return len(started), nil
 }
 
 // ProxyStop waits for every rank (a barrier), then drains, stops and joins the proxies.
@@ -382,9 +388,11 @@ func (c *Comm) ProxyStop() error {
 		return status.Errorf(status.InvalidUsage, "mscclppProxyStop without a running proxy (call mscclppProxyLaunch first)")
 	}
 	err := c.Barrier()
+	start := time.Now()
 	if serr := c.stopProxies(); err == nil {
 		err = serr
 	}
+	c.logProxy(false, len(c.contexts()), start)
 	if err == nil {
 		// Every rank has stopped its proxies and completed its own writes (an RDMA write
 		// completes at the writer): after this barrier all of them have landed. Always,

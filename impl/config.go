@@ -8,6 +8,7 @@ import (
 
 	"github.com/mscclpp-go/mscclpp/impl/bootstrap"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
@@ -28,39 +29,55 @@ func SetBootstrapTimeout(seconds int) error {
 }
 
 // BootstrapTimeout is the current bound of every bootstrap wait: what
-// mscclppSetBootstrapConnTimeout set, else MSCCLPP_BOOTSTRAP_TIMEOUT seconds (a malformed
-// value is reported once at WARN and ignored), else DefaultBootstrapTimeout.
+// mscclppSetBootstrapConnTimeout set, else MSCCLPP_BOOTSTRAP_TIMEOUT seconds as read at the
+// latest init or id (a malformed value is reported once by logx.Malformed and ignored), else
+// DefaultBootstrapTimeout. It is called on every collective: it reads no environment.
 func BootstrapTimeout() time.Duration {
 	if v := bootstrapTimeoutNs.Load(); v > 0 {
 		return time.Duration(v)
 	}
-	if s := os.Getenv(bootstrap.EnvTimeout); s != "" {
-		d, err := bootstrap.ParseTimeoutEnv(s)
-		if err == nil {
-			return d
-		}
-		if last := timeoutEnvWarned.Swap(&s); last == nil || *last != s {
-			logx.Warnf("ignoring %v", err)
-		}
+	d := time.Duration(envTimeoutNs.Load())
+	if !envTimeoutRead.Load() {
+		d = readTimeoutEnv()
+	}
+	if d > 0 {
+		return d
 	}
 	return DefaultBootstrapTimeout
 }
 
-// timeoutEnvWarned is the malformed MSCCLPP_BOOTSTRAP_TIMEOUT last warned about.
-var timeoutEnvWarned atomic.Pointer[string]
+var (
+	envTimeoutNs   atomic.Int64 // MSCCLPP_BOOTSTRAP_TIMEOUT as last read; 0: unset or malformed
+	envTimeoutRead atomic.Bool
+)
+
+// readTimeoutEnv reads MSCCLPP_BOOTSTRAP_TIMEOUT now (through getenv) for BootstrapTimeout.
+func readTimeoutEnv() time.Duration {
+	var d time.Duration
+	if s := env.Get(bootstrap.EnvTimeout); s != "" {
+		v, err := bootstrap.ParseTimeoutEnv(s)
+		if err == nil {
+			d = v
+		} else {
+			logx.Malformed("ignoring %v; the default %v is used", err, DefaultBootstrapTimeout)
+		}
+	}
+	envTimeoutNs.Store(int64(d))
+	envTimeoutRead.Store(true)
+	return d
+}
 
 // envUint reads a non-negative integer knob, warning about and ignoring a malformed value.
 func envUint(name string, def uint32) uint32 {
-	s, ok := os.LookupEnv(name)
+	s, ok := env.Lookup(name)
 	if !ok || s == "" {
 		return def
 	}
 	v, err := strconv.ParseUint(s, 10, 32)
 	if err != nil {
-		logx.Warnf("ignoring %s=%q: not a non-negative integer", name, s)
+		logx.Malformed("ignoring %s=%q: not a non-negative integer; the default %d is used", name, s, def)
 		return def
 	}
-	logx.Infof(logx.Env, "%s set by environment to %d", name, v)
 	return uint32(v)
 }
 
@@ -93,7 +110,7 @@ func proxyBackoff() engine.Backoff {
 
 // hostID is this process's host identity: MSCCLPP_HOSTID, else the host name and boot id.
 func hostID() string {
-	if v := os.Getenv("MSCCLPP_HOSTID"); v != "" {
+	if v := env.Get("MSCCLPP_HOSTID"); v != "" {
 		return v
 	}
 	h, _ := os.Hostname()

@@ -14,6 +14,7 @@ func TestBootstrapTimeoutEnv(t *testing.T) {
 		"-1": DefaultBootstrapTimeout, "x": DefaultBootstrapTimeout, "2.5": DefaultBootstrapTimeout,
 	} {
 		t.Setenv("MSCCLPP_BOOTSTRAP_TIMEOUT", env)
+		bootOptions() // init reads it
 		if got := BootstrapTimeout(); got != want {
 			t.Errorf("MSCCLPP_BOOTSTRAP_TIMEOUT=%q: %v, want %v", env, got, want)
 		}

@@ -93,6 +93,7 @@ func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t 
 	if withBuffer {
 		c.pin(cn, buff, size)
 	}
+	c.logConnect(cn, local, size)
 	return nil
 }
 
@@ -120,6 +121,7 @@ func (c *Comm) RegisterBufferForConnection(connIdx int, buff unsafe.Pointer, siz
 	}
 	cn.bufs = append(cn.bufs, transport.Buffer{Ptr: buff, Size: size})
 	c.pin(cn, buff, size)
+	c.logRegisterForConn(cn, len(cn.bufs)-1, buff, size)
 	return uint32(len(cn.bufs) - 1), nil
 }
 

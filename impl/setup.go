@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"time"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
@@ -99,6 +100,7 @@ func (c *Comm) describe(cn *Conn, hs []int) (setupMsg, error) {
 func (c *Comm) ConnectionSetup() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	start := time.Now()
 	var fresh []*Conn
 	for _, cn := range c.conns {
 		if cn.eng == nil {
@@ -128,12 +130,18 @@ func (c *Comm) ConnectionSetup() error {
 		}
 	}
 	if c.state == stateRunning {
-		if err := c.startProxies(); err != nil {
+		t0 := time.Now()
+		n, err := c.startProxies()
+		if err != nil {
 			return fmt.Errorf("connection setup: proxies for the new connections: %w", err)
 		}
+		if n > 0 {
+			c.logProxy(true, n, t0)
+		}
 	}
-	logx.Infof(logx.Init, "rank %d: connection setup: %d new, %d in all", c.rank, len(fresh), len(c.conns))
-	return c.Barrier()
+	err := c.Barrier()
+	c.logSetup(len(fresh), len(c.conns), start, err)
+	return err
 }
 
 func (c *Comm) finishConn(cn *Conn, raw []byte) error {
@@ -192,6 +200,7 @@ func (c *Comm) RegisterBuffer(mem unsafe.Pointer, size uint64) ([]RegisteredPeer
 	if mem == nil || size == 0 {
 		return nil, status.Errorf(status.InvalidArgument, "register buffer %p of %d bytes", mem, size)
 	}
+	start := time.Now()
 	for _, cn := range c.conns {
 		blob, err := cn.tr.Describe(cn.idx, transport.Registered, transport.Buffer{Ptr: mem, Size: size})
 		if err != nil {
@@ -223,6 +232,7 @@ func (c *Comm) RegisterBuffer(mem unsafe.Pointer, size uint64) ([]RegisteredPeer
 		c.regRecords = append(c.regRecords, rec)
 		out = append(out, RegisteredPeer{RemoteBuff: cn.tr.AppPointer(r), Record: rec.Ptr()})
 	}
+	c.logRegisterBuffer(mem, size, out, start)
 	return out, nil
 }
 

@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/mscclpp-go/mscclpp/impl/env"
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -76,12 +77,16 @@ func ParseAddr(s string) (netip.AddrPort, error) {
 
 // familyEnv returns 4 or 6 for MSCCLPP_SOCKET_FAMILY=AF_INET/AF_INET6, else 0.
 func familyEnv() int {
-	switch strings.ToUpper(strings.TrimSpace(os.Getenv(EnvSocketFamily))) {
+	v := env.Get(EnvSocketFamily)
+	switch strings.ToUpper(strings.TrimSpace(v)) {
 	case "AF_INET", "INET", "4", "IPV4":
 		return 4
 	case "AF_INET6", "INET6", "6", "IPV6":
 		return 6
+	case "":
+		return 0
 	}
+	logx.Malformed("bootstrap: ignoring %s=%q: want AF_INET or AF_INET6; both families are used", EnvSocketFamily, v)
 	return 0
 }
 
@@ -192,7 +197,7 @@ func selectInterface() (ifAddr, error) {
 		return ifAddr{}, status.Errorf(status.SystemError, "bootstrap: cannot list network interfaces: %w", err)
 	}
 	family := familyEnv()
-	if env := os.Getenv(EnvSocketIfname); strings.TrimSpace(env) != "" {
+	if env := env.Get(EnvSocketIfname); strings.TrimSpace(env) != "" {
 		if a, ok := pickFrom(addrs, parseIfSpec(env), family); ok {
 			return a, nil
 		}
@@ -223,10 +228,11 @@ func familyText(f int) string {
 // from the netpoller), and 0 when oversubscribed (spinning would only steal
 // the CPU from the rank we wait for). MSCCLPP_BOOTSTRAP_SPIN_US overrides it.
 func spinBudget(localRanks, ncpu int) time.Duration {
-	if v := strings.TrimSpace(os.Getenv(EnvSpinUS)); v != "" {
+	if v := strings.TrimSpace(env.Get(EnvSpinUS)); v != "" {
 		if us, err := strconv.Atoi(v); err == nil && us >= 0 {
 			return time.Duration(us) * time.Microsecond
 		}
+		logx.Malformed("bootstrap: ignoring %s=%q: not a non-negative number of microseconds; the default is used", EnvSpinUS, v)
 	}
 	if localRanks <= ncpu {
 		return defaultSpin

@@ -25,11 +25,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
 )
@@ -210,6 +210,9 @@ func Init(id ID, rank, nranks int, opts Options) (*Bootstrap, error) {
 	}
 	b, err := initRank(f.addr, f.magic, f.secret, "", rank, nranks, timeout, &opts)
 	if err != nil {
+		if r != nil { // the other ranks learn why from the root
+			r.abort(rank, nranks, err)
+		}
 		return nil, err
 	}
 	b.root = r
@@ -252,10 +255,11 @@ func InitAddr(addr string, rank, nranks int, opts Options) (*Bootstrap, error) {
 	b, err := initRank(ap, magic, key, source, rank, nranks, timeout, &opts)
 	if err != nil {
 		// A root that answers late ranks with this failure is left to
-		// finish by itself (at most the timeout).
+		// finish by itself (at most the timeout). Otherwise this rank's
+		// own failure is the communicator's: the root tells every rank
+		// why (and then also finishes by itself).
 		if r != nil && !r.lingering.Load() {
-			r.stop()
-			<-r.done
+			r.abort(rank, nranks, err)
 		}
 		return nil, err
 	}
@@ -293,7 +297,7 @@ func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySour
 
 	// This rank's listener.
 	var lip netip.Addr
-	if strings.TrimSpace(os.Getenv(EnvSocketIfname)) != "" {
+	if strings.TrimSpace(env.Get(EnvSocketIfname)) != "" {
 		a, err := selectInterface()
 		if err != nil {
 			return nil, err
@@ -414,8 +418,7 @@ func (b *Bootstrap) keyAdvice() string {
 	if b.keySource == "" {
 		return "the unique id differs from the root's (every rank must use the id made by one mscclppGetUniqueId)"
 	}
-	return fmt.Sprintf("this rank's bootstrap secret (from %s) differs from the root's; every rank must have the same %s, %s or ~/%s",
-		b.keySource, EnvSecret, EnvSecretFile, CookieName)
+	return fmt.Sprintf("this rank's bootstrap secret (from %s) differs from the root's: %s", b.keySource, secretAdvice)
 }
 
 // connectCollectives opens the connections of the ring (to the successor,

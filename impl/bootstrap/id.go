@@ -5,11 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -143,7 +143,7 @@ func NewID(opts Options) (ID, error) {
 		return ID{}, err
 	}
 	var addr netip.AddrPort
-	if env := strings.TrimSpace(os.Getenv(EnvCommID)); env != "" {
+	if env := strings.TrimSpace(env.Get(EnvCommID)); env != "" {
 		a, err := ParseAddr(env)
 		if err != nil {
 			return ID{}, status.Errorf(status.InvalidArgument, "bootstrap: %s: %w", EnvCommID, err)

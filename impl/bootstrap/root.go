@@ -42,7 +42,8 @@ type root struct {
 	quitOnce sync.Once
 	stopReq  chan struct{} // closed by stop
 	stopOnce sync.Once
-	done     chan struct{} // closed when every goroutine of the root has exited
+	abortReq chan rootAbort // the failure of this process's own rank (see abort)
+	done     chan struct{}  // closed when every goroutine of the root has exited
 	wg       sync.WaitGroup
 
 	// lingering is set before the root sends a failure that it keeps
@@ -51,6 +52,8 @@ type root struct {
 	lingering atomic.Bool
 	// refused counts connections dropped because they did not prove the key.
 	refused atomic.Int32
+	// refusedFrom counts them by peer IP address (under mu).
+	refusedFrom map[string]int
 
 	mu       sync.Mutex
 	conns    map[*net.TCPConn]struct{}
@@ -101,8 +104,11 @@ func startRoot(addr netip.AddrPort, magic uint64, key [keyBytes]byte, timeout ti
 		events:    make(chan rootEvent),
 		quit:      make(chan struct{}),
 		stopReq:   make(chan struct{}),
+		abortReq:  make(chan rootAbort, 1),
 		done:      make(chan struct{}),
 		conns:     make(map[*net.TCPConn]struct{}),
+
+		refusedFrom: make(map[string]int),
 	}
 	r.logf(false, "bootstrap: root of communicator %#x listening at %s", magic, r.addr)
 	go r.run()
@@ -112,6 +118,26 @@ func startRoot(addr netip.AddrPort, magic uint64, key [keyBytes]byte, timeout ti
 // stop makes the root give up (connected ranks get an error); it does not wait.
 func (r *root) stop() {
 	r.stopOnce.Do(func() { close(r.stopReq) })
+}
+
+// rootAbort is the failure of the root's own process's rank before it
+// registered: the other ranks must learn the reason, not only that the root
+// went away.
+type rootAbort struct {
+	rank, nranks int
+	err          error
+}
+
+// abort makes the root fail the communicator with err, the reason why rank
+// (of nranks, in this process) could not join: every registered rank gets
+// it at once, and, like any failure before the table, ranks that register
+// later get it too until every rank was answered or the timeout. It does
+// not wait; a root that already finished ignores it.
+func (r *root) abort(rank, nranks int, err error) {
+	select {
+	case r.abortReq <- rootAbort{rank: rank, nranks: nranks, err: err}:
+	default: // one is enough
+	}
 }
 
 func (r *root) track(c *net.TCPConn) bool {
@@ -192,12 +218,15 @@ func (r *root) handshake(c *net.TCPConn) {
 		}
 	}
 	if err != nil {
-		r.logf(true, "bootstrap root at %s: dropped a connection from %s: %v", r.addr, c.RemoteAddr(), err)
 		var s *errStranger
-		if errors.As(err, &s) && s.reject != 0 && s.kind == kindRegister {
-			if s.reject == rejectKey {
-				r.refused.Add(1)
-			}
+		isReg := errors.As(err, &s) && s.reject != 0 && s.kind == kindRegister
+		hint := ""
+		if isReg && s.reject == rejectKey {
+			r.noteRefused(c.RemoteAddr())
+			hint = "; a rank of this job with a different secret? " + secretAdvice
+		}
+		r.logf(true, "bootstrap root at %s: dropped a connection from %s: %v%s", r.addr, c.RemoteAddr(), err, hint)
+		if isReg {
 			// Unauthenticated, and telling nothing but the reason: it lets
 			// a misconfigured rank fail at once with a clear message.
 			c.SetWriteDeadline(deadlineIn(r.hsTimeout))
@@ -293,7 +322,7 @@ func (r *root) run() {
 				if ev.kind == evLeft {
 					skip = ev.c
 				}
-				r.fail(regs, formed, nranks, status.RemoteError, msg, skip, nil)
+				r.fail(regs, formed, nranks, status.RemoteError, msg, skip, nil, -1)
 				return
 			}
 			if nranks == 0 {
@@ -313,7 +342,7 @@ func (r *root) run() {
 				}
 			}
 			if reason != "" {
-				r.fail(regs, formed, nranks, status.InvalidUsage, reason, nil, &ev)
+				r.fail(regs, formed, nranks, status.InvalidUsage, reason, nil, &ev, -1)
 				return
 			}
 			regs[rank] = &rootReg{ev: ev}
@@ -354,13 +383,27 @@ func (r *root) run() {
 				}
 				msg = fmt.Sprintf("%s never connected to the root at %s within %v", rankList(missing), r.addr, r.timeout)
 			}
-			if n := r.refused.Load(); n > 0 && !formed {
-				msg += fmt.Sprintf(" (%d connection(s) that did not prove the communicator's key were refused: does a rank use another bootstrap secret?)", n)
+			st := byte(replyError)
+			if refusals := r.refusals(); refusals != "" && !formed {
+				// Most likely the missing ranks: a misconfiguration.
+				msg += "; " + refusals
+				st = replyUsage
 			}
 			r.logf(true, "bootstrap: %s", msg)
 			r.closeListener()
-			r.answer(regList(regs), replyError, []byte(msg))
+			r.answer(regList(regs), st, []byte(msg))
 			r.finish()
+			return
+		case ab := <-r.abortReq:
+			if nranks == 0 {
+				nranks = ab.nranks
+			}
+			code := status.RemoteError
+			if status.CodeOf(ab.err) == status.InvalidUsage {
+				code = status.InvalidUsage
+			}
+			msg := fmt.Sprintf("rank %d, in the process of the root at %s, could not join: %v", ab.rank, r.addr, ab.err)
+			r.fail(regs, formed, nranks, code, msg, nil, nil, ab.rank)
 			return
 		case <-r.stopReq:
 			msg := fmt.Sprintf("the root at %s was closed before all ranks connected", r.addr)
@@ -375,8 +418,9 @@ func (r *root) run() {
 // fail sends msg (code RemoteError or InvalidUsage) to every registered
 // rank but the one on skip, and to offender (a registration not in regs).
 // Before the table was sent it then lingers, answering late registrations
-// alike, until every rank of the communicator was answered or the timeout.
-func (r *root) fail(regs map[int]*rootReg, formed bool, nranks int, code status.Code, msg string, skip *net.TCPConn, offender *rootEvent) {
+// alike, until every rank of the communicator was answered (told, if not
+// negative, already knows) or the timeout.
+func (r *root) fail(regs map[int]*rootReg, formed bool, nranks int, code status.Code, msg string, skip *net.TCPConn, offender *rootEvent, told int) {
 	r.logf(true, "bootstrap: %s", msg)
 	st := byte(replyError)
 	if code == status.InvalidUsage {
@@ -390,6 +434,9 @@ func (r *root) fail(regs map[int]*rootReg, formed bool, nranks int, code status.
 	}
 	targets := make([]*rootReg, 0, len(regs)+1)
 	answered := make(map[int]bool)
+	if told >= 0 {
+		answered[told] = true
+	}
 	for rank, reg := range regs {
 		answered[rank] = true
 		if reg.ev.c != skip {

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -75,8 +76,8 @@ func addrKey(addr netip.AddrPort, logf logFunc) ([keyBytes]byte, string, error) 
 }
 
 func baseSecret(logf logFunc) ([sha256.Size]byte, string, error) {
-	if s := os.Getenv(EnvSecret); s != "" {
-		if os.Getenv(EnvSecretFile) != "" {
+	if s := secretEnv(); s != "" {
+		if env.Get(EnvSecretFile) != "" {
 			logf(false, "bootstrap: both %s and %s are set; using %s", EnvSecret, EnvSecretFile, EnvSecret)
 		}
 		text := strings.TrimRight(s, " \t\r\n")
@@ -87,15 +88,15 @@ func baseSecret(logf logFunc) ([sha256.Size]byte, string, error) {
 		}
 		return secretDigest([]byte(text)), EnvSecret, nil
 	}
-	if p := os.Getenv(EnvSecretFile); p != "" {
+	if p := env.Get(EnvSecretFile); p != "" {
 		text, err := readSecretFile(p, EnvSecretFile+" "+p)
 		if err != nil {
 			return [sha256.Size]byte{}, "", err
 		}
 		return secretDigest(text), EnvSecretFile + " " + p, nil
 	}
-	home, err := os.UserHomeDir()
-	if err != nil || home == "" {
+	home, _ := env.Raw("HOME") // as os.UserHomeDir, but read now
+	if home == "" {
 		return [sha256.Size]byte{}, "", status.Errorf(status.InvalidUsage,
 			"bootstrap: no secret for an ip:port communicator: set %s or %s (HOME is not set, so there is no ~/%s)",
 			EnvSecret, EnvSecretFile, CookieName)
@@ -114,6 +115,16 @@ func baseSecret(logf logFunc) ([sha256.Size]byte, string, error) {
 		return [sha256.Size]byte{}, "", err
 	}
 	return secretDigest(text), path, nil
+}
+
+// secretEnv reads MSCCLPP_BOOTSTRAP_SECRET; the ENV log line says that it is
+// set, never what it is.
+func secretEnv() string {
+	s, _ := env.Raw(EnvSecret)
+	if s != "" {
+		env.Report(EnvSecret, "a value (not shown)")
+	}
+	return s
 }
 
 // readSecretFile reads a secret file after checking that only this user
@@ -234,7 +245,7 @@ func ParseTimeoutEnv(s string) (time.Duration, error) {
 // envTimeout returns MSCCLPP_BOOTSTRAP_TIMEOUT when it is set and valid; a
 // malformed value is reported to logf (as a warning) and ignored.
 func envTimeout(logf logFunc) (time.Duration, bool) {
-	s, ok := os.LookupEnv(EnvTimeout)
+	s, ok := env.Lookup(EnvTimeout)
 	if !ok || s == "" {
 		return 0, false
 	}

@@ -255,8 +255,9 @@ func TestFakeRoot(t *testing.T) {
 }
 
 // TestWrongSecret: a rank whose secret differs from the root's gets
-// InvalidUsage at once; the others name it as missing, mentioning the
-// refused key.
+// InvalidUsage at once, and the root WARNs at once naming its address; at
+// the timeout the others get InvalidUsage naming the missing rank, the
+// refused connections and what to do.
 func TestWrongSecret(t *testing.T) {
 	addr := loopbackAddr(t)
 	t.Setenv(EnvSecret, "the right one")
@@ -274,12 +275,17 @@ func TestWrongSecret(t *testing.T) {
 	os.Setenv(EnvSecret, "a wrong one")
 	start := time.Now()
 	_, err := InitAddr(addr, 1, 2, Options{Timeout: time.Second})
-	wantCode(t, err, status.InvalidUsage, "refused this rank's key", EnvSecret)
+	wantCode(t, err, status.InvalidUsage, "refused this rank's key", EnvSecret, "mscclppGetUniqueId")
 	if d := time.Since(start); d > 500*time.Millisecond {
 		t.Fatalf("the wrong key was noticed after %v", d)
 	}
+	// The root logged the refusal before it answered the rank.
+	if !logs.has("WARN bootstrap root at "+addr+": dropped a connection from 127.0.0.1:") || !logs.has("a different secret? set the same "+EnvSecret) {
+		t.Errorf("the root did not WARN at once about the refused registration")
+	}
 	wg.Wait()
-	wantCode(t, err0, status.RemoteError, "rank 1 never connected", "did not prove the communicator's key")
+	wantCode(t, err0, status.InvalidUsage, "rank 1 never connected",
+		"1 connection from 127.0.0.1 refused: different job secret; set the same "+EnvSecret+" on every rank", "mscclppGetUniqueId")
 }
 
 // TestHugeP2PLength: an authenticated peer that announces a huge

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -75,6 +76,7 @@ func Alloc(size uint64) (unsafe.Pointer, error) {
 	mu.Lock()
 	regions[uintptr(p)] = &region{mem: mem, fd: fd, ino: st.Ino}
 	mu.Unlock()
+	logx.Infof(logx.Alloc, "mscclppHostAlloc: %d bytes at %p (memfd, shareable with the ranks of this node)", size, p)
 	return p, nil
 }
 
@@ -94,6 +96,7 @@ func Free(p unsafe.Pointer) error {
 	mu.Unlock()
 	unix.Munmap(r.mem)
 	unix.Close(r.fd)
+	logx.Infof(logx.Alloc, "mscclppHostFree: %d bytes at %p", len(r.mem), p)
 	return nil
 }
 

@@ -1,19 +1,28 @@
 // Package logx is the library's env-driven logger, the analogue of NCCL's
 // debug.cc under the MSCCLPP_ names of the spec (API.md section 3).
 //
-// Configuration is read once, lazily, on first use:
+// Configuration is read once, lazily, on first use (the first log line or
+// level check, which the library makes at its first API call), through the C
+// library's getenv (package env): a variable the application sets with
+// setenv after loading the library and before its first call counts.
 //
 //   - MSCCLPP_DEBUG: VERSION, WARN, INFO, ABORT or TRACE (case-insensitive);
 //     unset or unknown means no logging.
 //   - MSCCLPP_DEBUG_SUBSYS: comma list of INIT, COLL, P2P, SHM, NET, GRAPH,
 //     TUNING, ENV, ALLOC, CALL, ALL (case-insensitive); a leading '^' inverts
-//     the mask; unknown names are ignored; unset means INIT.
+//     the mask; unknown names are ignored with a Malformed warning; unset
+//     means INIT. GRAPH and TUNING are accepted as upstream accepts them;
+//     nothing logs under them (there is no graph search and no tuner).
 //   - MSCCLPP_DEBUG_FILE: path of the debug stream, with %h replaced by the
 //     short host name, %p by the pid and %% by a percent sign. It is opened
 //     (append, create with mode 0600, O_NOFOLLOW) only when logging is on;
 //     if it cannot be opened the stream stays stdout. A symbolic link or an
 //     existing file of another user (root excepted) is refused with a WARN
 //     on stderr, and the stream is stderr.
+//
+// Once loaded, the three variables are logged at INFO under ENV ("X set by
+// environment to Y"), like every variable read through package env, whose
+// reporter this package is.
 //
 // Lines handed to the handler end with "\n" and have these shapes:
 //
@@ -36,6 +45,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/mscclpp-go/mscclpp/impl/env"
 )
 
 // Level is a logging level; a level is enabled when it is not LevelNone and
@@ -91,15 +102,18 @@ type config struct {
 	level Level
 	mask  Subsys
 	file  *os.File // nil: stdout, looked up at write time
-	host  string
-	pid   int
-	epoch time.Time
+	// unknown lists the names in MSCCLPP_DEBUG_SUBSYS that are no subsystem.
+	unknown []string
+	host    string
+	pid     int
+	epoch   time.Time
 }
 
 // holder makes the sync.Once resettable: Reset swaps in a fresh holder.
 type holder struct {
-	once sync.Once
-	cfg  *config
+	once     sync.Once
+	cfg      *config
+	reported atomic.Bool // the ENV lines of the logging variables were logged
 }
 
 var (
@@ -113,31 +127,55 @@ var (
 func init() {
 	current.Store(new(holder))
 	device.Store(-1)
+	env.SetReporter(func(name, value string) {
+		Infof(Env, "%s set by environment to %s", name, value)
+	})
 }
+
+// The variables of the logger itself, read with env.Raw by load and
+// reported once the configuration is in place.
+var logVars = [...]string{"MSCCLPP_DEBUG", "MSCCLPP_DEBUG_SUBSYS", "MSCCLPP_DEBUG_FILE"}
 
 func get() *config {
 	for {
 		h := current.Load()
 		h.once.Do(func() { h.cfg = load() })
 		if h.cfg != nil {
+			if !h.reported.Load() && h.reported.CompareAndSwap(false, true) {
+				reportLogVars(h.cfg)
+			}
 			return h.cfg
 		}
 		// a concurrent Reset retired h before anyone loaded it: use its successor
 	}
 }
 
+// reportLogVars logs "X set by environment to Y" for the logger's variables,
+// and warns about unknown subsystem names.
+func reportLogVars(c *config) {
+	for _, name := range logVars {
+		if v, ok := env.Raw(name); ok && v != "" {
+			env.Report(name, v)
+		}
+	}
+	for _, name := range c.unknown {
+		Malformed("MSCCLPP_DEBUG_SUBSYS: unknown subsystem %q ignored (known: INIT, COLL, P2P, SHM, NET, GRAPH, TUNING, ENV, ALLOC, CALL, ALL)", name)
+	}
+}
+
 func load() *config {
+	level, _ := env.Raw("MSCCLPP_DEBUG")
 	c := &config{
-		level: parseLevel(os.Getenv("MSCCLPP_DEBUG")),
+		level: parseLevel(level),
 		mask:  Init,
 		host:  shortHost(),
 		pid:   os.Getpid(),
 		epoch: time.Now(),
 	}
-	if s, ok := os.LookupEnv("MSCCLPP_DEBUG_SUBSYS"); ok {
-		c.mask = parseSubsys(s)
+	if s, ok := env.Raw("MSCCLPP_DEBUG_SUBSYS"); ok {
+		c.mask, c.unknown = parseSubsys(s)
 	}
-	if name := os.Getenv("MSCCLPP_DEBUG_FILE"); name != "" && c.level != LevelNone {
+	if name, _ := env.Raw("MSCCLPP_DEBUG_FILE"); name != "" && c.level != LevelNone {
 		path := expandPath(name, c.host, c.pid)
 		f, refused := openDebugFile(path)
 		switch {
@@ -188,19 +226,27 @@ func parseLevel(s string) Level {
 	return LevelNone
 }
 
-func parseSubsys(s string) Subsys {
+// parseSubsys returns the mask of a MSCCLPP_DEBUG_SUBSYS value and the names
+// in it that are no subsystem (ignored, and warned about).
+func parseSubsys(s string) (Subsys, []string) {
 	invert := strings.HasPrefix(s, "^")
 	if invert {
 		s = s[1:]
 	}
 	var m Subsys
+	var unknown []string
 	for _, name := range strings.Split(s, ",") {
-		m |= subsysNames[strings.ToUpper(strings.TrimSpace(name))]
+		name = strings.ToUpper(strings.TrimSpace(name))
+		bit, ok := subsysNames[name]
+		if !ok && name != "" {
+			unknown = append(unknown, name)
+		}
+		m |= bit
 	}
 	if invert {
 		m = ^m
 	}
-	return m
+	return m, unknown
 }
 
 // expandPath replaces %h, %p and %% in name; any other '%' is kept as is.
@@ -249,6 +295,8 @@ func Reset() {
 		writeMu.Unlock()
 	}
 	lastWarn.Store(nil)
+	malformedSeen.Clear()
+	env.Forget()
 }
 
 // Enabled reports whether a line at level for sub would be emitted. Levels up
@@ -316,6 +364,28 @@ func warn(depth int, format string, args ...any) {
 	emit(prefix(c) + filepath.Base(f.File) + ":" + strconv.Itoa(f.Line) + " MSCCLPP WARN " + msg + "\n")
 }
 
+// malformedSeen holds the Malformed messages already printed.
+var malformedSeen sync.Map
+
+// Malformed reports a malformed environment variable (ignored, its default
+// used) once per message: a WARN line like Warnf's when WARN is enabled, and
+// otherwise the same line on stderr, so that a typo never goes unnoticed
+// even with logging off. It does not change LastWarn.
+func Malformed(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if _, dup := malformedSeen.LoadOrStore(msg, true); dup {
+		return
+	}
+	c := get()
+	f := caller(1) // Malformed
+	line := prefix(c) + filepath.Base(f.File) + ":" + strconv.Itoa(f.Line) + " MSCCLPP WARN " + msg + "\n"
+	if c.level >= LevelWarn {
+		emit(line)
+		return
+	}
+	os.Stderr.WriteString(line)
+}
+
 // Infof logs at INFO when that level and sub are enabled.
 func Infof(sub Subsys, format string, args ...any) {
 	c := get()
@@ -327,13 +397,23 @@ func Infof(sub Subsys, format string, args ...any) {
 
 // Tracef logs at TRACE when that level and sub are enabled, with the
 // milliseconds since the configuration was read and the caller's func:line.
-func Tracef(sub Subsys, format string, args ...any) {
+// On a hot path, guard the call with Enabled(LevelTrace, sub) so that its
+// arguments are not even boxed when tracing is off.
+func Tracef(sub Subsys, format string, args ...any) { trace(0, sub, format, args...) }
+
+// TracefDepth is Tracef for wrappers: the func:line shown is that of the
+// caller depth frames above TracefDepth's caller.
+func TracefDepth(depth int, sub Subsys, format string, args ...any) {
+	trace(depth, sub, format, args...)
+}
+
+func trace(depth int, sub Subsys, format string, args ...any) {
 	c := get()
 	if c.level < LevelTrace || sub&c.mask == 0 {
 		return
 	}
 	ms := float64(time.Since(c.epoch)) / float64(time.Millisecond)
-	f := caller(1) // Tracef
+	f := caller(depth + 2) // trace, Tracef/TracefDepth
 	emit(prefix(c) + strconv.FormatFloat(ms, 'f', 6, 64) + " " + shortFunc(f.Function) + ":" +
 		strconv.Itoa(f.Line) + " MSCCLPP TRACE " + fmt.Sprintf(format, args...) + "\n")
 }

@@ -36,6 +36,10 @@ func capture(t *testing.T, env ...string) *[]string {
 		SetDevice(-1)
 		Reset()
 	})
+	Enabled(LevelNone, 0) // loads the configuration: its ENV lines and warnings are not the test's
+	mu.Lock()
+	*lines = nil
+	mu.Unlock()
 	return lines
 }
 
@@ -551,5 +555,65 @@ func TestDebugFileRefusesOtherOwner(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(name); len(data) != 0 {
 		t.Errorf("their file got %q", data)
+	}
+}
+
+// The first use logs "X set by environment to Y" for the logger's own
+// variables (INFO, ENV) and warns about unknown subsystem names, once.
+func TestEnvLinesAndUnknownSubsys(t *testing.T) {
+	capture(t)
+	t.Setenv("MSCCLPP_DEBUG", "INFO")
+	t.Setenv("MSCCLPP_DEBUG_SUBSYS", "ENV,bogus")
+	Reset()
+	var lines []string
+	SetHandler(func(l string) { lines = append(lines, l) })
+	Infof(Env, "first")
+	Infof(Env, "second")
+	text := strings.Join(lines, "")
+	for _, want := range []string{
+		"MSCCLPP INFO MSCCLPP_DEBUG set by environment to INFO\n",
+		"MSCCLPP INFO MSCCLPP_DEBUG_SUBSYS set by environment to ENV,bogus\n",
+		`MSCCLPP WARN MSCCLPP_DEBUG_SUBSYS: unknown subsystem "BOGUS" ignored`,
+		"MSCCLPP INFO first\n", "MSCCLPP INFO second\n",
+	} {
+		if strings.Count(text, want) != 1 {
+			t.Errorf("want exactly one %q in:\n%s", want, text)
+		}
+	}
+	if len(lines) != 5 {
+		t.Errorf("got %d lines, want 5:\n%s", len(lines), text)
+	}
+}
+
+// Malformed reaches the handler when WARN is on, and stderr (once per
+// message) when logging is off.
+func TestMalformed(t *testing.T) {
+	lines := capture(t, "MSCCLPP_DEBUG", "WARN")
+	Malformed("ignoring X=%q", "y")
+	Malformed("ignoring X=%q", "y")
+	if len(*lines) != 1 || !strings.Contains((*lines)[0], `MSCCLPP WARN ignoring X="y"`) {
+		t.Errorf("with WARN on: %q", *lines)
+	}
+	if LastWarn() != "" {
+		t.Errorf("Malformed changed LastWarn to %q", LastWarn())
+	}
+
+	lines = capture(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stderr
+	os.Stderr = w
+	Malformed("ignoring Z=%q", "1")
+	Malformed("ignoring Z=%q", "1")
+	os.Stderr = saved
+	w.Close()
+	buf := make([]byte, 4096)
+	n, _ := r.Read(buf)
+	r.Close()
+	got := string(buf[:n])
+	if len(*lines) != 0 || strings.Count(got, `MSCCLPP WARN ignoring Z="1"`) != 1 {
+		t.Errorf("with logging off: handler %q, stderr %q", *lines, got)
 	}
 }

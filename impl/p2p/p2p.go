@@ -18,6 +18,7 @@ import (
 	"github.com/mscclpp-go/mscclpp/cuda"
 	"github.com/mscclpp-go/mscclpp/impl/cudaproxy"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
@@ -221,7 +222,7 @@ const (
 // first P2P connection (enterCUDA), not at init: CUDA 11 runtimes create the context lazily, so
 // at mscclppCommInitRank the thread may have none yet even after cudaSetDevice.
 func devicePolicy(atInit bool) (int, error) {
-	v := strings.ToLower(os.Getenv("MSCCLPP_DEVICE"))
+	v := strings.ToLower(env.Get("MSCCLPP_DEVICE"))
 	if !atInit {
 		switch v {
 		case "host":

@@ -6,6 +6,21 @@
  *                           mscclppInvalidUsage within 3 s (the timeout is
  *                           20 s), and mscclppGetLastError(NULL) must name
  *                           both values.
+ *   init_failures mismatch-root (N = 3): the same with rank 0, whose process
+ *                           hosts the root, saying nranks=4.
+ *   init_failures ifname-root (N = 3): rank 0 sets MSCCLPP_SOCKET_IFNAME to
+ *                           an interface that does not exist (setenv before
+ *                           its init), so it cannot join. Every rank's init
+ *                           must return mscclppInvalidUsage within 3 s
+ *                           naming MSCCLPP_SOCKET_IFNAME: the root tells the
+ *                           others why rank 0 could not join.
+ *   init_failures secret    (N = 3, MSCCLPP_BOOTSTRAP_SECRET set by the
+ *                           runner): rank 2 sets another secret (setenv
+ *                           before its init). Rank 2 gets
+ *                           mscclppInvalidUsage within 3 s saying that the
+ *                           root refused its secret; ranks 0 and 1 get
+ *                           mscclppInvalidUsage at their 2 s timeout naming
+ *                           rank 2, the refused connection and the fix.
  *   init_failures dying     (N = 3, launch --expect-fail 2): rank 0 starts;
  *                           rank 2 registers with the root and is killed
  *                           (SIGKILL) before rank 1 arrives. Ranks 0 and 1
@@ -55,28 +70,82 @@ static int cookie_ok(void)
   return (st.st_mode & 0777) == 0600 && st.st_size == 65;
 }
 
-static int mismatch(int rank, int nranks)
+/* Init as rank of nranks, expecting want; *dt: how long it took, *msg: the last error. */
+static mscclppResult_t timed_init(int rank, int nranks, mscclppResult_t want, double* dt, const char** msg)
 {
-  int mine = rank == nranks - 1 ? nranks + 1 : nranks;
   mscclppComm_t comm = NULL;
   double t0 = test_now();
-  mscclppResult_t res = mscclppCommInitRank(&comm, mine, test_addr(), rank);
-  double dt = test_now() - t0;
-  const char* msg = test_last_error(NULL);
-  printf("rank %d with nranks=%d: %s after %.3f s: \"%s\"\n", rank, mine, mscclppGetErrorString(res), dt, msg);
-  CHECK(res == mscclppInvalidUsage, "init returned %s, want mscclppInvalidUsage", mscclppGetErrorString(res));
+  mscclppResult_t res = mscclppCommInitRank(&comm, nranks, test_addr(), rank);
+  *dt = test_now() - t0;
+  *msg = test_last_error(NULL);
+  printf("rank %d with nranks=%d: %s after %.3f s: \"%s\"\n", rank, nranks, mscclppGetErrorString(res), *dt, *msg);
+  CHECK(res == want, "init returned %s, want %s", mscclppGetErrorString(res), mscclppGetErrorString(want));
+  if (res == mscclppSuccess)
+    mscclppCommDestroy(comm);
+  return res;
+}
+
+static int mismatch(int rank, int nranks, int odd)
+{
+  int mine = rank == odd ? nranks + 1 : nranks;
+  double dt;
+  const char* msg;
+  timed_init(rank, mine, mscclppInvalidUsage, &dt, &msg);
   char a[32], b[32];
   snprintf(a, sizeof a, "nranks=%d", nranks);
   snprintf(b, sizeof b, "nranks=%d", nranks + 1);
   CHECK(strstr(msg, a) && strstr(msg, b), "the message does not name both %s and %s", a, b);
   CHECK(dt < kMaxInit, "init took %.2f s (timeout %d s): a mismatch must fail at once", dt, kTimeout);
   CHECK(cookie_ok(), "no 0600 cookie of 65 bytes in HOME=%s", test_dir());
-  if (res == mscclppSuccess)
-    mscclppCommDestroy(comm);
   if (rank == 0)
     wait_reports("mismatch", nranks);
   else
     report("mismatch");
+  return test_finish();
+}
+
+/* Rank 0 cannot pick an address; the others learn why from the root. */
+static int ifname_root(int rank, int nranks)
+{
+  if (rank == 0)
+    REQUIRE(setenv("MSCCLPP_SOCKET_IFNAME", "=no-such-interface0", 1) == 0, "setenv");
+  double dt;
+  const char* msg;
+  timed_init(rank, nranks, mscclppInvalidUsage, &dt, &msg);
+  CHECK(strstr(msg, "MSCCLPP_SOCKET_IFNAME") && strstr(msg, "no-such-interface0"),
+        "the message does not say that rank 0's MSCCLPP_SOCKET_IFNAME matches no interface");
+  if (rank != 0)
+    CHECK(test_mentions_rank(msg, 0), "the message does not name rank 0");
+  CHECK(dt < kMaxInit, "init took %.2f s (timeout %d s): the reason must reach every rank at once", dt, kTimeout);
+  if (rank == 0)
+    wait_reports("ifname", nranks);
+  else
+    report("ifname");
+  return test_finish();
+}
+
+/* Rank 2's secret differs: it fails at once, the others at the timeout with the reason. */
+static int secret(int rank, int nranks)
+{
+  const int odd = nranks - 1;
+  REQUIRE(getenv("MSCCLPP_BOOTSTRAP_SECRET") != NULL, "run with MSCCLPP_BOOTSTRAP_SECRET");
+  if (rank == odd)
+    REQUIRE(setenv("MSCCLPP_BOOTSTRAP_SECRET", "another job's secret", 1) == 0, "setenv");
+  MCHECK(mscclppSetBootstrapConnTimeout(2));
+  double dt;
+  const char* msg;
+  timed_init(rank, nranks, mscclppInvalidUsage, &dt, &msg);
+  CHECK(strstr(msg, "MSCCLPP_BOOTSTRAP_SECRET") && strstr(msg, "mscclppGetUniqueId"),
+        "the message does not say what to do");
+  if (rank == odd) {
+    CHECK(strstr(msg, "refused this rank's key") != NULL, "the message does not say that the root refused the key");
+    CHECK(dt < kMaxInit, "init took %.2f s: a refused secret must fail at once", dt);
+  } else {
+    CHECK(test_mentions_rank(msg, odd), "the message does not name rank %d", odd);
+    CHECK(strstr(msg, "1 connection from 127.0.0.1 refused: different job secret") != NULL,
+          "the message does not name the refused connection");
+    CHECK(dt < 2 + kMaxInit, "init took %.2f s (timeout 2 s)", dt);
+  }
   return test_finish();
 }
 
@@ -141,11 +210,17 @@ int main(int argc, char** argv)
 {
   test_init("init_failures");
   int rank = test_rank(), nranks = test_nranks();
-  REQUIRE(argc == 2, "usage: init_failures mismatch|dying");
+  REQUIRE(argc == 2, "usage: init_failures mismatch|mismatch-root|ifname-root|secret|dying");
   REQUIRE(nranks == 3, "run with N = 3");
   MCHECK(mscclppSetBootstrapConnTimeout(kTimeout));
   if (strcmp(argv[1], "mismatch") == 0)
-    return mismatch(rank, nranks);
+    return mismatch(rank, nranks, nranks - 1);
+  if (strcmp(argv[1], "mismatch-root") == 0)
+    return mismatch(rank, nranks, 0);
+  if (strcmp(argv[1], "secret") == 0)
+    return secret(rank, nranks);
+  if (strcmp(argv[1], "ifname-root") == 0)
+    return ifname_root(rank, nranks);
   if (strcmp(argv[1], "dying") == 0)
     return dying(rank, nranks);
   REQUIRE(0, "unknown mode %s", argv[1]);

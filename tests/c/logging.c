@@ -12,7 +12,7 @@
  *                  SetLogHandler(NULL) restores the default (stdout);
  *                  mscclppDefaultLogHandler writes a line to stdout as is.
  *   logging warn   MSCCLPP_DEBUG=warn (any case): WARN lines only, no INFO.
- *   logging subsys MSCCLPP_DEBUG=Info, MSCCLPP_DEBUG_SUBSYS=^INIT: the INIT
+ *   logging subsys MSCCLPP_DEBUG=Info, MSCCLPP_DEBUG_SUBSYS=^INIT,ENV,COLL: the
  *                  INFO lines of init are masked out, WARN lines are not.
  *   logging off    MSCCLPP_DEBUG unset: the handler gets nothing, the last
  *                  error is still kept.
@@ -20,11 +20,33 @@
  *                  MSCCLPP_TEST_LOGDIR=$DIR: the file with the expanded
  *                  name gets the lines (and mscclppDefaultLogHandler's), not
  *                  stdout.
+ *   logging symlink MSCCLPP_DEBUG_FILE names a symlink: refused (WARN on
+ *                  stderr), the lines go to stderr, the target is untouched.
+ *   logging setenv MSCCLPP_DEBUG unset at start: the program sets
+ *                  MSCCLPP_DEBUG=INFO and MSCCLPP_DEBUG_SUBSYS=INIT,ENV with
+ *                  setenv(3) after the library was loaded, before its first
+ *                  call, and gets INFO lines (upstream reads them with getenv
+ *                  at first use), among them "MSCCLPP_DEBUG set by
+ *                  environment to INFO" once.
+ *   logging trace  MSCCLPP_DEBUG=TRACE, MSCCLPP_DEBUG_SUBSYS=CALL,ALLOC: one
+ *                  TRACE line per API call ("<ms> go_mscclppX:line MSCCLPP
+ *                  TRACE mscclppX <arguments>"), and INFO lines for
+ *                  mscclppHostAlloc/HostFree under ALLOC; no INIT lines.
+ *   logging malformed MSCCLPP_DEBUG unset, MSCCLPP_BOOTSTRAP_TIMEOUT=abc: one
+ *                  WARN line naming the variable on stderr (a malformed value
+ *                  is reported even with logging off), init works.
+ *   logging commid MSCCLPP_COMM_ID unset at start: the program sets it with
+ *                  setenv(3) to MSCCLPP_TEST_ADDR's port + 1 before
+ *                  mscclppGetUniqueId, whose root must then listen there
+ *                  (binding it fails with EADDRINUSE); a 1-rank init works.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <strings.h>
 #include <pthread.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "check.h"
@@ -151,20 +173,22 @@ static void check_lines(int from, int* nInfo, int* nWarn, const char* text, int*
   pthread_mutex_unlock(&logMu);
 }
 
-/* Run fn with fd 1 sent to a file; return what was written (malloc'd). */
-static char* capture_stdout(void (*fn)(void*), void* arg)
+/* Run fn with fd `which` (1 or 2) sent to a file; return what was written (malloc'd). */
+static char* capture_fd(int which, void (*fn)(void*), void* arg)
 {
   char path[4096];
-  snprintf(path, sizeof path, "%s/stdout.%d", test_dir(), pid);
+  snprintf(path, sizeof path, "%s/fd%d.%d", test_dir(), which, pid);
   fflush(stdout);
-  int saved = dup(1);
+  fflush(stderr);
+  int saved = dup(which);
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  REQUIRE(saved >= 0 && fd >= 0, "cannot redirect stdout to %s", path);
-  dup2(fd, 1);
+  REQUIRE(saved >= 0 && fd >= 0, "cannot redirect fd %d to %s", which, path);
+  dup2(fd, which);
   close(fd);
   fn(arg);
   fflush(stdout);
-  dup2(saved, 1);
+  fflush(stderr);
+  dup2(saved, which);
   close(saved);
   FILE* f = fopen(path, "rb");
   REQUIRE(f != NULL, "cannot read %s", path);
@@ -174,6 +198,11 @@ static char* capture_stdout(void (*fn)(void*), void* arg)
   fclose(f);
   unlink(path);
   return out;
+}
+
+static char* capture_stdout(void (*fn)(void*), void* arg)
+{
+  return capture_fd(1, fn, arg);
 }
 
 static void call_default_handler(void* msg)
@@ -377,10 +406,136 @@ static void mode_symlink(void)
   free(err);
 }
 
+/* How many captured lines contain text. */
+static int count_lines(const char* text)
+{
+  int n = 0;
+  pthread_mutex_lock(&logMu);
+  for (int i = 0; i < nlines; i++)
+    if (strstr(lines[i], text))
+      n++;
+  pthread_mutex_unlock(&logMu);
+  return n;
+}
+
+/* MSCCLPP_DEBUG=TRACE with CALL and ALLOC: a TRACE line per call. */
+static void mode_trace(void)
+{
+  MCHECK(mscclppSetLogHandler(handler));
+  mscclppComm_t comm = init_one();
+  int rank = -1;
+  MCHECK_COMM(comm, mscclppCommRank(comm, &rank));
+  void* p = NULL;
+  MCHECK(mscclppHostAlloc(&p, 4096));
+  MCHECK(mscclppHostFree(p));
+  MCHECK(mscclppCommDestroy(comm));
+  int nInfo, nWarn;
+  check_lines(0, &nInfo, &nWarn, NULL, NULL);
+  static const char* calls[] = {"go_mscclppCommInitRank:", "MSCCLPP TRACE mscclppCommInitRank comm ",
+                                "go_mscclppBootstrapBarrier:", "MSCCLPP TRACE mscclppBootstrapBarrier comm ",
+                                "go_mscclppCommRank:", "MSCCLPP TRACE mscclppCommRank comm ",
+                                "go_mscclppHostAlloc:", "MSCCLPP TRACE mscclppHostAlloc ptr ",
+                                "go_mscclppCommDestroy:", "MSCCLPP TRACE mscclppCommDestroy comm "};
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i += 2) {
+    int n = 0;
+    pthread_mutex_lock(&logMu);
+    for (int k = 0; k < nlines; k++)
+      if (strstr(lines[k], calls[i]) && strstr(lines[k], calls[i + 1]))
+        n++;
+    pthread_mutex_unlock(&logMu);
+    if (CHECK(n == 1, "%d TRACE lines with \"%s\" and \"%s\", want 1", n, calls[i], calls[i + 1]))
+      printf("ok   one TRACE line for %s\n", calls[i + 1] + strlen("MSCCLPP TRACE "));
+  }
+  CHECK(count_lines("nranks 1 ipPortPair ") == 1, "mscclppCommInitRank's TRACE line lacks its arguments");
+  CHECK(count_lines("MSCCLPP INFO mscclppHostAlloc: 4096 bytes at ") == 1, "no ALLOC line for mscclppHostAlloc");
+  CHECK(count_lines("MSCCLPP INFO mscclppHostFree: 4096 bytes at ") == 1, "no ALLOC line for mscclppHostFree");
+  CHECK(count_lines(" ready in ") == 0, "an INIT line although MSCCLPP_DEBUG_SUBSYS=CALL,ALLOC");
+  MCHECK(mscclppSetLogHandler(NULL));
+}
+
+static void init_and_destroy(void* unused)
+{
+  (void)unused;
+  MCHECK(mscclppCommDestroy(init_one()));
+}
+
+/* A malformed variable is reported on stderr even with logging off. */
+static void mode_malformed(void)
+{
+  REQUIRE(getenv("MSCCLPP_DEBUG") == NULL, "run without MSCCLPP_DEBUG");
+  MCHECK(mscclppSetLogHandler(handler));
+  char* err = capture_fd(2, init_and_destroy, NULL);
+  printf("stderr: %s\n", err);
+  int n = 0;
+  for (const char* q = err; (q = strstr(q, "MSCCLPP WARN ")) != NULL; q++)
+    n++;
+  if (CHECK(n == 1 && strstr(err, "MSCCLPP_BOOTSTRAP_TIMEOUT=\"abc\"") != NULL,
+            "want one WARN line about MSCCLPP_BOOTSTRAP_TIMEOUT=\"abc\" on stderr, got %d: \"%s\"", n, err))
+    printf("ok   the malformed MSCCLPP_BOOTSTRAP_TIMEOUT was reported once on stderr with logging off\n");
+  CHECK(line_count() == 0, "logging is off but the handler got %d lines", line_count());
+  free(err);
+  MCHECK(mscclppSetLogHandler(NULL));
+}
+
+/* MSCCLPP_DEBUG set with setenv(3) after load, before the first call. */
+static void mode_setenv(void)
+{
+  REQUIRE(getenv("MSCCLPP_DEBUG") == NULL, "run without MSCCLPP_DEBUG");
+  REQUIRE(setenv("MSCCLPP_DEBUG", "INFO", 1) == 0 && setenv("MSCCLPP_DEBUG_SUBSYS", "INIT,ENV", 1) == 0, "setenv");
+  MCHECK(mscclppSetLogHandler(handler));
+  mscclppComm_t comm = init_one();
+  MCHECK(mscclppCommDestroy(comm));
+  int nInfo, nWarn;
+  check_lines(0, &nInfo, &nWarn, NULL, NULL);
+  if (CHECK(nInfo > 0, "MSCCLPP_DEBUG=INFO set with setenv after load gave no INFO line"))
+    printf("ok   %d INFO lines after setenv(\"MSCCLPP_DEBUG\", \"INFO\") at run time\n", nInfo);
+  int envLines = 0;
+  pthread_mutex_lock(&logMu);
+  for (int i = 0; i < nlines; i++)
+    if (strstr(lines[i], "MSCCLPP INFO MSCCLPP_DEBUG set by environment to INFO\n"))
+      envLines++;
+  pthread_mutex_unlock(&logMu);
+  if (CHECK(envLines == 1, "%d lines \"MSCCLPP_DEBUG set by environment to INFO\", want 1", envLines))
+    printf("ok   one \"MSCCLPP_DEBUG set by environment to INFO\" line\n");
+  MCHECK(mscclppSetLogHandler(NULL));
+}
+
+/* MSCCLPP_COMM_ID set with setenv(3) after load, before mscclppGetUniqueId. */
+static void mode_commid(void)
+{
+  REQUIRE(getenv("MSCCLPP_COMM_ID") == NULL, "run without MSCCLPP_COMM_ID");
+  const char* addr = test_addr_plus(1);
+  REQUIRE(setenv("MSCCLPP_COMM_ID", addr, 1) == 0, "setenv");
+  mscclppUniqueId id;
+  MCHECK(mscclppGetUniqueId(&id));
+  /* the root of the id listens at MSCCLPP_COMM_ID: that port is taken */
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(s >= 0, "socket: %s", strerror(errno));
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)(test_port() + 1));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int rc = bind(s, (struct sockaddr*)&sa, sizeof sa);
+  int err = errno;
+  close(s);
+  if (CHECK(rc != 0 && err == EADDRINUSE,
+            "after setenv(\"MSCCLPP_COMM_ID\", \"%s\"), mscclppGetUniqueId's root does not listen there "
+            "(bind: %s)",
+            addr, rc == 0 ? "succeeded" : strerror(err)))
+    printf("ok   mscclppGetUniqueId's root listens at MSCCLPP_COMM_ID=%s set with setenv at run time\n", addr);
+  mscclppComm_t comm = NULL;
+  MCHECK(mscclppCommInitRankFromId(&comm, 1, id, 0));
+  if (comm) {
+    MCHECK_COMM(comm, mscclppBootstrapBarrier(comm));
+    MCHECK(mscclppCommDestroy(comm));
+  }
+}
+
 int main(int argc, char** argv)
 {
   test_init("logging");
-  REQUIRE(argc == 2, "usage: logging info|warn|subsys|off|file|symlink");
+  REQUIRE(argc == 2, "usage: logging info|warn|subsys|off|file|symlink|setenv|commid|trace|malformed");
   pid = (int)getpid();
   REQUIRE(gethostname(host, sizeof host) == 0, "gethostname");
   host[sizeof host - 1] = '\0';
@@ -398,12 +553,20 @@ int main(int argc, char** argv)
     mode_handler(0, 1);
   } else if (strcmp(argv[1], "subsys") == 0) {
     const char* sub = getenv("MSCCLPP_DEBUG_SUBSYS");
-    REQUIRE(dbg && strcasecmp(dbg, "INFO") == 0 && sub && strcmp(sub, "^INIT") == 0,
-            "run with MSCCLPP_DEBUG=INFO and MSCCLPP_DEBUG_SUBSYS=^INIT");
+    REQUIRE(dbg && strcasecmp(dbg, "INFO") == 0 && sub && strcmp(sub, "^INIT,ENV,COLL") == 0,
+            "run with MSCCLPP_DEBUG=INFO and MSCCLPP_DEBUG_SUBSYS=^INIT,ENV,COLL");
     mode_handler(0, 1);
   } else if (strcmp(argv[1], "off") == 0) {
     REQUIRE(dbg == NULL, "run without MSCCLPP_DEBUG");
     mode_handler(0, 0);
+  } else if (strcmp(argv[1], "trace") == 0) {
+    mode_trace();
+  } else if (strcmp(argv[1], "malformed") == 0) {
+    mode_malformed();
+  } else if (strcmp(argv[1], "setenv") == 0) {
+    mode_setenv();
+  } else if (strcmp(argv[1], "commid") == 0) {
+    mode_commid();
   } else if (strcmp(argv[1], "symlink") == 0) {
     mode_symlink();
   } else if (strcmp(argv[1], "file") == 0) {

@@ -571,6 +571,12 @@ run_case adversary 3 30 adversary
 # init fails fast and alike on every rank (HOME: the ranks create the cookie there)
 case_lenv=("HOME={DIR}")
 run_case init-nranks-mismatch 3 20 init_failures mismatch
+case_lenv=("HOME={DIR}")
+run_case init-nranks-mismatch-root 3 20 init_failures mismatch-root
+case_lenv=("HOME={DIR}")
+run_case init-ifname-root 3 20 init_failures ifname-root
+case_env=(MSCCLPP_BOOTSTRAP_SECRET=the-job-secret)
+run_case init-secret-differs 3 20 init_failures secret
 case_env=(MSCCLPP_DEBUG=INFO MSCCLPP_DEBUG_SUBSYS=INIT)
 case_lenv=("HOME={DIR}")
 case_expect_fail=2
@@ -579,9 +585,16 @@ case_env=(MSCCLPP_DEBUG=INFO)
 run_case logging-info 1 15 logging info
 case_env=(MSCCLPP_DEBUG=warn)
 run_case logging-warn 1 15 logging warn
-case_env=(MSCCLPP_DEBUG=Info MSCCLPP_DEBUG_SUBSYS=^INIT)
+case_env=(MSCCLPP_DEBUG=Info MSCCLPP_DEBUG_SUBSYS=^INIT,ENV,COLL)
 run_case logging-subsys 1 15 logging subsys
 run_case logging-off 1 15 logging off
+# variables set with setenv(3) after the library was loaded count (upstream reads them with getenv)
+run_case logging-setenv 1 15 logging setenv
+run_case env-setenv-comm-id 1 15 logging commid
+case_env=(MSCCLPP_DEBUG=TRACE MSCCLPP_DEBUG_SUBSYS=CALL,ALLOC)
+run_case logging-trace-call 1 15 logging trace
+case_env=(MSCCLPP_BOOTSTRAP_TIMEOUT=abc)
+run_case logging-malformed-env 1 15 logging malformed
 logdir="$out/logging-file.d"
 rm -rf "$logdir" && mkdir -p "$logdir"
 case_env=(MSCCLPP_DEBUG=INFO "MSCCLPP_DEBUG_FILE=$logdir/dbg-%h-%p-%%.log" "MSCCLPP_TEST_LOGDIR=$logdir")
