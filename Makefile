@@ -63,7 +63,7 @@ pc_sed = sed -e 's|@PREFIX@|$(1)|' -e 's|@LIBDIR@|$(patsubst $(1)/%,$${prefix}/%
 
 $(BLIBDIR)/pkgconfig/mscclpp.pc: pkgconfig/mscclpp.pc.in Makefile
 	@mkdir -p $(BLIBDIR)/pkgconfig
-	$(call pc_sed,$(CURDIR)/$(BUILD),$(CURDIR)/$(BLIBDIR)) $< > $@
+	$(call pc_sed,$(abspath $(BUILD)),$(abspath $(BLIBDIR))) $< > $@
 
 # The CMake package finds its prefix from its own location: the same files
 # serve the build tree and every install prefix.

@@ -55,6 +55,7 @@ export PATH="$wrap:$PATH" CC=cc CXX=c++
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:exitcode=66:print_summary=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 filter=${MSCCLPP_ASAN_FILTER:-'^(error_strings|bootstrap|connections|datapath|bad_input|timeouts|stranger|adversary|init-|logging|fork|mode-|threads|readme-example|shm|tools)'}
+rm -rf "$abuild/tests"
 log=$abuild/suite.log
 MSCCLPP_TEST_FILTER=$filter MSCCLPP_TEST_BUDGET=${MSCCLPP_TEST_BUDGET:-400} \
   bash "$root/tests/c/run.sh" "$abuild" 2>&1 | tee "$log"
