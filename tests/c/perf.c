@@ -38,8 +38,9 @@
  *                or a number. Peers on this rank's node always use SHM. The
  *                node of every rank is its MSCCLPP_HOSTID, else host name and
  *                boot id (what the library uses), gathered over the bootstrap.
- *                When the library refuses that transport (not built yet),
- *                every rank says so on one line and perf exits 3.
+ *                When mscclppConnect refuses that transport (e.g. ib with
+ *                no such RDMA device here), every rank says why on one line
+ *                (the library's message) and perf exits 3.
  *
  * Ranks:
  *  - started by tests/c/launch (MSCCLPP_TEST_RANK / _NRANKS / _ADDR), or
@@ -594,8 +595,8 @@ int main(int argc, char** argv)
     mscclppResult_t r = mscclppConnect(comm, p, 0, buf, bufBytes, crossTransport,
                                        crossTransport == mscclppTransportIB ? ibDev : NULL);
     if (r != mscclppSuccess) {
-      fprintf(stderr, "perf rank %d: the cross-node transport %s (%d) to rank %d is not available in this library: %s: %s\n",
-              rank, crossName, (int)crossTransport, p, mscclppGetErrorString(r), mscclppGetLastError(comm));
+      fprintf(stderr, "perf rank %d: cannot connect to rank %d over the cross-node transport %s (%d): %s: %s\n", rank,
+              p, crossName, (int)crossTransport, mscclppGetErrorString(r), mscclppGetLastError(comm));
       exit(3);
     }
   }

@@ -402,6 +402,18 @@ perf_case() {
     # shellcheck disable=SC2086
     perf_run 2 $bad && expect_line '^usage: perf '
   done
+  # a cross-node transport the machine lacks (ib, no such device; every rank
+  # its own host): each rank gives the library's reason and exits 3
+  echo "== launch -n 2 (a host each) perf --transport ib, MSCCLPP_PERF_IB_DEV=nosuch0 (want exit 3 and the reason)" >>"$log"
+  MSCCLPP_PERF_IB_DEV=nosuch0 timeout -k 5 "$t" "$out/launch" -n 2 -t "$t" -e 'MSCCLPP_HOSTID=host{RANK}' -- \
+    "$out/perf" --transport ib -b 8 -e 64 -n 1 -w 0 >"$o" 2>&1
+  cat "$o" >>"$log"
+  expect_line '^\[rank 0\] perf rank 0: cannot connect to rank 1 over the cross-node transport ib \(2\): .*IB device "nosuch0" not found'
+  expect_line '^launch: .*rank 0: exit 3 .*rank 1: exit 3 '
+  if grep -q 'not available in this library' "$o"; then
+    echo "-- says the transport is not available in this library, though the device is what is missing" >>"$log"
+    ok=0
+  fi
   # make run passes NRANKS and ARGS through perf.sh
   echo "== make run NRANKS=2 ARGS=\"-b 64 -e 256 -f 2 -n 2 -w 1 -c 1\"" >>"$log"
   if timeout -k 5 "$t" make -s -C "$root" run BUILD="$build" NRANKS=2 ARGS="-b 64 -e 256 -f 2 -n 2 -w 1 -c 1" >"$o" 2>&1; then
