@@ -493,7 +493,7 @@ func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*net
 		left := time.Until(deadline)
 		if left <= 0 {
 			if last != nil {
-				return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within the bootstrap timeout (%v; last attempt: %v)", addr, wait-rootGrace, last)
+				return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within the bootstrap timeout (%v); last attempt: %v", addr, wait-rootGrace, last)
 			}
 			return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within the bootstrap timeout (%v)", addr, wait-rootGrace)
 		}
