@@ -378,17 +378,22 @@ const char* mscclppGetErrorString(mscclppResult_t result);
  *   buffSize       its size in bytes, > 0
  *   transportType  mscclppTransportSHM (host memory, ranks of one node),
  *                  mscclppTransportP2P (CUDA mode, device memory through CUDA
- *                  IPC, ranks of one node), mscclppTransportIB (not built:
- *                  mscclppInvalidUsage)
- *   ibDev          the IB device for mscclppTransportIB, else NULL
+ *                  IPC, ranks of one node), mscclppTransportIB (RDMA writes
+ *                  through libibverbs, loaded at run time; any node),
+ *                  mscclppTransportEthernet (extension: TCP; any node)
+ *   ibDev          the IB device for mscclppTransportIB (a verbs name such
+ *                  as "mlx5_0", a network interface or a PCI address), else
+ *                  NULL
  * The connection's index is the number of Connect calls before it (the
  * order of mscclppGetAllDeviceConnections). Nothing is exchanged until
  * mscclppConnectionSetup. Errors: remoteRank out of range or this rank,
  * NULL localBuff or buffSize 0 (use mscclppConnectWithoutBuffer), a second
- * connection with the same (remoteRank, tag), IB with NULL ibDev:
- * mscclppInvalidArgument; after mscclppConnectionSetup, more than 1024
- * connections, SHM or P2P to a rank on another node, P2P in host mode, IB,
- * an unknown transport: mscclppInvalidUsage. */
+ * connection with the same (remoteRank, tag), IB with NULL ibDev or a
+ * device this host does not have: mscclppInvalidArgument; IB where
+ * libibverbs does not load: mscclppSystemError; after
+ * mscclppConnectionSetup, more than 1024 connections, SHM or P2P to a rank
+ * on another node, P2P in host mode, an unknown transport:
+ * mscclppInvalidUsage. */
 mscclppResult_t mscclppConnect(mscclppComm_t comm, int remoteRank, int tag, void* localBuff, uint64_t buffSize,
                                mscclppTransport_t transportType, const char* ibDev MSCCLPP_DEFAULT_ARG(0));
 
