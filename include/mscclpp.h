@@ -308,10 +308,11 @@ mscclppResult_t mscclppGetUniqueId(mscclppUniqueId* uniqueId);
  * Collective: blocks until all nranks ranks have arrived (each waits at
  * most the bootstrap timeout, then fails with mscclppRemoteError naming the
  * missing rank). Ranks with the same host identity (MSCCLPP_HOSTID, default
- * host name + boot id) share a node shared-memory segment. Chooses CUDA
- * mode when libcuda loads and the calling thread has a current CUDA
- * context, else host mode (MSCCLPP_DEVICE forces one; forced CUDA mode
- * without CUDA fails with mscclppUnhandledCudaError). Errors: NULL comm or
+ * host name + boot id) share a node shared-memory segment. Starts in host
+ * mode; its first P2P connection (mscclppConnect) moves it to CUDA mode on
+ * the GPU whose context allocated that buffer (MSCCLPP_DEVICE=host refuses
+ * P2P; MSCCLPP_DEVICE=cuda makes init fail with mscclppUnhandledCudaError
+ * where the driver does not load or cuInit fails). Errors: NULL comm or
  * ipPortPair, nranks or rank out of range, malformed address:
  * mscclppInvalidArgument. Thread-safe: threads may each create their own
  * communicator concurrently. */
@@ -352,10 +353,12 @@ mscclppResult_t mscclppBootstrapBarrier(mscclppComm_t comm);
  * that), releases the connections, the mappings of peers' buffers, the node
  * segment and the bootstrap connections. Buffers the application passed in
  * stay the application's. Not collective, but peers that still use their
- * connections to this rank may fail with mscclppRemoteError. Afterwards the
- * handle is invalid: any call with it, a second destroy included, is
- * mscclppInvalidUsage, and the device connection arrays are freed.
- * Must not race with other calls on the same communicator. */
+ * connections to this rank may fail with mscclppRemoteError. Calls already
+ * inside the communicator finish first (a wait notices the destroy within
+ * a millisecond and returns mscclppInvalidUsage). Afterwards the handle is
+ * invalid: any call with it, a second destroy included, is
+ * mscclppInvalidUsage, and the device connection arrays it handed out stay
+ * mapped but zeroed (a stale connection is refused, never followed). */
 mscclppResult_t mscclppCommDestroy(mscclppComm_t comm);
 
 /* mscclppGetErrorString: the fixed text of a result code.
