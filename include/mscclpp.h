@@ -452,8 +452,8 @@ mscclppResult_t mscclppGetDeviceConnection(mscclppComm_t comm, int remoteRank, i
 
 /* mscclppProxyLaunch: start the proxy threads.
  *   comm  the communicator
- * One proxy thread per transport context (one for SHM, one for P2P per
- * GPU); each serves the triggers pushed into its FIFO (by device code, or by
+ * One proxy thread per transport context (e.g. one for SHM, one for P2P
+ * per GPU); each serves the triggers pushed into its FIFO (by device code, or by
  * mscclppFifoPush on host). Host-thread connection methods work without a
  * proxy. Errors: before mscclppConnectionSetup, proxies already running:
  * mscclppInvalidUsage; a proxy thread that cannot start: mscclppSystemError. */
@@ -503,10 +503,12 @@ mscclppResult_t mscclppRegisterBuffer(mscclppComm_t comm, void* local_memory, si
  *   srcBuff    the source; size bytes from srcBuff + srcOffset are copied
  *              to offset dstOffset of each peer's buffer
  *   stream     P2P: the cudaStream_t the copies are queued on (they are
- *              asynchronous); SHM: ignored, the copies are done on return
+ *              asynchronous); SHM and IB: ignored, the copies (IB: RDMA
+ *              writes, completed) are done on return
  * Errors: NULL srcBuff, size 0, regMem not from this communicator (or with
  * another number of entries than connections), a write past the end of a
- * peer's buffer: mscclppInvalidArgument. */
+ * peer's buffer: mscclppInvalidArgument; a connection over the Ethernet
+ * transport (no mapped remote buffer): mscclppInvalidUsage. */
 mscclppResult_t mscclppRegisteredBufferWrite(mscclppComm_t comm, mscclppRegisteredMemory* regMem, void* srcBuff,
                                              size_t size, uint32_t srcOffset, uint32_t dstOffset, int64_t stream);
 #endif
