@@ -1,19 +1,35 @@
 # libmscclpp: the MSCCL++ 0.1 C API built from Go.
 #   make            build build/lib/libmscclpp.so.0.1.0, headers and mscclpp.pc
-#   make test       Go tests (-race) and the C/C++ conformance suite
+#   make test       installs missing test packages (make deps), then go vet, the Go
+#                   tests (-race) and the C/C++ conformance suite, with one summary
+#                   counting every check and skip (tests/test.sh)
+#   make test-asan  the C suite against the library with ASan+UBSan on its C helpers
 #   make run        the main job: the allgather perf tool over SHM on N local ranks
 #                   (NRANKS=4; ARGS="-b 8 -e 1M -f 2 -n 20 -w 5 -c 1": nccl-tests flags for perf;
 #                   MULTINODE=2: across 2 simulated nodes, see tests/multinode)
 #   make bench      benchmarks beside references measured in the same run
-#   make install PREFIX=/some/where   (pkg-config file and CMake package included)
+#   make install PREFIX=/some/where   (pkg-config file and CMake package included;
+#                   DESTDIR stages, LIBDIR defaults to lib/$(gcc -print-multiarch)
+#                   under /usr, lib elsewhere; make uninstall removes the same files)
 GO       ?= go
+CC       ?= cc
 PREFIX   ?= /usr/local
+DESTDIR  ?=
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+ifeq ($(PREFIX)$(if $(MULTIARCH),,-),/usr)
+LIBDIR   ?= $(PREFIX)/lib/$(MULTIARCH)
+else
+LIBDIR   ?= $(PREFIX)/lib
+endif
+INCLUDEDIR ?= $(PREFIX)/include
+BINDIR   ?= $(PREFIX)/bin
+DOCDIR   ?= $(PREFIX)/share/doc/mscclpp
 BUILD    := build
-LIBDIR   := $(BUILD)/lib
+BLIBDIR  := $(BUILD)/lib
 VERSION  := 0.1.0
 SONAME   := libmscclpp.so.0
-LIB      := $(LIBDIR)/libmscclpp.so.$(VERSION)
-CMAKEDIR := $(LIBDIR)/cmake/mscclpp
+LIB      := $(BLIBDIR)/libmscclpp.so.$(VERSION)
+CMAKEDIR := $(BLIBDIR)/cmake/mscclpp
 CMAKEPKG := $(CMAKEDIR)/mscclppConfig.cmake $(CMAKEDIR)/mscclppConfigVersion.cmake
 SOURCES  := $(shell find capi impl cuda ib include -type f \( -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.cc' \) ! -name '*_test.go' 2>/dev/null)
 LDFLAGS  := -extldflags '-Wl,-soname,$(SONAME) -Wl,--version-script=$(CURDIR)/capi/exports.map'
@@ -21,45 +37,95 @@ NRANKS   ?= 4
 ARGS     ?=
 MULTINODE ?=
 
-.PHONY: all lib test test-go test-c run bench install clean check-cuda deps
+.PHONY: all lib test test-go test-c test-asan run bench install uninstall clean check-cuda deps FORCE
 
 all: lib $(BUILD)/include/mscclpp.h $(BUILD)/include/mscclppfifo.h $(BUILD)/include/mscclpp_tools.h \
-     $(LIBDIR)/pkgconfig/mscclpp.pc $(CMAKEPKG)
+     $(BLIBDIR)/pkgconfig/mscclpp.pc $(CMAKEPKG)
 
 lib: $(LIB)
 
 $(LIB): $(SOURCES) go.mod go.sum capi/exports.map
-	@mkdir -p $(LIBDIR)
+	@mkdir -p $(BLIBDIR)
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o $@ -ldflags "$(LDFLAGS)" ./capi
-	@rm -f $(LIBDIR)/libmscclpp.so.0.1.h
-	ln -sf libmscclpp.so.0.1.0 $(LIBDIR)/$(SONAME)
-	ln -sf $(SONAME) $(LIBDIR)/libmscclpp.so
+	@rm -f $(BLIBDIR)/libmscclpp.so.0.1.h
+	ln -sf libmscclpp.so.0.1.0 $(BLIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(BLIBDIR)/libmscclpp.so
 
 $(BUILD)/include/%.h: include/%.h
 	@mkdir -p $(BUILD)/include
 	cp $< $@
 
-$(LIBDIR)/pkgconfig/mscclpp.pc: pkgconfig/mscclpp.pc.in
-	@mkdir -p $(LIBDIR)/pkgconfig
-	sed 's|@PREFIX@|$(CURDIR)/$(BUILD)|' $< > $@
+# pc_sed PREFIX,LIBDIR: fills pkgconfig/mscclpp.pc.in; no rpath where the
+# dynamic linker looks anyway (/usr/lib and the multiarch directory)
+SYSLIBDIRS := /lib /usr/lib /lib64 /usr/lib64 $(if $(MULTIARCH),/lib/$(MULTIARCH) /usr/lib/$(MULTIARCH))
+pc_sed = sed -e 's|@PREFIX@|$(1)|' -e 's|@LIBDIR@|$(patsubst $(1)/%,$${prefix}/%,$(2))|' \
+  -e 's|@RPATH@|$(if $(filter $(2),$(SYSLIBDIRS)),,-Xlinker -rpath=$${libdir} )|'
+
+$(BLIBDIR)/pkgconfig/mscclpp.pc: pkgconfig/mscclpp.pc.in Makefile
+	@mkdir -p $(BLIBDIR)/pkgconfig
+	$(call pc_sed,$(abspath $(BUILD)),$(abspath $(BLIBDIR))) $< > $@
 
 # The CMake package finds its prefix from its own location: the same files
 # serve the build tree and every install prefix.
+# cmake_sed UP,LIBDIR,INCLUDEDIR: the package's prefix as the way up from its
+# own directory (or an absolute path), and the library and include
+# directories relative to ${_mscclpp_prefix} (or absolute)
+cmake_sed = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@VERSION_MAJOR@|$(word 1,$(subst ., ,$(VERSION)))|g' \
+  -e 's|@VERSION_MINOR@|$(word 2,$(subst ., ,$(VERSION)))|g' -e 's|@SONAME@|$(SONAME)|g' \
+  -e 's|@PREFIX_FROM_HERE@|$(1)|' -e 's|@LIBDIR_FROM_PREFIX@|$(2)|' -e 's|@INCLUDEDIR_FROM_PREFIX@|$(3)|'
+
 $(CMAKEDIR)/%.cmake: pkgconfig/%.cmake.in Makefile
 	@mkdir -p $(CMAKEDIR)
-	sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@VERSION_MAJOR@|$(word 1,$(subst ., ,$(VERSION)))|g' \
-	  -e 's|@VERSION_MINOR@|$(word 2,$(subst ., ,$(VERSION)))|g' -e 's|@SONAME@|$(SONAME)|g' $< > $@
+	$(call cmake_sed,$${CMAKE_CURRENT_LIST_DIR}/../../..,$${_mscclpp_prefix}/lib,$${_mscclpp_prefix}/include) $< > $@
 
-install: all
-	install -d $(PREFIX)/lib/pkgconfig $(PREFIX)/lib/cmake/mscclpp $(PREFIX)/include
-	install -m 0755 $(LIB) $(PREFIX)/lib/
-	ln -sf libmscclpp.so.0.1.0 $(PREFIX)/lib/$(SONAME)
-	ln -sf $(SONAME) $(PREFIX)/lib/libmscclpp.so
-	install -m 0644 include/mscclpp.h include/mscclppfifo.h include/mscclpp_tools.h $(PREFIX)/include/
-	sed 's|@PREFIX@|$(PREFIX)|' pkgconfig/mscclpp.pc.in > $(PREFIX)/lib/pkgconfig/mscclpp.pc
-	install -m 0644 $(CMAKEPKG) $(PREFIX)/lib/cmake/mscclpp/
+# cmake_up: the way from LIBDIR/cmake/mscclpp up to PREFIX ("../../.." for
+# lib, "../../../.." for lib/x86_64-linux-gnu); empty when LIBDIR is not
+# under PREFIX (the package then names PREFIX itself)
+cmake_up = $(if $(filter $(PREFIX)/%,$(LIBDIR)),$(subst $(eval) ,/,$(patsubst %,..,cmake mscclpp $(subst /, ,$(patsubst $(PREFIX)/%,%,$(LIBDIR))))))
+PERF := $(BUILD)/bin/mscclpp_allgather_perf
+DOCS := README.md CHANGELOG.md docs/PERFORMANCE.md docs/TOOLS.md
 
-test: all test-go test-c
+# the perf tool (tests/c/perf.c) as installed: linked against the library,
+# with an rpath to LIBDIR unless the dynamic linker looks there anyway
+$(PERF): tests/c/perf.c $(LIB) Makefile FORCE
+	@mkdir -p $(BUILD)/bin
+	$(CC) -std=c11 -O2 -Wall -Wextra -I$(BUILD)/include tests/c/perf.c -o $@ -L$(BLIBDIR) \
+	  $(if $(filter $(LIBDIR),$(SYSLIBDIRS)),,-Wl,-rpath,$(LIBDIR)) -lmscclpp -pthread
+
+install: all $(PERF)
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(LIBDIR)/cmake/mscclpp $(DESTDIR)$(INCLUDEDIR) \
+	  $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)
+	install -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/
+	ln -sf libmscclpp.so.0.1.0 $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libmscclpp.so
+	install -m 0644 include/mscclpp.h include/mscclppfifo.h include/mscclpp_tools.h $(DESTDIR)$(INCLUDEDIR)/
+	$(call pc_sed,$(PREFIX),$(LIBDIR)) pkgconfig/mscclpp.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/mscclpp.pc
+	$(call cmake_sed,$(if $(cmake_up),$${CMAKE_CURRENT_LIST_DIR}/$(cmake_up),$(PREFIX)),$(if $(cmake_up),$${_mscclpp_prefix}/$(patsubst $(PREFIX)/%,%,$(LIBDIR)),$(LIBDIR)),$(if $(filter $(PREFIX)/%,$(INCLUDEDIR)),$${_mscclpp_prefix}/$(patsubst $(PREFIX)/%,%,$(INCLUDEDIR)),$(INCLUDEDIR))) \
+	  pkgconfig/mscclppConfig.cmake.in > $(DESTDIR)$(LIBDIR)/cmake/mscclpp/mscclppConfig.cmake
+	install -m 0644 $(CMAKEDIR)/mscclppConfigVersion.cmake $(DESTDIR)$(LIBDIR)/cmake/mscclpp/
+	install -m 0755 $(PERF) $(DESTDIR)$(BINDIR)/
+	install -m 0644 LICENSE $(DOCS) $(DESTDIR)$(DOCDIR)/
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,libmscclpp.so.0.1.0 $(SONAME) libmscclpp.so pkgconfig/mscclpp.pc \
+	  cmake/mscclpp/mscclppConfig.cmake cmake/mscclpp/mscclppConfigVersion.cmake)
+	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/,mscclpp.h mscclppfifo.h mscclpp_tools.h)
+	rm -f $(DESTDIR)$(BINDIR)/mscclpp_allgather_perf $(addprefix $(DESTDIR)$(DOCDIR)/,LICENSE $(notdir $(DOCS)))
+	rmdir $(DESTDIR)$(LIBDIR)/cmake/mscclpp $(DESTDIR)$(DOCDIR) 2>/dev/null; true
+
+FORCE:
+
+# the Debian packages the tests need (.ci/install-deps.sh; quick when present)
+deps:
+	bash .ci/install-deps.sh $(if $(filter 1,$(MSCCLPP_CI)),--strict)
+
+# go vet, Go tests, the C suite and one summary of every check and skip
+test: deps all
+	bash tests/test.sh $(BUILD)
+
+# the C suite once more against the library with ASan and UBSan in its C helpers
+test-asan: all
+	bash tests/asan.sh $(BUILD)
 
 test-go:
 	$(GO) vet ./...

@@ -248,6 +248,9 @@ void capiToolsLoad(void)
   char* save = NULL;
   for (char* path = strtok_r(list, ":", &save); path != NULL; path = strtok_r(NULL, ":", &save)) {
     int before = mscclppToolNumLayers();
+    /* already in the process (listed twice, or loaded by the program): its
+     * constructor ran then and will not run again */
+    void* pre = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
     __atomic_store_n(&loadingFloor, before + 1, __ATOMIC_RELEASE);
     void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     __atomic_store_n(&loadingFloor, 0, __ATOMIC_RELEASE);
@@ -256,13 +259,20 @@ void capiToolsLoad(void)
       toolWarn(__LINE__, "MSCCLPP_TOOLS: cannot load %s: %s; skipped", path, why != NULL ? why : "unknown error");
       continue;
     }
-    if (mscclppToolNumLayers() == before) {
+    if (mscclppToolNumLayers() == before && pre != NULL) {
+      toolWarn(__LINE__,
+               "MSCCLPP_TOOLS: %s was already loaded (listed twice, or loaded by the program); "
+               "its layers, if any, are registered once; skipped",
+               path);
+      dlclose(h);
+    } else if (mscclppToolNumLayers() == before) {
       toolWarn(__LINE__,
                "MSCCLPP_TOOLS: %s loaded but registered no layer (its constructor must call "
                "mscclppToolRegisterName); skipped",
                path);
       dlclose(h);
     }
+    if (pre != NULL) dlclose(pre);
     /* a loaded tool stays loaded: its interceptors are called until the process ends */
   }
   free(list);

@@ -147,7 +147,11 @@ func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 	// Peers write into this process with process_vm_writev where memory is not shared;
 	// allow it under Yama's ptrace restrictions (EINVAL where Yama is absent is fine).
 	_ = unix.Prctl(unix.PR_SET_PTRACER, uintptr(unix.PR_SET_PTRACER_ANY), 0, 0, 0)
-	logx.Infof(logx.Init, "rank %d of %d ready in %v (%d ranks on this node)", c.rank, c.nranks, time.Since(start), len(c.host.LocalOf))
+	local, word := len(c.host.LocalOf), "ranks"
+	if local == 1 {
+		word = "rank"
+	}
+	logx.Infof(logx.Init, "rank %d of %d ready in %v (%d %s on this node)", c.rank, c.nranks, time.Since(start), local, word)
 	return c, nil
 }
 

@@ -308,10 +308,11 @@ mscclppResult_t mscclppGetUniqueId(mscclppUniqueId* uniqueId);
  * Collective: blocks until all nranks ranks have arrived (each waits at
  * most the bootstrap timeout, then fails with mscclppRemoteError naming the
  * missing rank). Ranks with the same host identity (MSCCLPP_HOSTID, default
- * host name + boot id) share a node shared-memory segment. Chooses CUDA
- * mode when libcuda loads and the calling thread has a current CUDA
- * context, else host mode (MSCCLPP_DEVICE forces one; forced CUDA mode
- * without CUDA fails with mscclppUnhandledCudaError). Errors: NULL comm or
+ * host name + boot id) share a node shared-memory segment. Starts in host
+ * mode; its first P2P connection (mscclppConnect) moves it to CUDA mode on
+ * the GPU whose context allocated that buffer (MSCCLPP_DEVICE=host refuses
+ * P2P; MSCCLPP_DEVICE=cuda makes init fail with mscclppUnhandledCudaError
+ * where the driver does not load or cuInit fails). Errors: NULL comm or
  * ipPortPair, nranks or rank out of range, malformed address:
  * mscclppInvalidArgument. Thread-safe: threads may each create their own
  * communicator concurrently. */
@@ -352,10 +353,12 @@ mscclppResult_t mscclppBootstrapBarrier(mscclppComm_t comm);
  * that), releases the connections, the mappings of peers' buffers, the node
  * segment and the bootstrap connections. Buffers the application passed in
  * stay the application's. Not collective, but peers that still use their
- * connections to this rank may fail with mscclppRemoteError. Afterwards the
- * handle is invalid: any call with it, a second destroy included, is
- * mscclppInvalidUsage, and the device connection arrays are freed.
- * Must not race with other calls on the same communicator. */
+ * connections to this rank may fail with mscclppRemoteError. Calls already
+ * inside the communicator finish first (a wait notices the destroy within
+ * a millisecond and returns mscclppInvalidUsage). Afterwards the handle is
+ * invalid: any call with it, a second destroy included, is
+ * mscclppInvalidUsage, and the device connection arrays it handed out stay
+ * mapped but zeroed (a stale connection is refused, never followed). */
 mscclppResult_t mscclppCommDestroy(mscclppComm_t comm);
 
 /* mscclppGetErrorString: the fixed text of a result code.
@@ -380,18 +383,22 @@ const char* mscclppGetErrorString(mscclppResult_t result);
  *                  mscclppTransportP2P (ranks of one node: in CUDA mode device
  *                  memory through CUDA IPC; in host mode -- no CUDA driver in
  *                  use, or MSCCLPP_DEVICE=host -- host memory, carried exactly
- *                  like SHM), mscclppTransportIB (RDMA on ibDev),
- *                  mscclppTransportEthernet (TCP, any node)
- *   ibDev          the IB device for mscclppTransportIB, else NULL
+ *                  like SHM), mscclppTransportIB (RDMA writes through
+ *                  libibverbs, loaded at run time; any node),
+ *                  mscclppTransportEthernet (extension: TCP; any node)
+ *   ibDev          the IB device for mscclppTransportIB (a verbs name such
+ *                  as "mlx5_0", a network interface or a PCI address), else
+ *                  NULL
  * The connection's index is the number of Connect calls before it (the
  * order of mscclppGetAllDeviceConnections). It may be declared at any time,
  * also after a mscclppConnectionSetup: nothing is exchanged until the next
  * mscclppConnectionSetup. Errors: remoteRank out of range or this rank,
  * NULL localBuff or buffSize 0 (use mscclppConnectWithoutBuffer), a second
- * connection with the same (remoteRank, tag), IB with NULL ibDev:
- * mscclppInvalidArgument; more than 1024 connections, SHM or P2P to a rank
- * on another node, P2P over host memory in CUDA mode, an unknown
- * transport: mscclppInvalidUsage. */
+ * connection with the same (remoteRank, tag), IB with NULL ibDev or a
+ * device this host does not have: mscclppInvalidArgument; IB where
+ * libibverbs does not load: mscclppSystemError; more than 1024
+ * connections, SHM or P2P to a rank on another node, P2P over host memory
+ * in CUDA mode, an unknown transport: mscclppInvalidUsage. */
 mscclppResult_t mscclppConnect(mscclppComm_t comm, int remoteRank, int tag, void* localBuff, uint64_t buffSize,
                                mscclppTransport_t transportType, const char* ibDev MSCCLPP_DEFAULT_ARG(0));
 
@@ -455,8 +462,8 @@ mscclppResult_t mscclppGetDeviceConnection(mscclppComm_t comm, int remoteRank, i
 
 /* mscclppProxyLaunch: start the proxy threads.
  *   comm  the communicator
- * One proxy thread per transport context (one for SHM, one for P2P per
- * GPU); each serves the triggers pushed into its FIFO (by device code, or by
+ * One proxy thread per transport context (e.g. one for SHM, one for P2P
+ * per GPU); each serves the triggers pushed into its FIFO (by device code, or by
  * mscclppFifoPush on host). Host-thread connection methods work without a
  * proxy. As upstream, it may come before mscclppConnectionSetup: a transport
  * first used by a later setup gets its proxy thread in that setup. Errors:

@@ -12,8 +12,9 @@
  * Loading: every library named in MSCCLPP_TOOLS (colon-separated paths, as
  * dlopen takes them) is dlopened, in order, while libmscclpp loads; its
  * constructor registers its layer. The first listed is the outermost. A
- * library that does not load, or loads but registers no layer, is skipped
- * with a WARN line on stderr. A program (or a library it links) may also
+ * library that does not load, loads but registers no layer, or was already
+ * loaded (listed twice: it registers once) is skipped with a WARN line on
+ * stderr that says which. A program (or a library it links) may also
  * register from its own constructor or from main: layers registered later
  * sit below those registered earlier, so the order is always the order of
  * registration, outermost first.

@@ -483,7 +483,7 @@ func (b *Bootstrap) connectCollectives() error {
 }
 
 // dialRoot connects to the root, retrying (the root may not listen yet)
-// until deadline.
+// until deadline; wait is as in rootErr.
 func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*net.TCPConn, error) {
 	backoff := 250 * time.Microsecond
 	var last error // the last error other than a timeout
@@ -499,16 +499,17 @@ func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*net
 		left := time.Until(deadline)
 		if left <= 0 {
 			if last != nil {
-				return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within %v (last attempt: %v)", addr, wait, last)
+				return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within the bootstrap timeout (%v); last attempt: %v", addr, wait-rootGrace, last)
 			}
-			return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within %v", addr, wait)
+			return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within the bootstrap timeout (%v)", addr, wait-rootGrace)
 		}
 		time.Sleep(min(backoff, left))
 		backoff = min(2*backoff, 4*time.Millisecond)
 	}
 }
 
-// rootErr explains a failed exchange with the root.
+// rootErr explains a failed exchange with the root; wait is the bootstrap
+// timeout plus rootGrace, and messages name the timeout the user set.
 func (b *Bootstrap) rootErr(addr netip.AddrPort, wait time.Duration, err error) error {
 	var nb *errNotBootstrap
 	switch {
@@ -518,7 +519,7 @@ func (b *Bootstrap) rootErr(addr netip.AddrPort, wait time.Duration, err error) 
 		return b.errorf(status.InvalidUsage, "the root at %s is not trusted: %v (a root with another bootstrap secret, or not the root of this job; %s)",
 			addr, err, b.keyAdvice())
 	case isTimeout(err):
-		return b.errorf(status.RemoteError, "no answer from the root at %s within %v", addr, wait)
+		return b.errorf(status.RemoteError, "no answer from the root at %s within the bootstrap timeout (%v)", addr, wait-rootGrace)
 	case isPeerGone(err):
 		return b.errorf(status.RemoteError, "the root at %s closed the connection before the communicator formed", addr)
 	}

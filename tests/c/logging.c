@@ -162,6 +162,8 @@ static void check_lines(int from, int* nInfo, int* nWarn, const char* text, int*
     size_t len = strlen(lines[i]);
     printf("log: %s%s", lines[i], len && lines[i][len - 1] == '\n' ? "" : "<no newline>\n");
     CHECK(k != K_BAD, "log line %d has not the spec's shape (host \"%s\", pid %d): \"%s\"", i, host, pid, lines[i]);
+    CHECK(strstr(lines[i], " 1 ranks") == NULL && strstr(lines[i], "(1 ranks") == NULL,
+          "log line %d says \"1 ranks\": \"%s\"", i, lines[i]);
     if (k == K_INFO)
       (*nInfo)++;
     if (k == K_WARN) {

@@ -59,12 +59,15 @@
  *                launcher's: SLURM_JOB_ID.SLURM_STEP_ID, PMIX_NAMESPACE,
  *                Open MPI's job id)
  *   --transport NAME  the transport to peers on other nodes (default
- *                ethernet; also MSCCLPP_PERF_TRANSPORT): ethernet, ib
- *                (device from MSCCLPP_PERF_IB_DEV, default mlx5_0), shm,
- *                p2p, or a number. Peers on this rank's node always use SHM;
- *                the node of every rank is its MSCCLPP_HOSTID, else host name
- *                and boot id. When the library refuses that transport, every
- *                rank says so on one line and perf exits 3.
+ *                ethernet; also MSCCLPP_PERF_TRANSPORT): ethernet
+ *                (mscclppTransportEthernet, the extension value 3), ib
+ *                (device from MSCCLPP_PERF_IB_DEV, default mlx5_0), shm, p2p,
+ *                or a number. Peers on this rank's node always use SHM. The
+ *                node of every rank is its MSCCLPP_HOSTID, else host name and
+ *                boot id (what the library uses), gathered over the bootstrap.
+ *                When mscclppConnect refuses that transport (e.g. ib with
+ *                no such RDMA device here), every rank says why on one line
+ *                (the library's message) and perf exits 3.
  *
  * Ranks and the unique id (perf_spawn.h, perf_kvs.h):
  *  - `mpirun -np 4 perf ...` (Open MPI) and `srun -n 4 perf ...` (Slurm with
@@ -312,8 +315,8 @@ static void connect_all(unsigned char* buf, size_t bufBytes)
     mscclppResult_t r = mscclppConnect(comm, p, 0, buf, bufBytes, crossTransport,
                                        crossTransport == mscclppTransportIB ? ibDev : NULL);
     if (r != mscclppSuccess) {
-      fprintf(stderr, "perf rank %d: the cross-node transport %s (%d) to rank %d is not available in this library: %s: %s\n",
-              rank, crossName, (int)crossTransport, p, mscclppGetErrorString(r), mscclppGetLastError(comm));
+      fprintf(stderr, "perf rank %d: cannot connect to rank %d over the cross-node transport %s (%d): %s: %s\n", rank,
+              p, crossName, (int)crossTransport, mscclppGetErrorString(r), mscclppGetLastError(comm));
       exit(3);
     }
   }

@@ -7,7 +7,8 @@
 # $BUILD/tests/c/, then runs each case -- a program started as N ranks by
 # `launch` with a timeout -- and prints "PASS name", "FAIL name" (with the
 # case's output) or "SKIP name: reason" per case, and last exactly one line
-# "N passed, M failed". The exit status is non-zero when M > 0.
+# "N passed, M failed, K skipped". The exit status is non-zero when M > 0
+# (skips are judged by tests/test.sh, against tests/skips-allowed.txt).
 #
 # Environment:
 #   MSCCLPP_TEST_FILTER=REGEX   run only the cases whose name matches
@@ -468,6 +469,18 @@ assert d["params"]["agg_iters"] == 2 and d["params"]["average"] == 3 and d["para
     # shellcheck disable=SC2086
     perf_run 2 $bad && expect_line '^usage: perf '
   done
+  # a cross-node transport the machine lacks (ib, no such device; every rank
+  # its own host): each rank gives the library's reason and exits 3
+  echo "== launch -n 2 (a host each) perf --transport ib, MSCCLPP_PERF_IB_DEV=nosuch0 (want exit 3 and the reason)" >>"$log"
+  MSCCLPP_PERF_IB_DEV=nosuch0 timeout -k 5 "$t" "$out/launch" -n 2 -t "$t" -e 'MSCCLPP_HOSTID=host{RANK}' -- \
+    "$out/perf" --transport ib -b 8 -e 64 -n 1 -w 0 >"$o" 2>&1
+  cat "$o" >>"$log"
+  expect_line '^\[rank 0\] perf rank 0: cannot connect to rank 1 over the cross-node transport ib \(2\): .*IB device "nosuch0" not found'
+  expect_line '^launch: .*rank 0: exit 3 .*rank 1: exit 3 '
+  if grep -q 'not available in this library' "$o"; then
+    echo "-- says the transport is not available in this library, though the device is what is missing" >>"$log"
+    ok=0
+  fi
   # make run passes NRANKS and ARGS through perf.sh
   echo "== make run NRANKS=2 ARGS=\"-b 64 -e 256 -f 2 -n 2 -w 1 -c 1\"" >>"$log"
   if timeout -k 5 "$t" make -s -C "$root" run BUILD="$build" NRANKS=2 ARGS="-b 64 -e 256 -f 2 -n 2 -w 1 -c 1" >"$o" 2>&1; then
@@ -532,6 +545,28 @@ cuda_case() {
   fi
   if PATH="$(dirname "$nvcc"):$PATH" timeout -k 5 "$t" "$here/check-cuda.sh" "$inc" >"$log" 2>&1 &&
     ! grep -q skipped "$log"; then
+    pass "$name" "$start" "$log"
+  else
+    fail "$name" "$start" "$log"
+  fi
+}
+
+# packaging.sh: make install as distributions use it (DESTDIR, multiarch
+# LIBDIR, uninstall), and a .cu program built by nvcc from the .pc's flags
+packaging_case() { # name what
+  local name=$1 start log=$out/$1.log t
+  selected "$name" || return 0
+  start=$(date +%s.%N)
+  if ! t=$(time_left 120); then
+    echo "not run: the suite's ${budget} s budget is used up" >"$log"
+    fail "$name" "$start" "$log"
+    return
+  fi
+  timeout -k 5 "$t" bash "$here/packaging.sh" "$build" "$2" >"$log" 2>&1
+  local rc=$?
+  if [ $rc -eq 0 ] && grep -q '^SKIP ' "$log"; then
+    skip "$name" "$(sed -n 's/^SKIP //p' "$log" | head -n 1)"
+  elif [ $rc -eq 0 ]; then
     pass "$name" "$start" "$log"
   else
     fail "$name" "$start" "$log"
@@ -623,15 +658,18 @@ run_case readme-example-n3 3 30 readme_example
 cuda_case
 install_case
 cmake_case
+packaging_case install-destdir-multiarch destdir
+packaging_case nvcc-pkg-config nvcc
 perf_case
 
 # the SHM data-path suite (tests/c/shm): its cases count here too
 if [ -z "$filter" ] || [[ shm =~ $filter ]]; then
   shm_log=$out/shm-suite.log
   bash "$here/shm/run_shm.sh" "$build" 2>&1 | tee "$shm_log" | grep -E '^(PASS|FAIL|SKIP)'
-  if summary=$(tail -n 1 "$shm_log") && [[ $summary =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
+  if summary=$(tail -n 1 "$shm_log") && [[ $summary =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed(,\ ([0-9]+)\ skipped)? ]]; then
     passed=$((passed + BASH_REMATCH[1]))
     failed=$((failed + BASH_REMATCH[2]))
+    skipped=$((skipped + ${BASH_REMATCH[4]:-0}))
   else
     echo "FAIL shm-suite (no summary line; see $shm_log)"
     failed=$((failed + 1))
@@ -642,9 +680,10 @@ fi
 if [ -z "$filter" ] || [[ tools =~ $filter ]]; then
   tools_log=$out/tools-suite.log
   bash "$here/tools/run_tools.sh" "$build" 2>&1 | tee "$tools_log" | grep -vE '^[0-9]+ passed, [0-9]+ failed'
-  if summary=$(tail -n 1 "$tools_log") && [[ $summary =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
+  if summary=$(tail -n 1 "$tools_log") && [[ $summary =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed(,\ ([0-9]+)\ skipped)? ]]; then
     passed=$((passed + BASH_REMATCH[1]))
     failed=$((failed + BASH_REMATCH[2]))
+    skipped=$((skipped + ${BASH_REMATCH[4]:-0}))
   else
     echo "FAIL tools-suite (no summary line; see $tools_log)"
     failed=$((failed + 1))
@@ -683,6 +722,5 @@ if [ -z "$filter" ] || [[ multinode =~ $filter ]]; then
 fi
 
 echo "# suite took $(elapsed "$suite_start") s; logs in $out"
-[ $skipped -gt 0 ] && echo "# $skipped skipped"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

@@ -10,10 +10,10 @@
 # as they come, without the "[rank 0] " prefix.
 #
 # Exit status: perf's through launch (0 only when every rank passed). Where
-# the library does not provide the cross-node transport yet, one line says
-# so and the status is 3; where nodes cannot be simulated (not root, no
-# iproute2, no namespaces), one line says why and the status is 1:
-# `make run` never pretends.
+# perf cannot connect across nodes over that transport (e.g. ib without the
+# RDMA device), one line gives the library's reason and the status is 3;
+# where nodes cannot be simulated (not root, no iproute2, no namespaces),
+# one line says why and the status is 1: `make run` never pretends.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -65,9 +65,9 @@ for ((i = 0; i < ${#args[@]}; i++)); do
 done
 bash "$here/cluster.sh" -k "$nodes" -n "$n" -t "$timeout" --launch "$build/tests/multinode/launch" -- \
   "$build/tests/perf" --transport "$transport" "$@" 2>&1 | tee "$log" |
-  sed -u -e '/is not available in this library/d' -e 's/^\[rank 0\] //'
+  sed -u -e '/cannot connect to rank [0-9]* over the cross-node transport/d' -e 's/^\[rank 0\] //'
 rc=${PIPESTATUS[0]}
-if msg=$(grep -m1 -o 'the cross-node transport .* is not available in this library: .*' "$log"); then
+if msg=$(grep -m1 -oE 'cannot connect to rank [0-9]+ over the cross-node transport .*' "$log"); then
   echo "make run MULTINODE=$nodes: perf cannot run across nodes: $msg"
   exit 3
 fi

@@ -195,15 +195,25 @@ check_change() {
 }
 run_case tools-change 30 check_change MSCCLPP_TOOLS="$tb:$tracer" TESTTOOL_B=change -- "$app" change
 
-# a path that does not load and a library that registers nothing: skipped with WARN, the rest works
+# a path that does not load and a library that registers nothing (libanl: a
+# glibc library no program here loads): skipped with WARN, the rest works
 check_bad_path() {
   has '^[^ ]+:[0-9]+:[0-9]+ \[-1\] tools\.c:[0-9]+ MSCCLPP WARN MSCCLPP_TOOLS: cannot load /nonexistent/libnope\.so: .*; skipped$'
-  has '^[^ ]+:[0-9]+:[0-9]+ \[-1\] tools\.c:[0-9]+ MSCCLPP WARN MSCCLPP_TOOLS: libm\.so\.6 loaded but registered no layer .*; skipped$'
+  has '^[^ ]+:[0-9]+:[0-9]+ \[-1\] tools\.c:[0-9]+ MSCCLPP WARN MSCCLPP_TOOLS: libanl\.so\.1 loaded but registered no layer .*; skipped$'
   has '^mscclpp-counter: mscclppGetVersion 1$'
   has '^tools_app rank 0: all [0-9]+ checks passed'
 }
-run_case tools-bad-path 30 check_bad_path MSCCLPP_TOOLS="/nonexistent/libnope.so:$counter::libm.so.6" \
+run_case tools-bad-path 30 check_bad_path MSCCLPP_TOOLS="/nonexistent/libnope.so:$counter::libanl.so.1" \
   TOOLS_APP_LAYERS=1 -- "$app" badpath
+
+# a tool listed twice: loaded and registered once, and the WARN says so
+check_listed_twice() {
+  has '^[^ ]+:[0-9]+:[0-9]+ \[-1\] tools\.c:[0-9]+ MSCCLPP WARN MSCCLPP_TOOLS: [^ ]*libmscclpp_counter\.so was already loaded \(listed twice, or loaded by the program\); .*skipped$'
+  hasnt 'registered no layer'
+  has '^mscclpp-counter: mscclppGetVersion 1$'
+  has '^tools_app rank 0: all [0-9]+ checks passed'
+}
+run_case tools-listed-twice 30 check_listed_twice MSCCLPP_TOOLS="$counter:$counter" TOOLS_APP_LAYERS=1 -- "$app" badpath
 
 # 8 threads x 2000 iterations through both tools while main registers a layer
 # below them: exact counts, one whole trace line per call

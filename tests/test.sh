@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# test.sh [BUILD_DIR]: what `make test` runs after `make deps` and `make`:
+# go vet, the Go tests (-race, through `go test -json`, so every skipped test
+# is seen) and the C/C++ conformance suite (tests/c/run.sh, which runs the SHM,
+# tools and multinode suites too), then one closing summary over all of them:
+# each skip with its reason, marked allowed or not by tests/skips-allowed.txt,
+# and last "N passed, M failed, K skipped".
+#
+# Exit status 1 when a check failed; with MSCCLPP_CI=1 (.ci/run) also when a
+# skip is not on the allow-list, i.e. a check this machine could have run.
+# Environment: GO (default go), MSCCLPP_TEST_FILTER (the C suite's filter; the
+# Go tests always run all).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+cd "$root" || exit 1
+build=${1:-build}
+GO=${GO:-go}
+out=$build/tests/summary
+mkdir -p "$out" || exit 1
+rm -f "$out"/*.records "$out"/*.log
+
+start=$(date +%s)
+if ! $GO build -o "$out/summary" ./tests/summary; then
+  echo "FAIL build tests/summary"
+  exit 1
+fi
+
+records=$out/steps.records
+: >"$records"
+echo "== go vet ./..."
+if $GO vet ./...; then echo "PASS go-vet" >>"$records"; else echo "FAIL go-vet" | tee -a "$records"; fi
+
+echo "== go test -race ./..."
+set -o pipefail
+$GO test -race -count=1 -timeout 300s -json ./... 2>&1 | "$out/summary" gotest "$out/go.records"
+rc=$?
+if [ $rc -ne 0 ] && ! grep -q '^FAIL ' "$out/go.records"; then
+  echo "FAIL go-test (exit $rc, see above)" | tee -a "$records"
+fi
+
+echo "== tests/c/run.sh $build"
+bash tests/c/run.sh "$build" 2>&1 | tee "$out/c.log"
+rc=$?
+if [ $rc -ne 0 ] && ! grep -q '^FAIL ' "$out/c.log"; then
+  echo "FAIL c-suite (exit $rc, see above)" | tee -a "$records"
+fi
+set +o pipefail
+
+echo "== summary (all of make test, $(($(date +%s) - start)) s)"
+strict=()
+[ "${MSCCLPP_CI:-0}" = 1 ] && strict=(--strict)
+"$out/summary" final "$here/skips-allowed.txt" ${strict[@]+"${strict[@]}"} \
+  "$records" "$out/go.records" "$out/c.log"
