@@ -5,7 +5,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/mscclpp-go/mscclpp/ib"
+	"github.com/mscclpp-go/mscclpp/impl/ib"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/p2p"
 	"github.com/mscclpp-go/mscclpp/impl/shm"

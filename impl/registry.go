@@ -1,8 +1,8 @@
 package impl
 
 import (
-	"github.com/mscclpp-go/mscclpp/ib"
 	"github.com/mscclpp-go/mscclpp/impl/eth"
+	"github.com/mscclpp-go/mscclpp/impl/ib"
 	"github.com/mscclpp-go/mscclpp/impl/p2p"
 	"github.com/mscclpp-go/mscclpp/impl/shm"
 	"github.com/mscclpp-go/mscclpp/impl/transport"

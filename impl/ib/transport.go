@@ -1,3 +1,7 @@
+// Package ib is the InfiniBand transport (mscclppTransportIB): RC queue pairs of the
+// verbs binding (the root package ib, imported here as verbs), one engine context whose
+// engOps table (ops.c, ibEngOps) posts RDMA writes from the proxy thread, and the
+// connection state (state.go) that table reads.
 package ib
 
 import (
@@ -5,6 +9,7 @@ import (
 	"strconv"
 	"unsafe"
 
+	verbs "github.com/mscclpp-go/mscclpp/ib"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
@@ -23,13 +28,13 @@ const EnvMaxSendWr = "MSCCLPP_IB_MAX_SEND_WR"
 
 // ibConn is one connection's verbs objects.
 type ibConn struct {
-	dev    *Context
-	cq     *CQ
-	qp     *QP
-	local  []*MR   // by local handle; 0 is the signal slot
-	extra  []*MR   // buffers of mscclppRegisterBuffer
-	peerQP *QPInfo // from the peer's handle 0
-	remote []MRInfo
+	dev    *verbs.Context
+	cq     *verbs.CQ
+	qp     *verbs.QP
+	local  []*verbs.MR   // by local handle; 0 is the signal slot
+	extra  []*verbs.MR   // buffers of mscclppRegisterBuffer
+	peerQP *verbs.QPInfo // from the peer's handle 0
+	remote []verbs.MRInfo
 	state  *ConnState
 }
 
@@ -37,15 +42,15 @@ type ibConn struct {
 // context with ibEngOps, per connection a CQ, an RC QP and the registrations' MRs.
 type ibt struct {
 	h     *transport.Host
-	lib   *Lib
-	devs  map[string]*Context
+	lib   *verbs.Lib
+	devs  map[string]*verbs.Context
 	ctx   *engine.Ctx
 	conns map[int]*ibConn
 	wr    int
 }
 
 func newIBT(h *transport.Host) (transport.Transport, error) {
-	lib, err := Load()
+	lib, err := verbs.Load()
 	if err != nil {
 		return nil, err
 	}
@@ -61,15 +66,15 @@ func newIBT(h *transport.Host) (transport.Transport, error) {
 			logx.Malformed("ignoring %s=%q: not a positive integer; the default %d is used", EnvMaxSendWr, v, wr)
 		}
 	}
-	return &ibt{h: h, lib: lib, devs: map[string]*Context{}, ctx: ctx, conns: map[int]*ibConn{}, wr: wr}, nil
+	return &ibt{h: h, lib: lib, devs: map[string]*verbs.Context{}, ctx: ctx, conns: map[int]*ibConn{}, wr: wr}, nil
 }
 
 // device opens ibDev once per communicator.
-func (t *ibt) device(ibDev string) (*Context, error) {
+func (t *ibt) device(ibDev string) (*verbs.Context, error) {
 	if x, ok := t.devs[ibDev]; ok {
 		return x, nil
 	}
-	x, err := Open(t.lib, ibDev, Options{GIDIndex: -1})
+	x, err := verbs.Open(t.lib, ibDev, verbs.Options{GIDIndex: -1})
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +123,7 @@ func (t *ibt) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 		return mr.Info().Marshal(), nil
 	}
 	if h >= len(c.local) {
-		c.local = append(c.local, make([]*MR, h+1-len(c.local))...)
+		c.local = append(c.local, make([]*verbs.MR, h+1-len(c.local))...)
 	}
 	if c.local[h] != nil {
 		c.local[h].Close()
@@ -133,16 +138,16 @@ func (t *ibt) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 
 func (t *ibt) Import(idx, h, _ int, blob []byte) (engine.Reg, error) {
 	c := t.conns[idx]
-	mrBytes := len(MRInfo{}.Marshal())
+	mrBytes := len(verbs.MRInfo{}.Marshal())
 	if h == 0 && len(blob) > mrBytes && c.peerQP == nil {
-		qi, err := UnmarshalQPInfo(blob[:len(blob)-mrBytes])
+		qi, err := verbs.UnmarshalQPInfo(blob[:len(blob)-mrBytes])
 		if err != nil {
 			return engine.Reg{}, &status.Error{Code: status.RemoteError, Msg: "the peer's IB QP: " + err.Error()}
 		}
 		c.peerQP = &qi
 		blob = blob[len(blob)-mrBytes:]
 	}
-	mi, err := UnmarshalMRInfo(blob)
+	mi, err := verbs.UnmarshalMRInfo(blob)
 	if err != nil {
 		return engine.Reg{}, &status.Error{Code: status.RemoteError, Msg: "the peer's IB registration: " + err.Error()}
 	}
@@ -199,7 +204,7 @@ func (t *ibt) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointe
 		return fmt.Errorf("IB registration of the source (%d bytes): %w", size, err)
 	}
 	defer mr.Close()
-	if err := c.qp.Write(mr, 0, MRInfo{Addr: rec.Addr(), Size: rec.Size(), Rkey: rec.Key()}, off, size, true); err != nil {
+	if err := c.qp.Write(mr, 0, verbs.MRInfo{Addr: rec.Addr(), Size: rec.Size(), Rkey: rec.Key()}, off, size, true); err != nil {
 		return err
 	}
 	return c.qp.Flush(t.h.Timeout)
@@ -207,7 +212,7 @@ func (t *ibt) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointe
 
 func (t *ibt) Contexts() []*engine.Ctx { return []*engine.Ctx{t.ctx} }
 
-// Stopped completes every write this rank posted (completed == posted on every QP).
+// Stopped completes every write this rank posted (completed == posted on every verbs.QP).
 func (t *ibt) Stopped() error {
 	for idx, c := range t.conns {
 		if c.state == nil {
