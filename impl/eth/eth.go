@@ -299,7 +299,7 @@ func (e *eth) Finish(idx int, conn *engine.Conn, _, _ []engine.Reg, remoteBlobs 
 	} else {
 		conn.SetSleepers(e.h.Node.Sleepers(e.h.LocalIdx, idx), nil)
 	}
-	if rc := C.ethConnStart((*C.engConn)(conn.Ptr()), C.int(fd), send, recv, C.uint64_t(StageBytes)); rc != C.mscclppSuccess {
+	if rc := C.ethConnStart((*C.engConn)(conn.Ptr()), C.int(fd), send, recv, C.uint64_t(StageBytes), C.int64_t(e.timeout.Milliseconds())); rc != C.mscclppSuccess {
 		unix.Close(fd)
 		return status.Errorf(status.Code(rc), "Ethernet transport: cannot start the receive thread of connection %d", idx)
 	}

@@ -14,6 +14,12 @@
 #   mn-perf-2nodes                       `make run MULTINODE=2`: PASS when the
 #       library carries perf across nodes, SKIP while it says the cross-node
 #       transport is not built, FAIL otherwise
+#   mn-eth-linkdown-2x2, mn-eth-sigstop-2x2   linkfault.cc: a link set down / a peer
+#       SIGSTOPped mid-transfer: RemoteError naming the peer on every rank within the
+#       bootstrap timeout + 1 s, mscclppCommDestroy within 1 s (host and proxy path,
+#       bounded and unbounded waits)
+#   mn-eth-sigcont-2x2, mn-eth-flap-2x1   a SIGCONT / link up within the timeout: every
+#       round completes, every byte checked
 #   mn-timeout-cleanup, mn-term-cleanup, mn-kill-cleanup   a rank that hangs
 #       past the timeout; cluster.sh stopped by SIGTERM, and by SIGKILL:
 #       everything must still go away
@@ -57,7 +63,7 @@ unset MSCCLPP_DEBUG MSCCLPP_DEBUG_SUBSYS MSCCLPP_DEBUG_FILE MSCCLPP_COMM_ID MSCC
 
 out=$build/tests/multinode
 mkdir -p "$out" || exit 1
-(cd "$out" && rm -rf launch bootstrap nodeshm perf allgather fifo kill stop ./*.log ./*.state ./*.out)
+(cd "$out" && rm -rf launch bootstrap nodeshm perf allgather fifo kill stop linkfault ./*.log ./*.state ./*.out)
 
 passed=0 failed=0 skipped=0
 verbose=${MN_VERBOSE:-0}
@@ -103,12 +109,14 @@ wait
 compile fifo "$root/tests/c/shm/fifo.cc" &
 compile kill "$root/tests/c/shm/kill.cc" &
 wait
-compile stop "$root/tests/c/shm/stop.cc"
+compile stop "$root/tests/c/shm/stop.cc" &
+compile linkfault "$here/linkfault.cc" &
+wait
 # the libibverbs test double (tests/ib/double): RC QPs between processes, here across nodes
 if bash "$root/tests/ib/double/build.sh" "$out/ibdouble" >"$out/build-ibdouble.log" 2>&1; then
   : >"$out/built-ibdouble"
 fi
-for b in launch bootstrap nodeshm perf allgather fifo kill stop ibdouble; do
+for b in launch bootstrap nodeshm perf allgather fifo kill stop linkfault ibdouble; do
   if [ -e "$out/built-$b" ]; then
     built[$b]=1
   else
@@ -259,6 +267,16 @@ ranks_case mn-eth-fifo-wrap-2x1 60 fifo -k 2 -n 2 "${eth[@]}" -- "$out/fifo" wra
 ranks_case mn-eth-fifo-flagorder-2x1 60 fifo -k 2 -n 2 "${eth[@]}" -- "$out/fifo" flagorder
 ranks_case mn-eth-stop-4x1 60 stop -k 4 -n 4 "${eth[@]}" -- "$out/stop"
 ranks_case mn-eth-kill-2x2 60 kill -k 2 -n 4 --expect-fail 3 "${eth[@]}" -- "$out/kill" 3 timeout
+# a lost link and a stopped peer (linkfault.cc; bootstrap timeout 2 s): every rank fails with
+# mscclppRemoteError naming an unreachable rank within 3 s of the fault and destroys within 1 s,
+# over the four combinations of puts on the calling thread or the proxy and bounded or
+# unbounded waits, 16 MiB puts and 4 KiB ones (where only the receive side can notice);
+# a SIGCONT or link up within the timeout loses nothing
+lf=(--host 0,3 --bounded 0,2 --small 2,3)
+ranks_case mn-eth-linkdown-2x2 40 linkfault -k 2 -n 4 -- "$out/linkfault" link "${lf[@]}"
+ranks_case mn-eth-sigstop-2x2 40 linkfault -k 2 -n 4 --expect-fail 3 -- "$out/linkfault" stop "${lf[@]}"
+ranks_case mn-eth-sigcont-2x2 40 linkfault -k 2 -n 4 -- "$out/linkfault" stopcont --timeout 4 --pause 1000 "${lf[@]}"
+ranks_case mn-eth-flap-2x1 40 linkfault -k 2 -n 2 -- "$out/linkfault" flap --timeout 8 --pause 1500 --host 0 --bounded 1
 
 # ---- the same over the IB transport, against the libibverbs test double ----
 ibenv=(-e MSCCLPP_TEST_TRANSPORT=ib -e MSCCLPP_TEST_IB_DEV=double_0 -e "MSCCLPP_IBV_SO=$out/ibdouble/libibverbs.so.1"
