@@ -5,7 +5,8 @@
  *   linkfault FAULT [--at K] [--rounds N] [--by R] [--victim R] [--host LIST]
  *             [--bounded LIST] [--small LIST] [--pause MS] [--timeout S]
  *
- * Every rank connects to every other over mscclppTransportEthernet and runs
+ * Every rank connects to every other over mscclppTransportEthernet (or the
+ * transport MSCCLPP_TEST_TRANSPORT names, e.g. ib over the IB double) and runs
  * rounds: it puts its chunk (16 MiB, 4 KiB for the ranks of --small) with a
  * signal into every peer's buffer -- on the calling thread for the ranks of
  * --host (mscclppDevConnPutWithSignal), else pushed into the FIFO for the
@@ -239,11 +240,13 @@ int main(int argc, char** argv)
     survivors[o.victim] = false;
   }
 
+  /* Ethernet unless MSCCLPP_TEST_TRANSPORT names another (ib: the IB double, MSCCLPP_TEST_IB_DEV) */
+  mscclppTransport_t transport = getenv("MSCCLPP_TEST_TRANSPORT") ? su_transport() : mscclppTransportEthernet;
   char* buf = (char*)malloc(2 * (size_t)n * kBig);
   SU_REQUIRE(buf != nullptr, "malloc");
   memset(buf, 0, 2 * (size_t)n * kBig);
   for (int p = 0; p < n; p++)
-    if (p != me) SU_CK(mscclppConnect(su_comm, p, 0, buf, 2 * (size_t)n * kBig, mscclppTransportEthernet, nullptr));
+    if (p != me) SU_CK(mscclppConnect(su_comm, p, 0, buf, 2 * (size_t)n * kBig, transport, su_ibdev()));
   SU_CK(mscclppConnectionSetup(su_comm));
   SU_CK(mscclppProxyLaunch(su_comm));
   std::vector<mscclppDevConn_t*> conn(n, nullptr);

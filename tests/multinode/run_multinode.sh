@@ -18,6 +18,8 @@
 #       SIGSTOPped mid-transfer: RemoteError naming the peer on every rank within the
 #       bootstrap timeout + 1 s, mscclppCommDestroy within 1 s (host and proxy path,
 #       bounded and unbounded waits)
+#   mn-ib-sigstop-2x2                    the same for an IB peer (the IB double) that stops
+#       answering: its heartbeats stop
 #   mn-eth-sigcont-2x2, mn-eth-flap-2x1   a SIGCONT / link up within the timeout: every
 #       round completes, every byte checked
 #   mn-timeout-cleanup, mn-term-cleanup, mn-kill-cleanup   a rank that hangs
@@ -289,6 +291,9 @@ if [ "${built[ibdouble]:-0}" = 1 ]; then
   ranks_case mn-ib-allgather-4x1 60 allgather -k 4 -n 4 "${ibenv[@]}" -- "$out/allgather" --malloc --iters 100 --chunk 1000 --big-iters 2 --big-chunk $((2 << 20))
   ranks_case mn-ib-fifo-wrap-2x1 60 fifo -k 2 -n 2 "${ibenv[@]}" -- "$out/fifo" wrap
   ranks_case mn-ib-stop-4x1 60 stop -k 4 -n 4 "${ibenv[@]}" -- "$out/stop"
+  # an IB peer that stops answering (SIGSTOP: the double, like a NIC, still takes writes into
+  # it, but its heartbeats stop): the same bound as over Ethernet
+  ranks_case mn-ib-sigstop-2x2 40 linkfault -k 2 -n 4 --expect-fail 3 "${ibenv[@]}" -- "$out/linkfault" stop "${lf[@]}"
 fi
 
 # ---- cleanup after a timeout, SIGTERM and SIGKILL ----
