@@ -54,10 +54,12 @@ void ibBeatTick(ibBeat* b, uint64_t deadNs)
   if (v != b->seen) {
     b->seen = v;
     b->seenNs = now;
-  } else if (now - b->seenNs >= deadNs) {
+  } else if (now - b->seenNs >= (v == 0 ? 2 * deadNs : deadNs)) {
+    /* before the first beat: the peer may set this connection up later than this rank did, by up
+     * to a bootstrap timeout (setup's other waits), so it gets one more */
     char why[200];
     snprintf(why, sizeof(why), "no IB heartbeat from it for %llu ms (link down, or the peer stopped)",
-             (unsigned long long)(deadNs / 1000000ull));
+             (unsigned long long)((now - b->seenNs) / 1000000ull));
     lost(b, why);
     return;
   }

@@ -4,8 +4,10 @@
  * or its process gone quiet) would leave it waiting for ever. So every tick
  * each rank RDMA-writes a growing beat count into a slot its peer registered
  * for the connection, and watches the slot its peer writes here: a slot that
- * has not moved for deadNs, or a beat the NIC could not deliver (an error
- * completion), makes the peer unreachable: mscclppRemoteError naming it on
+ * has not moved for deadNs (before the peer's first beat, twice that: it may
+ * set the connection up later than this rank, by up to a bootstrap timeout),
+ * or a beat the NIC could not deliver (an error completion), makes the peer
+ * unreachable: mscclppRemoteError naming it on
  * the communicator, which ends every wait. A close writes IB_BEAT_BYE, so a
  * peer that destroys its communicator on purpose is not reported.
  */
