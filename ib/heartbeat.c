@@ -33,6 +33,12 @@ ibBeat* ibBeatNew(engConn* c, ibQp* q, volatile uint64_t* mine, uint64_t raddr, 
   return b;
 }
 
+void ibBeatArm(ibBeat* b)
+{
+  b->seen = __atomic_load_n(b->mine, __ATOMIC_ACQUIRE);
+  b->seenNs = nowNs();
+}
+
 /* Records the peer's loss as the communicator's remote error (as engConnFail words it). */
 static void lost(ibBeat* b, const char* why)
 {
@@ -54,9 +60,7 @@ void ibBeatTick(ibBeat* b, uint64_t deadNs)
   if (v != b->seen) {
     b->seen = v;
     b->seenNs = now;
-  } else if (now - b->seenNs >= (v == 0 ? 2 * deadNs : deadNs)) {
-    /* before the first beat: the peer may set this connection up later than this rank did, by up
-     * to a bootstrap timeout (setup's other waits), so it gets one more */
+  } else if (now - b->seenNs >= deadNs) {
     char why[200];
     snprintf(why, sizeof(why), "no IB heartbeat from it for %llu ms (link down, or the peer stopped)",
              (unsigned long long)((now - b->seenNs) / 1000000ull));

@@ -62,7 +62,7 @@ func beatTick(dead time.Duration) time.Duration {
 	return min(max(dead/8, 10*time.Millisecond), 500*time.Millisecond)
 }
 
-// add starts the heartbeat of connection conn (set up, its QP in RTS): beats go to peer's slot,
+// add prepares the heartbeat of connection conn (its QP in RTS): beats will go to peer's slot,
 // the peer's come into mine.
 func (b *beats) add(conn *engine.Conn, q *QP, mine *beatSlot, peer MRInfo) error {
 	p := C.ibBeatNew((*C.engConn)(conn.Ptr()), q.qp, (*C.uint64_t)(mine.mem), C.uint64_t(peer.Addr), C.uint32_t(peer.Rkey))
@@ -72,11 +72,21 @@ func (b *beats) add(conn *engine.Conn, q *QP, mine *beatSlot, peer MRInfo) error
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.list = append(b.list, p)
-	if b.stop == nil {
+	return nil
+}
+
+// start arms every connection's heartbeat and starts the ticks, once every peer has set up its
+// side (before, a beat could reach a QP not yet ready to accept it).
+func (b *beats) start() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.list {
+		C.ibBeatArm(p)
+	}
+	if b.stop == nil && len(b.list) > 0 {
 		b.stop, b.done = make(chan struct{}), make(chan struct{})
 		go b.loop()
 	}
-	return nil
 }
 
 func (b *beats) loop() {

@@ -4,11 +4,11 @@
  * or its process gone quiet) would leave it waiting for ever. So every tick
  * each rank RDMA-writes a growing beat count into a slot its peer registered
  * for the connection, and watches the slot its peer writes here: a slot that
- * has not moved for deadNs (before the peer's first beat, twice that: it may
- * set the connection up later than this rank, by up to a bootstrap timeout),
- * or a beat the NIC could not deliver (an error completion), makes the peer
- * unreachable: mscclppRemoteError naming it on
- * the communicator, which ends every wait. A close writes IB_BEAT_BYE, so a
+ * has not moved for deadNs, or a beat the NIC could not deliver (an error
+ * completion), makes the peer unreachable: mscclppRemoteError naming it on
+ * the communicator, which ends every wait. Beats start once
+ * mscclppConnectionSetup's closing barrier has passed (before it, a peer's QP
+ * may not accept writes yet). A close writes IB_BEAT_BYE, so a
  * peer that destroys its communicator on purpose is not reported.
  */
 #ifndef MSCCLPP_IB_HEARTBEAT_H_
@@ -34,6 +34,8 @@ typedef struct ibBeat {
 
 /* The beat of a connection just set up (c: its engine connection, read now only). */
 ibBeat* ibBeatNew(engConn* c, ibQp* q, volatile uint64_t* mine, uint64_t raddr, uint32_t rkey);
+/* Starts the silence clock: every peer is set up (setup's barrier passed). */
+void ibBeatArm(ibBeat* b);
 /* One tick: looks at the peer's slot, reports the peer after deadNs of silence or a failed beat,
  * else sends the next beat. */
 void ibBeatTick(ibBeat* b, uint64_t deadNs);

@@ -121,7 +121,15 @@ func (c *Comm) ConnectionSetup() error {
 		}
 	}
 	c.state = stateSetUp
-	return c.Barrier()
+	if err := c.Barrier(); err != nil {
+		return err
+	}
+	for _, t := range c.trOrder {
+		if s, ok := c.transports[t].(transport.SetUpper); ok {
+			s.SetUp()
+		}
+	}
+	return nil
 }
 
 func (c *Comm) finishConn(cn *Conn, raw []byte) error {

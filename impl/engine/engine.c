@@ -636,6 +636,12 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
     callFailed(fn, "type must be a non-empty OR of mscclppData, mscclppFlag and mscclppSync");
     return MSCCLPP_FIFO_PUSH_FAILED;
   }
+  /* a trigger queued before setup would be served, against nothing agreed, by the first proxy */
+  if (fifo->connId < 0 || fifo->connId >= ENG_MAX_CONNS || ctx->conns[fifo->connId] == NULL) {
+    engLeave(ctx);
+    callFailed(fn, "connection not set up: call mscclppConnectionSetup first");
+    return MSCCLPP_FIFO_PUSH_FAILED;
+  }
   const engBackoffCfg* cfg = &ctx->comm->waitCfg;
   if (MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize) == 0) {
     /* an empty put: it would read as an empty slot, so push it as a marker that moves no data */

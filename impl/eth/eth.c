@@ -2,11 +2,11 @@
  * eth.c: the Ethernet transport's ops table and receive threads (see eth.h).
  *
  * Liveness: a lost link or a stopped peer must not hang anyone. Every socket
- * gets SO_SNDTIMEO and SO_RCVTIMEO of one tick (pingMs), so no send or receive
- * blocks longer than that; a send that makes no progress for deadMs (the
+ * gets SO_SNDTIMEO and SO_RCVTIMEO of one tick (pingNs), so no send or receive
+ * blocks longer than that; a send that makes no progress for deadNs (the
  * bootstrap timeout) fails, and the receive thread, woken every tick, sends a
  * PING when nothing else went out for a tick and declares the peer
- * unreachable when nothing at all (data, signal or PING) came in for deadMs.
+ * unreachable when nothing at all (data, signal or PING) came in for deadNs.
  * Either way the connection is marked dead and its socket shut down, which
  * releases every sender at once, and the communicator records
  * mscclppRemoteError naming the peer, which ends every wait on it.
