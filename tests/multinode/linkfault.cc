@@ -213,6 +213,31 @@ static bool meet(const char* what, const std::vector<bool>& who, double seconds)
   return true;
 }
 
+/* When the fault was injected (CLOCK_MONOTONIC, the same on every simulated node), or a
+ * time far in the future when none was. */
+static double faultTime(void)
+{
+  double t = 0;
+  if (readNum(path("fault", 0), &t)) return t;
+  SU_CHECK(false, "a round failed, yet no fault was recorded");
+  return 1e300;
+}
+
+/* The failure of round it after a lost link or peer: mscclppRemoteError (the round's result r,
+ * or the async error a behind a refused push), a message naming an unreachable rank, within
+ * bound seconds of the fault. */
+static void checkFailure(const Opts& o, mscclppResult_t r, mscclppResult_t a, int it, double dt, double bound,
+                         const std::string& msg, const std::vector<bool>& lost)
+{
+  printf("linkfault rank %d: %s after %.2f s from the %s (bound %.1f s), async %s: \"%s\"\n", su_rank,
+         mscclppGetErrorString(r), dt, o.fault.c_str(), bound, mscclppGetErrorString(a), msg.c_str());
+  SU_CHECK(r == mscclppRemoteError || (r == mscclppInternalError && a == mscclppRemoteError),
+           "round %d returned %s, want remote error", it, mscclppGetErrorString(r));
+  SU_CHECK(a == mscclppRemoteError, "async error %s, want remote error", mscclppGetErrorString(a));
+  SU_CHECK(namesRank(msg.c_str(), lost), "the message names no unreachable rank: \"%s\"", msg.c_str());
+  SU_CHECK(dt <= bound, "the failure took %.2f s, bound %.1f s", dt, bound);
+}
+
 int main(int argc, char** argv)
 {
   su_init("linkfault");
@@ -275,17 +300,8 @@ int main(int argc, char** argv)
     free(buf);
     return su_finish();
   }
-  double tFault = 0;
-  SU_CHECK(readNum(path("fault", 0), &tFault), "no fault recorded, yet round %d ended with %s", it - 1,
-           mscclppGetErrorString(r));
-  double dt = tErr - tFault, bound = o.timeoutS + 1.0;
-  printf("linkfault rank %d: %s after %.2f s from the %s (bound %.1f s), async %s: \"%s\"\n", me,
-         mscclppGetErrorString(r), dt, o.fault.c_str(), bound, mscclppGetErrorString(a), msg.c_str());
-  SU_CHECK(r == mscclppRemoteError || (r == mscclppInternalError && a == mscclppRemoteError),
-           "round %d returned %s, want remote error", it - 1, mscclppGetErrorString(r));
-  SU_CHECK(a == mscclppRemoteError, "async error %s, want remote error", mscclppGetErrorString(a));
-  SU_CHECK(namesRank(msg.c_str(), lost), "the message names no unreachable rank: \"%s\"", msg.c_str());
-  SU_CHECK(dt <= bound, "the failure took %.2f s, bound %.1f s", dt, bound);
+  double bound = o.timeoutS + 1.0;
+  checkFailure(o, r, a, it - 1, tErr - faultTime(), bound, msg, lost);
   /* nobody destroys (and says goodbye) before every survivor has seen its own failure */
   writeNum(path("failed", me), tErr);
   SU_CHECK(meet("failed", survivors, bound + 5), "not every survivor failed");
