@@ -79,6 +79,7 @@ void ibBeatTick(ibBeat* b, uint64_t deadNs)
 
 void ibBeatBye(ibBeat* b, int timeoutMs)
 {
-  if (ibQpFailed(b->q)) return;
+  /* a peer that said goodbye or was lost reads nothing any more */
+  if (b->done || ibQpFailed(b->q)) return;
   if (ibWriteSignal(b->q, IB_BEAT_BYE, b->raddr, b->rkey, 1) == 0) (void)ibFlush(b->q, timeoutMs);
 }
