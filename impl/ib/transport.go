@@ -1,7 +1,7 @@
 // Package ib is the InfiniBand transport (mscclppTransportIB): RC queue pairs of the
 // verbs binding (the root package ib, imported here as verbs), one engine context whose
-// engOps table (ops.c, ibEngOps) posts RDMA writes from the proxy thread, and the
-// connection state (state.go) that table reads.
+// engOps table (ops.c, ibEngOps) posts RDMA writes from the proxy thread, the connection
+// state (state.go) that table reads, and the peers' heartbeats (heartbeat.h).
 package ib
 
 import (
@@ -36,6 +36,8 @@ type ibConn struct {
 	peerQP *verbs.QPInfo // from the peer's handle 0
 	remote []verbs.MRInfo
 	state  *ConnState
+	beat   *beatSlot    // where the peer's heartbeats land
+	peerHB verbs.MRInfo // where mine go (from the peer's handle 0)
 }
 
 // ibt is the IB transport of one communicator: devices opened on first use, one engine
@@ -47,6 +49,7 @@ type ibt struct {
 	ctx   *engine.Ctx
 	conns map[int]*ibConn
 	wr    int
+	beats beats
 }
 
 func newIBT(h *transport.Host) (transport.Transport, error) {
@@ -66,7 +69,8 @@ func newIBT(h *transport.Host) (transport.Transport, error) {
 			logx.Malformed("ignoring %s=%q: not a positive integer; the default %d is used", EnvMaxSendWr, v, wr)
 		}
 	}
-	return &ibt{h: h, lib: lib, devs: map[string]*verbs.Context{}, ctx: ctx, conns: map[int]*ibConn{}, wr: wr}, nil
+	return &ibt{h: h, lib: lib, devs: map[string]*verbs.Context{}, ctx: ctx, conns: map[int]*ibConn{}, wr: wr,
+		beats: beats{dead: h.Timeout}}, nil
 }
 
 // device opens ibDev once per communicator.
@@ -106,12 +110,18 @@ func (t *ibt) Connect(idx, peer, tag int, local unsafe.Pointer, dev *string) (tr
 		cq.Close()
 		return transport.Endpoint{}, err
 	}
-	t.conns[idx] = &ibConn{dev: x, cq: cq, qp: qp}
+	slot, err := newBeatSlot(x)
+	if err != nil {
+		qp.Close()
+		cq.Close()
+		return transport.Endpoint{}, err
+	}
+	t.conns[idx] = &ibConn{dev: x, cq: cq, qp: qp, beat: slot}
 	return t.h.HostSlot(idx, peer, tag, local, t.ctx), nil
 }
 
 // Describe registers b with the connection's device at its full size; handle 0 also carries
-// the QP's address.
+// the QP's address and the connection's heartbeat slot (QPInfo, then two MRInfos).
 func (t *ibt) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 	c := t.conns[idx]
 	mr, err := c.dev.RegisterMR(uint64(uintptr(b.Ptr)), b.Size)
@@ -131,21 +141,26 @@ func (t *ibt) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 	c.local[h] = mr
 	blob := mr.Info().Marshal()
 	if h == 0 {
-		blob = append(c.qp.Info().Marshal(), blob...)
+		blob = append(append(c.qp.Info().Marshal(), c.beat.mr.Info().Marshal()...), blob...)
 	}
 	return blob, nil
 }
 
 func (t *ibt) Import(idx, h, _ int, blob []byte) (engine.Reg, error) {
 	c := t.conns[idx]
-	mrBytes := len(verbs.MRInfo{}.Marshal())
-	if h == 0 && len(blob) > mrBytes && c.peerQP == nil {
-		qi, err := verbs.UnmarshalQPInfo(blob[:len(blob)-mrBytes])
+	if h == 0 && len(blob) > verbs.MRInfoSize && c.peerQP == nil { // handle 0: the verbs.QP, the heartbeat slot, the signal slot
+		if len(blob) != verbs.QPInfoSize+2*verbs.MRInfoSize {
+			return engine.Reg{}, status.Errorf(status.RemoteError, "the peer's IB handle 0: %d bytes, want %d", len(blob), verbs.QPInfoSize+2*verbs.MRInfoSize)
+		}
+		qi, err := verbs.UnmarshalQPInfo(blob[:verbs.QPInfoSize])
 		if err != nil {
 			return engine.Reg{}, &status.Error{Code: status.RemoteError, Msg: "the peer's IB QP: " + err.Error()}
 		}
+		if c.peerHB, err = verbs.UnmarshalMRInfo(blob[verbs.QPInfoSize : verbs.QPInfoSize+verbs.MRInfoSize]); err != nil || c.peerHB.Size < 8 {
+			return engine.Reg{}, status.Errorf(status.RemoteError, "the peer's IB heartbeat slot: %v (%d bytes)", err, c.peerHB.Size)
+		}
 		c.peerQP = &qi
-		blob = blob[len(blob)-mrBytes:]
+		blob = blob[verbs.QPInfoSize+verbs.MRInfoSize:]
 	}
 	mi, err := verbs.UnmarshalMRInfo(blob)
 	if err != nil {
@@ -172,11 +187,17 @@ func (t *ibt) Finish(idx int, conn *engine.Conn, _, _ []engine.Reg, _ [][]byte) 
 	}
 	c.state = st
 	conn.SetTransport(st.Ptr())
+	if err := t.beats.add(conn, c.qp, c.beat, c.peerHB); err != nil {
+		return err
+	}
 	if !t.h.OnMyNode(conn.PeerRank()) {
 		conn.SetPeerPid(0) // its pid means nothing here: a failed write names it
 	}
 	return nil
 }
+
+// SetUp starts the heartbeats: every peer has its QPs in RTS (setup's barrier passed).
+func (t *ibt) SetUp() { t.beats.start() }
 
 func (t *ibt) LocalReg(b transport.Buffer) engine.Reg {
 	return engine.Reg{Mapped: b.Ptr, Addr: uint64(uintptr(b.Ptr)), Size: b.Size}
@@ -212,7 +233,7 @@ func (t *ibt) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointe
 
 func (t *ibt) Contexts() []*engine.Ctx { return []*engine.Ctx{t.ctx} }
 
-// Stopped completes every write this rank posted (completed == posted on every verbs.QP).
+// Stopped completes every write this rank posted (completed == posted on every QP).
 func (t *ibt) Stopped() error {
 	for idx, c := range t.conns {
 		if c.state == nil {
@@ -225,8 +246,10 @@ func (t *ibt) Stopped() error {
 	return nil
 }
 
-// Close tears down in reverse: connection state, QPs, MRs, CQs, then the devices.
+// Close tears down in reverse: heartbeats (a goodbye to every peer), connection state, QPs,
+// MRs, CQs, then the devices.
 func (t *ibt) Close() error {
+	t.beats.close()
 	if t.ctx != nil {
 		t.ctx.Free()
 		t.ctx = nil
@@ -236,6 +259,7 @@ func (t *ibt) Close() error {
 			c.state.Free()
 		}
 		c.qp.Close()
+		c.beat.free()
 		for _, m := range append(c.local, c.extra...) {
 			if m != nil {
 				m.Close()
