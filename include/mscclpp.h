@@ -173,18 +173,28 @@ struct mscclppDevConn
 #endif
   }
 
-  /* Wait for the peer's next signal. */
+  /* Wait for the peer's next signal; then an acquire, so that the data the
+   * signal announced is visible to the reads after wait() returns. */
   MSCCLPP_HOSTDEVICE_INLINE void wait()
   {
 #if defined(__CUDA_ARCH__)
     (*waitEpochId) += 1;
-    while (*(volatile uint64_t*)&(localSignalEpochId->proxy) < (*waitEpochId))
+    while (mscclppDeviceLoad(&localSignalEpochId->proxy) < (*waitEpochId))
       ;
+    __threadfence_system(); /* acquire */
 #else
     mscclppConnWaitNext(this, -1);
 #endif
   }
 
+  /* Count one signal of mine: signal(), putWithSignal() and
+   * putWithSignalAndFlush() call it once before pushing their Flag.
+   * Differs from upstream 0.1 on purpose: the peer's epoch is advanced by the
+   * number of Flags the proxy has served on this connection, not set to this
+   * counter, so one Flag wakes exactly one wait(). A kernel that calls
+   * epochIncrement() several times per Flag (upstream let one Flag carry
+   * them all) leaves its peer's extra wait() calls waiting for ever: push one
+   * Flag per signal instead. */
   MSCCLPP_HOSTDEVICE_INLINE void epochIncrement()
   {
 #if defined(__CUDA_ARCH__)
