@@ -99,6 +99,12 @@ func runFakeCUDAChild(t *testing.T, test, mode string, env ...string) []byte {
 	if b, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the fake driver: %v\n%s", err, b)
 	}
+	return runFakeChildWith(t, lib, test, mode, env...)
+}
+
+// runFakeChildWith runs test in a child process with lib as the driver library (see runFakeCUDAChild).
+func runFakeChildWith(t *testing.T, lib, test, mode string, env ...string) []byte {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v")
 	cmd.Env = append(append(os.Environ(), fakeChildEnv+"="+mode, "MSCCLPP_CUDA_LIBRARY="+lib, "MSCCLPP_DEVICE="), env...)
 	out, err := cmd.CombinedOutput()
