@@ -105,13 +105,19 @@ func runFakeCUDAChild(t *testing.T, test, mode string, env ...string) []byte {
 // runFakeChildWith runs test in a child process with lib as the driver library (see runFakeCUDAChild).
 func runFakeChildWith(t *testing.T, lib, test, mode string, env ...string) []byte {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v")
-	cmd.Env = append(append(os.Environ(), fakeChildEnv+"="+mode, "MSCCLPP_CUDA_LIBRARY="+lib, "MSCCLPP_DEVICE="), env...)
-	out, err := cmd.CombinedOutput()
+	out, err := fakeChild(lib, test, mode, env...)
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
 	return out
+}
+
+// fakeChild runs test in a child process with lib as the driver library and returns its output
+// and how it ended.
+func fakeChild(lib, test, mode string, env ...string) ([]byte, error) {
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(append(os.Environ(), fakeChildEnv+"="+mode, "MSCCLPP_CUDA_LIBRARY="+lib, "MSCCLPP_DEVICE="), env...)
+	return cmd.CombinedOutput()
 }
 
 // fakeDeviceBuffers allocates len(bufs) device buffers of len(src) bytes on the fake driver's

@@ -112,8 +112,13 @@ func devThreadsRanks(t *testing.T, tr Transport, n int) []*Comm {
 	t.Helper()
 	var bufs [2]uint64
 	fakeDeviceBuffers(t, bufs[:], make([]byte, n))
+	var dev *string
+	if tr == transportIB {
+		name := "double_0" // the verbs test double's device
+		dev = &name
+	}
 	return twoRanksLaunched(t, func(r int, c *Comm) error {
-		return c.Connect(1-r, 0, engine.DevPtr(bufs[r]), uint64(n), tr, nil, true)
+		return c.Connect(1-r, 0, engine.DevPtr(bufs[r]), uint64(n), tr, dev, true)
 	})
 }
 
@@ -144,10 +149,7 @@ func devThreadsDone(t *testing.T, comms []*Comm) {
 // proxy's own accesses are checked by the driver: its device memory faults on a host access.
 func TestDevConnPlacement(t *testing.T) {
 	if m := os.Getenv(fakeChildEnv); strings.HasPrefix(m, "placement-") {
-		tr := TransportP2P
-		if m == "placement-eth" {
-			tr = TransportEthernet
-		}
+		tr := map[string]Transport{"placement-p2p": TransportP2P, "placement-eth": TransportEthernet, "placement-ib": transportIB}[m]
 		const n = 1 << 16
 		comms := devThreadsRanks(t, tr, n)
 		for r := range comms {
@@ -166,4 +168,33 @@ func TestDevConnPlacement(t *testing.T) {
 			t.Logf("child:\n%s", out)
 		})
 	}
+	t.Run("IB", func(t *testing.T) {
+		dir := t.TempDir()
+		b, err := exec.Command("bash", filepath.Join("..", "tests", "ib", "double", "build.sh"), dir).CombinedOutput()
+		if err != nil {
+			t.Fatalf("building the verbs double: %v\n%s", err, b)
+		}
+		out, err := fakeChild(lib, "TestDevConnPlacement", "placement-ib",
+			"MSCCLPP_IBV_SO="+filepath.Join(dir, "libibverbs.so.1"), "MSCCLPP_IBV_DOUBLE_DIR="+dir)
+		if err != nil {
+			// expected until IB connections in CUDA mode use the CUDA-mode proxy and register
+			// device buffers (issue 15 item 3): counted as a skip, with what failed
+			t.Skipf("expected failure until issue 15 item 3 (IB with GPU buffers): %s", firstFailure(out))
+		}
+		t.Logf("child:\n%s", out)
+	})
+}
+
+// transportIB is mscclppTransportIB (named here, not through its package, which moves).
+const transportIB Transport = 2
+
+// firstFailure is the first line of a child's output that says what failed.
+func firstFailure(out []byte) string {
+	for _, l := range strings.Split(string(out), "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "devthreads:") || strings.HasPrefix(l, "devthreads_test.go:") {
+			return l
+		}
+	}
+	return "the child failed"
 }
