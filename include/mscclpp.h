@@ -363,7 +363,12 @@ mscclppResult_t mscclppBootstrapBarrier(mscclppComm_t comm);
  * that), releases the connections, the mappings of peers' buffers, the node
  * segment and the bootstrap connections. Buffers the application passed in
  * stay the application's. Not collective, but peers that still use their
- * connections to this rank may fail with mscclppRemoteError. Calls already
+ * connections to this rank may fail with mscclppRemoteError. In CUDA mode
+ * with P2P connections it frees the device memory its P2P peers map through
+ * CUDA IPC only once each of them has closed those mappings (their own
+ * mscclppCommDestroy does): it waits for them, at most the bootstrap
+ * timeout, so destroy every rank's communicator, not one after the other
+ * on one thread. Calls already
  * inside the communicator finish first (a wait notices the destroy within
  * a millisecond and returns mscclppInvalidUsage). Afterwards the handle is
  * invalid: any call with it, a second destroy included, is
