@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/cuda"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
@@ -197,4 +198,32 @@ func firstFailure(out []byte) string {
 		}
 	}
 	return "the child failed"
+}
+
+// TestHostPushZeroSize pushes, from a host thread, a Data trigger of size 0 at source offset 0
+// (word 0 would be 0, the empty-slot marker): it is served at once as a marker that moves
+// nothing, with no error on the communicator (the same rule as the device push).
+func TestHostPushZeroSize(t *testing.T) {
+	bufs := [2][]byte{make([]byte, 64), make([]byte, 64)}
+	comms := twoRanksLaunched(t, func(r int, c *Comm) error {
+		return c.Connect(1-r, 0, unsafe.Pointer(&bufs[r][0]), 64, TransportSHM, nil, true)
+	})
+	for _, typ := range []uint64{1, 1 | 4} { // Data, Data|Sync
+		seq := engine.FifoPush(comms[0].host.DevConns.At(0), typ, 0, 0, 0)
+		if seq == engine.PushFailed {
+			t.Fatalf("type %d: the zero-size push failed", typ)
+		}
+		if rc := engine.FifoWaitServed(comms[0].host.DevConns.At(0), seq); rc != 0 {
+			t.Fatalf("type %d: waiting for the zero-size push: %v", typ, rc)
+		}
+	}
+	proxyStopAll(t, comms)
+	for r := range comms {
+		if err := comms[r].AsyncErr(); err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+		if err := comms[r].Destroy(); err != nil {
+			t.Errorf("rank %d: Destroy: %v", r, err)
+		}
+	}
 }
