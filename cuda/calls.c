@@ -346,3 +346,17 @@ int cuwNvmlCpuAffinity(const cuwNvml* n, const char* busId, unsigned long* set, 
   n->shutdown();
   return rc;
 }
+
+int cuwPrimaryRetain(const cuwApi* a, cuwDevice dev, cuwContext* out, const char** call)
+{
+  cuwResult rc = a->primaryCtxRetain(out, dev);
+  if (rc != CUW_SUCCESS) *call = "cuDevicePrimaryCtxRetain";
+  return rc;
+}
+
+int cuwPrimaryRelease(const cuwApi* a, cuwDevice dev, const char** call)
+{
+  cuwResult rc = a->primaryCtxRelease(dev);
+  if (rc != CUW_SUCCESS) *call = "cuDevicePrimaryCtxRelease";
+  return rc;
+}

@@ -84,6 +84,8 @@ typedef struct cuwApi {
   cuwResult (*memcpyHtoDAsync)(cuwDevicePtr dst, const void* src, size_t n, cuwStream stream);   /* cuMemcpyHtoDAsync_v2 */
   cuwResult (*memcpyAsync)(cuwDevicePtr dst, cuwDevicePtr src, size_t n, cuwStream stream);      /* cuMemcpyAsync */
   cuwResult (*pointerGetAttribute)(void* data, CUW_POINTER_ATTRIBUTE attr, cuwDevicePtr ptr);   /* cuPointerGetAttribute */
+  cuwResult (*primaryCtxRetain)(cuwContext* pctx, cuwDevice dev);         /* cuDevicePrimaryCtxRetain */
+  cuwResult (*primaryCtxRelease)(cuwDevice dev);                          /* cuDevicePrimaryCtxRelease_v2 */
 } cuwApi;
 
 /* NVML (nvml.h): nvmlReturn_t is an int-sized enum, nvmlDevice_t an opaque pointer. */

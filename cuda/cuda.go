@@ -303,6 +303,29 @@ func (d Device) AllocSize(base uint64) (uint64, error) {
 	return uint64(size) - (base - uint64(b)), nil
 }
 
+// RetainPrimary takes a reference on the device's primary context (cuDevicePrimaryCtxRetain), so
+// that the context the library allocates in stays alive while the library uses it, whatever the
+// application does with its own references; ReleasePrimary gives it back.
+func (d Device) RetainPrimary() error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	var (
+		pctx C.cuwContext
+		call *C.char
+	)
+	return d.fail(C.cuwPrimaryRetain(d.api, C.cuwDevice(d.Ordinal), &pctx, &call), call)
+}
+
+// ReleasePrimary releases a reference RetainPrimary took (cuDevicePrimaryCtxRelease).
+func (d Device) ReleasePrimary() error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	var call *C.char
+	return d.fail(C.cuwPrimaryRelease(d.api, C.cuwDevice(d.Ordinal), &call), call)
+}
+
 // IpcClose unmaps an allocation from IpcOpen.
 func (d Device) IpcClose(base uint64) error {
 	if err := d.check(); err != nil {

@@ -35,6 +35,8 @@ const cuwSym cuwCudaSyms[] = {
     SYM(memcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
     SYM(memcpyAsync, "cuMemcpyAsync"),
     SYM(pointerGetAttribute, "cuPointerGetAttribute"),
+    SYM(primaryCtxRetain, "cuDevicePrimaryCtxRetain"),
+    SYM2(primaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"),
     {NULL, NULL, 0},
 };
 

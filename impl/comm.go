@@ -116,6 +116,7 @@ func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 	versionOnce.Do(func() { logx.Versionf("MSCCL++ version 0.1.0 (Go implementation)") })
 	c := &Comm{rank: b.Rank(), nranks: b.Size(), boot: b, transports: map[Transport]transport.Transport{}}
 	c.host = transport.Host{Rank: c.rank, NRanks: c.nranks, HostIDs: b.HostIDs(), ListenIP: listenIP(b.ListenAddr()), Timeout: BootstrapTimeout()}
+	c.host.PeersClosed = c.peersClosed
 	fail := func(err error) (*Comm, error) {
 		b.Abort(err)
 		b.Close()

@@ -71,6 +71,11 @@ func TestCUDAModeFakeDriver(t *testing.T) {
 			last = l
 		}
 	}
+	checkFreedAfterClosed(t, all)
+	retains, releases := strings.Count(string(b), "cuDevicePrimaryCtxRetain dev=0"), strings.Count(string(b), "cuDevicePrimaryCtxRelease dev=0")
+	if retains == 0 || retains != releases {
+		t.Errorf("device 0's primary context retained %d times and released %d times, want the same, at least once", retains, releases)
+	}
 	if closes != 4 || destroyed != 4 {
 		t.Errorf("teardown closed %d IPC mappings and destroyed %d streams, want 4 and 4", closes, destroyed)
 	}
@@ -94,13 +99,25 @@ func runFakeCUDAChild(t *testing.T, test, mode string, env ...string) []byte {
 	if b, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the fake driver: %v\n%s", err, b)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v")
-	cmd.Env = append(append(os.Environ(), fakeChildEnv+"="+mode, "MSCCLPP_CUDA_LIBRARY="+lib, "MSCCLPP_DEVICE="), env...)
-	out, err := cmd.CombinedOutput()
+	return runFakeChildWith(t, lib, test, mode, env...)
+}
+
+// runFakeChildWith runs test in a child process with lib as the driver library (see runFakeCUDAChild).
+func runFakeChildWith(t *testing.T, lib, test, mode string, env ...string) []byte {
+	t.Helper()
+	out, err := fakeChild(lib, test, mode, env...)
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
 	return out
+}
+
+// fakeChild runs test in a child process with lib as the driver library and returns its output
+// and how it ended.
+func fakeChild(lib, test, mode string, env ...string) ([]byte, error) {
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(append(os.Environ(), fakeChildEnv+"="+mode, "MSCCLPP_CUDA_LIBRARY="+lib, "MSCCLPP_DEVICE="), env...)
+	return cmd.CombinedOutput()
 }
 
 // fakeDeviceBuffers allocates len(bufs) device buffers of len(src) bytes on the fake driver's
@@ -289,9 +306,63 @@ func fakeCUDAChild(t *testing.T) {
 	}
 	f.WriteString("MARK destroy\n")
 	f.Close()
-	for r := 0; r < 2; r++ {
-		if err := comms[r].Destroy(); err != nil {
-			t.Errorf("rank %d: Destroy: %v", r, err)
+	if n := cuda.TestDriverCall("fakePrimaryRefs", "0"); n != 2 {
+		t.Errorf("device 0's primary context has %d references while two communicators use it, want 2 (one each)", n)
+	}
+	destroyStaggered(t, comms)
+	if n := cuda.TestDriverCall("fakePrimaryRefs", "0"); n != 0 {
+		t.Errorf("device 0's primary context keeps %d references after both destroys, want 0", n)
+	}
+}
+
+// destroyStaggered destroys rank 0, and rank 1 only once rank 0's destroy returned or a second
+// passed (a destroy that waits for its peers is still waiting then); both must succeed.
+func destroyStaggered(t *testing.T, comms []*Comm) {
+	t.Helper()
+	errs := make(chan error, 1)
+	go func() { errs <- comms[0].Destroy() }()
+	var err0 error
+	returned := false
+	select {
+	case err0 = <-errs:
+		returned = true
+	case <-time.After(time.Second):
+	}
+	if err := comms[1].Destroy(); err != nil {
+		t.Errorf("rank 1: Destroy: %v", err)
+	}
+	if !returned {
+		err0 = <-errs
+	}
+	if err0 != nil {
+		t.Errorf("rank 0: Destroy: %v", err0)
+	}
+}
+
+// checkFreedAfterClosed fails t when the call log frees device memory (cuMemFree ptr=X) that an
+// importer mapped (cuIpcOpenMemHandle ptr=X) before the importer closed it (cuIpcCloseMemHandle).
+func checkFreedAfterClosed(t *testing.T, lines []string) {
+	t.Helper()
+	open := map[string]int{}
+	checked := 0
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) < 2 || !strings.HasPrefix(f[1], "ptr=") {
+			continue
 		}
+		switch f[0] {
+		case "cuIpcOpenMemHandle":
+			open[f[1]]++
+		case "cuIpcCloseMemHandle":
+			open[f[1]]--
+			checked++
+		case "cuMemFree":
+			if open[f[1]] > 0 {
+				t.Errorf("device memory at %s freed while a peer still maps it through CUDA IPC", f[1][4:])
+			}
+		}
+	}
+	if checked == 0 {
+		t.Error("no IPC mapping closed in the call log")
 	}
 }

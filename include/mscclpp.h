@@ -173,18 +173,28 @@ struct mscclppDevConn
 #endif
   }
 
-  /* Wait for the peer's next signal. */
+  /* Wait for the peer's next signal; then an acquire, so that the data the
+   * signal announced is visible to the reads after wait() returns. */
   MSCCLPP_HOSTDEVICE_INLINE void wait()
   {
 #if defined(__CUDA_ARCH__)
     (*waitEpochId) += 1;
-    while (*(volatile uint64_t*)&(localSignalEpochId->proxy) < (*waitEpochId))
+    while (mscclppDeviceLoad(&localSignalEpochId->proxy) < (*waitEpochId))
       ;
+    __threadfence_system(); /* acquire */
 #else
     mscclppConnWaitNext(this, -1);
 #endif
   }
 
+  /* Count one signal of mine: signal(), putWithSignal() and
+   * putWithSignalAndFlush() call it once before pushing their Flag.
+   * Differs from upstream 0.1 on purpose: the peer's epoch is advanced by the
+   * number of Flags the proxy has served on this connection, not set to this
+   * counter, so one Flag wakes exactly one wait(). A kernel that calls
+   * epochIncrement() several times per Flag (upstream let one Flag carry
+   * them all) leaves its peer's extra wait() calls waiting for ever: push one
+   * Flag per signal instead. */
   MSCCLPP_HOSTDEVICE_INLINE void epochIncrement()
   {
 #if defined(__CUDA_ARCH__)
@@ -353,7 +363,12 @@ mscclppResult_t mscclppBootstrapBarrier(mscclppComm_t comm);
  * that), releases the connections, the mappings of peers' buffers, the node
  * segment and the bootstrap connections. Buffers the application passed in
  * stay the application's. Not collective, but peers that still use their
- * connections to this rank may fail with mscclppRemoteError. Calls already
+ * connections to this rank may fail with mscclppRemoteError. In CUDA mode
+ * with P2P connections it frees the device memory its P2P peers map through
+ * CUDA IPC only once each of them has closed those mappings (their own
+ * mscclppCommDestroy does): it waits for them, at most the bootstrap
+ * timeout, so destroy every rank's communicator, not one after the other
+ * on one thread. Calls already
  * inside the communicator finish first (a wait notices the destroy within
  * a millisecond and returns mscclppInvalidUsage). Afterwards the handle is
  * invalid: any call with it, a second destroy included, is

@@ -80,6 +80,25 @@ typedef mscclppTrigger* mscclppTrigger_t;
 
 struct mscclppConcurrentFifo;
 
+/* The device side's two memory primitives, used by the device methods here
+ * and in mscclpp.h: a relaxed (volatile) 64-bit load for the polls, and the
+ * trigger's one 16-byte volatile store. Ordering comes from
+ * __threadfence_system() around them (release before the trigger store,
+ * acquire after a poll), which is fence.sc.sys on sm_70+ and membar.sys
+ * before. A host-side emulation of the device (tests/devthreads, which runs
+ * these methods on CPU threads) defines MSCCLPP_DEVICE_EMULATION and supplies
+ * its own with the same semantics. */
+#if defined(__CUDA_ARCH__) && !defined(MSCCLPP_DEVICE_EMULATION)
+__forceinline__ __device__ uint64_t mscclppDeviceLoad(const uint64_t* p)
+{
+  return *(const volatile uint64_t*)p;
+}
+__forceinline__ __device__ void mscclppDeviceStoreTrigger(union mscclppTrigger* slot, uint64_t w0, uint64_t w1)
+{
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" ::"l"(slot->value), "l"(w0), "l"(w1) : "memory");
+}
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -109,20 +128,31 @@ struct mscclppConcurrentFifo
 {
 #ifdef __cplusplus
   /* Push one trigger: h = atomicAdd(head, 1); wait for room and an empty slot;
-   * write both words in one 16-byte store. Returns h. */
+   * make every earlier write of this thread visible system-wide (a release:
+   * the proxy and the copy engine may read the data a kernel wrote just
+   * before); write both words in one 16-byte store. Returns h.
+   * A trigger that moves no data (dataSize 0 at srcDataOffset 0) would read
+   * as an empty slot (word 0 = 0): it is pushed without the Data bit and
+   * with dataSize 1, as signal() and flush() push theirs; a Data-only one
+   * becomes a Sync (nothing to move, still a slot to sync on). */
   MSCCLPP_HOSTDEVICE_INLINE uint64_t push(uint64_t type, uint64_t dstDataOffset, uint64_t srcDataOffset,
                                           uint64_t dataSize)
   {
 #if defined(__CUDA_ARCH__)
+    if (MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize) == 0) {
+      type &= ~(uint64_t)mscclppData;
+      if (type == 0) type = mscclppSync;
+      dataSize = 1;
+    }
     uint64_t curFifoHead = atomicAdd((unsigned long long int*)this->triggerFifoHead, 1);
-    while (curFifoHead >= MSCCLPP_PROXY_FIFO_SIZE + *((volatile uint64_t*)this->triggerFifoTail))
+    while (curFifoHead >= MSCCLPP_PROXY_FIFO_SIZE + mscclppDeviceLoad(this->triggerFifoTail))
       ;
-    while (*(volatile uint64_t*)&this->triggerFifo[curFifoHead % MSCCLPP_PROXY_FIFO_SIZE] != 0)
+    mscclppTrigger* slot = &this->triggerFifo[curFifoHead % MSCCLPP_PROXY_FIFO_SIZE];
+    while (mscclppDeviceLoad(&slot->value[0]) != 0)
       ;
-    uint64_t* valptr = (uint64_t*)&(this->triggerFifo[curFifoHead % MSCCLPP_PROXY_FIFO_SIZE].value);
-    asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" ::"l"(valptr),
-                 "l"(MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize)),
-                 "l"(MSCCLPP_TRIGGER_WORD1(type, this->connId, dstDataOffset)));
+    __threadfence_system(); /* release: the data before the trigger */
+    mscclppDeviceStoreTrigger(slot, MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize),
+                              MSCCLPP_TRIGGER_WORD1(type, this->connId, dstDataOffset));
     return curFifoHead;
 #else
     return mscclppFifoPush(this, type, dstDataOffset, srcDataOffset, dataSize);
@@ -130,13 +160,15 @@ struct mscclppConcurrentFifo
   }
 
   /* Wait until the trigger with sequence number curFifoHead was served:
-   * its slot emptied by the proxy, or the tail moved past it. */
+   * its slot emptied by the proxy, or the tail moved past it; then an
+   * acquire, so that what the proxy did before is visible after. */
   MSCCLPP_HOSTDEVICE_INLINE void sync(uint64_t curFifoHead)
   {
 #if defined(__CUDA_ARCH__)
-    while (*(volatile uint64_t*)&this->triggerFifo[curFifoHead % MSCCLPP_PROXY_FIFO_SIZE] != 0 &&
-           *(volatile uint64_t*)this->triggerFifoTail <= curFifoHead)
+    while (mscclppDeviceLoad(&this->triggerFifo[curFifoHead % MSCCLPP_PROXY_FIFO_SIZE].value[0]) != 0 &&
+           mscclppDeviceLoad(this->triggerFifoTail) <= curFifoHead)
       ;
+    __threadfence_system(); /* acquire */
 #else
     mscclppFifoWaitServed(this, curFifoHead);
 #endif

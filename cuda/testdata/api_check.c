@@ -58,6 +58,8 @@ FN(cuwApi, memcpyDtoDAsync, cuMemcpyDtoDAsync_v2);
 FN(cuwApi, memcpyHtoDAsync, cuMemcpyHtoDAsync_v2);
 FN(cuwApi, memcpyAsync, cuMemcpyAsync);
 FN(cuwApi, pointerGetAttribute, cuPointerGetAttribute);
+FN(cuwApi, primaryCtxRetain, cuDevicePrimaryCtxRetain);
+FN(cuwApi, primaryCtxRelease, cuDevicePrimaryCtxRelease_v2);
 
 FN(cuwNvml, init, nvmlInit_v2);
 FN(cuwNvml, shutdown, nvmlShutdown);

@@ -18,6 +18,13 @@
  *   - Every call that matters for ordering is written, one line each, to the
  *     log file named by FAKECUDA_LOG (or fakeLogTo), e.g. "cuStreamSynchronize
  *     stream=2" or "cuIpcCloseMemHandle".
+ *   - It knows what a kernel may touch: fakeKernelView(p, n) is where a GPU
+ *     thread would find p..p+n (the shadow of device memory, pinned host
+ *     memory itself), or 0 where a kernel could not reach it (pageable host
+ *     memory, a freed allocation). tests/devthreads runs the header's device
+ *     methods on CPU threads through it.
+ *   - Primary contexts are reference counted (cuDevicePrimaryCtxRetain /
+ *     Release); fakePrimaryRefs reads the count.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -40,7 +47,7 @@ static __thread int curSet = 0;
 static char failing[64];
 static int noCtx, noUva;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* allocations, streams, log */
-static int syncs, streams, ipcOpen;
+static int syncs, streams, ipcOpen, primaryRefs[2];
 
 #define MAX_ALLOCS 1024
 struct alloc {
@@ -257,6 +264,28 @@ int fakeIsDevice(CUdeviceptr p)
   return dev;
 }
 
+/* Where a kernel finds p..p+n: the shadow bytes of device memory, pinned host memory itself
+ * (mapped for the device: unified addressing), else 0 (not reachable from a kernel). */
+uint64_t fakeKernelView(uint64_t p, uint64_t n)
+{
+  char* a = (char*)(uintptr_t)p;
+  uint64_t v = 0;
+  if (a == NULL) return 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < MAX_ALLOCS && v == 0; i++) {
+    struct alloc* al = &allocs[i];
+    if (al->dev != NULL && a >= al->dev && a < al->dev + (al->size ? al->size : 1) && n <= al->size &&
+        (size_t)(a - al->dev) <= al->size - n)
+      v = (uint64_t)(uintptr_t)(al->shadow + (a - al->dev));
+    struct hostAlloc* h = &hostAllocs[i];
+    if (h->p != NULL && a >= h->p && a < h->p + h->len && n <= h->len && (size_t)(a - h->p) <= h->len - n) v = p;
+  }
+  pthread_mutex_unlock(&mu);
+  return v;
+}
+/* The references held on device i's primary context ("0" or "1"). */
+int fakePrimaryRefs(const char* i) { return __atomic_load_n(&primaryRefs[i[0] == '1'], __ATOMIC_ACQUIRE); }
+
 /* ---- the driver ---- */
 CUresult cuInit(unsigned int flags) { (void)flags; FAILS("cuInit"); return 0; }
 
@@ -299,6 +328,28 @@ CUresult cuCtxGetDevice(int* d)
   void* c = (!curSet && noCtx) ? NULL : cur;
   if (c == NULL) return 201;
   *d = c == &fakeCtx[0] ? 0 : 1;
+  return 0;
+}
+/* Device d's primary context is fakeCtx[d]: retained and released with a count (and logged). */
+CUresult cuDevicePrimaryCtxRetain(void** c, int d)
+{
+  FAILS("cuDevicePrimaryCtxRetain");
+  if (d < 0 || d > 1) return 101; /* CUDA_ERROR_INVALID_DEVICE */
+  *c = &fakeCtx[d];
+  __atomic_fetch_add(&primaryRefs[d], 1, __ATOMIC_ACQ_REL);
+  pthread_mutex_lock(&mu);
+  logLine("cuDevicePrimaryCtxRetain dev=%d", d);
+  pthread_mutex_unlock(&mu);
+  return 0;
+}
+CUresult cuDevicePrimaryCtxRelease_v2(int d)
+{
+  FAILS("cuDevicePrimaryCtxRelease_v2");
+  if (d < 0 || d > 1 || __atomic_load_n(&primaryRefs[d], __ATOMIC_ACQUIRE) <= 0) return 201;
+  __atomic_fetch_sub(&primaryRefs[d], 1, __ATOMIC_ACQ_REL);
+  pthread_mutex_lock(&mu);
+  logLine("cuDevicePrimaryCtxRelease dev=%d", d);
+  pthread_mutex_unlock(&mu);
   return 0;
 }
 CUresult cuDeviceGetPCIBusId(char* s, int len, int dev)
@@ -345,7 +396,7 @@ CUresult cuMemFree_v2(CUdeviceptr p)
       found = allocs[i];
       allocs[i] = (struct alloc){0};
     }
-  logLine("cuMemFree");
+  logLine("cuMemFree ptr=%#llx", (unsigned long long)p);
   pthread_mutex_unlock(&mu);
   if (found.dev == NULL) return 1;
   munmap(found.dev, found.mapLen);
@@ -464,20 +515,19 @@ CUdeviceptr* p, CUipcMemHandle h, unsigned int flags)
   memcpy(p, h.reserved + 8, sizeof(*p));
   __atomic_fetch_add(&ipcOpen, 1, __ATOMIC_RELAXED);
   pthread_mutex_lock(&mu);
-  logLine("cuIpcOpenMemHandle");
+  logLine("cuIpcOpenMemHandle ptr=%#llx", (unsigned long long)*p);
   pthread_mutex_unlock(&mu);
   return 0;
 }
 CUresult cuIpcCloseMemHandle(CUdeviceptr p)
 {
-  (void)p;
   FAILS("cuIpcCloseMemHandle");
   __atomic_fetch_sub(&ipcOpen, 1, __ATOMIC_RELAXED);
   pthread_mutex_lock(&mu);
   int pending = 0;
   for (int i = 0; i < MAX_STREAMS; i++)
     if (liveStreams[i] != NULL) pending += liveStreams[i]->nq;
-  logLine("cuIpcCloseMemHandle pending=%d", pending);
+  logLine("cuIpcCloseMemHandle ptr=%#llx pending=%d", (unsigned long long)p, pending);
   pthread_mutex_unlock(&mu);
   return 0;
 }

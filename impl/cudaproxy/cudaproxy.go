@@ -26,16 +26,22 @@ type Proxy struct {
 	Ctx   *engine.Ctx
 }
 
-// New allocates the counters' block in dev's memory for rank's connections.
+// New retains dev's primary context (released by Free: the application may drop its own
+// references meanwhile) and allocates the counters' block in dev's memory for rank's connections.
 func New(dev cuda.Device, rank int) (*Proxy, error) {
+	if err := dev.RetainPrimary(); err != nil {
+		return nil, fmt.Errorf("rank %d: retaining the primary context of device %d: %w", rank, dev.Ordinal, err)
+	}
 	size := uint64(engine.MaxConns * (epochBytes + waitBytes))
 	blk, err := dev.MemAlloc(size)
-	if err != nil {
-		return nil, fmt.Errorf("rank %d: signal epochs in device memory: %w", rank, err)
+	if err == nil {
+		if err = dev.Memset(blk, 0, size); err != nil {
+			dev.MemFree(blk)
+		}
 	}
-	if err := dev.Memset(blk, 0, size); err != nil {
-		dev.MemFree(blk)
-		return nil, fmt.Errorf("rank %d: clear signal epochs: %w", rank, err)
+	if err != nil {
+		dev.ReleasePrimary()
+		return nil, fmt.Errorf("rank %d: signal epochs in device memory: %w", rank, err)
 	}
 	return &Proxy{Dev: dev, rank: rank, block: blk}, nil
 }
@@ -143,13 +149,16 @@ func (p *Proxy) FreeContext() {
 	p.Ctx, p.State, p.mem = nil, nil, nil
 }
 
-// Free frees the counters' block (after FreeContext).
+// Free frees the counters' block (after FreeContext; peers that mapped it through CUDA IPC must
+// have closed their mappings) and releases the primary context New retained.
 func (p *Proxy) Free() {
-	if p == nil {
+	if p == nil || p.block == 0 {
 		return
 	}
 	p.FreeContext()
 	p.warn("signal epochs", p.Dev.MemFree(p.block))
+	p.warn("releasing the primary context", p.Dev.ReleasePrimary())
+	p.block = 0
 }
 
 func (p *Proxy) warn(what string, err error) {

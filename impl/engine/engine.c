@@ -673,8 +673,10 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
   }
   const engBackoffCfg* cfg = &ctx->comm->waitCfg;
   if (MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize) == 0) {
-    /* an empty put: it would read as an empty slot, so push it as a marker that moves no data */
+    /* an empty put: it would read as an empty slot, so push it as a marker that moves no data
+     * (a Data-only one as a Sync: a trigger needs a type), as the device push does */
     type &= ~(uint64_t)mscclppData;
+    if (type == 0) type = mscclppSync;
     dataSize = 1;
   }
   /* Claim a slot. Without a proxy nobody would ever free one: refuse instead of

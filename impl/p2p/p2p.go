@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"unsafe"
 
@@ -38,6 +39,7 @@ type cudaState struct {
 	dev   cuda.Device
 	proxy *cudaproxy.Proxy
 	ipc   map[cuda.IpcHandle]uint64
+	peers map[int]bool // ranks of the CUDA-mode connections: they map this rank's memory
 }
 
 // p2p is the transport's instance for one communicator.
@@ -92,6 +94,7 @@ func (c *p2p) Connect(idx, peer, tag int, local unsafe.Pointer, dev *string) (tr
 	if err != nil {
 		return transport.Endpoint{}, fmt.Errorf("P2P %w", err)
 	}
+	c.cuda.peers[peer] = true
 	epoch := c.cuda.proxy.Attach(c.h.DevConns, idx, peer, tag, local)
 	return transport.Endpoint{Ctx: ctx, Epoch: epoch}, nil
 }
@@ -293,7 +296,7 @@ func (c *p2p) initCUDA(dev cuda.Device) error {
 	if err != nil {
 		return err
 	}
-	c.cuda = &cudaState{dev: dev, proxy: px, ipc: map[cuda.IpcHandle]uint64{}}
+	c.cuda = &cudaState{dev: dev, proxy: px, ipc: map[cuda.IpcHandle]uint64{}, peers: map[int]bool{}}
 	logx.SetDevice(dev.Ordinal)
 	logx.Infof(logx.Init, "rank %d: CUDA mode on device %d (%s)", c.h.Rank, dev.Ordinal, dev.BusID)
 	return nil
@@ -327,7 +330,8 @@ func (c *p2p) openIpc(d ipcDesc) (uint64, error) {
 
 // freeCUDA releases everything CUDA mode allocated; proxies must be stopped. The proxy's streams
 // are synchronized and freed first: their copies write into the peers' IPC mappings, which are
-// closed only after that.
+// closed only after that. The device memory peers mapped (the signal epochs) is freed only once
+// every peer has closed its mappings (freeing it earlier is undefined behaviour for the driver).
 func (c *p2p) freeCUDA() {
 	st := c.cuda
 	if st == nil {
@@ -337,6 +341,16 @@ func (c *p2p) freeCUDA() {
 	for _, base := range st.ipc {
 		if err := st.dev.IpcClose(base); err != nil {
 			logx.Warnf("rank %d: CUDA teardown: closing a peer's IPC mapping: %v", c.h.Rank, err)
+		}
+	}
+	if c.h.PeersClosed != nil && len(st.peers) > 0 {
+		peers := make([]int, 0, len(st.peers))
+		for r := range st.peers {
+			peers = append(peers, r)
+		}
+		sort.Ints(peers)
+		if err := c.h.PeersClosed(peers); err != nil {
+			logx.Warnf("rank %d: CUDA teardown: freeing device memory peers may still map: %v", c.h.Rank, err)
 		}
 	}
 	st.proxy.Free()

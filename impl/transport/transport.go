@@ -33,6 +33,10 @@ type Host struct {
 	DevConns     engine.DevConns
 	ListenIP     string        // the IP of this rank's bootstrap listener: peers reach it there
 	Timeout      time.Duration // the bootstrap timeout: the bound of a transport's setup waits
+	// PeersClosed tells each of peers that this rank closed its mappings of their memory and
+	// waits (at most the bootstrap timeout) until each said the same of this rank's: memory
+	// peers mapped through CUDA IPC is freed only after that. Nil: nothing to wait for.
+	PeersClosed func(peers []int) error
 }
 
 // OnMyNode reports whether rank peer runs on this rank's node.

@@ -1,7 +1,8 @@
 #!/bin/sh
 # check-cuda.sh [DIR]: compile tests/c/cuda_devconn.cu with nvcc -c (a
 # kernel calling every device method of mscclppDevConn and
-# mscclppConcurrentFifo). DIR is a build directory (its include/ is used) or
+# mscclppConcurrentFifo), and checks in its sm_70 PTX that every trigger
+# store follows a system-scope fence. DIR is a build directory (its include/ is used) or
 # an include directory; default: the repository's include/.
 # Without nvcc (on PATH or /usr/bin/nvcc, /usr/local/cuda/bin/nvcc) it says
 # so and exits 0. Extra nvcc flags can come in NVCC_FLAGS.
@@ -44,4 +45,18 @@ for arch in "" "-arch=sm_70" "-arch=sm_90"; do
     status=1
   fi
 done
+# the release before every trigger store, as nvcc emits it (membar.sys / fence.sc.sys)
+if "$nvcc" -arch=sm_70 ${NVCC_FLAGS:-} -std=c++14 -I"$inc" -ptx "$here/cuda_devconn.cu" -o "$tmp/d.ptx" >"$tmp/log" 2>&1; then
+  if awk '/membar\.sys|fence\.(sc|acq_rel)\.sys/ { f = 1 }
+          /st\.volatile\.global\.v2\.u64/ { n++; if (!f) bad++; f = 0 }
+          END { exit (n == 0 || bad > 0) }' "$tmp/d.ptx"; then
+    echo "check-cuda: ok   every trigger store in the PTX follows a system-scope fence (release)"
+  else
+    echo "check-cuda: FAILED a trigger store in the PTX with no system-scope fence before it"
+    status=1
+  fi
+else
+  echo "check-cuda: note nvcc -ptx -arch=sm_70 failed; ordering not checked"
+  sed 's/^/    /' "$tmp/log"
+fi
 exit $status

@@ -17,6 +17,9 @@
 #       SIGSTOPped mid-transfer: RemoteError naming the peer on every rank within the
 #       bootstrap timeout + 1 s, mscclppCommDestroy within 1 s (host and proxy path,
 #       bounded and unbounded waits)
+#   mn-eth-devthreads-2x2                tests/devthreads/mnrank.cc: the header's device
+#       methods on CPU threads ("kernels" in the stand-in driver) over Ethernet in CUDA mode,
+#       each rank with its partner on the other node: 150 pushing threads, every byte checked
 #   mn-ib-sigstop-2x2                    the same for an IB peer (the IB double) that stops
 #       answering: its heartbeats stop
 #   mn-eth-sigcont-2x2, mn-eth-flap-2x1   a SIGCONT / link up within the timeout: every
@@ -64,7 +67,7 @@ unset MSCCLPP_DEBUG MSCCLPP_DEBUG_SUBSYS MSCCLPP_DEBUG_FILE MSCCLPP_COMM_ID MSCC
 
 out=$build/tests/multinode
 mkdir -p "$out" || exit 1
-(cd "$out" && rm -rf launch bootstrap nodeshm perf allgather fifo kill stop linkfault ./*.log ./*.state ./*.out)
+(cd "$out" && rm -rf launch bootstrap nodeshm perf allgather fifo kill stop linkfault mnrank ./*.log ./*.state ./*.out)
 
 passed=0 failed=0 skipped=0
 verbose=${MN_VERBOSE:-0}
@@ -113,11 +116,18 @@ wait
 compile stop "$root/tests/c/shm/stop.cc" &
 compile linkfault "$here/linkfault.cc" &
 wait
+compile mnrank "$root/tests/devthreads/mnrank.cc" &
+# the stand-in libcuda with the device-threads kernels linked in (as impl/devthreads_test.go builds it)
+{ gcc -c -fPIC -O1 -o "$out/fakecuda.o" "$root/cuda/testdata/fakecuda.c" &&
+  g++ -c -std=c++17 -fPIC -O1 -I"$root/include" -I"$root/tests/devthreads" -o "$out/kernels.o" "$root/tests/devthreads/kernels.cc" &&
+  g++ -shared -o "$out/libfakecuda-devthreads.so" "$out/fakecuda.o" "$out/kernels.o" -lpthread &&
+  : >"$out/built-devthreads"; } >"$out/build-devthreads.log" 2>&1 &
+wait
 # the libibverbs test double (tests/ib/double): RC QPs between processes, here across nodes
 if bash "$root/tests/ib/double/build.sh" "$out/ibdouble" >"$out/build-ibdouble.log" 2>&1; then
   : >"$out/built-ibdouble"
 fi
-for b in launch bootstrap nodeshm perf allgather fifo kill stop linkfault ibdouble; do
+for b in launch bootstrap nodeshm perf allgather fifo kill stop linkfault mnrank devthreads ibdouble; do
   if [ -e "$out/built-$b" ]; then
     built[$b]=1
   else
@@ -276,6 +286,10 @@ ranks_case mn-eth-linkdown-2x2 40 linkfault -k 2 -n 4 -- "$out/linkfault" link "
 ranks_case mn-eth-sigstop-2x2 40 linkfault -k 2 -n 4 --expect-fail 3 -- "$out/linkfault" stop "${lf[@]}"
 ranks_case mn-eth-sigcont-2x2 40 linkfault -k 2 -n 4 -- "$out/linkfault" stopcont --timeout 4 --pause 1000 "${lf[@]}"
 ranks_case mn-eth-flap-2x1 40 linkfault -k 2 -n 2 -- "$out/linkfault" flap --timeout 8 --pause 1500 --host 0 --bounded 1
+# device code on CPU threads over Ethernet in CUDA mode, across nodes (the stand-in driver)
+if [ "${built[devthreads]:-0}" = 1 ]; then
+  ranks_case mn-eth-devthreads-2x2 90 mnrank -k 2 -n 4 -e "MSCCLPP_CUDA_LIBRARY=$out/libfakecuda-devthreads.so" -- "$out/mnrank"
+fi
 
 # ---- the same over the IB transport, against the libibverbs test double ----
 ibenv=(-e MSCCLPP_TEST_TRANSPORT=ib -e MSCCLPP_TEST_IB_DEV=double_0 -e "MSCCLPP_IBV_SO=$out/ibdouble/libibverbs.so.1"
