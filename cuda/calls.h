@@ -38,6 +38,10 @@ int cuwIpcOpen(const cuwApi* a, cuwContext ctx, const cuwIpcMemHandle* h, cuwDev
 int cuwCopyAsync(const cuwApi* a, cuwContext ctx, cuwDevicePtr dst, cuwDevicePtr src, size_t n, uintptr_t stream,
                  const char** call);
 int cuwIpcClose(const cuwApi* a, cuwContext ctx, cuwDevicePtr base, const char** call);
+/* A dma-buf fd for the device allocation holding [p, p+n) (cuMemGetHandleForAddressRange over the
+ * allocation's range rounded out to host pages, as NCCL does): *offset is p's offset in it. */
+int cuwDmabufFd(const cuwApi* a, const cuwDmabufApi* b, cuwContext ctx, cuwDevicePtr p, size_t n, int* fd,
+                uint64_t* offset, const char** call);
 /* A reference on device dev's primary context (cuDevicePrimaryCtxRetain), and its release. */
 int cuwPrimaryRetain(const cuwApi* a, cuwDevice dev, cuwContext* out, const char** call);
 int cuwPrimaryRelease(const cuwApi* a, cuwDevice dev, const char** call);

@@ -23,6 +23,11 @@
  *     memory itself), or 0 where a kernel could not reach it (pageable host
  *     memory, a freed allocation). tests/devthreads runs the header's device
  *     methods on CPU threads through it.
+ *   - cuMemGetHandleForAddressRange exports device memory as a "dma-buf": a memfd named
+ *     "fakecuda-dmabuf:<start address>", from which the libibverbs double
+ *     (tests/ib/double) learns the range and reaches its bytes through
+ *     fakeKernelView; fakeFail("cuMemGetHandleForAddressRange") is a driver
+ *     without dma-buf support.
  *   - Primary contexts are reference counted (cuDevicePrimaryCtxRetain /
  *     Release); fakePrimaryRefs reads the count.
  */
@@ -531,6 +536,30 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr p)
   pthread_mutex_unlock(&mu);
   return 0;
 }
+/* CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD (1) of [p, p+n), which must lie in the pages of one device
+ * allocation, p page-aligned, no flags: a memfd whose name carries p (see the header). */
+CUresult cuMemGetHandleForAddressRange(void* handle, CUdeviceptr p, size_t n, int type, unsigned long long flags)
+{
+  FAILS("cuMemGetHandleForAddressRange");
+  if (type != 1 || flags != 0 || (p & 4095) != 0 || n == 0) return 1;
+  int ok = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < MAX_ALLOCS; i++) {
+    char* b = allocs[i].dev;
+    char* a = (char*)(uintptr_t)p;
+    if (b != NULL && a >= b && a < b + allocs[i].mapLen && n <= allocs[i].mapLen - (size_t)(a - b)) ok = 1;
+  }
+  logLine("cuMemGetHandleForAddressRange ptr=%#llx size=%zu", (unsigned long long)p, n);
+  pthread_mutex_unlock(&mu);
+  if (!ok) return 1;
+  char name[64];
+  snprintf(name, sizeof(name), "fakecuda-dmabuf:%#llx", (unsigned long long)p);
+  int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return 2;
+  *(int*)handle = fd;
+  return 0;
+}
+
 /* A stream remembers its context: copies on it need that context current. */
 CUresult cuStreamCreate(void** s, unsigned int flags)
 {

@@ -54,3 +54,17 @@ int ibEngOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint
 
 /* per-connection state (engConn.transport) is freed by the Go side (ConnState.Free) */
 const engOps ibEngOps = ENG_OPS("IB", ibEngOp, engOpsNoThreadInit, engOpsNoPublishTail, engOpsNoClose);
+
+/* CUDA mode: the context is a CUDA-mode proxy's (impl/cudaproxy) and its transport state that
+ * proxy's cudaP2PState (cuda/calls.h): the proxy thread runs in the GPU's context and publishes
+ * the FIFO tail to device memory; the writes themselves are the same RDMA writes, from and into
+ * device memory registered for GPUDirect RDMA. */
+struct cudaP2PState;
+int cudaStateThreadInit(struct engCtx* ctx, struct cudaP2PState* st);
+int cudaStatePublishTail(struct engCtx* ctx, struct cudaP2PState* st, uint64_t tail);
+static int ibCudaThreadInit(engCtx* ctx) { return cudaStateThreadInit(ctx, (struct cudaP2PState*)ctx->transport); }
+static int ibCudaPublishTail(engCtx* ctx, uint64_t tail)
+{
+  return cudaStatePublishTail(ctx, (struct cudaP2PState*)ctx->transport, tail);
+}
+const engOps ibCudaEngOps = ENG_OPS("IB", ibEngOp, ibCudaThreadInit, ibCudaPublishTail, engOpsNoClose);

@@ -30,9 +30,22 @@
  *    completion, signaled or not, and moves the QP to ERR, where later WRs
  *    complete with WR_FLUSH_ERR;
  *  - completions of signaled WRs go to the send CQ; a CQ overrun makes
- *    poll_cq fail.
+ *    poll_cq fail;
+ *  - IBV_SEND_INLINE: the QP grants up to 64 bytes of max_inline_data (what
+ *    it was asked, at most that); an inline WR longer than the QP's grant is
+ *    refused (EINVAL), its lkey is not checked, and its bytes are read at
+ *    post time; ibv_double_inline_writes() counts the inline WRs executed;
+ *  - GPU memory (GPUDirect RDMA) through the stand-in CUDA driver
+ *    (cuda/testdata/fakecuda.c, found in the process or through
+ *    MSCCLPP_CUDA_LIBRARY): ibv_reg_dmabuf_mr takes its dma-buf fds (a memfd
+ *    naming the device address; MSCCLPP_IBV_DOUBLE_DMABUF=0: EOPNOTSUPP, a
+ *    provider without dma-buf support), and ibv_reg_mr takes a device
+ *    address only with MSCCLPP_IBV_DOUBLE_PEERMEM=1 (nvidia-peermem loaded;
+ *    else EFAULT, as without it). An MR records where its bytes live in the
+ *    owner (the driver's fakeKernelView), which the writes use.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -52,7 +65,7 @@
 #define DBL_MAX_DEVS 4
 #define DBL_MAX_MR 4096
 #define DBL_MAX_QP 1024
-#define DBL_MAGIC 0x444f55424c453031ull /* "DOUBLE01" */
+#define DBL_MAGIC 0x444f55424c453032ull /* "DOUBLE02" */
 #define DBL_GID_TBL 4
 
 typedef struct dblMr {
@@ -60,6 +73,7 @@ typedef struct dblMr {
   int pid;
   uint64_t pd; /* (pid << 24) | local PD number */
   uint64_t addr, len;
+  uint64_t backing; /* where addr's bytes live in the owner (differs for GPU memory) */
 } dblMr;
 
 typedef struct dblQp {
@@ -108,7 +122,7 @@ typedef struct dblCq {
 
 typedef struct dblQpL {
   struct iba_qp qp;
-  uint32_t maxSendWr, maxSendSge, slot;
+  uint32_t maxSendWr, maxSendSge, maxInline, slot;
   uint64_t posted, retired; /* send queue occupancy: posted - retired */
   uint64_t pdId;
 } dblQpL;
@@ -120,6 +134,31 @@ static int gFabFd = -1;
 static char gFabDir[4096]; /* the directory of the fabric mapped (a test may switch jobs in one process) */
 static pthread_mutex_t gInitLock = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t gPdCount;
+static uint64_t gInline; /* inline WRs executed */
+#define DBL_MAX_INLINE 64
+
+/* The inline WRs this process executed (for tests). */
+uint64_t ibv_double_inline_writes(void) { return __atomic_load_n(&gInline, __ATOMIC_ACQUIRE); }
+
+static int envOn(const char* name, int dflt)
+{
+  const char* s = getenv(name);
+  return s == NULL || s[0] == 0 ? dflt : s[0] == '1';
+}
+
+/* Where a GPU thread would find [addr, addr+len) of the stand-in driver's device memory: the
+ * host address of its bytes, or 0 (no such driver loaded, or not its memory). */
+static uint64_t deviceView(uint64_t addr, uint64_t len)
+{
+  typedef uint64_t (*viewFn)(uint64_t, uint64_t);
+  viewFn f = (viewFn)dlsym(RTLD_DEFAULT, "fakeKernelView");
+  const char* lib = getenv("MSCCLPP_CUDA_LIBRARY");
+  if (f == NULL && lib != NULL && lib[0] != 0) {
+    void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
+    if (h != NULL) f = (viewFn)dlsym(h, "fakeKernelView");
+  }
+  return f == NULL ? 0 : f(addr, len);
+}
 
 static int linkEth(void)
 {
@@ -365,16 +404,57 @@ static int readable(uint64_t addr, uint64_t len)
   return process_vm_readv(getpid(), &l, 1, &r1, 1, 0) == 1 && process_vm_readv(getpid(), &l, 1, &r2, 1, 0) == 1;
 }
 
+static struct iba_mr* regMr(struct iba_pd* pd, uint64_t addr, size_t len, int access, uint64_t backing);
+
 struct iba_mr* ibv_reg_mr(struct iba_pd* pd, void* addr, size_t len, int access)
 {
   if (pd == NULL || len == 0 || ((access & IBA_ACCESS_REMOTE_WRITE) && !(access & IBA_ACCESS_LOCAL_WRITE))) {
     errno = EINVAL;
     return NULL;
   }
-  if (!readable((uint64_t)(uintptr_t)addr, len)) {
+  uint64_t a = (uint64_t)(uintptr_t)addr, backing = a;
+  if (!readable(a, len)) {
+    /* GPU memory: only with nvidia-peermem */
+    backing = envOn("MSCCLPP_IBV_DOUBLE_PEERMEM", 0) ? deviceView(a, len) : 0;
+    if (backing == 0) {
+      errno = EFAULT;
+      return NULL;
+    }
+  }
+  return regMr(pd, a, len, access, backing);
+}
+
+/* ibv_reg_dmabuf_mr (IBVERBS_1.12): length bytes at offset of the dma-buf fd, addressed by WRs
+ * at iova. The fd must be one of the stand-in driver's (see the header). */
+struct iba_mr* ibv_reg_dmabuf_mr(struct iba_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
+                                 int access)
+{
+  if (!envOn("MSCCLPP_IBV_DOUBLE_DMABUF", 1)) {
+    errno = EOPNOTSUPP;
+    return NULL;
+  }
+  if (pd == NULL || length == 0 || ((access & IBA_ACCESS_REMOTE_WRITE) && !(access & IBA_ACCESS_LOCAL_WRITE))) {
+    errno = EINVAL;
+    return NULL;
+  }
+  char link[64], target[256];
+  snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, target, sizeof(target) - 1);
+  unsigned long long start = 0;
+  if (n <= 0 || (target[n] = 0, sscanf(target, "/memfd:fakecuda-dmabuf:%llx", &start)) != 1) {
+    errno = EBADF; /* not a dma-buf this double knows */
+    return NULL;
+  }
+  uint64_t backing = deviceView(start + offset, length);
+  if (backing == 0) {
     errno = EFAULT;
     return NULL;
   }
+  return regMr(pd, iova, length, access, backing);
+}
+
+static struct iba_mr* regMr(struct iba_pd* pd, uint64_t addr, size_t len, int access, uint64_t backing)
+{
   struct iba_mr* mr = calloc(1, sizeof(*mr));
   if (mr == NULL) {
     errno = ENOMEM;
@@ -395,12 +475,13 @@ struct iba_mr* ibv_reg_mr(struct iba_pd* pd, void* addr, size_t len, int access)
   m->access = (uint32_t)access;
   m->pid = getpid();
   m->pd = ((dblPd*)pd)->id;
-  m->addr = (uint64_t)(uintptr_t)addr;
+  m->addr = addr;
   m->len = len;
+  m->backing = backing;
   fabUnlock();
   mr->context = pd->context;
   mr->pd = pd;
-  mr->addr = addr;
+  mr->addr = (void*)(uintptr_t)addr;
   mr->length = len;
   mr->handle = m->key;
   mr->lkey = m->key;
@@ -545,7 +626,8 @@ struct iba_qp* ibv_create_qp(struct iba_pd* pd, struct iba_qp_init_attr* ia)
   q->maxSendSge = ia->cap.max_send_sge;
   q->slot = (uint32_t)slot;
   q->pdId = ((dblPd*)pd)->id;
-  ia->cap.max_inline_data = 0;
+  q->maxInline = ia->cap.max_inline_data < DBL_MAX_INLINE ? ia->cap.max_inline_data : DBL_MAX_INLINE;
+  ia->cap.max_inline_data = q->maxInline;
   return &q->qp;
 }
 
@@ -636,14 +718,20 @@ static enum iba_wc_status execute(dblQpL* q, struct iba_send_wr* wr, uint32_t* b
     fabUnlock();
     return IBA_WC_RETRY_EXC_ERR; /* nobody answers */
   }
-  /* the local gather list: lkeys of this process and PD, in bounds */
+  /* the local gather list: lkeys of this process and PD, in bounds (an inline WR's bytes are
+   * copied at post time, its lkey unused); src[i] is where its bytes live */
+  int inl = (wr->send_flags & IBA_SEND_INLINE) != 0;
+  uint64_t src[4];
   for (int i = 0; i < wr->num_sge; i++) {
-    dblMr* m = findMr(wr->sg_list[i].lkey);
     uint64_t a = wr->sg_list[i].addr, l = wr->sg_list[i].length;
+    src[i] = a;
+    if (inl) continue;
+    dblMr* m = findMr(wr->sg_list[i].lkey);
     if (m == NULL || m->pid != getpid() || m->pd != q->pdId || a < m->addr || l > m->len || a - m->addr > m->len - l) {
       fabUnlock();
       return IBA_WC_LOC_PROT_ERR;
     }
+    src[i] = m->backing + (a - m->addr);
   }
   int atomic = wr->opcode == IBA_WR_ATOMIC_FETCH_AND_ADD;
   uint64_t raddr = atomic ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
@@ -661,7 +749,9 @@ static enum iba_wc_status execute(dblQpL* q, struct iba_send_wr* wr, uint32_t* b
     return IBA_WC_REM_ACCESS_ERR;
   }
   int pid = r->pid;
+  raddr = r->backing + (raddr - r->addr); /* where the bytes live in the owner */
   enum iba_wc_status st = IBA_WC_SUCCESS;
+  if (inl) __atomic_add_fetch(&gInline, 1, __ATOMIC_RELEASE);
   if (atomic) {
     /* read, add, write back under the fabric lock (not atomic against the owner's CPU) */
     uint64_t old = 0;
@@ -672,7 +762,7 @@ static enum iba_wc_status execute(dblQpL* q, struct iba_send_wr* wr, uint32_t* b
       uint64_t v = old + wr->wr.atomic.compare_add;
       struct iovec lv = {&v, 8};
       if (process_vm_writev(pid, &lv, 1, &rv, 1, 0) != 8) st = IBA_WC_REM_OP_ERR;
-      if (st == IBA_WC_SUCCESS && wr->num_sge > 0) memcpy((void*)(uintptr_t)wr->sg_list[0].addr, &old, 8);
+      if (st == IBA_WC_SUCCESS && wr->num_sge > 0) memcpy((void*)(uintptr_t)src[0], &old, 8);
     }
     fabUnlock();
     return st;
@@ -681,7 +771,7 @@ static enum iba_wc_status execute(dblQpL* q, struct iba_send_wr* wr, uint32_t* b
   for (int i = 0; i < wr->num_sge && st == IBA_WC_SUCCESS; i++) {
     uint64_t done = 0, l = wr->sg_list[i].length;
     while (done < l) {
-      struct iovec lv = {(void*)(uintptr_t)(wr->sg_list[i].addr + done), l - done};
+      struct iovec lv = {(void*)(uintptr_t)(src[i] + done), l - done};
       struct iovec rv = {(void*)(uintptr_t)(raddr + off + done), l - done};
       ssize_t n = pid == getpid() ? (memmove(rv.iov_base, lv.iov_base, l - done), (ssize_t)(l - done))
                                   : process_vm_writev(pid, &lv, 1, &rv, 1, 0);
@@ -705,6 +795,12 @@ static int dblPostSend(struct iba_qp* qp, struct iba_send_wr* wr, struct iba_sen
     if (qp->state != IBA_QPS_RTS && qp->state != IBA_QPS_ERR) {
       *bad = wr;
       return EINVAL;
+    }
+    uint64_t total = 0;
+    for (int i = 0; i < wr->num_sge && i < 4; i++) total += wr->sg_list[i].length;
+    if ((wr->send_flags & IBA_SEND_INLINE) && (total > q->maxInline || wr->opcode != IBA_WR_RDMA_WRITE)) {
+      *bad = wr;
+      return EINVAL; /* beyond the QP's max_inline_data */
     }
     if (wr->num_sge < 0 || (uint32_t)wr->num_sge > q->maxSendSge ||
         (wr->opcode != IBA_WR_RDMA_WRITE && wr->opcode != IBA_WR_ATOMIC_FETCH_AND_ADD)) {
