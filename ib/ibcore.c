@@ -109,7 +109,7 @@ ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, char* err, int 
     return NULL;
   }
   c->api = a;
-  c->gidIndex = gidIndex;
+  c->gidIndex = -1;
   snprintf(c->name, sizeof(c->name), "%s", name);
   errno = 0;
   c->ctx = a->open_device(dev);
@@ -146,30 +146,8 @@ ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, char* err, int 
     fail(err, errLen, "IB device \"%s\": no ACTIVE port (%s)", name, states[0] ? states : "no ports");
     goto bad;
   }
-  if (gidIndex < 0 || (c->portAttr.gid_tbl_len > 0 && gidIndex >= c->portAttr.gid_tbl_len)) {
-    fail(err, errLen, "IB device \"%s\" port %d: GID index %d out of range (table of %d; MSCCLPP_IB_GID_INDEX)", name,
-         c->port, gidIndex, c->portAttr.gid_tbl_len);
-    goto bad;
-  }
-  rc = a->query_gid(c->ctx, (uint8_t)c->port, gidIndex, &c->gid);
-  if (rc != 0) {
-    fail(err, errLen, "ibv_query_gid(%s, port %d, index %d): %s", name, c->port, gidIndex,
-         strerror(rc > 0 ? rc : errno));
-    goto bad;
-  }
-  if (c->portAttr.link_layer == IBA_LINK_LAYER_ETHERNET) {
-    static const uint8_t zero[16];
-    if (memcmp(c->gid.raw, zero, 16) == 0) {
-      fail(err, errLen,
-           "IB device \"%s\" port %d is RoCE and GID index %d is empty: set MSCCLPP_IB_GID_INDEX to a populated "
-           "entry",
-           name, c->port, gidIndex);
-      goto bad;
-    }
-  } else if (c->portAttr.lid == 0) {
-    fail(err, errLen, "IB device \"%s\" port %d has no LID (is a subnet manager running?)", name, c->port);
-    goto bad;
-  }
+  /* a negative index: the caller picks one once the port is known (ibCtxSetGid) */
+  if (gidIndex >= 0 && ibCtxSetGid(c, gidIndex, err, errLen) != 0) goto bad;
   errno = 0;
   c->pd = a->alloc_pd(c->ctx);
   if (c->pd == NULL) {

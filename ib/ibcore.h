@@ -70,15 +70,17 @@ typedef struct ibCtx {
   struct iba_pd* pd;
   char name[IBA_SYSFS_NAME_MAX];
   int port;     /* first ACTIVE port */
-  int gidIndex; /* MSCCLPP_IB_GID_INDEX */
+  int gidIndex; /* MSCCLPP_IB_GID_INDEX, or picked from sysfs (gid.go); -1 until set */
   struct iba_port_attr portAttr;
   struct iba_device_attr devAttr;
   union iba_gid gid;
 } ibCtx;
 
 /* Opens device name (exact verbs name), picks the first ACTIVE port, reads
- * GID gidIndex, allocates a PD. NULL with err on failure. */
+ * GID gidIndex (negative: later, ibCtxSetGid), allocates a PD. NULL with err on failure. */
 ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, char* err, int errLen);
+/* Reads GID gidIndex of c's port (gid.c): 0, or -1 with err (out of range, empty on RoCE, no LID on IB). */
+int ibCtxSetGid(ibCtx* c, int gidIndex, char* err, int errLen);
 void ibCtxClose(ibCtx* c);
 
 /* Registers [addr, addr+size) with LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ (no relaxed ordering). */

@@ -15,7 +15,10 @@
  *  - one device "double_0" (MSCCLPP_IBV_DOUBLE_DEVICES=n: double_0..n-1),
  *    one port, ACTIVE (MSCCLPP_IBV_DOUBLE_PORT_DOWN=1: DOWN), LID 1+index,
  *    link layer InfiniBand (MSCCLPP_IBV_DOUBLE_LINK=eth: Ethernet/RoCE,
- *    LID 0, GID index 0 populated, the others empty);
+ *    LID 0, GID index 0 populated (fe80:: link-local), the others empty;
+ *    MSCCLPP_IBV_DOUBLE_GIDS=n: indices 1..n-1 too, each IPv4-mapped
+ *    ::ffff:10.0.<device>.<index>; an RTR must name a populated local index
+ *    and a populated GID of a device);
  *  - ibv_modify_qp enforces RESET->INIT->RTR->RTS with the attribute
  *    masks an RC QP requires (EINVAL otherwise), any state -> RESET/ERR;
  *  - ibv_post_send (through context->ops.post_send) refuses WRs unless the
@@ -247,6 +250,28 @@ static void devGid(int index, union iba_gid* g)
   g->raw[15] = (uint8_t)(index + 1);
 }
 
+/* The populated GID entries of each port (MSCCLPP_IBV_DOUBLE_GIDS, 1 to DBL_GID_TBL). */
+static int nGids(void)
+{
+  const char* s = getenv("MSCCLPP_IBV_DOUBLE_GIDS");
+  int n = s != NULL ? atoi(s) : 1;
+  return n < 1 ? 1 : n > DBL_GID_TBL ? DBL_GID_TBL : n;
+}
+
+/* GID k of device index dev: devGid for 0, else ::ffff:10.0.dev.k. */
+static void gidAt(int dev, int k, union iba_gid* g)
+{
+  if (k == 0) {
+    devGid(dev, g);
+    return;
+  }
+  memset(g, 0, sizeof(*g));
+  g->raw[10] = g->raw[11] = 0xff;
+  g->raw[12] = 10;
+  g->raw[14] = (uint8_t)dev;
+  g->raw[15] = (uint8_t)k;
+}
+
 /* ------------------------------------------------------------ devices */
 
 struct iba_device** ibv_get_device_list(int* num)
@@ -366,8 +391,8 @@ int ibv_query_port(struct iba_context* ctx, uint8_t port, struct iba_port_attr* 
 int ibv_query_gid(struct iba_context* ctx, uint8_t port, int index, union iba_gid* gid)
 {
   if (port != 1 || index < 0 || index >= DBL_GID_TBL) return EINVAL;
-  if (index == 0)
-    devGid(((dblCtx*)ctx)->dev->index, gid);
+  if (index < nGids())
+    gidAt(((dblCtx*)ctx)->dev->index, index, gid);
   else
     memset(gid, 0, sizeof(*gid)); /* unpopulated entries read as zero */
   return 0;
@@ -675,10 +700,12 @@ int ibv_modify_qp(struct iba_qp* qp, struct iba_qp_attr* at, int mask)
     int found = 0;
     for (int i = 0; i < gNumDevs && !found; i++) {
       if (linkEth()) {
-        union iba_gid g;
-        devGid(i, &g);
-        found = at->ah_attr.is_global && memcmp(g.raw, at->ah_attr.grh.dgid.raw, 16) == 0 &&
-                at->ah_attr.grh.sgid_index == 0;
+        for (int k = 0; k < nGids() && !found; k++) {
+          union iba_gid g;
+          gidAt(i, k, &g);
+          found = at->ah_attr.is_global && memcmp(g.raw, at->ah_attr.grh.dgid.raw, 16) == 0 &&
+                  at->ah_attr.grh.sgid_index < nGids();
+        }
       } else {
         found = at->ah_attr.dlid == (uint16_t)(1 + i);
       }
