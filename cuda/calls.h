@@ -89,6 +89,15 @@ int cudaStatePublishTail(struct engCtx* ctx, cudaP2PState* st, uint64_t tail);
 int cudaStageToHost(cudaP2PState* st, void* dst, uint64_t src, size_t n, char* err, int errLen);
 int cudaStageToDevice(cudaP2PState* st, uint64_t dst, const void* src, size_t n, char* err, int errLen);
 
+/* A connection's own staging stream (stage.c), in st's context: created, freed (after its copies),
+ * a copy enqueued on it without waiting (toDevice: host src to device dst, else device src to
+ * host dst), and a wait for everything enqueued on it. Return a mscclppResult_t; err says why. */
+int cudaStageStreamNew(cudaP2PState* st, void** stream, char* err, int errLen);
+void cudaStageStreamFree(cudaP2PState* st, void* stream);
+int cudaStageAsync(cudaP2PState* st, void* stream, uint64_t dst, uint64_t src, size_t n, int toDevice, char* err,
+                   int errLen);
+int cudaStageWait(cudaP2PState* st, void* stream, char* err, int errLen);
+
 /* &cudaP2POps, as a pointer to the engine's engOps. */
 const void* cudaP2POpsPtr(void);
 

@@ -730,6 +730,7 @@ CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, void* st)
     rc = (CUresult)runOp(&o);
   } else {
     rc = enqueue(st, d, s, n);
+    logLine("cuMemcpyAsync stream=%d bytes=%zu", ((fakeStream*)st)->id, n);
   }
   pthread_mutex_unlock(&mu);
   return rc;

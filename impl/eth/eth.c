@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "eth.h"
+#include "ethconn.h"
 
 #include "backoff.h"
 
@@ -27,42 +28,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-typedef struct ethConn {
-  int fd;
-  pthread_mutex_t sendLock; /* one message at a time on the socket */
-  pthread_t rx;
-  int rxStarted;
-  volatile int closing; /* set by close: EOF and errors from here on are expected */
-  volatile int peerBye; /* the peer said it closes on purpose */
-  uint64_t fenceSeen;   /* the last fence number received */
-  char* sendStage;      /* CUDA mode: pinned buffers device memory travels through */
-  char* recvStage;
-  uint64_t stageBytes;
-  engConn* c;
-  uint64_t deadNs;     /* no progress (send) or nothing received for this long: the peer is unreachable */
-  uint64_t pingNs;     /* the tick: a PING goes out when nothing else did for this long */
-  uint64_t lastSendNs; /* atomics: when a send last made progress, when a byte last came in */
-  uint64_t lastRecvNs;
-  volatile int dead; /* declared unreachable: the socket is shut down, every send fails at once */
-} ethConn;
-
-typedef struct ethRegs {
-  engReg* chunk[ETH_MAX_REGS / ETH_REG_CHUNK];
-  int n; /* published with release after the entry is filled */
-} ethRegs;
-
-struct ethCtx {
-  ethConn* conns[ENG_MAX_CONNS];
-  ethRegs* regs[ENG_MAX_CONNS]; /* mscclppRegisterBuffer registrations by connId, or NULL */
-  struct cudaP2PState* cuda; /* CUDA mode, else NULL */
-};
-
-/* cuda/calls.h (the cuda package, linked into the same library) */
-int cudaStateThreadInit(struct engCtx* ctx, struct cudaP2PState* st);
-int cudaStatePublishTail(struct engCtx* ctx, struct cudaP2PState* st, uint64_t tail);
-int cudaStageToHost(struct cudaP2PState* st, void* dst, uint64_t src, size_t n, char* err, int errLen);
-int cudaStageToDevice(struct cudaP2PState* st, uint64_t dst, const void* src, size_t n, char* err, int errLen);
-
 struct ethCtx* ethCtxNew(struct cudaP2PState* cuda)
 {
   struct ethCtx* e = (struct ethCtx*)calloc(1, sizeof(struct ethCtx));
@@ -70,18 +35,17 @@ struct ethCtx* ethCtxNew(struct cudaP2PState* cuda)
   return e;
 }
 
-static struct ethCtx* ctxState(engConn* c) { return (struct ethCtx*)c->ctx->transport; }
 
 static ethConn* connState(engConn* c)
 {
-  struct ethCtx* e = ctxState(c);
+  struct ethCtx* e = ethCtxState(c);
   return e == NULL ? NULL : e->conns[c->connId];
 }
 
 /* Sends every byte of iov (advancing it); 0, or the errno that stopped it: ETIMEDOUT when
  * nothing went out for deadMs, EHOSTUNREACH once the connection is declared dead, ESHUTDOWN when
  * the context is closing. A blocked sendmsg returns every tick (SO_SNDTIMEO) to look. */
-static int sendAll(ethConn* s, struct iovec* iov, int n)
+int ethSendAll(ethConn* s, struct iovec* iov, int n)
 {
   uint64_t progress = engNowNs();
   while (n > 0) {
@@ -125,7 +89,7 @@ static int rxTick(ethConn* s)
     unsigned char hdr[ETH_HDR_BYTES];
     putHeader(hdr, ETH_PING, 0, 0, 0);
     struct iovec iov[1] = {{hdr, ETH_HDR_BYTES}};
-    (void)sendAll(s, iov, 1); /* a failure shows on the receive side */
+    (void)ethSendAll(s, iov, 1); /* a failure shows on the receive side */
   }
   pthread_mutex_unlock(&s->sendLock);
   return 0;
@@ -133,7 +97,7 @@ static int rxTick(ethConn* s)
 
 /* Reads exactly n bytes; 0, -1 on a clean end of stream before the first byte, else an errno
  * (ETIMEDOUT: nothing came in for deadMs). A blocked recv returns every tick (SO_RCVTIMEO). */
-static int recvAll(ethConn* s, void* buf, size_t n)
+int ethRecvAll(ethConn* s, void* buf, size_t n)
 {
   size_t got = 0;
   while (got < n) {
@@ -172,7 +136,7 @@ static void putHeader(unsigned char* h, uint32_t type, uint64_t a, uint64_t b, u
   memcpy(h + 24, &c, 8);
 }
 
-static int sendFailed(engConn* c, ethConn* s, int err)
+int ethSendFailed(engConn* c, ethConn* s, int err)
 {
   if (s->closing || err == ESHUTDOWN) return mscclppInvalidUsage;
   char what[200];
@@ -189,36 +153,6 @@ static int sendFailed(engConn* c, ethConn* s, int err)
   return rc;
 }
 
-/* A put from device memory: the header, then the payload chunk by chunk through the pinned
- * staging buffer (copied from the device, then sent), all under the send lock. */
-static int sendStaged(engConn* c, ethConn* s, unsigned char* hdr, uint64_t src, uint64_t size)
-{
-  struct cudaP2PState* cuda = ctxState(c)->cuda;
-  if (cuda == NULL || s->sendStage == NULL)
-    return engConnFail(c, mscclppInvalidUsage, "Ethernet put from memory the host cannot read (not CUDA mode)");
-  char what[300];
-  int rc = mscclppSuccess;
-  pthread_mutex_lock(&s->sendLock);
-  struct iovec iov[1] = {{hdr, ETH_HDR_BYTES}};
-  int err = sendAll(s, iov, 1);
-  for (uint64_t off = 0; err == 0 && off < size; off += s->stageBytes) {
-    size_t n = (size_t)(size - off < s->stageBytes ? size - off : s->stageBytes);
-    char why[200];
-    if (cudaStageToHost(cuda, s->sendStage, src + off, n, why, sizeof(why)) != mscclppSuccess) {
-      snprintf(what, sizeof(what), "Ethernet put from device memory: %s", why);
-      rc = mscclppUnhandledCudaError;
-      /* the header promised size bytes: keep the stream in step with zeros, the peer gets them */
-      memset(s->sendStage, 0, n);
-    }
-    struct iovec d[1] = {{s->sendStage, n}};
-    err = sendAll(s, d, 1);
-  }
-  pthread_mutex_unlock(&s->sendLock);
-  if (err != 0) return sendFailed(c, s, err);
-  if (rc != mscclppSuccess) return engConnFail(c, rc, what);
-  return mscclppSuccess;
-}
-
 static int ethOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
                  uint64_t size)
 {
@@ -233,11 +167,11 @@ static int ethOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff,
     if (src->mapped != NULL) {
       struct iovec iov[2] = {{hdr, ETH_HDR_BYTES}, {src->mapped + srcOff, (size_t)size}};
       pthread_mutex_lock(&s->sendLock);
-      int err = sendAll(s, iov, 2);
+      int err = ethSendAll(s, iov, 2);
       pthread_mutex_unlock(&s->sendLock);
-      if (err != 0) return sendFailed(c, s, err);
+      if (err != 0) return ethSendFailed(c, s, err);
     } else {
-      rc = sendStaged(c, s, hdr, src->addr + srcOff, size);
+      rc = ethSendStaged(c, s, hdr, src->addr + srcOff, size);
       if (rc != mscclppSuccess) return rc;
     }
   }
@@ -248,9 +182,9 @@ static int ethOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff,
     uint64_t v = ++c->signalsDone;
     putHeader(hdr, ETH_FLAG, v, 0, 0);
     struct iovec iov[1] = {{hdr, ETH_HDR_BYTES}};
-    int err = sendAll(s, iov, 1);
+    int err = ethSendAll(s, iov, 1);
     pthread_mutex_unlock(&s->sendLock);
-    if (err != 0) return sendFailed(c, s, err);
+    if (err != 0) return ethSendFailed(c, s, err);
   }
   /* Sync: every send above returned, so the sources may be reused; nothing else to wait for */
   return mscclppSuccess;
@@ -262,7 +196,7 @@ static int skip(ethConn* s, uint64_t n)
   char buf[4096];
   while (n > 0) {
     size_t k = n < sizeof(buf) ? (size_t)n : sizeof(buf);
-    int rc = recvAll(s, buf, k);
+    int rc = ethRecvAll(s, buf, k);
     if (rc != 0) return rc;
     n -= k;
   }
@@ -272,7 +206,7 @@ static int skip(ethConn* s, uint64_t n)
 /* The registration idx of connection c (NULL when there is none). */
 static const engReg* regAt(engConn* c, uint64_t idx)
 {
-  ethRegs* r = ctxState(c)->regs[c->connId];
+  ethRegs* r = ethCtxState(c)->regs[c->connId];
   if (r == NULL || idx >= (uint64_t)__atomic_load_n(&r->n, __ATOMIC_ACQUIRE)) return NULL;
   return &r->chunk[idx / ETH_REG_CHUNK][idx % ETH_REG_CHUNK];
 }
@@ -282,7 +216,7 @@ static const engReg* regAt(engConn* c, uint64_t idx)
 static int recvReg(engConn* c, ethConn* s, uint64_t idx, uint64_t off, uint64_t n)
 {
   const engReg* r = regAt(c, idx);
-  if (r != NULL && off <= r->size && n <= r->size - off) return recvAll(s, r->mapped + off, (size_t)n);
+  if (r != NULL && off <= r->size && n <= r->size - off) return ethRecvAll(s, r->mapped + off, (size_t)n);
   char what[300];
   snprintf(what, sizeof(what), "rank %d wrote %llu bytes at offset %llu of registered buffer %llu: %s; dropped",
            c->peerRank, (unsigned long long)n, (unsigned long long)off, (unsigned long long)idx,
@@ -317,12 +251,12 @@ int ethWriteReg(engConn* c, uint64_t idx, uint64_t off, const void* src, uint64_
   putHeader(hdr, ETH_REG, idx, off, size);
   struct iovec iov[2] = {{hdr, ETH_HDR_BYTES}, {(void*)src, (size_t)size}};
   pthread_mutex_lock(&s->sendLock);
-  int err = sendAll(s, iov, 2);
+  int err = ethSendAll(s, iov, 2);
   pthread_mutex_unlock(&s->sendLock);
-  return err != 0 ? sendFailed(c, s, err) : mscclppSuccess;
+  return err != 0 ? ethSendFailed(c, s, err) : mscclppSuccess;
 }
 
-/* Records why the receive thread stops (recvAll's rc; inPut: the size of the put it was in, or
+/* Records why the receive thread stops (ethRecvAll's rc; inPut: the size of the put it was in, or
  * 0): a goodbye and an end of stream is a destroyed communicator, anything else a remote error. */
 static void rxFailed(ethConn* s, int rc, uint64_t inPut)
 {
@@ -359,11 +293,11 @@ static void* rxMain(void* arg)
   ethConn* s = (ethConn*)arg;
   engConn* c = s->c;
   volatile uint64_t* epoch = &c->dev->localSignalEpochId->proxy; /* device memory in CUDA mode */
-  struct cudaP2PState* cuda = ctxState(c)->cuda;
+  struct cudaP2PState* cuda = ethCtxState(c)->cuda;
   unsigned char hdr[ETH_HDR_BYTES];
   char what[300];
   for (;;) {
-    int rc = recvAll(s, hdr, sizeof(hdr));
+    int rc = ethRecvAll(s, hdr, sizeof(hdr));
     if (rc != 0) {
       if (!s->closing && !s->dead) rxFailed(s, rc, 0);
       return NULL;
@@ -393,11 +327,13 @@ static void* rxMain(void* arg)
     }
     if (type == ETH_PING) continue; /* its arrival was the point */
     if (type == ETH_FLAG && cuda != NULL) {
-      /* the epoch is device memory: one in-order receive thread, so the counts only grow */
+      /* the epoch is device memory: one in-order receive thread, so the counts only grow; on the
+       * connection's stream, after every copy of the data it counts (ethRecvStaged waited for them) */
       char why[200];
       memcpy(s->recvStage, &a, sizeof(a));
-      if (cudaStageToDevice(cuda, (uint64_t)(uintptr_t)epoch, s->recvStage, sizeof(a), why, sizeof(why)) !=
-          mscclppSuccess) {
+      if (cudaStageAsync(cuda, s->recvStream, (uint64_t)(uintptr_t)epoch, (uint64_t)(uintptr_t)s->recvStage, sizeof(a),
+                         1, why, sizeof(why)) != mscclppSuccess ||
+          cudaStageWait(cuda, s->recvStream, why, sizeof(why)) != mscclppSuccess) {
         snprintf(what, sizeof(what), "signal from rank %d into device memory: %s", c->peerRank, why);
         engConnFail(c, mscclppUnhandledCudaError, what);
       }
@@ -431,19 +367,9 @@ static void* rxMain(void* arg)
       engConnFail(c, mscclppRemoteError, what);
       rc = skip(s, n);
     } else if (c->local[a].mapped != NULL) {
-      rc = recvAll(s, c->local[a].mapped + b, (size_t)n);
+      rc = ethRecvAll(s, c->local[a].mapped + b, (size_t)n);
     } else {
-      /* device memory: chunk by chunk through the pinned staging buffer */
-      for (uint64_t off = 0; rc == 0 && off < n; off += s->stageBytes) {
-        size_t k = (size_t)(n - off < s->stageBytes ? n - off : s->stageBytes);
-        rc = recvAll(s, s->recvStage, k);
-        char why[200];
-        if (rc == 0 &&
-            cudaStageToDevice(cuda, c->local[a].addr + b + off, s->recvStage, k, why, sizeof(why)) != mscclppSuccess) {
-          snprintf(what, sizeof(what), "put from rank %d into device memory: %s", c->peerRank, why);
-          engConnFail(c, mscclppUnhandledCudaError, what);
-        }
-      }
+      rc = ethRecvStaged(c, s, c->local[a].addr + b, n); /* device memory, double-buffered */
     }
     if (rc != 0 && !s->closing && !s->dead) {
       rxFailed(s, rc, n);
@@ -465,12 +391,19 @@ static uint64_t tickNs(uint64_t deadNs)
 
 int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t stageBytes, int64_t deadMs)
 {
-  struct ethCtx* e = c == NULL || c->ctx == NULL ? NULL : ctxState(c);
+  struct ethCtx* e = c == NULL || c->ctx == NULL ? NULL : ethCtxState(c);
   if (e == NULL || c->connId < 0 || c->connId >= ENG_MAX_CONNS || e->conns[c->connId] != NULL)
     return mscclppInternalError;
-  if (e->cuda != NULL && (sendStage == NULL || recvStage == NULL || stageBytes < 8)) return mscclppInternalError;
+  if (e->cuda != NULL && (sendStage == NULL || recvStage == NULL || stageBytes < 16)) return mscclppInternalError;
   ethConn* s = (ethConn*)calloc(1, sizeof(ethConn));
   if (s == NULL) return mscclppSystemError;
+  char why[200];
+  if (e->cuda != NULL && (cudaStageStreamNew(e->cuda, &s->sendStream, why, sizeof(why)) != mscclppSuccess ||
+                          cudaStageStreamNew(e->cuda, &s->recvStream, why, sizeof(why)) != mscclppSuccess)) {
+    cudaStageStreamFree(e->cuda, s->sendStream);
+    free(s);
+    return mscclppUnhandledCudaError;
+  }
   s->fd = fd;
   s->c = c;
   s->sendStage = (char*)sendStage;
@@ -483,12 +416,14 @@ int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t 
                        .tv_usec = (suseconds_t)(s->pingNs % 1000000000ull / 1000)};
   if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0 ||
       setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) {
+    ethConnStreamsFree(e, s);
     free(s);
     return mscclppSystemError;
   }
   pthread_mutex_init(&s->sendLock, NULL);
   if (pthread_create(&s->rx, NULL, rxMain, s) != 0) {
     pthread_mutex_destroy(&s->sendLock);
+    ethConnStreamsFree(e, s);
     free(s);
     return mscclppSystemError;
   }
@@ -520,7 +455,7 @@ int ethFence(struct ethCtx* e, uint64_t seq, int64_t timeoutMs, char* err, int e
     if (s == NULL) continue;
     struct iovec iov[1] = {{hdr, ETH_HDR_BYTES}};
     pthread_mutex_lock(&s->sendLock);
-    int rc = sendAll(s, iov, 1);
+    int rc = ethSendAll(s, iov, 1);
     pthread_mutex_unlock(&s->sendLock);
     if (rc != 0) {
       snprintf(err, (size_t)errLen, "fence to rank %d: %s", s->c->peerRank, strerror(rc));
@@ -567,6 +502,7 @@ static void ethClose(engCtx* ctx)
     pthread_mutex_unlock(&s->sendLock);
     shutdown(s->fd, SHUT_RDWR);
     if (s->rxStarted) pthread_join(s->rx, NULL);
+    ethConnStreamsFree(e, s);
     close(s->fd);
     pthread_mutex_destroy(&s->sendLock);
     free(s);
