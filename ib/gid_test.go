@@ -4,7 +4,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 )
 
 // fakeSysfs writes a GID table for double_0 port 1 as ConnectX RoCE lists one: index 0 RoCE v1
@@ -47,16 +51,29 @@ func TestRoCEv2GIDChosen(t *testing.T) {
 	saved := SysfsRoot
 	t.Cleanup(func() { SysfsRoot = saved })
 	SysfsRoot = fakeSysfs(t)
+	t.Setenv("MSCCLPP_DEBUG", "INFO")
+	t.Setenv("MSCCLPP_DEBUG_SUBSYS", "NET")
+	logx.Reset()
+	var mu sync.Mutex
+	var lines []string
+	logx.SetHandler(func(line string) { mu.Lock(); lines = append(lines, line); mu.Unlock() })
+	t.Cleanup(func() { logx.SetHandler(nil); logx.Reset() })
 
 	l := newLoopback(t, lib, 8)
 	if got := l.ctx.GIDIndexInUse(); got != 3 {
 		t.Fatalf("GID index %d chosen, want 3 (RoCE v2, IPv4-mapped)", got)
 	}
-	info := l.a.Info()
-	if g := net.IP(info.GID[:]); !g.Equal(net.ParseIP("10.0.0.3")) {
+	qi := l.a.Info()
+	if g := net.IP(qi.GID[:]); !g.Equal(net.ParseIP("10.0.0.3")) {
 		t.Errorf("the QP's GID is %v, want ::ffff:10.0.0.3", g)
 	}
 	l.connect(t) // RTR with the chosen source GID index
+	mu.Lock()
+	info := strings.Join(lines, "\n")
+	mu.Unlock()
+	if !strings.Contains(info, "GID index 3 (RoCE v2, 10.0.0.3) chosen") {
+		t.Errorf("no INFO line naming the chosen GID; lines:\n%s", info)
+	}
 
 	t.Setenv(EnvGIDIndex, "1")
 	x, err := Open(lib, "double_0", Options{GIDIndex: -1})
