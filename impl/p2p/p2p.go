@@ -101,12 +101,21 @@ func (c *p2p) Describe(_, _ int, b transport.Buffer) ([]byte, error) {
 	return append(out, h[:]...), nil
 }
 
-func (c *p2p) Import(_, _ int, blob []byte) (engine.Reg, error) {
+// decodeIpcDesc decodes a peer's registration blob.
+func decodeIpcDesc(blob []byte) (ipcDesc, error) {
 	if len(blob) != ipcDescBytes {
-		return engine.Reg{}, status.Errorf(status.RemoteError, "malformed P2P registration (%d bytes, want %d)", len(blob), ipcDescBytes)
+		return ipcDesc{}, status.Errorf(status.RemoteError, "malformed P2P registration (%d bytes, want %d)", len(blob), ipcDescBytes)
 	}
 	d := ipcDesc{size: binary.LittleEndian.Uint64(blob), offset: binary.LittleEndian.Uint64(blob[8:])}
 	copy(d.ipc[:], blob[16:])
+	return d, nil
+}
+
+func (c *p2p) Import(_, _ int, blob []byte) (engine.Reg, error) {
+	d, err := decodeIpcDesc(blob)
+	if err != nil {
+		return engine.Reg{}, err
+	}
 	a, err := c.openIpc(d)
 	if err != nil {
 		return engine.Reg{}, err
