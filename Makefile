@@ -5,6 +5,10 @@
 #                   (NRANKS=4; ARGS="-b 8 -e 1M -f 2 -n 20 -w 5 -c 1": nccl-tests flags for perf;
 #                   MULTINODE=2: across 2 simulated nodes, see tests/multinode)
 #   make bench      benchmarks beside references measured in the same run
+#   make faults     the fault-injection suite (tests/faults/run.sh: FAULTS_RUNS=220 runs of a
+#                   rank SIGKILLed/SIGSTOPped or a link taken down over SHM, Ethernet and the IB
+#                   double on simulated nodes; FAULTS_SEED=S replays), then every Go fuzz target
+#                   for FAULTS_FUZZTIME (15s) each; a short version runs in `make test`
 #   make install PREFIX=/some/where   (pkg-config file and CMake package included)
 GO       ?= go
 PREFIX   ?= /usr/local
@@ -20,8 +24,14 @@ LDFLAGS  := -extldflags '-Wl,-soname,$(SONAME) -Wl,--version-script=$(CURDIR)/ca
 NRANKS   ?= 4
 ARGS     ?=
 MULTINODE ?=
+# The fault categories `make test` runs (FAULTS_TEST_RUNS runs in all, split evenly): those
+# that pass today. eth-stop, eth-linkdown, ib-kill and ib-stop (a stopped or killed peer on
+# another node, or a lost link, while a wait has no deadline) hang until the Ethernet/IB
+# liveness fix of issue 12 is in: add them then. shm-stop passes but takes 4-8 s a run.
+FAULTS_TEST_CATS ?= shm-kill,shm-flap,eth-kill,eth-flap,eth-linkflap,ib-flap
+FAULTS_TEST_RUNS ?= 12
 
-.PHONY: all lib test test-go test-c run bench install clean check-cuda deps
+.PHONY: all lib test test-go test-c test-faults faults run bench install clean check-cuda deps
 
 all: lib $(BUILD)/include/mscclpp.h $(BUILD)/include/mscclppfifo.h $(BUILD)/include/mscclpp_tools.h \
      $(LIBDIR)/pkgconfig/mscclpp.pc $(CMAKEPKG)
@@ -59,7 +69,7 @@ install: all
 	sed 's|@PREFIX@|$(PREFIX)|' pkgconfig/mscclpp.pc.in > $(PREFIX)/lib/pkgconfig/mscclpp.pc
 	install -m 0644 $(CMAKEPKG) $(PREFIX)/lib/cmake/mscclpp/
 
-test: all test-go test-c
+test: all test-go test-c test-faults
 
 test-go:
 	$(GO) vet ./...
@@ -67,6 +77,13 @@ test-go:
 
 test-c: all
 	bash tests/c/run.sh $(BUILD)
+
+# the short fault-injection run of `make test` (no fuzzing: the seeds run in test-go)
+test-faults: all
+	FAULTS_RUNS=$(FAULTS_TEST_RUNS) FAULTS_CATS=$(FAULTS_TEST_CATS) FAULTS_FUZZTIME=0 bash tests/faults/run.sh $(BUILD)
+
+faults: all
+	bash tests/faults/run.sh $(BUILD)
 
 check-cuda: all
 	bash tests/c/check-cuda.sh $(BUILD)

@@ -20,6 +20,9 @@
  *         that waits for the stopped rank for ever is a hang for the driver);
  *   flap: the same, but the warden sends SIGCONT after HOLD_MS.
  * ACTION none: no rank is hurt (the driver may take a link down instead).
+ * The driver's self-test (controls that must be caught) uses two more:
+ *   segv: the timer SIGSEGVs the victim (a crash);
+ *   corrupt: the victim sends wrong bytes in the middle round of the puts.
  *
  * A survivor must succeed or fail with mscclppRemoteError (a bounded wait
  * may also end with mscclppInProgress), then still destroy its communicator.
@@ -77,6 +80,7 @@ static void* injector(void* arg)
   printf("FAULT rank %d: %s now (phase %s + %ld us)\n", su_rank, action, phaseName, delayUs);
   fflush(stdout);
   if (strcmp(action, "kill") == 0) kill(getpid(), SIGKILL);
+  if (strcmp(action, "segv") == 0) kill(getpid(), SIGSEGV);
   pid_t parent = getpid();
   pid_t w = fork();
   if (w == 0) warden(parent, strcmp(action, "flap") == 0);
@@ -88,7 +92,8 @@ static void* injector(void* arg)
 static void enter(const char* p)
 {
   if (nphase < 4) phaseStart[nphase++] = su_now();
-  if (su_rank != victim || strcmp(p, phaseName) != 0 || strcmp(action, "none") == 0) return;
+  if (su_rank != victim || strcmp(p, phaseName) != 0 || strcmp(action, "none") == 0 || strcmp(action, "corrupt") == 0)
+    return;
   pthread_t t;
   if (pthread_create(&t, NULL, injector, NULL) == 0) pthread_detach(t);
 }
@@ -130,7 +135,8 @@ static int puts_phase(mscclppDevConn_t** conn, char* buf, int rounds, size_t chu
   int n = su_nranks, me = su_rank;
   for (int it = 0; it < rounds; it++) {
     size_t base = (size_t)(it & 1) * n * chunk + (size_t)me * chunk;
-    su_fill(buf + base, chunk, su_seed(it, me, 12));
+    int corrupt = me == victim && it == rounds / 2 && strcmp(action, "corrupt") == 0;
+    su_fill(buf + base, chunk, su_seed(it, me, 12) + (uint64_t)corrupt);
     for (int k = 1; k < n; k++)
       if (!judge(mscclppDevConnPutWithSignal(conn[(me + k) % n], base, base, chunk), "putWithSignal", 0)) return 0;
     for (int k = 1; k < n; k++)
@@ -159,6 +165,7 @@ int main(int argc, char** argv)
   size_t chunk = argc > 7 ? (size_t)atol(argv[7]) : 65536;
   int64_t waitMs = argc > 8 ? atoll(argv[8]) : 5000;
   int n = su_nranks, me = su_rank;
+  printf("FAULT rank %d: pid %d\n", me, (int)getpid());
   SU_CK(mscclppSetBootstrapConnTimeout(3));
 
   enter("init");

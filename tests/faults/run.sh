@@ -20,7 +20,14 @@
 #   FAULTS_CATS=LIST    comma list of categories (default: all, see
 #                       tests/faults/driver/category.go)
 #   FAULTS_BOUND=SEC    a run's bound: past it, a hang (default 20)
+#   FAULTS_ONLY=I       only run number I of the sequence (a failed run prints
+#                       the FAULTS_SEED/CATS/RUNS/ONLY that replay it)
+#   FAULTS_MAX_HANGS=N  skip a category's remaining runs after N hangs
+#                       (default 3; 0: never)
 #   FAULTS_FUZZTIME=D   go test -fuzztime per fuzz target (default 15s; 0: none)
+#   FAULTS_SELFTEST=0   skip the self-test (4 controls the suite must catch: a
+#                       SIGSEGV, wrong bytes, a planted /dev/shm name, a hang;
+#                       about 10 s)
 #   FAULTS_VERBOSE=1    print every run, keep every run's log (else only the failed ones')
 # Where simulated nodes cannot be made (not root, no namespaces) it prints
 # "SKIP faults: <why>" and exits 0.
@@ -54,6 +61,9 @@ else
   args=(-bin "$out" -runs "${FAULTS_RUNS:-220}" -bound "${FAULTS_BOUND:-20}")
   [ -n "${FAULTS_SEED:-}" ] && args+=(-seed "$FAULTS_SEED")
   [ -n "${FAULTS_CATS:-}" ] && args+=(-cats "$FAULTS_CATS")
+  [ -n "${FAULTS_ONLY:-}" ] && args+=(-only "$FAULTS_ONLY")
+  [ "${FAULTS_SELFTEST:-1}" = 1 ] && args+=(-selftest)
+  [ -n "${FAULTS_MAX_HANGS:-}" ] && args+=(-max-hangs "$FAULTS_MAX_HANGS")
   [ "${FAULTS_VERBOSE:-0}" = 1 ] && args+=(-v -keep)
   FAULTS_ROOT=$root "$out/driver" "${args[@]}" || status=1
 fi

@@ -14,6 +14,24 @@ type category struct {
 	ranks     int
 	action    string // kill, stop, flap (rank faults), linkdown, linkflap (link faults)
 	waitMs    int    // the ranks' wait deadline in the puts; -1: none
+	plant     bool   // self-test: the driver leaves a name in node 0's /dev/shm
+}
+
+// selftests: controls the suite must catch, each with what it must count.
+var selftests = []struct {
+	c      category
+	phase  string
+	caught func(*counts) bool
+	what   string
+}{
+	{category{name: "selftest-crash", transport: "shm", nodes: 1, ranks: 2, action: "segv", waitMs: 5000}, "puts",
+		func(c *counts) bool { return c.crashes > 0 }, "a rank killed by SIGSEGV counted as a crash"},
+	{category{name: "selftest-bytes", transport: "shm", nodes: 1, ranks: 2, action: "corrupt", waitMs: 5000}, "puts",
+		func(c *counts) bool { return c.wrongBytes > 0 }, "wrong bytes sent counted as wrong bytes"},
+	{category{name: "selftest-litter", transport: "shm", nodes: 1, ranks: 2, action: "none", waitMs: 5000, plant: true}, "puts",
+		func(c *counts) bool { return c.litter > 0 }, "a name left in a node's /dev/shm counted as litter"},
+	{category{name: "selftest-hang", transport: "shm", nodes: 1, ranks: 2, action: "stop", waitMs: -1}, "puts",
+		func(c *counts) bool { return c.hangs > 0 }, "a wait without deadline on a stopped SHM peer counted as a hang"},
 }
 
 // categories: SHM inside one simulated node (its own /dev/shm; bounded
@@ -21,17 +39,17 @@ type category struct {
 // and the IB double across two (waits without deadline: a lost peer or link
 // must end them).
 var categories = []category{
-	{"shm-kill", "shm", 1, 3, "kill", 5000},
-	{"shm-stop", "shm", 1, 3, "stop", 5000},
-	{"shm-flap", "shm", 1, 3, "flap", 5000},
-	{"eth-kill", "ethernet", 2, 2, "kill", -1},
-	{"eth-stop", "ethernet", 2, 2, "stop", -1},
-	{"eth-flap", "ethernet", 2, 2, "flap", -1},
-	{"eth-linkdown", "ethernet", 2, 2, "linkdown", -1},
-	{"eth-linkflap", "ethernet", 2, 2, "linkflap", -1},
-	{"ib-kill", "ib", 2, 2, "kill", -1},
-	{"ib-stop", "ib", 2, 2, "stop", -1},
-	{"ib-flap", "ib", 2, 2, "flap", -1},
+	{"shm-kill", "shm", 1, 3, "kill", 5000, false},
+	{"shm-stop", "shm", 1, 3, "stop", 5000, false},
+	{"shm-flap", "shm", 1, 3, "flap", 5000, false},
+	{"eth-kill", "ethernet", 2, 2, "kill", -1, false},
+	{"eth-stop", "ethernet", 2, 2, "stop", -1, false},
+	{"eth-flap", "ethernet", 2, 2, "flap", -1, false},
+	{"eth-linkdown", "ethernet", 2, 2, "linkdown", -1, false},
+	{"eth-linkflap", "ethernet", 2, 2, "linkflap", -1, false},
+	{"ib-kill", "ib", 2, 2, "kill", -1, false},
+	{"ib-stop", "ib", 2, 2, "stop", -1, false},
+	{"ib-flap", "ib", 2, 2, "flap", -1, false},
 }
 
 func allCategories() []string {

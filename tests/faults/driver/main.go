@@ -16,8 +16,10 @@
 package main
 
 import (
+	"encoding/binary"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -35,6 +37,9 @@ func main() {
 	logs := flag.String("logs", "", "where the logs of failed runs are kept (default BIN/logs)")
 	verbose := flag.Bool("v", false, "print every run")
 	keep := flag.Bool("keep", false, "keep the logs of every run, not only of the failed ones")
+	selftest := flag.Bool("selftest", false, "first check that the suite catches a crash, wrong bytes, litter and a hang")
+	only := flag.Int("only", -1, "run only run number N of the sequence (with the same -seed, -cats and -runs: a replay)")
+	maxHangs := flag.Int("max-hangs", 3, "a category's runs left after this many hangs are skipped (0: never), so that a broken category costs minutes, not hours")
 	flag.Parse()
 	if *bin == "" {
 		fmt.Fprintln(os.Stderr, "driver: -bin is required")
@@ -57,21 +62,36 @@ func main() {
 	}
 	fmt.Printf("# faults: seed %d, %d runs over %d categories, bound %d s (replay: -seed %d -cats %s -runs %d)\n",
 		*seed, *runs, len(list), *bound, *seed, *cats, *runs)
-	s := &suite{bin: *bin, logs: *logs, bound: *bound, verbose: *verbose, keep: *keep, counts: map[string]*counts{}}
+	replay = fmt.Sprintf("FAULTS_SEED=%d FAULTS_CATS=%s FAULTS_RUNS=%d FAULTS_ONLY=", *seed, *cats, *runs)
+	s := &suite{bin: *bin, logs: *logs, bound: *bound, verbose: *verbose, keep: *keep, counts: map[string]*counts{}, pids: map[uint64]bool{}}
+	if *selftest && !s.selfTest() {
+		os.Exit(1)
+	}
 	hostBefore := shmNames("/dev/shm")
 	rng := rand.New(rand.NewSource(*seed))
 	start := time.Now()
 	for i := 0; i < *runs; i++ {
 		c := list[i%len(list)]
-		s.run(i, c, c.plan(rng))
+		p := c.plan(rng) // drawn even when skipped: the other runs replay the same
+		if *only >= 0 && i != *only {
+			continue
+		}
+		if cnt := s.counts[c.name]; *maxHangs > 0 && cnt != nil && cnt.hangs >= *maxHangs {
+			cnt.skipped++
+			continue
+		}
+		s.run(i, c, p)
 	}
-	hostLeft := newNames(hostBefore, shmNames("/dev/shm"))
+	hostLeft := newNames(hostBefore, shmNames("/dev/shm"), s.pids)
 	os.Exit(s.report(hostLeft, time.Since(start)))
 }
 
+// replay: the environment of tests/faults/run.sh that replays a run, less its number.
+var replay string
+
 // counts are the tallies of one category.
 type counts struct {
-	runs, fired, hangs, crashes, wrongBytes, wrongCodes, litter, other, errored int
+	runs, skipped, fired, hangs, crashes, wrongBytes, wrongCodes, litter, other, errored int
 }
 
 type suite struct {
@@ -79,7 +99,27 @@ type suite struct {
 	bound     int
 	verbose   bool
 	keep      bool
+	quiet     bool // self-test: no line per run
 	counts    map[string]*counts
+	pids      map[uint64]bool // of every rank started: the library writes them into its segments
+}
+
+// selfTest runs the controls, each of which must be caught; a suite that
+// cannot see a fault would report 0 for ever.
+func (s *suite) selfTest() bool {
+	st := &suite{bin: s.bin, logs: filepath.Join(s.logs, "selftest"), bound: 5, quiet: true, counts: map[string]*counts{}, pids: map[uint64]bool{}}
+	_ = os.MkdirAll(st.logs, 0o755)
+	ok := true
+	for i, t := range selftests {
+		st.run(i, t.c, plan{phase: t.phase, victim: 1, delayUs: 2000, holdMs: 100, rounds: 50, chunk: 4096})
+		if t.caught(st.counts[t.c.name]) {
+			fmt.Printf("# self-test: %s: caught\n", t.what)
+		} else {
+			fmt.Printf("FAIL self-test: %s: NOT caught (the suite is blind to it; logs in %s)\n", t.what, st.logs)
+			ok = false
+		}
+	}
+	return ok
 }
 
 // report prints the table and returns the exit status.
@@ -97,6 +137,10 @@ func (s *suite) report(hostLeft []string, took time.Duration) int {
 		fmt.Printf("# %-16s %5d %5d %5d %7d %11d %11d %6d %6d %8d\n", n, c.runs, c.fired, c.hangs, c.crashes,
 			c.wrongBytes, c.wrongCodes, c.litter, c.other, c.errored)
 		t.runs += c.runs
+		t.skipped += c.skipped
+		if c.skipped > 0 {
+			fmt.Printf("# %-16s %d runs skipped after %d hangs\n", n, c.skipped, c.hangs)
+		}
 		t.fired += c.fired
 		t.hangs += c.hangs
 		t.crashes += c.crashes
@@ -109,8 +153,8 @@ func (s *suite) report(hostLeft []string, took time.Duration) int {
 		fmt.Printf("# left in the host's /dev/shm: %s\n", n)
 	}
 	t.litter += len(hostLeft)
-	fmt.Printf("runs %d (fault fired in %d), hangs %d, crashes %d, wrong bytes %d, wrong codes %d, litter %d, other failures %d (%.0f s)\n",
-		t.runs, t.fired, t.hangs, t.crashes, t.wrongBytes, t.wrongCodes, t.litter, t.other, took.Seconds())
+	fmt.Printf("runs %d (fault fired in %d; %d skipped), hangs %d, crashes %d, wrong bytes %d, wrong codes %d, litter %d, other failures %d (%.0f s)\n",
+		t.runs, t.fired, t.skipped, t.hangs, t.crashes, t.wrongBytes, t.wrongCodes, t.litter, t.other, took.Seconds())
 	if t.hangs+t.crashes+t.wrongBytes+t.wrongCodes+t.litter+t.other > 0 {
 		fmt.Printf("FAILED; logs of the failed runs in %s\n", s.logs)
 		return 1
@@ -131,16 +175,39 @@ func shmNames(dir string) map[string]bool {
 	return m
 }
 
-// newNames: the names of after that were not in before and are still there.
-func newNames(before, after map[string]bool) []string {
+// newNames: the names of after that were not in before, are still there
+// and hold the pid of one of our ranks (as the library's segments do): on a
+// shared machine other jobs' names come and go in the host's /dev/shm.
+func newNames(before, after map[string]bool, pids map[uint64]bool) []string {
 	var out []string
 	for n := range after {
-		if !before[n] {
-			if _, err := os.Stat(filepath.Join("/dev/shm", n)); err == nil {
-				out = append(out, n)
-			}
+		if before[n] {
+			continue
+		}
+		if mentions(filepath.Join("/dev/shm", n), pids) {
+			out = append(out, n)
+		} else if _, err := os.Stat(filepath.Join("/dev/shm", n)); err == nil {
+			fmt.Printf("# note: new in the host's /dev/shm, not ours (no pid of our ranks in it): %s\n", n)
 		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// mentions: whether the first MiB of the file holds one of pids as an
+// aligned little-endian 64-bit word.
+func mentions(path string, pids map[uint64]bool) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, 1<<20)
+	n, _ := io.ReadFull(f, b)
+	for i := 0; i+8 <= n; i += 8 {
+		if pids[binary.LittleEndian.Uint64(b[i:])] {
+			return true
+		}
+	}
+	return false
 }

@@ -42,6 +42,10 @@ func (s *suite) run(i int, c category, p plan) {
 	err := cmd.Wait()
 	took := time.Since(start)
 	f := judgeLog(out.String(), c, p)
+	for _, m := range pidRe.FindAllStringSubmatch(out.String(), -1) {
+		pid, _ := strconv.ParseUint(m[1], 10, 64)
+		s.pids[pid] = true
+	}
 	if ctx.Err() != nil {
 		f.hang = true
 		fmt.Fprintf(out, "driver: cluster.sh still running after %d s: killed\n", s.bound+30)
@@ -64,10 +68,10 @@ func (s *suite) run(i int, c category, p plan) {
 		log := filepath.Join(s.logs, fmt.Sprintf("run-%03d-%s.log", i, c.name))
 		_ = os.WriteFile(log, out.Bytes(), 0o644)
 	}
-	if bad || s.verbose {
+	if (bad || s.verbose) && !s.quiet {
 		verdict := "ok"
 		if bad {
-			verdict = fmt.Sprintf("FAIL %s (log %s)", f, filepath.Join(s.logs, fmt.Sprintf("run-%03d-%s.log", i, c.name)))
+			verdict = fmt.Sprintf("FAIL %s (log %s; replay: %s%d)", f, filepath.Join(s.logs, fmt.Sprintf("run-%03d-%s.log", i, c.name)), replay, i)
 		}
 		fmt.Printf("run %d %s %s: %s (%.1f s)\n", i, c.name, p, verdict, took.Seconds())
 	}
@@ -124,6 +128,10 @@ func (s *suite) watch(c category, p plan, state string, out *syncBuffer, cmd *ex
 			continue
 		}
 		dirs = append(dirs, d)
+	}
+	if c.plant {
+		b, err := exec.Command("nsenter", "-t", holders[0], "-m", "touch", "/dev/shm/mscclpp-faults-selftest").CombinedOutput()
+		fmt.Fprintf(out, "driver: self-test: planted /dev/shm/mscclpp-faults-selftest in node 0: %v %s\n", err, b)
 	}
 	if strings.HasPrefix(c.action, "link") {
 		time.Sleep(time.Duration(p.delayUs) * time.Microsecond)
@@ -195,6 +203,8 @@ func (c *counts) add(f findings) {
 		c.fired++
 	}
 }
+
+var pidRe = regexp.MustCompile(`FAULT rank \d+: pid (\d+)`)
 
 var rankRe = regexp.MustCompile(`rank (\d+): (exit (\d+)|killed by signal (\d+)|did not exit)`)
 
