@@ -8,7 +8,7 @@
 #   make faults     the fault-injection suite (tests/faults/run.sh: FAULTS_RUNS=220 runs of a
 #                   rank SIGKILLed/SIGSTOPped or a link taken down over SHM, Ethernet and the IB
 #                   double on simulated nodes; FAULTS_SEED=S replays), then every Go fuzz target
-#                   for FAULTS_FUZZTIME (15s) each; a short version runs in `make test`
+#                   for FAULTS_FUZZTIME (10s) each; a short version runs in `make test`
 #   make install PREFIX=/some/where   (pkg-config file and CMake package included)
 GO       ?= go
 PREFIX   ?= /usr/local

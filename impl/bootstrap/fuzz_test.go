@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"net"
 	"testing"
+	"time"
 )
 
 // fuzzConn is a connection whose peer sent data: the decoders only Read
@@ -196,6 +197,69 @@ func FuzzIDDecode(f *testing.F) {
 		back, err := again.decode()
 		if err != nil || back != fields {
 			t.Fatalf("id %x decodes to %+v; re-encoded it decodes to %+v, %v", id, fields, back, err)
+		}
+	})
+}
+
+// fuzzPair returns the two ends of a fresh loopback TCP connection.
+func fuzzPair(t *testing.T, l *net.TCPListener) (*net.TCPConn, *net.TCPConn) {
+	c, err := net.DialTCP("tcp", nil, l.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Skip("no loopback connection:", err)
+	}
+	s, err := l.AcceptTCP()
+	if err != nil {
+		c.Close()
+		t.Skip("no loopback connection:", err)
+	}
+	return c, s
+}
+
+// FuzzRecvMsg: a ring or star frame from a peer (header, payload, or an
+// abort frame's text) is either the message this rank waits for or an
+// error; an abort text is bounded however long the peer claims it is.
+func FuzzRecvMsg(f *testing.F) {
+	frame := func(seq uint64, size int, op uint32, step int, payload []byte) []byte {
+		b := make([]byte, ringHdrLen, ringHdrLen+len(payload))
+		putRingHdr(b, seq, size, op, step)
+		return append(b, payload...)
+	}
+	f.Add(frame(1, 4, opAllGather, 0, []byte("abcd")), uint16(4), uint8(0))
+	f.Add(frame(1, 5, opAbort, 0, []byte("oops!")), uint16(4), uint8(0))
+	f.Add(frame(1, maxAbortText+1, opAbort, 0, nil), uint16(4), uint8(0))
+	f.Add(frame(1, 1<<40, opAbort, 0, []byte("x")), uint16(4), uint8(0))
+	f.Add(frame(2, 4, opAllGather, 0, []byte("abcd")), uint16(4), uint8(0))
+	f.Add(frame(1, 4, opAllGather, 1, []byte("ab")), uint16(4), uint8(1))
+	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		f.Skip("no loopback listener:", err)
+	}
+	defer l.Close()
+	f.Fuzz(func(t *testing.T, data []byte, want uint16, step uint8) {
+		c, s := fuzzPair(t, l)
+		defer c.Close()
+		defer s.Close()
+		go func() {
+			c.Write(data)
+			c.CloseWrite()
+		}()
+		rc, err := newRingConn(s, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetDeadline(time.Now().Add(5 * time.Second))
+		b := &Bootstrap{rank: 0, nranks: 2, seq: 1, timeout: 5 * time.Second}
+		buf := make([]byte, ringHdrLen+int(want))
+		origin, err := b.recvMsg(rc, buf, int(want), opAllGather, int(step))
+		if len(origin) > maxAbortText {
+			t.Fatalf("abort text of %d bytes", len(origin))
+		}
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(buf, frame(1, int(want), opAllGather, int(step), buf[ringHdrLen:])) ||
+			!bytes.Equal(buf, data[:len(buf)]) {
+			t.Fatalf("frame %x accepted as %x", data, buf)
 		}
 	})
 }

@@ -24,7 +24,7 @@
 #                       the FAULTS_SEED/CATS/RUNS/ONLY that replay it)
 #   FAULTS_MAX_HANGS=N  skip a category's remaining runs after N hangs
 #                       (default 3; 0: never)
-#   FAULTS_FUZZTIME=D   go test -fuzztime per fuzz target (default 15s; 0: none)
+#   FAULTS_FUZZTIME=D   go test -fuzztime per fuzz target (default 10s; 0: none)
 #   FAULTS_SELFTEST=0   skip the self-test (4 controls the suite must catch: a
 #                       SIGSEGV, wrong bytes, a planted /dev/shm name, a hang;
 #                       about 10 s)
@@ -68,7 +68,7 @@ else
   FAULTS_ROOT=$root "$out/driver" "${args[@]}" || status=1
 fi
 
-fuzztime=${FAULTS_FUZZTIME:-15s}
+fuzztime=${FAULTS_FUZZTIME:-10s}
 if [ "$fuzztime" != 0 ]; then
   # every fuzz target of the module: "package-dir FuzzName" pairs
   cd "$root" || exit 1
