@@ -7,7 +7,7 @@
  * Every rank: mscclppCommInitRank ("init"), connect to every other rank over
  * MSCCLPP_TEST_TRANSPORT, mscclppConnectionSetup and mscclppProxyLaunch
  * ("setup"), ROUNDS all-to-all rounds of putWithSignal + a wait (WAIT_MS, default
- * 5000; -1: a wait without deadline, which must still end when a peer is
+ * 3000; -1: a wait without deadline, which must still end when a peer is
  * lost), the
  * data checked after each ("puts"), then mscclppProxyStop and
  * mscclppCommDestroy ("destroy").
@@ -163,7 +163,7 @@ int main(int argc, char** argv)
   holdMs = atol(argv[5]);
   int rounds = argc > 6 ? atoi(argv[6]) : 20;
   size_t chunk = argc > 7 ? (size_t)atol(argv[7]) : 65536;
-  int64_t waitMs = argc > 8 ? atoll(argv[8]) : 5000;
+  int64_t waitMs = argc > 8 ? atoll(argv[8]) : 3000;
   int n = su_nranks, me = su_rank;
   printf("FAULT rank %d: pid %d\n", me, (int)getpid());
   SU_CK(mscclppSetBootstrapConnTimeout(3));

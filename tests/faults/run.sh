@@ -19,6 +19,7 @@
 #   FAULTS_SEED=S       the random seed (default: from the clock; printed)
 #   FAULTS_CATS=LIST    comma list of categories (default: all, see
 #                       tests/faults/driver/category.go)
+#   FAULTS_JOBS=N       runs at a time (default 2; each its own simulated nodes)
 #   FAULTS_BOUND=SEC    a run's bound: past it, a hang (default 20)
 #   FAULTS_ONLY=I       only run number I of the sequence (a failed run prints
 #                       the FAULTS_SEED/CATS/RUNS/ONLY that replay it)
@@ -62,6 +63,7 @@ else
   [ -n "${FAULTS_SEED:-}" ] && args+=(-seed "$FAULTS_SEED")
   [ -n "${FAULTS_CATS:-}" ] && args+=(-cats "$FAULTS_CATS")
   [ -n "${FAULTS_ONLY:-}" ] && args+=(-only "$FAULTS_ONLY")
+  [ -n "${FAULTS_JOBS:-}" ] && args+=(-j "$FAULTS_JOBS")
   [ "${FAULTS_SELFTEST:-1}" = 1 ] && args+=(-selftest)
   [ -n "${FAULTS_MAX_HANGS:-}" ] && args+=(-max-hangs "$FAULTS_MAX_HANGS")
   [ "${FAULTS_VERBOSE:-0}" = 1 ] && args+=(-v -keep)

@@ -24,11 +24,11 @@ var selftests = []struct {
 	caught func(*counts) bool
 	what   string
 }{
-	{category{name: "selftest-crash", transport: "shm", nodes: 1, ranks: 2, action: "segv", waitMs: 5000}, "puts",
+	{category{name: "selftest-crash", transport: "shm", nodes: 1, ranks: 2, action: "segv", waitMs: 3000}, "puts",
 		func(c *counts) bool { return c.crashes > 0 }, "a rank killed by SIGSEGV counted as a crash"},
-	{category{name: "selftest-bytes", transport: "shm", nodes: 1, ranks: 2, action: "corrupt", waitMs: 5000}, "puts",
+	{category{name: "selftest-bytes", transport: "shm", nodes: 1, ranks: 2, action: "corrupt", waitMs: 3000}, "puts",
 		func(c *counts) bool { return c.wrongBytes > 0 }, "wrong bytes sent counted as wrong bytes"},
-	{category{name: "selftest-litter", transport: "shm", nodes: 1, ranks: 2, action: "none", waitMs: 5000, plant: true}, "puts",
+	{category{name: "selftest-litter", transport: "shm", nodes: 1, ranks: 2, action: "none", waitMs: 3000, plant: true}, "puts",
 		func(c *counts) bool { return c.litter > 0 }, "a name left in a node's /dev/shm counted as litter"},
 	{category{name: "selftest-hang", transport: "shm", nodes: 1, ranks: 2, action: "stop", waitMs: -1}, "puts",
 		func(c *counts) bool { return c.hangs > 0 }, "a wait without deadline on a stopped SHM peer counted as a hang"},
@@ -39,9 +39,9 @@ var selftests = []struct {
 // and the IB double across two (waits without deadline: a lost peer or link
 // must end them).
 var categories = []category{
-	{"shm-kill", "shm", 1, 3, "kill", 5000, false},
-	{"shm-stop", "shm", 1, 3, "stop", 5000, false},
-	{"shm-flap", "shm", 1, 3, "flap", 5000, false},
+	{"shm-kill", "shm", 1, 3, "kill", 3000, false},
+	{"shm-stop", "shm", 1, 3, "stop", 3000, false},
+	{"shm-flap", "shm", 1, 3, "flap", 3000, false},
 	{"eth-kill", "ethernet", 2, 2, "kill", -1, false},
 	{"eth-stop", "ethernet", 2, 2, "stop", -1, false},
 	{"eth-flap", "ethernet", 2, 2, "flap", -1, false},

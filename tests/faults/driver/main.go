@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -38,6 +39,7 @@ func main() {
 	verbose := flag.Bool("v", false, "print every run")
 	keep := flag.Bool("keep", false, "keep the logs of every run, not only of the failed ones")
 	selftest := flag.Bool("selftest", false, "first check that the suite catches a crash, wrong bytes, litter and a hang")
+	par := flag.Int("j", 2, "runs at a time (each its own simulated nodes; most of a run is waiting)")
 	only := flag.Int("only", -1, "run only run number N of the sequence (with the same -seed, -cats and -runs: a replay)")
 	maxHangs := flag.Int("max-hangs", 3, "a category's runs left after this many hangs are skipped (0: never), so that a broken category costs minutes, not hours")
 	flag.Parse()
@@ -60,8 +62,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "driver:", err)
 		os.Exit(2)
 	}
-	fmt.Printf("# faults: seed %d, %d runs over %d categories, bound %d s (replay: -seed %d -cats %s -runs %d)\n",
-		*seed, *runs, len(list), *bound, *seed, *cats, *runs)
+	fmt.Printf("# faults: seed %d, %d runs over %d categories, %d at a time, bound %d s (replay: FAULTS_SEED=%d FAULTS_CATS=%s FAULTS_RUNS=%d)\n",
+		*seed, *runs, len(list), *par, *bound, *seed, *cats, *runs)
 	replay = fmt.Sprintf("FAULTS_SEED=%d FAULTS_CATS=%s FAULTS_RUNS=%d FAULTS_ONLY=", *seed, *cats, *runs)
 	s := &suite{bin: *bin, logs: *logs, bound: *bound, verbose: *verbose, keep: *keep, counts: map[string]*counts{}, pids: map[uint64]bool{}}
 	if *selftest && !s.selfTest() {
@@ -70,20 +72,48 @@ func main() {
 	hostBefore := shmNames("/dev/shm")
 	rng := rand.New(rand.NewSource(*seed))
 	start := time.Now()
+	jobs := make(chan job)
+	var wg sync.WaitGroup
+	for w := 0; w < max(*par, 1); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				if cnt := s.category(j.c.name); *maxHangs > 0 && s.hangsOf(cnt) >= *maxHangs {
+					s.mu.Lock()
+					cnt.skipped++
+					s.mu.Unlock()
+					continue
+				}
+				s.run(j.i, j.c, j.p)
+			}
+		}()
+	}
 	for i := 0; i < *runs; i++ {
 		c := list[i%len(list)]
 		p := c.plan(rng) // drawn even when skipped: the other runs replay the same
-		if *only >= 0 && i != *only {
-			continue
+		if *only < 0 || i == *only {
+			jobs <- job{i, c, p}
 		}
-		if cnt := s.counts[c.name]; *maxHangs > 0 && cnt != nil && cnt.hangs >= *maxHangs {
-			cnt.skipped++
-			continue
-		}
-		s.run(i, c, p)
 	}
+	close(jobs)
+	wg.Wait()
 	hostLeft := newNames(hostBefore, shmNames("/dev/shm"), s.pids)
 	os.Exit(s.report(hostLeft, time.Since(start)))
+}
+
+// job is one run to do.
+type job struct {
+	i int
+	c category
+	p plan
+}
+
+// hangsOf reads a category's hang count.
+func (s *suite) hangsOf(c *counts) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return c.hangs
 }
 
 // replay: the environment of tests/faults/run.sh that replays a run, less its number.
@@ -99,7 +129,8 @@ type suite struct {
 	bound     int
 	verbose   bool
 	keep      bool
-	quiet     bool // self-test: no line per run
+	quiet     bool       // self-test: no line per run
+	mu        sync.Mutex // guards counts and pids (runs go in parallel)
 	counts    map[string]*counts
 	pids      map[uint64]bool // of every rank started: the library writes them into its segments
 }

@@ -17,12 +17,7 @@ import (
 
 // run performs run i of category c with plan p and adds up what it found.
 func (s *suite) run(i int, c category, p plan) {
-	cnt := s.counts[c.name]
-	if cnt == nil {
-		cnt = &counts{}
-		s.counts[c.name] = cnt
-	}
-	cnt.runs++
+	cnt := s.category(c.name)
 	state := filepath.Join(s.bin, fmt.Sprintf("run-%d.state", i))
 	_ = os.Remove(state)
 	defer os.Remove(state)
@@ -42,10 +37,12 @@ func (s *suite) run(i int, c category, p plan) {
 	err := cmd.Wait()
 	took := time.Since(start)
 	f := judgeLog(out.String(), c, p)
+	s.mu.Lock()
 	for _, m := range pidRe.FindAllStringSubmatch(out.String(), -1) {
 		pid, _ := strconv.ParseUint(m[1], 10, 64)
 		s.pids[pid] = true
 	}
+	s.mu.Unlock()
 	if ctx.Err() != nil {
 		f.hang = true
 		fmt.Fprintf(out, "driver: cluster.sh still running after %d s: killed\n", s.bound+30)
@@ -62,7 +59,10 @@ func (s *suite) run(i int, c category, p plan) {
 		f.other++
 		fmt.Fprintf(out, "driver: cluster.sh: %v and no launch summary\n", err)
 	}
+	s.mu.Lock()
+	cnt.runs++
 	cnt.add(f)
+	s.mu.Unlock()
 	bad := f.failed()
 	if bad || s.keep {
 		log := filepath.Join(s.logs, fmt.Sprintf("run-%03d-%s.log", i, c.name))
@@ -75,6 +75,18 @@ func (s *suite) run(i int, c category, p plan) {
 		}
 		fmt.Printf("run %d %s %s: %s (%.1f s)\n", i, c.name, p, verdict, took.Seconds())
 	}
+}
+
+// category returns c's tallies, made on first use.
+func (s *suite) category(name string) *counts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cnt := s.counts[name]
+	if cnt == nil {
+		cnt = &counts{}
+		s.counts[name] = cnt
+	}
+	return cnt
 }
 
 func (s *suite) clusterArgs(c category, p plan, state string) []string {
