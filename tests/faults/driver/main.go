@@ -138,11 +138,12 @@ type suite struct {
 // selfTest runs the controls, each of which must be caught; a suite that
 // cannot see a fault would report 0 for ever.
 func (s *suite) selfTest() bool {
-	st := &suite{bin: s.bin, logs: filepath.Join(s.logs, "selftest"), bound: 5, quiet: true, counts: map[string]*counts{}, pids: map[uint64]bool{}}
+	st := &suite{bin: s.bin, logs: filepath.Join(s.logs, "selftest"), bound: 5, quiet: true, keep: true, counts: map[string]*counts{}, pids: map[uint64]bool{}}
 	_ = os.MkdirAll(st.logs, 0o755)
 	ok := true
 	for i, t := range selftests {
-		st.run(i, t.c, plan{phase: t.phase, victim: 1, delayUs: 2000, holdMs: 100, rounds: 50, chunk: 4096})
+		// many rounds: the fault lands inside the puts however fast they go
+		st.run(i, t.c, plan{phase: t.phase, victim: 1, delayUs: 2000, holdMs: 100, rounds: 20000, chunk: 4096})
 		if t.caught(st.counts[t.c.name]) {
 			fmt.Printf("# self-test: %s: caught\n", t.what)
 		} else {
