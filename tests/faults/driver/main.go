@@ -121,7 +121,7 @@ var replay string
 
 // counts are the tallies of one category.
 type counts struct {
-	runs, skipped, fired, hangs, crashes, wrongBytes, wrongCodes, litter, other, errored int
+	runs, skipped, fired, hangs, crashes, wrongBytes, wrongCodes, litter, other, errored, unnamed int
 }
 
 type suite struct {
@@ -162,12 +162,12 @@ func (s *suite) report(hostLeft []string, took time.Duration) int {
 	}
 	sort.Strings(names)
 	var t counts
-	fmt.Printf("# %-16s %5s %5s %5s %7s %11s %11s %6s %6s %8s\n", "category", "runs", "fired", "hangs", "crashes",
-		"wrong-bytes", "wrong-codes", "litter", "other", "errored")
+	fmt.Printf("# %-16s %5s %5s %5s %7s %11s %11s %6s %6s %8s %8s\n", "category", "runs", "fired", "hangs", "crashes",
+		"wrong-bytes", "wrong-codes", "litter", "other", "errored", "unnamed")
 	for _, n := range names {
 		c := s.counts[n]
-		fmt.Printf("# %-16s %5d %5d %5d %7d %11d %11d %6d %6d %8d\n", n, c.runs, c.fired, c.hangs, c.crashes,
-			c.wrongBytes, c.wrongCodes, c.litter, c.other, c.errored)
+		fmt.Printf("# %-16s %5d %5d %5d %7d %11d %11d %6d %6d %8d %8d\n", n, c.runs, c.fired, c.hangs, c.crashes,
+			c.wrongBytes, c.wrongCodes, c.litter, c.other, c.errored, c.unnamed)
 		t.runs += c.runs
 		t.skipped += c.skipped
 		if c.skipped > 0 {

@@ -188,6 +188,7 @@ type findings struct {
 	hang                                           bool
 	crashes, wrongBytes, wrongCodes, litter, other int
 	errored, fired                                 bool
+	unnamed                                        int // RemoteErrors that do not name the rank hurt (noted only)
 }
 
 func (f findings) failed() bool {
@@ -214,7 +215,11 @@ func (c *counts) add(f findings) {
 	if f.fired {
 		c.fired++
 	}
+	c.unnamed += f.unnamed
 }
+
+// erroredRe: a call that failed (fault_rank's judge line)
+var erroredRe = regexp.MustCompile(`FAULT rank \d+: (mscclpp\w+|putWithSignal|wait): `)
 
 var pidRe = regexp.MustCompile(`FAULT rank \d+: pid (\d+)`)
 
@@ -225,8 +230,9 @@ var rankRe = regexp.MustCompile(`rank (\d+): (exit (\d+)|killed by signal (\d+)|
 func judgeLog(log string, c category, p plan) findings {
 	var f findings
 	f.hang = strings.Contains(log, "launch: TIMEOUT")
+	f.unnamed = strings.Count(log, " UNNAMED: ")
 	f.fired = strings.Contains(log, " now (phase ") || strings.Contains(log, " down: <nil>")
-	f.errored = strings.Contains(log, "FAULT rank") && regexp.MustCompile(`FAULT rank \d+: m|FAULT rank \d+: [pw]`).MatchString(log)
+	f.errored = erroredRe.MatchString(log)
 	for _, l := range strings.Split(log, "\n") {
 		if strings.HasPrefix(l, "launch: ") && strings.Contains(l, "; rank 0: ") {
 			f.summary = l
