@@ -78,9 +78,9 @@ test-go:
 test-c: all
 	bash tests/c/run.sh $(BUILD)
 
-# the short fault-injection run of `make test` (no fuzzing: the seeds run in test-go)
+# the short fault-injection run of `make test` (no self-test, no fuzzing: the fuzz seeds run in test-go)
 test-faults: all
-	FAULTS_RUNS=$(FAULTS_TEST_RUNS) FAULTS_CATS=$(FAULTS_TEST_CATS) FAULTS_FUZZTIME=0 bash tests/faults/run.sh $(BUILD)
+	FAULTS_RUNS=$(FAULTS_TEST_RUNS) FAULTS_CATS=$(FAULTS_TEST_CATS) FAULTS_FUZZTIME=0 FAULTS_SELFTEST=0 bash tests/faults/run.sh $(BUILD)
 
 faults: all
 	bash tests/faults/run.sh $(BUILD)
