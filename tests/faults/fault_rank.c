@@ -93,6 +93,7 @@ static void* injector(void* arg)
 static void enter(const char* p)
 {
   if (nphase < 4) phaseStart[nphase++] = su_now();
+  printf("FAULT rank %d: enters %s\n", su_rank, p); /* where a hung rank was */
   if (su_rank != victim || strcmp(p, phaseName) != 0 || strcmp(action, "none") == 0 || strcmp(action, "corrupt") == 0)
     return;
   pthread_t t;
