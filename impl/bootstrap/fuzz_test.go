@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -26,6 +27,20 @@ func (c *fuzzConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
 func (c *fuzzConn) Write(p []byte) (int, error) { return len(p), nil }
 
 func newFuzzConn(data []byte) *fuzzConn { return &fuzzConn{r: bytes.NewReader(data)} }
+
+// allocBound: what decoding n input bytes may allocate, however many bytes
+// the input claims to be followed by.
+func allocBound(n int) uint64 { return uint64(2*n) + 1<<20 }
+
+// allocated runs f and returns the bytes allocated meanwhile (a fuzz worker
+// runs one input at a time, so they are f's).
+func allocated(f func()) uint64 {
+	var a, b runtime.MemStats
+	runtime.ReadMemStats(&a)
+	f()
+	runtime.ReadMemStats(&b)
+	return b.TotalAlloc - a.TotalAlloc
+}
 
 var (
 	fuzzKey   = [keyBytes]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}
@@ -60,7 +75,11 @@ func FuzzReadHello(f *testing.F) {
 	f.Add(bad)
 	f.Add(reg.encode(&fuzzKey, &fuzzNonce)[:helloLen-1])
 	f.Fuzz(func(t *testing.T, data []byte) {
-		h, err := readHello(newFuzzConn(data), fuzzMagic, &fuzzKey, &fuzzNonce)
+		var h *hello
+		var err error
+		if a := allocated(func() { h, err = readHello(newFuzzConn(data), fuzzMagic, &fuzzKey, &fuzzNonce) }); a > allocBound(len(data)) {
+			t.Fatalf("%d input bytes made it allocate %d", len(data), a)
+		}
 		if err != nil {
 			return
 		}
@@ -83,7 +102,14 @@ func FuzzReadReply(f *testing.F) {
 	binary.LittleEndian.PutUint32(big[16:20], 1<<31)
 	f.Add(big, uint16(65535))
 	f.Fuzz(func(t *testing.T, data []byte, maxLen uint16) {
-		st, payload, err := readReply(newFuzzConn(data), fuzzMagic, &fuzzKey, labelReply, &fuzzNonce, int(maxLen))
+		var st byte
+		var payload []byte
+		var err error
+		if a := allocated(func() {
+			st, payload, err = readReply(newFuzzConn(data), fuzzMagic, &fuzzKey, labelReply, &fuzzNonce, int(maxLen))
+		}); a > allocBound(len(data)) {
+			t.Fatalf("%d input bytes made it allocate %d", len(data), a)
+		}
 		if err != nil {
 			return
 		}
@@ -109,7 +135,12 @@ func FuzzReadStatus(f *testing.F) {
 	binary.LittleEndian.PutUint32(long[8:12], 1<<30)
 	f.Add(long)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		st, text, err := readStatus(newFuzzConn(data), &fuzzKey, &fuzzNonce)
+		var st byte
+		var text string
+		var err error
+		if a := allocated(func() { st, text, err = readStatus(newFuzzConn(data), &fuzzKey, &fuzzNonce) }); a > allocBound(len(data)) {
+			t.Fatalf("%d input bytes made it allocate %d", len(data), a)
+		}
 		if err != nil {
 			return
 		}
@@ -250,7 +281,10 @@ func FuzzRecvMsg(f *testing.F) {
 		s.SetDeadline(time.Now().Add(5 * time.Second))
 		b := &Bootstrap{rank: 0, nranks: 2, seq: 1, timeout: 5 * time.Second}
 		buf := make([]byte, ringHdrLen+int(want))
-		origin, err := b.recvMsg(rc, buf, int(want), opAllGather, int(step))
+		var origin string
+		if a := allocated(func() { origin, err = b.recvMsg(rc, buf, int(want), opAllGather, int(step)) }); a > allocBound(len(data)) {
+			t.Fatalf("%d input bytes made it allocate %d", len(data), a)
+		}
 		if len(origin) > maxAbortText {
 			t.Fatalf("abort text of %d bytes", len(origin))
 		}
