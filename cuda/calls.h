@@ -38,8 +38,10 @@ int cuwIpcOpen(const cuwApi* a, cuwContext ctx, const cuwIpcMemHandle* h, cuwDev
 int cuwCopyAsync(const cuwApi* a, cuwContext ctx, cuwDevicePtr dst, cuwDevicePtr src, size_t n, uintptr_t stream,
                  const char** call);
 int cuwIpcClose(const cuwApi* a, cuwContext ctx, cuwDevicePtr base, const char** call);
-/* A reference on device dev's primary context (cuDevicePrimaryCtxRetain), and its release. */
-int cuwPrimaryRetain(const cuwApi* a, cuwDevice dev, cuwContext* out, const char** call);
+/* A reference on device dev's primary context (cuDevicePrimaryCtxRetain) when ctx is that
+ * context (*retained = 1), else nothing (*retained = 0: ctx is one the application created);
+ * cuwPrimaryRelease gives a reference back. */
+int cuwPrimaryRetain(const cuwApi* a, cuwDevice dev, cuwContext ctx, int* retained, const char** call);
 int cuwPrimaryRelease(const cuwApi* a, cuwDevice dev, const char** call);
 /* The driver's name / description of code, or NULL when it has none. */
 const char* cuwErrorName(const cuwApi* a, int code);

@@ -86,6 +86,7 @@ typedef struct cuwApi {
   cuwResult (*pointerGetAttribute)(void* data, CUW_POINTER_ATTRIBUTE attr, cuwDevicePtr ptr);   /* cuPointerGetAttribute */
   cuwResult (*primaryCtxRetain)(cuwContext* pctx, cuwDevice dev);         /* cuDevicePrimaryCtxRetain */
   cuwResult (*primaryCtxRelease)(cuwDevice dev);                          /* cuDevicePrimaryCtxRelease_v2 */
+  cuwResult (*primaryCtxGetState)(cuwDevice dev, unsigned int* flags, int* active); /* cuDevicePrimaryCtxGetState */
 } cuwApi;
 
 /* NVML (nvml.h): nvmlReturn_t is an int-sized enum, nvmlDevice_t an opaque pointer. */

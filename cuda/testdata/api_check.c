@@ -60,6 +60,7 @@ FN(cuwApi, memcpyAsync, cuMemcpyAsync);
 FN(cuwApi, pointerGetAttribute, cuPointerGetAttribute);
 FN(cuwApi, primaryCtxRetain, cuDevicePrimaryCtxRetain);
 FN(cuwApi, primaryCtxRelease, cuDevicePrimaryCtxRelease_v2);
+FN(cuwApi, primaryCtxGetState, cuDevicePrimaryCtxGetState);
 
 FN(cuwNvml, init, nvmlInit_v2);
 FN(cuwNvml, shutdown, nvmlShutdown);
