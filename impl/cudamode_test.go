@@ -366,3 +366,37 @@ func checkFreedAfterClosed(t *testing.T, lines []string) {
 		t.Error("no IPC mapping closed in the call log")
 	}
 }
+
+// TestCUDATeardownPeerAbsent: a P2P rank in CUDA mode whose peer never destroys (here: not yet)
+// waits for it at most the bootstrap timeout, then frees its memory and succeeds; the peer's
+// later destroy finds the first rank's word and does not wait.
+func TestCUDATeardownPeerAbsent(t *testing.T) {
+	if os.Getenv(fakeChildEnv) != "teardown-absent" {
+		out := runFakeCUDAChild(t, "TestCUDATeardownPeerAbsent", "teardown-absent")
+		t.Logf("child:\n%s", out)
+		return
+	}
+	const timeout = 2 * time.Second
+	if err := SetBootstrapTimeout(int(timeout / time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	var bufs [2]uint64
+	fakeDeviceBuffers(t, bufs[:], make([]byte, 4096))
+	comms := twoRanksLaunched(t, func(r int, c *Comm) error {
+		return c.Connect(1-r, 0, engine.DevPtr(bufs[r]), 4096, TransportP2P, nil, true)
+	})
+	proxyStopAll(t, comms)
+	for r, want := range []time.Duration{timeout, 0} {
+		start := time.Now()
+		if err := comms[r].Destroy(); err != nil {
+			t.Errorf("rank %d: Destroy: %v", r, err)
+		}
+		took := time.Since(start)
+		if took < want || took > want+5*time.Second {
+			t.Errorf("rank %d's Destroy took %v, want %v to %v", r, took, want, want+5*time.Second)
+		}
+	}
+	if n := cuda.TestDriverCall("fakeLiveAllocs", ""); n != 2 {
+		t.Errorf("%d device allocations left after both destroys, want the 2 test buffers", n)
+	}
+}
