@@ -309,24 +309,37 @@ func fakeCUDAChild(t *testing.T) {
 	if n := cuda.TestDriverCall("fakePrimaryRefs", "0"); n != 2 {
 		t.Errorf("device 0's primary context has %d references while two communicators use it, want 2 (one each)", n)
 	}
-	destroyStaggered(t, comms)
+	// rank 1 starts its destroy once rank 0's has returned or closed both its IPC mappings
+	// (then waits for rank 1, if it waits at all): the two never interleave in the log
+	mark := os.Getenv("FAKE_CUDA_MARK")
+	destroyStaggered(t, comms, func() bool {
+		b, err := os.ReadFile(mark)
+		if err != nil {
+			return false
+		}
+		_, after, _ := strings.Cut(string(b), "MARK destroy\n")
+		return strings.Count(after, "cuIpcCloseMemHandle") >= 2
+	})
 	if n := cuda.TestDriverCall("fakePrimaryRefs", "0"); n != 0 {
 		t.Errorf("device 0's primary context keeps %d references after both destroys, want 0", n)
 	}
 }
 
-// destroyStaggered destroys rank 0, and rank 1 only once rank 0's destroy returned or a second
-// passed (a destroy that waits for its peers is still waiting then); both must succeed.
-func destroyStaggered(t *testing.T, comms []*Comm) {
+// destroyStaggered destroys rank 0, and rank 1 only once rank 0's destroy returned or reached()
+// says it got far enough (polled, for at most 20 s); both must succeed.
+func destroyStaggered(t *testing.T, comms []*Comm, reached func() bool) {
 	t.Helper()
 	errs := make(chan error, 1)
 	go func() { errs <- comms[0].Destroy() }()
 	var err0 error
 	returned := false
-	select {
-	case err0 = <-errs:
-		returned = true
-	case <-time.After(time.Second):
+	deadline := time.Now().Add(20 * time.Second)
+	for !returned && !reached() && time.Now().Before(deadline) {
+		select {
+		case err0 = <-errs:
+			returned = true
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 	if err := comms[1].Destroy(); err != nil {
 		t.Errorf("rank 1: Destroy: %v", err)
