@@ -368,10 +368,29 @@ int cuwNvmlCpuAffinity(const cuwNvml* n, const char* busId, unsigned long* set, 
   return rc;
 }
 
-int cuwPrimaryRetain(const cuwApi* a, cuwDevice dev, cuwContext* out, const char** call)
+int cuwPrimaryRetain(const cuwApi* a, cuwDevice dev, cuwContext ctx, int* retained, const char** call)
 {
-  cuwResult rc = a->primaryCtxRetain(out, dev);
-  if (rc != CUW_SUCCESS) *call = "cuDevicePrimaryCtxRetain";
+  unsigned int flags = 0;
+  int active = 0;
+  cuwContext pctx = NULL;
+  *retained = 0;
+  cuwResult rc = a->primaryCtxGetState(dev, &flags, &active);
+  if (rc != CUW_SUCCESS) {
+    *call = "cuDevicePrimaryCtxGetState";
+    return rc;
+  }
+  if (!active) return CUW_SUCCESS; /* ctx is not the primary context: never create that one */
+  rc = a->primaryCtxRetain(&pctx, dev);
+  if (rc != CUW_SUCCESS) {
+    *call = "cuDevicePrimaryCtxRetain";
+    return rc;
+  }
+  if (pctx == ctx) {
+    *retained = 1;
+    return CUW_SUCCESS;
+  }
+  rc = a->primaryCtxRelease(dev);
+  if (rc != CUW_SUCCESS) *call = "cuDevicePrimaryCtxRelease";
   return rc;
 }
 

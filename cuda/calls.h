@@ -42,8 +42,10 @@ int cuwIpcClose(const cuwApi* a, cuwContext ctx, cuwDevicePtr base, const char**
  * allocation's range rounded out to host pages, as NCCL does): *offset is p's offset in it. */
 int cuwDmabufFd(const cuwApi* a, const cuwDmabufApi* b, cuwContext ctx, cuwDevicePtr p, size_t n, int* fd,
                 uint64_t* offset, const char** call);
-/* A reference on device dev's primary context (cuDevicePrimaryCtxRetain), and its release. */
-int cuwPrimaryRetain(const cuwApi* a, cuwDevice dev, cuwContext* out, const char** call);
+/* A reference on device dev's primary context (cuDevicePrimaryCtxRetain) when ctx is that
+ * context (*retained = 1), else nothing (*retained = 0: ctx is one the application created);
+ * cuwPrimaryRelease gives a reference back. */
+int cuwPrimaryRetain(const cuwApi* a, cuwDevice dev, cuwContext ctx, int* retained, const char** call);
 int cuwPrimaryRelease(const cuwApi* a, cuwDevice dev, const char** call);
 /* The driver's name / description of code, or NULL when it has none. */
 const char* cuwErrorName(const cuwApi* a, int code);

@@ -89,6 +89,7 @@ typedef struct cuwApi {
   cuwResult (*pointerGetAttribute)(void* data, CUW_POINTER_ATTRIBUTE attr, cuwDevicePtr ptr);   /* cuPointerGetAttribute */
   cuwResult (*primaryCtxRetain)(cuwContext* pctx, cuwDevice dev);         /* cuDevicePrimaryCtxRetain */
   cuwResult (*primaryCtxRelease)(cuwDevice dev);                          /* cuDevicePrimaryCtxRelease_v2 */
+  cuwResult (*primaryCtxGetState)(cuwDevice dev, unsigned int* flags, int* active); /* cuDevicePrimaryCtxGetState */
 } cuwApi;
 
 /* Entry points a driver may lack (CUDA 11.7 added cuMemGetHandleForAddressRange): resolved in a

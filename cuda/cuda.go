@@ -303,18 +303,21 @@ func (d Device) AllocSize(base uint64) (uint64, error) {
 	return uint64(size) - (base - uint64(b)), nil
 }
 
-// RetainPrimary takes a reference on the device's primary context (cuDevicePrimaryCtxRetain), so
-// that the context the library allocates in stays alive while the library uses it, whatever the
-// application does with its own references; ReleasePrimary gives it back.
-func (d Device) RetainPrimary() error {
+// RetainPrimary takes a reference on the device's primary context (cuDevicePrimaryCtxRetain) when
+// that is the context the library allocates in (the CUDA runtime's), so that it stays alive while
+// the library uses it, whatever the application does with its own references; it reports whether
+// it did (a context the application created itself is the application's to keep). ReleasePrimary
+// gives the reference back.
+func (d Device) RetainPrimary() (bool, error) {
 	if err := d.check(); err != nil {
-		return err
+		return false, err
 	}
 	var (
-		pctx C.cuwContext
-		call *C.char
+		retained C.int
+		call     *C.char
 	)
-	return d.fail(C.cuwPrimaryRetain(d.api, C.cuwDevice(d.Ordinal), &pctx, &call), call)
+	err := d.fail(C.cuwPrimaryRetain(d.api, C.cuwDevice(d.Ordinal), d.ctx(), &retained, &call), call)
+	return retained != 0, err
 }
 
 // ReleasePrimary releases a reference RetainPrimary took (cuDevicePrimaryCtxRelease).

@@ -211,3 +211,33 @@ func TestDeviceErrors(t *testing.T) {
 		t.Error("a zero Device allocated memory")
 	}
 }
+
+// TestRetainPrimary: a Device whose context is its primary context holds a reference on it
+// between RetainPrimary and ReleasePrimary; a failing retain is an error naming the call.
+func TestRetainPrimary(t *testing.T) {
+	l := fake(t)
+	dev, err := probeOn(t, l, "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := harnessCall(fakeCuda, "fakePrimaryRefs", "0")
+	retained, err := dev.RetainPrimary()
+	if err != nil || !retained {
+		t.Fatalf("RetainPrimary = %v, %v; want a reference on the primary context", retained, err)
+	}
+	if n := harnessCall(fakeCuda, "fakePrimaryRefs", "0"); n != before+1 {
+		t.Errorf("%d references after RetainPrimary, want %d", n, before+1)
+	}
+	if err := dev.ReleasePrimary(); err != nil {
+		t.Fatal(err)
+	}
+	if n := harnessCall(fakeCuda, "fakePrimaryRefs", "0"); n != before {
+		t.Errorf("%d references after ReleasePrimary, want %d", n, before)
+	}
+	arm(t, "cuDevicePrimaryCtxRetain")
+	defer arm(t, "")
+	var ce *Error
+	if _, err := dev.RetainPrimary(); !errors.As(err, &ce) || ce.Call != "cuDevicePrimaryCtxRetain" {
+		t.Errorf("RetainPrimary with the retain failing: %v", err)
+	}
+}

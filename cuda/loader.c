@@ -37,6 +37,7 @@ const cuwSym cuwCudaSyms[] = {
     SYM(pointerGetAttribute, "cuPointerGetAttribute"),
     SYM(primaryCtxRetain, "cuDevicePrimaryCtxRetain"),
     SYM2(primaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"),
+    SYM(primaryCtxGetState, "cuDevicePrimaryCtxGetState"),
     {NULL, NULL, 0},
 };
 

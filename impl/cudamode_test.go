@@ -309,24 +309,37 @@ func fakeCUDAChild(t *testing.T) {
 	if n := cuda.TestDriverCall("fakePrimaryRefs", "0"); n != 2 {
 		t.Errorf("device 0's primary context has %d references while two communicators use it, want 2 (one each)", n)
 	}
-	destroyStaggered(t, comms)
+	// rank 1 starts its destroy once rank 0's has returned or closed both its IPC mappings
+	// (then waits for rank 1, if it waits at all): the two never interleave in the log
+	mark := os.Getenv("FAKE_CUDA_MARK")
+	destroyStaggered(t, comms, func() bool {
+		b, err := os.ReadFile(mark)
+		if err != nil {
+			return false
+		}
+		_, after, _ := strings.Cut(string(b), "MARK destroy\n")
+		return strings.Count(after, "cuIpcCloseMemHandle") >= 2
+	})
 	if n := cuda.TestDriverCall("fakePrimaryRefs", "0"); n != 0 {
 		t.Errorf("device 0's primary context keeps %d references after both destroys, want 0", n)
 	}
 }
 
-// destroyStaggered destroys rank 0, and rank 1 only once rank 0's destroy returned or a second
-// passed (a destroy that waits for its peers is still waiting then); both must succeed.
-func destroyStaggered(t *testing.T, comms []*Comm) {
+// destroyStaggered destroys rank 0, and rank 1 only once rank 0's destroy returned or reached()
+// says it got far enough (polled, for at most 20 s); both must succeed.
+func destroyStaggered(t *testing.T, comms []*Comm, reached func() bool) {
 	t.Helper()
 	errs := make(chan error, 1)
 	go func() { errs <- comms[0].Destroy() }()
 	var err0 error
 	returned := false
-	select {
-	case err0 = <-errs:
-		returned = true
-	case <-time.After(time.Second):
+	deadline := time.Now().Add(20 * time.Second)
+	for !returned && !reached() && time.Now().Before(deadline) {
+		select {
+		case err0 = <-errs:
+			returned = true
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 	if err := comms[1].Destroy(); err != nil {
 		t.Errorf("rank 1: Destroy: %v", err)
@@ -364,5 +377,39 @@ func checkFreedAfterClosed(t *testing.T, lines []string) {
 	}
 	if checked == 0 {
 		t.Error("no IPC mapping closed in the call log")
+	}
+}
+
+// TestCUDATeardownPeerAbsent: a P2P rank in CUDA mode whose peer never destroys (here: not yet)
+// waits for it at most the bootstrap timeout, then frees its memory and succeeds; the peer's
+// later destroy finds the first rank's word and does not wait.
+func TestCUDATeardownPeerAbsent(t *testing.T) {
+	if os.Getenv(fakeChildEnv) != "teardown-absent" {
+		out := runFakeCUDAChild(t, "TestCUDATeardownPeerAbsent", "teardown-absent")
+		t.Logf("child:\n%s", out)
+		return
+	}
+	const timeout = 2 * time.Second
+	if err := SetBootstrapTimeout(int(timeout / time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	var bufs [2]uint64
+	fakeDeviceBuffers(t, bufs[:], make([]byte, 4096))
+	comms := twoRanksLaunched(t, func(r int, c *Comm) error {
+		return c.Connect(1-r, 0, engine.DevPtr(bufs[r]), 4096, TransportP2P, nil, true)
+	})
+	proxyStopAll(t, comms)
+	for r, want := range []time.Duration{timeout, 0} {
+		start := time.Now()
+		if err := comms[r].Destroy(); err != nil {
+			t.Errorf("rank %d: Destroy: %v", r, err)
+		}
+		took := time.Since(start)
+		if took < want || took > want+5*time.Second {
+			t.Errorf("rank %d's Destroy took %v, want %v to %v", r, took, want, want+5*time.Second)
+		}
+	}
+	if n := cuda.TestDriverCall("fakeLiveAllocs", ""); n != 2 {
+		t.Errorf("%d device allocations left after both destroys, want the 2 test buffers", n)
 	}
 }

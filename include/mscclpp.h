@@ -104,10 +104,13 @@ struct mscclppDevConn
 {
 #ifdef __cplusplus
   /* Push a Data trigger: copy dataSize bytes from my buffer at
-   * srcDataOffset to the peer's buffer at dstDataOffset. */
+   * srcDataOffset to the peer's buffer at dstDataOffset. On the device a put
+   * of 0 bytes pushes nothing (there is nothing to move, and a later signal
+   * covers the puts before it all the same). */
   MSCCLPP_HOSTDEVICE_INLINE void put(uint64_t dstDataOffset, uint64_t srcDataOffset, uint64_t dataSize)
   {
 #if defined(__CUDA_ARCH__)
+    if (dataSize == 0) return;
     fifo.push(mscclppData, dstDataOffset, srcDataOffset, dataSize);
 #else
     mscclppConnOp(this, mscclppData, dstDataOffset, srcDataOffset, dataSize);

@@ -61,6 +61,7 @@ FN(cuwApi, memcpyAsync, cuMemcpyAsync);
 FN(cuwApi, pointerGetAttribute, cuPointerGetAttribute);
 FN(cuwApi, primaryCtxRetain, cuDevicePrimaryCtxRetain);
 FN(cuwApi, primaryCtxRelease, cuDevicePrimaryCtxRelease_v2);
+FN(cuwApi, primaryCtxGetState, cuDevicePrimaryCtxGetState);
 
 FN(cuwDmabufApi, getHandleForAddressRange, cuMemGetHandleForAddressRange);
 _Static_assert(CUW_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD == CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, "DMA_BUF_FD");

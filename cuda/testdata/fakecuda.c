@@ -356,6 +356,15 @@ CUresult cuDevicePrimaryCtxRetain(void** c, int d)
   pthread_mutex_unlock(&mu);
   return 0;
 }
+/* Every fake context is its device's primary context, always active. */
+CUresult cuDevicePrimaryCtxGetState(int d, unsigned int* flags, int* active)
+{
+  FAILS("cuDevicePrimaryCtxGetState");
+  if (d < 0 || d > 1) return 101;
+  *flags = 0;
+  *active = 1;
+  return 0;
+}
 CUresult cuDevicePrimaryCtxRelease_v2(int d)
 {
   FAILS("cuDevicePrimaryCtxRelease_v2");

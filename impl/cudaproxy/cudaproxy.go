@@ -23,14 +23,23 @@ type Proxy struct {
 	State unsafe.Pointer // cuda's P2P state: the context, streams and device tail
 	mem   unsafe.Pointer // pinned host memory holding the engine context and its FIFO
 	head  uint64         // device memory: the FIFO's head
-	Ctx   *engine.Ctx
+	// retained: New holds a reference on the primary context (the one the library allocates in)
+	retained bool
+	Ctx      *engine.Ctx
 }
 
-// New retains dev's primary context (released by Free: the application may drop its own
-// references meanwhile) and allocates the counters' block in dev's memory for rank's connections.
+// New retains dev's primary context when that is the context the library allocates in (released
+// by Free: the application may drop its own references meanwhile) and allocates the counters'
+// block in dev's memory for rank's connections.
 func New(dev cuda.Device, rank int) (*Proxy, error) {
-	if err := dev.RetainPrimary(); err != nil {
+	retained, err := dev.RetainPrimary()
+	if err != nil {
 		return nil, fmt.Errorf("rank %d: retaining the primary context of device %d: %w", rank, dev.Ordinal, err)
+	}
+	release := func() {
+		if retained {
+			dev.ReleasePrimary()
+		}
 	}
 	size := uint64(engine.MaxConns * (epochBytes + waitBytes))
 	blk, err := dev.MemAlloc(size)
@@ -40,10 +49,10 @@ func New(dev cuda.Device, rank int) (*Proxy, error) {
 		}
 	}
 	if err != nil {
-		dev.ReleasePrimary()
+		release()
 		return nil, fmt.Errorf("rank %d: signal epochs in device memory: %w", rank, err)
 	}
-	return &Proxy{Dev: dev, rank: rank, block: blk}, nil
+	return &Proxy{Dev: dev, rank: rank, block: blk, retained: retained}, nil
 }
 
 // Epoch is the device address of connection i's signal epoch.
@@ -157,8 +166,10 @@ func (p *Proxy) Free() {
 	}
 	p.FreeContext()
 	p.warn("signal epochs", p.Dev.MemFree(p.block))
-	p.warn("releasing the primary context", p.Dev.ReleasePrimary())
-	p.block = 0
+	if p.retained {
+		p.warn("releasing the primary context", p.Dev.ReleasePrimary())
+	}
+	p.block, p.retained = 0, false
 }
 
 func (p *Proxy) warn(what string, err error) {

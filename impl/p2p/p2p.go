@@ -39,7 +39,8 @@ type cudaState struct {
 	dev   cuda.Device
 	proxy *cudaproxy.Proxy
 	ipc   map[cuda.IpcHandle]uint64
-	peers map[int]bool // ranks of the CUDA-mode connections: they map this rank's memory
+	peer  map[int]int  // connection index -> peer rank
+	peers map[int]bool // ranks whose memory this rank mapped: they map this rank's (setup is symmetric)
 }
 
 // p2p is the transport's instance for one communicator.
@@ -94,7 +95,7 @@ func (c *p2p) Connect(idx, peer, tag int, local unsafe.Pointer, dev *string) (tr
 	if err != nil {
 		return transport.Endpoint{}, fmt.Errorf("P2P %w", err)
 	}
-	c.cuda.peers[peer] = true
+	c.cuda.peer[idx] = peer
 	epoch := c.cuda.proxy.Attach(c.h.DevConns, idx, peer, tag, local)
 	return transport.Endpoint{Ctx: ctx, Epoch: epoch}, nil
 }
@@ -151,6 +152,7 @@ func (c *p2p) Import(idx, h, pid int, blob []byte) (engine.Reg, error) {
 	if err != nil {
 		return engine.Reg{}, err
 	}
+	c.cuda.peers[c.cuda.peer[idx]] = true
 	return engine.Reg{Addr: a, Size: d.size}, nil
 }
 
@@ -305,7 +307,7 @@ func (c *p2p) initCUDA(dev cuda.Device) error {
 	if err != nil {
 		return err
 	}
-	c.cuda = &cudaState{dev: dev, proxy: px, ipc: map[cuda.IpcHandle]uint64{}, peers: map[int]bool{}}
+	c.cuda = &cudaState{dev: dev, proxy: px, ipc: map[cuda.IpcHandle]uint64{}, peer: map[int]int{}, peers: map[int]bool{}}
 	logx.SetDevice(dev.Ordinal)
 	logx.Infof(logx.Init, "rank %d: CUDA mode on device %d (%s)", c.h.Rank, dev.Ordinal, dev.BusID)
 	return nil

@@ -197,9 +197,11 @@ static void sendOne(mscclppDevConn& c, const args& a, int tid)
     c.flush();
     c.signal();
     break;
-  case 4: /* zero-size puts at source offset 0 and elsewhere, then Data|Flag */
+  case 4: /* zero-size puts at source offset 0 and elsewhere (no trigger), a zero-size Data pushed
+           * by hand (pushed as a Sync), then Data|Flag */
     c.put(0, 0, 0);
     c.put(dst, off, 0);
+    c.fifo.sync(c.fifo.push(mscclppData, 0, 0, 0));
     c.putWithSignal(dst, off, chunk);
     break;
   default: /* a zero-size putWithSignal (a Flag), Data, a zero-size putWithSignalAndFlush (Flag|Sync) */
