@@ -3,6 +3,13 @@
 // mscclppHostAlloc region mapped here, else process_vm_writev.
 package shm
 
+/*
+#cgo CFLAGS: -I${SRCDIR}/../engine -I${SRCDIR}/../../include -O2 -Wall
+#include "shm.h"
+static const void* shmOpsPtr(void) { return &shmOps; }
+*/
+import "C"
+
 import (
 	"encoding/binary"
 	"os"
@@ -68,7 +75,7 @@ func (s *shm) Check(peer int, _ *string) error {
 
 func (s *shm) Connect(idx, peer, tag int, local unsafe.Pointer, _ *string) (transport.Endpoint, error) {
 	if s.ctx == nil {
-		x, err := engine.NewCtx(s.h.Eng)
+		x, err := engine.NewCtxOps(s.h.Eng, C.shmOpsPtr(), nil)
 		if err != nil {
 			return transport.Endpoint{}, err
 		}
