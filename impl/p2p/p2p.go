@@ -127,13 +127,22 @@ func (c *p2p) hostBlob(blob []byte) error {
 	return nil
 }
 
-// importReg opens a peer's device memory through CUDA IPC.
-func (c *p2p) importReg(blob []byte) (engine.Reg, error) {
+// decodeIpcDesc decodes a peer's registration blob.
+func decodeIpcDesc(blob []byte) (ipcDesc, error) {
 	if len(blob) != ipcDescBytes {
-		return engine.Reg{}, status.Errorf(status.RemoteError, "malformed P2P registration (%d bytes, want %d)", len(blob), ipcDescBytes)
+		return ipcDesc{}, status.Errorf(status.RemoteError, "malformed P2P registration (%d bytes, want %d)", len(blob), ipcDescBytes)
 	}
 	d := ipcDesc{size: binary.LittleEndian.Uint64(blob), offset: binary.LittleEndian.Uint64(blob[8:])}
 	copy(d.ipc[:], blob[16:])
+	return d, nil
+}
+
+// importReg opens a peer's device memory through CUDA IPC.
+func (c *p2p) importReg(blob []byte) (engine.Reg, error) {
+	d, err := decodeIpcDesc(blob)
+	if err != nil {
+		return engine.Reg{}, err
+	}
 	a, err := c.openIpc(d)
 	if err != nil {
 		return engine.Reg{}, err

@@ -30,6 +30,7 @@ var layer = map[string]int{
 	"impl/transport": 4, "impl/cudaproxy": 4,
 	// 5: the transports, each in its own folder.
 	"impl/shm": 5, "impl/p2p": 5, "impl/eth": 5, "impl/ib": 5,
+	"impl/eth/ethfuzz": 5, // test support: Ethernet's C frame decoder for Go fuzz tests
 	// 6: the communicator core (with the registry of transports); 7: the C API.
 	"impl": 6,
 	"capi": 7,
