@@ -1,15 +1,12 @@
 /*
- * ethconn.h: the Ethernet transport's per-connection state, shared by eth.c
- * (sockets, receive threads) and stage.c (CUDA mode's double-buffered
- * staging through pinned memory on the connection's own streams). Internal
- * to impl/eth.
+ * ethconn.h: what eth.c (the ops table, the send side, setup and close) and
+ * ethrx.c (the receive thread) share: the per-connection and per-context
+ * state of the Ethernet transport. Private to impl/eth.
  */
 #ifndef MSCCLPP_ETHCONN_H_
 #define MSCCLPP_ETHCONN_H_
 
 #include <pthread.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <sys/uio.h>
 
 #include "eth.h"
@@ -23,7 +20,7 @@ typedef struct ethConn {
   volatile int peerBye; /* the peer said it closes on purpose */
   uint64_t fenceSeen;   /* the last fence number received */
   char* sendStage;      /* CUDA mode: pinned buffers device memory travels through, each */
-  char* recvStage;      /* used as two halves (double buffering) */
+  char* recvStage;      /* used as two halves (double buffering, stage.c) */
   uint64_t stageBytes;
   void* sendStream;     /* CUDA mode: the connection's own streams for its staging copies */
   void* recvStream;
@@ -46,27 +43,37 @@ struct ethCtx {
   struct cudaP2PState* cuda; /* CUDA mode, else NULL */
 };
 
-/* cuda/calls.h (the cuda package, linked into the same library) */
-int cudaStateThreadInit(struct engCtx* ctx, struct cudaP2PState* st);
-int cudaStatePublishTail(struct engCtx* ctx, struct cudaP2PState* st, uint64_t tail);
-int cudaStageStreamNew(struct cudaP2PState* st, void** stream, char* err, int errLen);
-void cudaStageStreamFree(struct cudaP2PState* st, void* stream);
-int cudaStageAsync(struct cudaP2PState* st, void* stream, uint64_t dst, uint64_t src, size_t n, int toDevice, char* err,
-                   int errLen);
-int cudaStageWait(struct cudaP2PState* st, void* stream, char* err, int errLen);
+static inline struct ethCtx* ctxState(engConn* c) { return (struct ethCtx*)c->ctx->transport; }
 
-static inline struct ethCtx* ethCtxState(engConn* c) { return (struct ethCtx*)c->ctx->transport; }
+static inline ethConn* connState(engConn* c)
+{
+  struct ethCtx* e = ctxState(c);
+  return e == NULL ? NULL : e->conns[c->connId];
+}
 
-/* eth.c: every byte of iov sent (0, or the errno that stopped it); exactly n bytes received (0,
- * -1 on a clean end of stream before the first byte, else an errno); a failed send recorded. */
+/* Sends every byte of iov (advancing it); 0, or the errno that stopped it: ETIMEDOUT when
+ * nothing went out for deadMs, EHOSTUNREACH once the connection is declared dead, ESHUTDOWN when
+ * the context is closing. */
 int ethSendAll(ethConn* s, struct iovec* iov, int n);
+/* Writes a message header: ETH_MAGIC, type and the three words. */
+void ethPutHeader(unsigned char* h, uint32_t type, uint64_t a, uint64_t b, uint64_t c);
+/* Declares the connection dead: later sends fail at once, a blocked sender is released. */
+void ethMarkDead(ethConn* s);
+/* The receive thread of connection s (ethrx.c). */
+void* ethRxMain(void* arg);
+/* Reads exactly n bytes (ethrx.c); 0, -1 on a clean end of stream before the first byte, else an
+ * errno (ETIMEDOUT: nothing came in for deadMs). */
 int ethRecvAll(ethConn* s, void* buf, size_t n);
+/* Records a failed send on c (a peer unreachable, or gone) and returns its code (eth.c). */
 int ethSendFailed(engConn* c, ethConn* s, int err);
 
-/* stage.c: a put from device memory (the header, then size bytes at device address src), under
- * the send lock; a put of n bytes into device memory at dst; the connection's streams freed. */
+/* stage.c, CUDA mode: a put from device memory (the header, then size bytes at device address
+ * src) under the send lock; a put of n bytes into device memory at dst; a signal's count into my
+ * device epoch after the data it counts; the connection's streams made and freed. */
 int ethSendStaged(engConn* c, ethConn* s, unsigned char* hdr, uint64_t src, uint64_t size);
 int ethRecvStaged(engConn* c, ethConn* s, uint64_t dst, uint64_t n);
+int ethFlagStaged(engConn* c, ethConn* s, uint64_t epoch, uint64_t count);
+int ethConnStreamsNew(struct ethCtx* e, ethConn* s);
 void ethConnStreamsFree(struct ethCtx* e, ethConn* s);
 
 #endif

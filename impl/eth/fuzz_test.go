@@ -16,8 +16,7 @@ func FuzzImport(f *testing.F) {
 	f.Add(dataBlob(1 << 30))
 	f.Add([]byte{kindData, 1, 2})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		e := &eth{}
-		r, err := e.Import(0, 0, 0, data)
+		r, err := importReg(data)
 		if err != nil {
 			return
 		}

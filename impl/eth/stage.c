@@ -11,13 +11,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "calls.h" /* cuda/: cudaStageAsync, cudaStageWait and the streams (linked into the same library) */
+
 /* A put from device memory: the header, then the payload chunk by chunk through the two halves of
  * the pinned staging buffer, all under the send lock: the copy of chunk k+1 (on the connection's
  * stream) runs while chunk k is sent from the other half. A half whose copy failed is sent as
  * zeros (the header promised size bytes) and the failure recorded. */
 int ethSendStaged(engConn* c, ethConn* s, unsigned char* hdr, uint64_t src, uint64_t size)
 {
-  struct cudaP2PState* cuda = ethCtxState(c)->cuda;
+  struct cudaP2PState* cuda = ctxState(c)->cuda;
   if (cuda == NULL || s->sendStage == NULL || s->sendStream == NULL)
     return engConnFail(c, mscclppInvalidUsage, "Ethernet put from memory the host cannot read (not CUDA mode)");
   uint64_t half = s->stageBytes / 2;
@@ -62,7 +64,7 @@ int ethSendStaged(engConn* c, ethConn* s, unsigned char* hdr, uint64_t src, uint
  * data). 0, or the receive error; a failed copy is recorded. */
 int ethRecvStaged(engConn* c, ethConn* s, uint64_t dst, uint64_t n)
 {
-  struct cudaP2PState* cuda = ethCtxState(c)->cuda;
+  struct cudaP2PState* cuda = ctxState(c)->cuda;
   uint64_t half = s->stageBytes / 2;
   char why[200] = "";
   int rc = 0, cudaFailed = 0;
@@ -86,11 +88,40 @@ int ethRecvStaged(engConn* c, ethConn* s, uint64_t dst, uint64_t n)
   return rc;
 }
 
+/* The count of a signal into my device epoch, on the connection's receive stream after every copy
+ * of the data it counts (ethRecvStaged waited for them); a failure is recorded. */
+int ethFlagStaged(engConn* c, ethConn* s, uint64_t epoch, uint64_t count)
+{
+  struct cudaP2PState* cuda = ctxState(c)->cuda;
+  char why[200];
+  memcpy(s->recvStage, &count, sizeof(count));
+  if (cudaStageAsync(cuda, s->recvStream, epoch, (uint64_t)(uintptr_t)s->recvStage, sizeof(count), 1, why,
+                     sizeof(why)) == mscclppSuccess &&
+      cudaStageWait(cuda, s->recvStream, why, sizeof(why)) == mscclppSuccess)
+    return mscclppSuccess;
+  char what[300];
+  snprintf(what, sizeof(what), "signal from rank %d into device memory: %s", c->peerRank, why);
+  return engConnFail(c, mscclppUnhandledCudaError, what);
+}
+
+/* Makes a connection's two staging streams in CUDA mode (nothing otherwise). */
+int ethConnStreamsNew(struct ethCtx* e, ethConn* s)
+{
+  char why[200];
+  if (e->cuda == NULL) return mscclppSuccess;
+  if (cudaStageStreamNew(e->cuda, &s->sendStream, why, sizeof(why)) == mscclppSuccess &&
+      cudaStageStreamNew(e->cuda, &s->recvStream, why, sizeof(why)) == mscclppSuccess)
+    return mscclppSuccess;
+  ethConnStreamsFree(e, s);
+  return mscclppUnhandledCudaError;
+}
+
 /* Frees a connection's staging streams (its copies done). */
 void ethConnStreamsFree(struct ethCtx* e, ethConn* s)
 {
   if (e->cuda == NULL) return;
   cudaStageStreamFree(e->cuda, s->sendStream);
   cudaStageStreamFree(e->cuda, s->recvStream);
+  s->sendStream = s->recvStream = NULL;
 }
 

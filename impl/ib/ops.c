@@ -53,7 +53,14 @@ int ibEngOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint
 }
 
 /* per-connection state (engConn.transport) is freed by the Go side (ConnState.Free) */
-const engOps ibEngOps = ENG_OPS("IB", ibEngOp, engOpsNoThreadInit, engOpsNoPublishTail, engOpsNoClose);
+const engOps ibEngOps = {
+    .size = sizeof(engOps),
+    .name = "IB",
+    .op = ibEngOp,
+    .threadInit = engOpsNoThreadInit,
+    .publishTail = engOpsNoPublishTail,
+    .close = engOpsNoClose,
+};
 
 /* CUDA mode: the context is a CUDA-mode proxy's (impl/cudaproxy) and its transport state that
  * proxy's cudaP2PState (cuda/calls.h): the proxy thread runs in the GPU's context and publishes
@@ -67,4 +74,11 @@ static int ibCudaPublishTail(engCtx* ctx, uint64_t tail)
 {
   return cudaStatePublishTail(ctx, (struct cudaP2PState*)ctx->transport, tail);
 }
-const engOps ibCudaEngOps = ENG_OPS("IB", ibEngOp, ibCudaThreadInit, ibCudaPublishTail, engOpsNoClose);
+const engOps ibCudaEngOps = {
+    .size = sizeof(engOps),
+    .name = "IB",
+    .op = ibEngOp,
+    .threadInit = ibCudaThreadInit,
+    .publishTail = ibCudaPublishTail,
+    .close = engOpsNoClose,
+};

@@ -22,7 +22,7 @@ import (
 const TransportID transport.ID = 2
 
 // Entry registers the IB transport.
-var Entry = transport.Entry{ID: TransportID, Name: "IB", New: newIBT}
+var Entry = transport.Entry{ID: TransportID, Name: "IB", Subsys: logx.Net, New: newIBT}
 
 // EnvMaxSendWr sets the send queue depth of each connection's QP (default 256).
 const EnvMaxSendWr = "MSCCLPP_IB_MAX_SEND_WR"
@@ -89,18 +89,15 @@ func (t *ibt) device(ibDev string) (*verbs.Context, error) {
 	return x, nil
 }
 
-func (t *ibt) Check(peer int, dev *string) error {
-	if dev == nil {
-		return status.Errorf(status.InvalidArgument, "IB transport to rank %d: ibDev is NULL (name a device such as \"mlx5_0\")", peer)
+// Declare opens the named device (once per communicator), the connection's CQ and QP and its
+// heartbeat slot; its signal slot is in the node segment (host memory the peer's NIC writes),
+// so waits work as for SHM, by polling: a NIC wakes no futex.
+func (t *ibt) Declare(d transport.Decl) (transport.Endpoint, error) {
+	if d.Dev == nil {
+		return transport.Endpoint{}, status.Errorf(status.InvalidArgument, "IB transport to rank %d: ibDev is NULL (name a device such as \"mlx5_0\")", d.Peer)
 	}
-	_, err := t.device(*dev)
-	return err
-}
-
-// Connect opens the connection's CQ and QP; its signal slot is in the node segment (host
-// memory the peer's NIC writes), so waits work as for SHM, by polling: a NIC wakes no futex.
-func (t *ibt) Connect(idx, peer, tag int, local unsafe.Pointer, dev *string) (transport.Endpoint, error) {
-	x, err := t.device(*dev)
+	idx, peer, tag, local := d.Idx, d.Peer, d.Tag, d.Local
+	x, err := t.device(*d.Dev)
 	if err != nil {
 		return transport.Endpoint{}, err
 	}
@@ -120,8 +117,8 @@ func (t *ibt) Connect(idx, peer, tag int, local unsafe.Pointer, dev *string) (tr
 		return transport.Endpoint{}, err
 	}
 	t.conns[idx] = &ibConn{dev: x, cq: cq, qp: qp, beat: slot}
-	if d, ok := deviceOf(local); ok || (local == nil && t.cu != nil) {
-		return t.connectCUDA(idx, peer, tag, local, d)
+	if dv, ok := deviceOf(local); ok || (local == nil && t.cu != nil) {
+		return t.connectCUDA(idx, peer, tag, local, dv)
 	}
 	return t.h.HostSlot(idx, peer, tag, local, t.ctx), nil
 }
@@ -152,7 +149,7 @@ func (t *ibt) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 	return blob, nil
 }
 
-func (t *ibt) Import(idx, h, _ int, blob []byte) (engine.Reg, error) {
+func (t *ibt) importReg(idx, h int, blob []byte) (engine.Reg, error) {
 	c := t.conns[idx]
 	if h == 0 && len(blob) > verbs.MRInfoSize && c.peerQP == nil { // handle 0: the verbs.QP, the heartbeat slot, the signal slot
 		if len(blob) != verbs.QPInfoSize+2*verbs.MRInfoSize {
@@ -178,8 +175,33 @@ func (t *ibt) Import(idx, h, _ int, blob []byte) (engine.Reg, error) {
 	return engine.Reg{Addr: mi.Addr, Size: mi.Size, Key: mi.Rkey}, nil
 }
 
-// Finish moves the QP to RTS against the peer's and hands the connection's keys to ibEngOps.
-func (t *ibt) Finish(idx int, conn *engine.Conn, _, _ []engine.Reg, _ [][]byte) error {
+// Finish imports the peer's registrations (handle 0 carries its QP), wires the connection and
+// connects its QP.
+func (t *ibt) Finish(s transport.Setup) (transport.Connected, error) {
+	remote, err := transport.ImportAll(s, func(h int, blob []byte) (engine.Reg, error) { return t.importReg(s.Idx, h, blob) })
+	if err != nil {
+		return transport.Connected{}, err
+	}
+	local := transport.LocalRegs(s, func(b transport.Buffer) engine.Reg {
+		if _, dev := deviceOf(b.Ptr); dev {
+			return engine.Reg{Addr: uint64(uintptr(b.Ptr)), Size: b.Size} // device memory: the NIC's alone
+		}
+		return engine.Reg{Mapped: b.Ptr, Addr: uint64(uintptr(b.Ptr)), Size: b.Size}
+	})
+	conn := t.h.Wire(s, local, remote, nil) // the peer's memory is reachable through the NIC only
+	out := transport.Connected{Eng: conn, Path: "RDMA writes on an RC QP, the signal count written after them on the same QP"}
+	return out, t.connect(s.Idx, conn)
+}
+
+// ImportRegistered: a peer's buffer of mscclppRegisterBuffer, reachable through the NIC only.
+func (t *ibt) ImportRegistered(idx, _ int, blob []byte) (engine.Reg, unsafe.Pointer, error) {
+	r, err := t.importReg(idx, transport.Registered, blob)
+	return r, nil, err
+}
+
+// connect moves the QP to RTS against the peer's, hands the connection's keys to ibEngOps and
+// adds the connection's heartbeat.
+func (t *ibt) connect(idx int, conn *engine.Conn) error {
 	c := t.conns[idx]
 	if c.peerQP == nil {
 		return status.Errorf(status.RemoteError, "the peer sent no IB QP for connection %d", idx)
@@ -205,20 +227,6 @@ func (t *ibt) Finish(idx int, conn *engine.Conn, _, _ []engine.Reg, _ [][]byte) 
 // SetUp starts the heartbeats: every peer has its QPs in RTS (setup's barrier passed).
 func (t *ibt) SetUp() { t.beats.start() }
 
-func (t *ibt) LocalReg(b transport.Buffer) engine.Reg {
-	if _, dev := deviceOf(b.Ptr); dev {
-		return engine.Reg{Addr: uint64(uintptr(b.Ptr)), Size: b.Size} // device memory: the NIC's alone
-	}
-	return engine.Reg{Mapped: b.Ptr, Addr: uint64(uintptr(b.Ptr)), Size: b.Size}
-}
-
-// AppPointer: the peer's memory is reachable through the NIC only.
-func (t *ibt) AppPointer(engine.Reg) unsafe.Pointer { return nil }
-
-func (t *ibt) PutPath([]engine.Reg) string {
-	return "RDMA writes on an RC QP, the signal count written after them on the same QP"
-}
-
 // Write RDMA-writes src (registered for the call) to offset off of the peer's registration on
 // connection idx's QP and waits until the write completed (mscclppRegisteredBufferWrite).
 func (t *ibt) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, _ uintptr) error {
@@ -239,8 +247,6 @@ func (t *ibt) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointe
 	}
 	return c.qp.Flush(t.h.Timeout)
 }
-
-func (t *ibt) Contexts() []*engine.Ctx { return append([]*engine.Ctx{t.ctx}, t.cu.Contexts()...) }
 
 // Stopped completes every write this rank posted (completed == posted on every QP).
 func (t *ibt) Stopped() error {
