@@ -13,6 +13,14 @@
 
 #include "calls.h" /* cuda/: cudaStageAsync, cudaStageWait and the streams (linked into the same library) */
 
+/* Records msg, a message built here, as connection c's failure: engConnFail takes a printf
+ * format where impl/status's error record defines engFail (a macro), a plain message before. */
+#ifdef engFail
+#define stageFail(c, code, msg) engConnFail((c), (code), "%s", (msg))
+#else
+#define stageFail(c, code, msg) engConnFail((c), (code), (msg))
+#endif
+
 /* A put from device memory: the header, then the payload chunk by chunk through the two halves of
  * the pinned staging buffer, all under the send lock: the copy of chunk k+1 (on the connection's
  * stream) runs while chunk k is sent from the other half. A half whose copy failed is sent as
@@ -53,7 +61,7 @@ int ethSendStaged(engConn* c, ethConn* s, unsigned char* hdr, uint64_t src, uint
   if (cudaFailed) {
     char what[300];
     snprintf(what, sizeof(what), "Ethernet put from device memory: %s", why);
-    return engConnFail(c, mscclppUnhandledCudaError, what);
+    return stageFail(c, mscclppUnhandledCudaError, what);
   }
   return mscclppSuccess;
 }
@@ -83,7 +91,7 @@ int ethRecvStaged(engConn* c, ethConn* s, uint64_t dst, uint64_t n)
   if (cudaFailed) {
     char what[300];
     snprintf(what, sizeof(what), "put from rank %d into device memory: %s", c->peerRank, why);
-    engConnFail(c, mscclppUnhandledCudaError, what);
+    stageFail(c, mscclppUnhandledCudaError, what);
   }
   return rc;
 }
@@ -101,7 +109,7 @@ int ethFlagStaged(engConn* c, ethConn* s, uint64_t epoch, uint64_t count)
     return mscclppSuccess;
   char what[300];
   snprintf(what, sizeof(what), "signal from rank %d into device memory: %s", c->peerRank, why);
-  return engConnFail(c, mscclppUnhandledCudaError, what);
+  return stageFail(c, mscclppUnhandledCudaError, what);
 }
 
 /* Makes a connection's two staging streams in CUDA mode (nothing otherwise). */
