@@ -31,6 +31,8 @@ type ibConn struct {
 	peerQP *QPInfo // from the peer's handle 0
 	remote []MRInfo
 	state  *ConnState
+	beat   *beatSlot // where the peer's heartbeats land
+	peerHB MRInfo    // where mine go (from the peer's handle 0)
 }
 
 // ibt is the IB transport of one communicator: devices opened on first use, one engine
@@ -42,6 +44,7 @@ type ibt struct {
 	ctx   *engine.Ctx
 	conns map[int]*ibConn
 	wr    int
+	beats beats
 }
 
 func newIBT(h *transport.Host) (transport.Transport, error) {
@@ -61,7 +64,8 @@ func newIBT(h *transport.Host) (transport.Transport, error) {
 			logx.Malformed("ignoring %s=%q: not a positive integer; the default %d is used", EnvMaxSendWr, v, wr)
 		}
 	}
-	return &ibt{h: h, lib: lib, devs: map[string]*Context{}, ctx: ctx, conns: map[int]*ibConn{}, wr: wr}, nil
+	return &ibt{h: h, lib: lib, devs: map[string]*Context{}, ctx: ctx, conns: map[int]*ibConn{}, wr: wr,
+		beats: beats{dead: h.Timeout}}, nil
 }
 
 // device opens ibDev once per communicator.
@@ -101,12 +105,18 @@ func (t *ibt) Connect(idx, peer, tag int, local unsafe.Pointer, dev *string) (tr
 		cq.Close()
 		return transport.Endpoint{}, err
 	}
-	t.conns[idx] = &ibConn{dev: x, cq: cq, qp: qp}
+	slot, err := newBeatSlot(x)
+	if err != nil {
+		qp.Close()
+		cq.Close()
+		return transport.Endpoint{}, err
+	}
+	t.conns[idx] = &ibConn{dev: x, cq: cq, qp: qp, beat: slot}
 	return t.h.HostSlot(idx, peer, tag, local, t.ctx), nil
 }
 
 // Describe registers b with the connection's device at its full size; handle 0 also carries
-// the QP's address.
+// the QP's address and the connection's heartbeat slot (QPInfo, then two MRInfos).
 func (t *ibt) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 	c := t.conns[idx]
 	mr, err := c.dev.RegisterMR(uint64(uintptr(b.Ptr)), b.Size)
@@ -126,21 +136,26 @@ func (t *ibt) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 	c.local[h] = mr
 	blob := mr.Info().Marshal()
 	if h == 0 {
-		blob = append(c.qp.Info().Marshal(), blob...)
+		blob = append(append(c.qp.Info().Marshal(), c.beat.mr.Info().Marshal()...), blob...)
 	}
 	return blob, nil
 }
 
 func (t *ibt) Import(idx, h, _ int, blob []byte) (engine.Reg, error) {
 	c := t.conns[idx]
-	mrBytes := len(MRInfo{}.Marshal())
-	if h == 0 && len(blob) > mrBytes && c.peerQP == nil {
-		qi, err := UnmarshalQPInfo(blob[:len(blob)-mrBytes])
+	if h == 0 && len(blob) > MRInfoSize && c.peerQP == nil { // handle 0: the QP, the heartbeat slot, the signal slot
+		if len(blob) != QPInfoSize+2*MRInfoSize {
+			return engine.Reg{}, status.Errorf(status.RemoteError, "the peer's IB handle 0: %d bytes, want %d", len(blob), QPInfoSize+2*MRInfoSize)
+		}
+		qi, err := UnmarshalQPInfo(blob[:QPInfoSize])
 		if err != nil {
 			return engine.Reg{}, &status.Error{Code: status.RemoteError, Msg: "the peer's IB QP: " + err.Error()}
 		}
+		if c.peerHB, err = UnmarshalMRInfo(blob[QPInfoSize : QPInfoSize+MRInfoSize]); err != nil || c.peerHB.Size < 8 {
+			return engine.Reg{}, status.Errorf(status.RemoteError, "the peer's IB heartbeat slot: %v (%d bytes)", err, c.peerHB.Size)
+		}
 		c.peerQP = &qi
-		blob = blob[len(blob)-mrBytes:]
+		blob = blob[QPInfoSize+MRInfoSize:]
 	}
 	mi, err := UnmarshalMRInfo(blob)
 	if err != nil {
@@ -167,11 +182,17 @@ func (t *ibt) Finish(idx int, conn *engine.Conn, _, _ []engine.Reg, _ [][]byte) 
 	}
 	c.state = st
 	conn.SetTransport(st.Ptr())
+	if err := t.beats.add(conn, c.qp, c.beat, c.peerHB); err != nil {
+		return err
+	}
 	if !t.h.OnMyNode(conn.PeerRank()) {
 		conn.SetPeerPid(0) // its pid means nothing here: a failed write names it
 	}
 	return nil
 }
+
+// SetUp starts the heartbeats: every peer has its QPs in RTS (setup's barrier passed).
+func (t *ibt) SetUp() { t.beats.start() }
 
 func (t *ibt) LocalReg(b transport.Buffer) engine.Reg {
 	return engine.Reg{Mapped: b.Ptr, Addr: uint64(uintptr(b.Ptr)), Size: b.Size}
@@ -220,8 +241,10 @@ func (t *ibt) Stopped() error {
 	return nil
 }
 
-// Close tears down in reverse: connection state, QPs, MRs, CQs, then the devices.
+// Close tears down in reverse: heartbeats (a goodbye to every peer), connection state, QPs,
+// MRs, CQs, then the devices.
 func (t *ibt) Close() error {
+	t.beats.close()
 	if t.ctx != nil {
 		t.ctx.Free()
 		t.ctx = nil
@@ -231,6 +254,7 @@ func (t *ibt) Close() error {
 			c.state.Free()
 		}
 		c.qp.Close()
+		c.beat.free()
 		for _, m := range append(c.local, c.extra...) {
 			if m != nil {
 				m.Close()

@@ -141,7 +141,15 @@ func (c *Comm) ConnectionSetup() error {
 	}
 	err := c.Barrier()
 	c.logSetup(len(fresh), len(c.conns), start, err)
-	return err
+	if err != nil {
+		return err
+	}
+	for _, t := range c.trOrder {
+		if s, ok := c.transports[t].(transport.SetUpper); ok {
+			s.SetUp()
+		}
+	}
+	return nil
 }
 
 func (c *Comm) finishConn(cn *Conn, raw []byte) error {

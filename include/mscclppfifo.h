@@ -90,7 +90,8 @@ extern "C" {
  * waits, backing off, while the FIFO is full. Returns the slot's sequence
  * number, or MSCCLPP_FIFO_PUSH_FAILED (and sets the process-wide last error)
  * for a NULL or foreign FIFO, a CUDA-mode connection (its FIFO counters are in
- * device memory), a bad type, or a full FIFO with no proxy running. */
+ * device memory), a connection not set up yet (mscclppConnectionSetup), a bad
+ * type, or a full FIFO with no proxy running. */
 uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint64_t dstDataOffset,
                          uint64_t srcDataOffset, uint64_t dataSize);
 /* Host-side: wait until the trigger pushed as sequence number `seq` was served.

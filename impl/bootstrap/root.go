@@ -557,3 +557,7 @@ func handshakeTimeout(timeout time.Duration) time.Duration {
 // maxHandshake is the longest a legitimate peer takes to send its hello (a
 // variable so tests can shorten it).
 var maxHandshake = 3 * time.Second
+
+// HandshakeTimeout is how long a new connection to a port of this job (the bootstrap's, or a
+// transport's data port) may take to present its hello before it is dropped.
+func HandshakeTimeout(timeout time.Duration) time.Duration { return handshakeTimeout(timeout) }

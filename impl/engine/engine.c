@@ -611,7 +611,8 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
     default:
       if (__atomic_load_n(&c->peerClosed, __ATOMIC_ACQUIRE) && __atomic_load_n(proxy, __ATOMIC_ACQUIRE) < want) {
         char msg[200];
-        snprintf(msg, sizeof(msg), "rank %d closed its connection while rank %d waited for its signal", c->peerRank,
+        snprintf(msg, sizeof(msg),
+                 "rank %d closed its connection or is unreachable while rank %d waited for its signal", c->peerRank,
                  c->comm->rank);
         engCommSetLast(c->comm, msg);
         setGlobalError(msg);

@@ -1,5 +1,15 @@
 /*
  * eth.c: the Ethernet transport's ops table and receive threads (see eth.h).
+ *
+ * Liveness: a lost link or a stopped peer must not hang anyone. Every socket
+ * gets SO_SNDTIMEO and SO_RCVTIMEO of one tick (pingNs), so no send or receive
+ * blocks longer than that; a send that makes no progress for deadNs (the
+ * bootstrap timeout) fails, and the receive thread, woken every tick, sends a
+ * PING when nothing else went out for a tick and declares the peer
+ * unreachable when nothing at all (data, signal or PING) came in for deadNs.
+ * Either way the connection is marked dead and its socket shut down, which
+ * releases every sender at once, and the communicator records
+ * mscclppRemoteError naming the peer, which ends every wait on it.
  */
 #define _GNU_SOURCE
 #include "eth.h"
@@ -11,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -27,6 +39,11 @@ typedef struct ethConn {
   char* recvStage;
   uint64_t stageBytes;
   engConn* c;
+  uint64_t deadNs;     /* no progress (send) or nothing received for this long: the peer is unreachable */
+  uint64_t pingNs;     /* the tick: a PING goes out when nothing else did for this long */
+  uint64_t lastSendNs; /* atomics: when a send last made progress, when a byte last came in */
+  uint64_t lastRecvNs;
+  volatile int dead; /* declared unreachable: the socket is shut down, every send fails at once */
 } ethConn;
 
 typedef struct ethRegs {
@@ -61,15 +78,25 @@ static ethConn* connState(engConn* c)
   return e == NULL ? NULL : e->conns[c->connId];
 }
 
-/* Sends every byte of iov (advancing it); 0, or the errno that stopped it. */
-static int sendAll(int fd, struct iovec* iov, int n)
+/* Sends every byte of iov (advancing it); 0, or the errno that stopped it: ETIMEDOUT when
+ * nothing went out for deadMs, EHOSTUNREACH once the connection is declared dead, ESHUTDOWN when
+ * the context is closing. A blocked sendmsg returns every tick (SO_SNDTIMEO) to look. */
+static int sendAll(ethConn* s, struct iovec* iov, int n)
 {
+  uint64_t progress = engNowNs();
   while (n > 0) {
-    ssize_t k = sendmsg(fd, &(struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)n}, MSG_NOSIGNAL);
+    if (__atomic_load_n(&s->dead, __ATOMIC_ACQUIRE)) return EHOSTUNREACH;
+    ssize_t k = sendmsg(s->fd, &(struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)n}, MSG_NOSIGNAL);
     if (k < 0) {
       if (errno == EINTR) continue;
-      return errno;
+      if (__atomic_load_n(&s->dead, __ATOMIC_ACQUIRE)) return EHOSTUNREACH; /* shut down by markDead */
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return errno;
+      if (s->closing || __atomic_load_n(&s->c->ctx->closing, __ATOMIC_ACQUIRE)) return ESHUTDOWN;
+      if (engNowNs() - progress >= s->deadNs) return ETIMEDOUT;
+      continue;
     }
+    progress = engNowNs();
+    __atomic_store_n(&s->lastSendNs, progress, __ATOMIC_RELAXED);
     while (n > 0 && (size_t)k >= iov->iov_len) {
       k -= (ssize_t)iov->iov_len;
       iov++, n--;
@@ -82,20 +109,57 @@ static int sendAll(int fd, struct iovec* iov, int n)
   return 0;
 }
 
-/* Reads exactly n bytes; 0, -1 on a clean end of stream before the first byte, else an errno. */
-static int recvAll(int fd, void* buf, size_t n)
+static void putHeader(unsigned char* h, uint32_t type, uint64_t a, uint64_t b, uint64_t c);
+
+/* The receive thread's tick: ETIMEDOUT when nothing came in for deadMs; else a PING when
+ * nothing went out for a tick and the socket has room (never waiting for the send lock: its
+ * holder is sending, and a stuck one fails by itself). */
+static int rxTick(ethConn* s)
+{
+  uint64_t now = engNowNs();
+  if (now - __atomic_load_n(&s->lastRecvNs, __ATOMIC_RELAXED) >= s->deadNs) return ETIMEDOUT;
+  if (now - __atomic_load_n(&s->lastSendNs, __ATOMIC_RELAXED) < s->pingNs) return 0;
+  if (pthread_mutex_trylock(&s->sendLock) != 0) return 0;
+  struct pollfd p = {.fd = s->fd, .events = POLLOUT};
+  if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT)) {
+    unsigned char hdr[ETH_HDR_BYTES];
+    putHeader(hdr, ETH_PING, 0, 0, 0);
+    struct iovec iov[1] = {{hdr, ETH_HDR_BYTES}};
+    (void)sendAll(s, iov, 1); /* a failure shows on the receive side */
+  }
+  pthread_mutex_unlock(&s->sendLock);
+  return 0;
+}
+
+/* Reads exactly n bytes; 0, -1 on a clean end of stream before the first byte, else an errno
+ * (ETIMEDOUT: nothing came in for deadMs). A blocked recv returns every tick (SO_RCVTIMEO). */
+static int recvAll(ethConn* s, void* buf, size_t n)
 {
   size_t got = 0;
   while (got < n) {
-    ssize_t k = recv(fd, (char*)buf + got, n - got, MSG_WAITALL);
+    ssize_t k = recv(s->fd, (char*)buf + got, n - got, MSG_WAITALL);
     if (k == 0) return got == 0 ? -1 : ECONNRESET;
     if (k < 0) {
       if (errno == EINTR) continue;
-      return errno;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return errno;
+      int rc = rxTick(s);
+      if (rc != 0) return rc;
+      continue;
     }
     got += (size_t)k;
+    __atomic_store_n(&s->lastRecvNs, engNowNs(), __ATOMIC_RELAXED);
+    if (got < n && rxTick(s) != 0) return ETIMEDOUT; /* a long receive still pings */
   }
   return 0;
+}
+
+/* Declares the connection dead: later sends fail at once, and a sender blocked now is
+ * released by the shutdown. */
+static void markDead(ethConn* s)
+{
+  __atomic_store_n(&s->dead, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&s->c->peerClosed, 1, __ATOMIC_RELEASE);
+  shutdown(s->fd, SHUT_RDWR);
 }
 
 static void putHeader(unsigned char* h, uint32_t type, uint64_t a, uint64_t b, uint64_t c)
@@ -110,11 +174,19 @@ static void putHeader(unsigned char* h, uint32_t type, uint64_t a, uint64_t b, u
 
 static int sendFailed(engConn* c, ethConn* s, int err)
 {
-  if (s->closing) return mscclppInvalidUsage;
+  if (s->closing || err == ESHUTDOWN) return mscclppInvalidUsage;
   char what[200];
-  snprintf(what, sizeof(what), "sending to rank %d over TCP failed: %s", c->peerRank, strerror(err));
-  __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
-  return engConnFail(c, mscclppRemoteError, what);
+  if (err == ETIMEDOUT)
+    snprintf(what, sizeof(what),
+             "rank %d is unreachable: sending to it made no progress for %llu ms (link down, or the peer stopped)",
+             c->peerRank, (unsigned long long)(s->deadNs / 1000000ull));
+  else if (err == EHOSTUNREACH)
+    snprintf(what, sizeof(what), "rank %d is unreachable: its connection was declared dead", c->peerRank);
+  else
+    snprintf(what, sizeof(what), "sending to rank %d over TCP failed: %s", c->peerRank, strerror(err));
+  int rc = engConnFail(c, mscclppRemoteError, what);
+  markDead(s);
+  return rc;
 }
 
 /* A put from device memory: the header, then the payload chunk by chunk through the pinned
@@ -128,7 +200,7 @@ static int sendStaged(engConn* c, ethConn* s, unsigned char* hdr, uint64_t src, 
   int rc = mscclppSuccess;
   pthread_mutex_lock(&s->sendLock);
   struct iovec iov[1] = {{hdr, ETH_HDR_BYTES}};
-  int err = sendAll(s->fd, iov, 1);
+  int err = sendAll(s, iov, 1);
   for (uint64_t off = 0; err == 0 && off < size; off += s->stageBytes) {
     size_t n = (size_t)(size - off < s->stageBytes ? size - off : s->stageBytes);
     char why[200];
@@ -139,7 +211,7 @@ static int sendStaged(engConn* c, ethConn* s, unsigned char* hdr, uint64_t src, 
       memset(s->sendStage, 0, n);
     }
     struct iovec d[1] = {{s->sendStage, n}};
-    err = sendAll(s->fd, d, 1);
+    err = sendAll(s, d, 1);
   }
   pthread_mutex_unlock(&s->sendLock);
   if (err != 0) return sendFailed(c, s, err);
@@ -161,7 +233,7 @@ static int ethOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff,
     if (src->mapped != NULL) {
       struct iovec iov[2] = {{hdr, ETH_HDR_BYTES}, {src->mapped + srcOff, (size_t)size}};
       pthread_mutex_lock(&s->sendLock);
-      int err = sendAll(s->fd, iov, 2);
+      int err = sendAll(s, iov, 2);
       pthread_mutex_unlock(&s->sendLock);
       if (err != 0) return sendFailed(c, s, err);
     } else {
@@ -176,7 +248,7 @@ static int ethOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff,
     uint64_t v = ++c->signalsDone;
     putHeader(hdr, ETH_FLAG, v, 0, 0);
     struct iovec iov[1] = {{hdr, ETH_HDR_BYTES}};
-    int err = sendAll(s->fd, iov, 1);
+    int err = sendAll(s, iov, 1);
     pthread_mutex_unlock(&s->sendLock);
     if (err != 0) return sendFailed(c, s, err);
   }
@@ -185,12 +257,12 @@ static int ethOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff,
 }
 
 /* Drops n bytes of a rejected message so the stream stays in step. */
-static int skip(int fd, uint64_t n)
+static int skip(ethConn* s, uint64_t n)
 {
   char buf[4096];
   while (n > 0) {
     size_t k = n < sizeof(buf) ? (size_t)n : sizeof(buf);
-    int rc = recvAll(fd, buf, k);
+    int rc = recvAll(s, buf, k);
     if (rc != 0) return rc;
     n -= k;
   }
@@ -210,13 +282,13 @@ static const engReg* regAt(engConn* c, uint64_t idx)
 static int recvReg(engConn* c, ethConn* s, uint64_t idx, uint64_t off, uint64_t n)
 {
   const engReg* r = regAt(c, idx);
-  if (r != NULL && off <= r->size && n <= r->size - off) return recvAll(s->fd, r->mapped + off, (size_t)n);
+  if (r != NULL && off <= r->size && n <= r->size - off) return recvAll(s, r->mapped + off, (size_t)n);
   char what[300];
   snprintf(what, sizeof(what), "rank %d wrote %llu bytes at offset %llu of registered buffer %llu: %s; dropped",
            c->peerRank, (unsigned long long)n, (unsigned long long)off, (unsigned long long)idx,
            r == NULL ? "no such registration" : "bytes past its end");
   engConnFail(c, mscclppRemoteError, what);
-  return skip(s->fd, n);
+  return skip(s, n);
 }
 
 int ethAddReg(struct ethCtx* e, int connId, void* ptr, uint64_t size)
@@ -245,9 +317,40 @@ int ethWriteReg(engConn* c, uint64_t idx, uint64_t off, const void* src, uint64_
   putHeader(hdr, ETH_REG, idx, off, size);
   struct iovec iov[2] = {{hdr, ETH_HDR_BYTES}, {(void*)src, (size_t)size}};
   pthread_mutex_lock(&s->sendLock);
-  int err = sendAll(s->fd, iov, 2);
+  int err = sendAll(s, iov, 2);
   pthread_mutex_unlock(&s->sendLock);
   return err != 0 ? sendFailed(c, s, err) : mscclppSuccess;
+}
+
+/* Records why the receive thread stops (recvAll's rc; inPut: the size of the put it was in, or
+ * 0): a goodbye and an end of stream is a destroyed communicator, anything else a remote error. */
+static void rxFailed(ethConn* s, int rc, uint64_t inPut)
+{
+  engConn* c = s->c;
+  char what[300];
+  if (rc == ETIMEDOUT) {
+    snprintf(what, sizeof(what),
+             "rank %d is unreachable: nothing came from it for %llu ms (link down, or the peer stopped)",
+             c->peerRank, (unsigned long long)(s->deadNs / 1000000ull));
+    engConnFail(c, mscclppRemoteError, what);
+    markDead(s);
+    return;
+  }
+  __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
+  if (inPut == 0 && rc == -1 && s->peerBye) {
+    snprintf(what, sizeof(what), "rank %d destroyed its communicator", c->peerRank);
+    engCommSetLast(c->comm, what);
+    return;
+  }
+  if (inPut != 0)
+    snprintf(what, sizeof(what), "rank %d's TCP connection ended inside a %llu-byte put", c->peerRank,
+             (unsigned long long)inPut);
+  else if (rc == -1)
+    snprintf(what, sizeof(what), "rank %d's TCP connection ended without a goodbye: it exited or crashed",
+             c->peerRank);
+  else
+    snprintf(what, sizeof(what), "receiving from rank %d over TCP failed: %s", c->peerRank, strerror(rc));
+  engConnFail(c, mscclppRemoteError, what);
 }
 
 /* The receive thread: data straight into the registered buffers, counts into my epoch. */
@@ -260,22 +363,9 @@ static void* rxMain(void* arg)
   unsigned char hdr[ETH_HDR_BYTES];
   char what[300];
   for (;;) {
-    int rc = recvAll(s->fd, hdr, sizeof(hdr));
+    int rc = recvAll(s, hdr, sizeof(hdr));
     if (rc != 0) {
-      if (!s->closing) {
-        __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
-        if (rc == -1 && s->peerBye) {
-          snprintf(what, sizeof(what), "rank %d destroyed its communicator", c->peerRank);
-          engCommSetLast(c->comm, what);
-        } else {
-          if (rc == -1)
-            snprintf(what, sizeof(what), "rank %d's TCP connection ended without a goodbye: it exited or crashed",
-                     c->peerRank);
-          else
-            snprintf(what, sizeof(what), "receiving from rank %d over TCP failed: %s", c->peerRank, strerror(rc));
-          engConnFail(c, mscclppRemoteError, what);
-        }
-      }
+      if (!s->closing && !s->dead) rxFailed(s, rc, 0);
       return NULL;
     }
     uint32_t magic, type;
@@ -285,7 +375,7 @@ static void* rxMain(void* arg)
     memcpy(&a, hdr + 8, 8);
     memcpy(&b, hdr + 16, 8);
     memcpy(&n, hdr + 24, 8);
-    if (magic != ETH_MAGIC || type < ETH_DATA || type > ETH_REG) {
+    if (magic != ETH_MAGIC || type < ETH_DATA || type > ETH_PING) {
       snprintf(what, sizeof(what), "rank %d sent a malformed message (magic %#x, type %u): connection dropped",
                c->peerRank, magic, type);
       __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
@@ -301,6 +391,7 @@ static void* rxMain(void* arg)
       s->peerBye = 1;
       continue;
     }
+    if (type == ETH_PING) continue; /* its arrival was the point */
     if (type == ETH_FLAG && cuda != NULL) {
       /* the epoch is device memory: one in-order receive thread, so the counts only grow */
       char why[200];
@@ -323,12 +414,7 @@ static void* rxMain(void* arg)
     if (type == ETH_REG) {
       rc = recvReg(c, s, a, b, n);
       if (rc == 0) continue;
-      if (!s->closing) {
-        snprintf(what, sizeof(what), "rank %d's TCP connection ended inside a %llu-byte registered write", c->peerRank,
-                 (unsigned long long)n);
-        __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
-        engConnFail(c, mscclppRemoteError, what);
-      }
+      if (!s->closing && !s->dead) rxFailed(s, rc, n);
       return NULL;
     }
     /* DATA: a is my handle, b the offset, n the size; checked against my registrations */
@@ -343,14 +429,14 @@ static void* rxMain(void* arg)
       snprintf(what, sizeof(what), "rank %d put %llu bytes at offset %llu of handle %llu: %s; dropped", c->peerRank,
                (unsigned long long)n, (unsigned long long)b, (unsigned long long)a, bad);
       engConnFail(c, mscclppRemoteError, what);
-      rc = skip(s->fd, n);
+      rc = skip(s, n);
     } else if (c->local[a].mapped != NULL) {
-      rc = recvAll(s->fd, c->local[a].mapped + b, (size_t)n);
+      rc = recvAll(s, c->local[a].mapped + b, (size_t)n);
     } else {
       /* device memory: chunk by chunk through the pinned staging buffer */
       for (uint64_t off = 0; rc == 0 && off < n; off += s->stageBytes) {
         size_t k = (size_t)(n - off < s->stageBytes ? n - off : s->stageBytes);
-        rc = recvAll(s->fd, s->recvStage, k);
+        rc = recvAll(s, s->recvStage, k);
         char why[200];
         if (rc == 0 &&
             cudaStageToDevice(cuda, c->local[a].addr + b + off, s->recvStage, k, why, sizeof(why)) != mscclppSuccess) {
@@ -359,17 +445,25 @@ static void* rxMain(void* arg)
         }
       }
     }
-    if (rc != 0 && !s->closing) {
-      snprintf(what, sizeof(what), "rank %d's TCP connection ended inside a %llu-byte put", c->peerRank,
-               (unsigned long long)n);
-      __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
-      engConnFail(c, mscclppRemoteError, what);
+    if (rc != 0 && !s->closing && !s->dead) {
+      rxFailed(s, rc, n);
       return NULL;
     }
   }
 }
 
-int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t stageBytes)
+/* The tick of a connection whose peer is declared unreachable after deadMs: an eighth of it
+ * (pings at most every quarter), at least 10 ms, at most 500 ms (so a loss is reported within
+ * deadMs + 0.5 s). */
+static uint64_t tickNs(uint64_t deadNs)
+{
+  uint64_t t = deadNs / 8;
+  if (t < 10000000ull) t = 10000000ull;
+  if (t > 500000000ull) t = 500000000ull;
+  return t;
+}
+
+int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t stageBytes, int64_t deadMs)
 {
   struct ethCtx* e = c == NULL || c->ctx == NULL ? NULL : ctxState(c);
   if (e == NULL || c->connId < 0 || c->connId >= ENG_MAX_CONNS || e->conns[c->connId] != NULL)
@@ -382,6 +476,16 @@ int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t 
   s->sendStage = (char*)sendStage;
   s->recvStage = (char*)recvStage;
   s->stageBytes = stageBytes;
+  s->deadNs = (uint64_t)(deadMs > 0 ? deadMs : 1) * 1000000ull;
+  s->pingNs = tickNs(s->deadNs);
+  s->lastSendNs = s->lastRecvNs = engNowNs();
+  struct timeval tv = {.tv_sec = (time_t)(s->pingNs / 1000000000ull),
+                       .tv_usec = (suseconds_t)(s->pingNs % 1000000000ull / 1000)};
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0 ||
+      setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) {
+    free(s);
+    return mscclppSystemError;
+  }
   pthread_mutex_init(&s->sendLock, NULL);
   if (pthread_create(&s->rx, NULL, rxMain, s) != 0) {
     pthread_mutex_destroy(&s->sendLock);
@@ -393,6 +497,20 @@ int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t 
   return mscclppSuccess;
 }
 
+/* Whether a connection of e was declared unreachable (err says which). */
+static int anyDead(struct ethCtx* e, char* err, int errLen)
+{
+  for (int i = 0; i < ENG_MAX_CONNS; i++) {
+    ethConn* s = e->conns[i];
+    if (s != NULL && __atomic_load_n(&s->dead, __ATOMIC_ACQUIRE)) {
+      snprintf(err, (size_t)errLen, "rank %d is unreachable: no fence from it or the other peers is awaited",
+               s->c->peerRank);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 int ethFence(struct ethCtx* e, uint64_t seq, int64_t timeoutMs, char* err, int errLen)
 {
   unsigned char hdr[ETH_HDR_BYTES];
@@ -402,7 +520,7 @@ int ethFence(struct ethCtx* e, uint64_t seq, int64_t timeoutMs, char* err, int e
     if (s == NULL) continue;
     struct iovec iov[1] = {{hdr, ETH_HDR_BYTES}};
     pthread_mutex_lock(&s->sendLock);
-    int rc = sendAll(s->fd, iov, 1);
+    int rc = sendAll(s, iov, 1);
     pthread_mutex_unlock(&s->sendLock);
     if (rc != 0) {
       snprintf(err, (size_t)errLen, "fence to rank %d: %s", s->c->peerRank, strerror(rc));
@@ -417,10 +535,14 @@ int ethFence(struct ethCtx* e, uint64_t seq, int64_t timeoutMs, char* err, int e
     if (s == NULL) continue;
     while (__atomic_load_n(&s->fenceSeen, __ATOMIC_ACQUIRE) < seq) {
       if (__atomic_load_n(&s->c->peerClosed, __ATOMIC_ACQUIRE)) {
-        snprintf(err, (size_t)errLen, "rank %d closed its connection before its fence", s->c->peerRank);
+        snprintf(err, (size_t)errLen, "rank %d %s before its fence", s->c->peerRank,
+                 s->dead ? "became unreachable" : "closed its connection");
         return mscclppRemoteError;
       }
-      if (engWaitStep(&w, &cfg) == ENG_WAIT_TIMEOUT) {
+      /* a peer declared unreachable will send no fence: none of this context's will matter */
+      int st = engWaitStep(&w, &cfg);
+      if ((st == ENG_WAIT_SLOW || st == ENG_WAIT_TIMEOUT) && anyDead(e, err, errLen)) return mscclppRemoteError;
+      if (st == ENG_WAIT_TIMEOUT) {
         snprintf(err, (size_t)errLen, "rank %d sent no fence within %lld ms", s->c->peerRank, (long long)timeoutMs);
         return mscclppRemoteError;
       }

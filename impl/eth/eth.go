@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mscclpp-go/mscclpp/cuda"
+	"github.com/mscclpp-go/mscclpp/impl/bootstrap"
 	"github.com/mscclpp-go/mscclpp/impl/cudaproxy"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
@@ -78,7 +79,8 @@ type eth struct {
 	cond    *sync.Cond               // signalled when arrived grows or the listener fails
 	wg      sync.WaitGroup
 	closed  bool
-	fences  uint64 // fences sent (one per mscclppProxyStop)
+	fences  uint64  // fences sent (one per mscclppProxyStop)
+	drops   dropLog // the WARN lines about strangers, rate-limited
 
 	// CUDA mode: connections whose buffer is device memory go through a CUDA-mode proxy
 	// (counters and FIFO head in device memory) and pinned staging buffers
@@ -114,6 +116,7 @@ func newEth(h *transport.Host) (transport.Transport, error) {
 	e := &eth{h: h, state: st, ctx: ctx, ln: ln, addr: netip.AddrPortFrom(ip, uint16(ln.Addr().(*net.TCPAddr).Port)),
 		timeout: h.Timeout, tokens: map[[tokenBytes]byte]int{}, arrived: map[int]*net.TCPConn{},
 		cudaConn: map[int]bool{}, engConns: map[int]*engine.Conn{}}
+	e.drops.rank = h.Rank
 	e.cond = sync.NewCond(&e.mu)
 	e.wg.Add(1)
 	go e.acceptLoop()
@@ -140,9 +143,11 @@ func (e *eth) acceptLoop() {
 func (e *eth) admit(c *net.TCPConn) {
 	defer e.wg.Done()
 	var hello [helloBytes]byte
-	c.SetReadDeadline(time.Now().Add(e.timeout))
+	// a peer dials right after the bootstrap told it where: the short deadline of the bootstrap's
+	// own handshakes, not the whole timeout, so that a silent stranger holds nothing for long
+	c.SetReadDeadline(time.Now().Add(bootstrap.HandshakeTimeout(e.timeout)))
 	if _, err := io.ReadFull(c, hello[:]); err != nil || string(hello[:4]) != "MSEH" {
-		logx.Warnf("rank %d: Ethernet transport: dropped a connection from %s that sent no valid hello", e.h.Rank, c.RemoteAddr())
+		e.drops.dropped(fmt.Sprintf("from %s that sent no valid hello", c.RemoteAddr()))
 		c.Close()
 		return
 	}
@@ -152,7 +157,7 @@ func (e *eth) admit(c *net.TCPConn) {
 	defer e.mu.Unlock()
 	idx, ok := e.tokens[tok]
 	if !ok || e.closed {
-		logx.Warnf("rank %d: Ethernet transport: dropped a connection from %s with an unknown token", e.h.Rank, c.RemoteAddr())
+		e.drops.dropped(fmt.Sprintf("from %s with an unknown token", c.RemoteAddr()))
 		c.Close()
 		return
 	}
@@ -307,7 +312,7 @@ func (e *eth) Finish(idx int, conn *engine.Conn, _, _ []engine.Reg, remoteBlobs 
 	} else {
 		conn.SetSleepers(e.h.Node.Sleepers(e.h.LocalIdx, idx), nil)
 	}
-	if rc := C.ethConnStart((*C.engConn)(conn.Ptr()), C.int(fd), send, recv, C.uint64_t(StageBytes)); rc != C.mscclppSuccess {
+	if rc := C.ethConnStart((*C.engConn)(conn.Ptr()), C.int(fd), send, recv, C.uint64_t(StageBytes), C.int64_t(e.timeout.Milliseconds())); rc != C.mscclppSuccess {
 		unix.Close(fd)
 		return status.Errorf(status.Code(rc), "Ethernet transport: cannot start the receive thread of connection %d", idx)
 	}
@@ -434,6 +439,7 @@ func (e *eth) Close() error {
 	e.mu.Unlock()
 	e.ln.Close()
 	e.wg.Wait()
+	e.drops.close()
 	if e.ctx != nil {
 		e.ctx.Free()
 		e.ctx = nil

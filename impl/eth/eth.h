@@ -11,7 +11,8 @@
  *   [8:16] DATA: destination handle   FLAG: the count of signals sent
  *   [16:24] DATA: destination offset  [24:32] DATA: size; the payload follows.
  * FENCE marks the end of what a rank sent before its proxies stopped; BYE
- * that a close is on purpose (an end of stream without it means the peer died).
+ * that a close is on purpose (an end of stream without it means the peer died);
+ * PING that the sender is alive (sent when a tick passed with nothing else).
  * A signal sends the count of signals completed on the connection, after the
  * data of every counted signal (the stream is ordered), so it never announces
  * data still in flight. flush() needs no round trip: a put returns once the
@@ -28,6 +29,7 @@
 #define ETH_FENCE 3u /* [8:16] fence number: everything sent before it has been received */
 #define ETH_BYE 4u   /* the sender is closing the connection on purpose */
 #define ETH_REG 5u   /* [8:16] the receiver's mscclppRegisterBuffer index, [16:24] offset, [24:32] size; payload */
+#define ETH_PING 6u  /* nothing else went out for a tick: the sender and the link are alive */
 #define ETH_HDR_BYTES 32
 
 struct ethCtx;
@@ -40,8 +42,10 @@ struct cudaP2PState; /* cuda/calls.h: a CUDA-mode proxy's context and streams */
 struct ethCtx* ethCtxNew(struct cudaP2PState* cuda);
 /* Hands the connected socket fd of connection c (of the context c->ctx) to the transport and
  * starts its receive thread; in CUDA mode sendStage and recvStage are pinned buffers of
- * stageBytes each (the caller frees them after the context is closed). */
-int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t stageBytes);
+ * stageBytes each (the caller frees them after the context is closed). A peer from which nothing
+ * came for deadMs, or to which a send made no progress for deadMs, is declared unreachable
+ * (mscclppRemoteError naming it); the receive thread sends a PING when the link is otherwise idle. */
+int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t stageBytes, int64_t deadMs);
 
 /* Sends fence number seq on every connection of e, then waits until every peer's fence seq
  * arrived (so all their earlier data has landed here), a peer is gone, or timeoutMs passes.

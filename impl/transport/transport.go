@@ -103,6 +103,12 @@ type Transport interface {
 	Close() error
 }
 
+// SetUpper is implemented by transports that act once mscclppConnectionSetup's closing barrier
+// passed, when every peer has set up its side of every connection (e.g. start heartbeats).
+type SetUpper interface {
+	SetUp()
+}
+
 // Moder is implemented by transports that change the communicator's mode (CUDA mode).
 type Moder interface {
 	// Mode is the communicator's mode as this transport sees it, or "" for no opinion.

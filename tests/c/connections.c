@@ -157,6 +157,17 @@ static int part_a(mscclppComm_t comm)
   EXPECT_RES_COMM(comm, mscclppRegisterBufferForConnection(comm, -1, extra[(rank + 1) % nranks][0], 256, &h),
                   mscclppInvalidArgument);
   check_list(comm, ex, n, "before ConnectionSetup");
+  {
+    /* a trigger pushed before setup would be served by the first proxy after it: refused */
+    mscclppDevConn_t* early = NULL;
+    n_conns(comm, &early);
+    uint64_t seq = mscclppFifoPush(&early[0].fifo, mscclppFlag, 0, 0, 1);
+    const char* why = mscclppGetLastError(NULL);
+    CHECK(seq == MSCCLPP_FIFO_PUSH_FAILED && why != NULL && strstr(why, "mscclppConnectionSetup") != NULL,
+          "mscclppFifoPush before ConnectionSetup returned %llu (last error \"%s\"), expected a refusal naming "
+          "mscclppConnectionSetup",
+          (unsigned long long)seq, why ? why : "(NULL)");
+  }
 
   double t0 = test_now();
   MCHECK_COMM(comm, mscclppConnectionSetup(comm));

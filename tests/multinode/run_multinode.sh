@@ -13,6 +13,14 @@
 #   mn-perf-1node                        perf inside one simulated node
 #   mn-perf-2nodes, mn-perf-4nodes       `make run MULTINODE=2` and 4: perf
 #       across nodes over the Ethernet transport, every byte checked
+#   mn-eth-linkdown-2x2, mn-eth-sigstop-2x2   linkfault.cc: a link set down / a peer
+#       SIGSTOPped mid-transfer: RemoteError naming the peer on every rank within the
+#       bootstrap timeout + 1 s, mscclppCommDestroy within 1 s (host and proxy path,
+#       bounded and unbounded waits)
+#   mn-ib-sigstop-2x2                    the same for an IB peer (the IB double) that stops
+#       answering: its heartbeats stop
+#   mn-eth-sigcont-2x2, mn-eth-flap-2x1   a SIGCONT / link up within the timeout: every
+#       round completes, every byte checked
 #   mn-timeout-cleanup, mn-term-cleanup, mn-kill-cleanup   a rank that hangs
 #       past the timeout; cluster.sh stopped by SIGTERM, and by SIGKILL:
 #       everything must still go away
@@ -56,7 +64,7 @@ unset MSCCLPP_DEBUG MSCCLPP_DEBUG_SUBSYS MSCCLPP_DEBUG_FILE MSCCLPP_COMM_ID MSCC
 
 out=$build/tests/multinode
 mkdir -p "$out" || exit 1
-(cd "$out" && rm -rf launch bootstrap nodeshm perf allgather fifo kill stop ./*.log ./*.state ./*.out)
+(cd "$out" && rm -rf launch bootstrap nodeshm perf allgather fifo kill stop linkfault ./*.log ./*.state ./*.out)
 
 passed=0 failed=0 skipped=0
 verbose=${MN_VERBOSE:-0}
@@ -102,12 +110,14 @@ wait
 compile fifo "$root/tests/c/shm/fifo.cc" &
 compile kill "$root/tests/c/shm/kill.cc" &
 wait
-compile stop "$root/tests/c/shm/stop.cc"
+compile stop "$root/tests/c/shm/stop.cc" &
+compile linkfault "$here/linkfault.cc" &
+wait
 # the libibverbs test double (tests/ib/double): RC QPs between processes, here across nodes
 if bash "$root/tests/ib/double/build.sh" "$out/ibdouble" >"$out/build-ibdouble.log" 2>&1; then
   : >"$out/built-ibdouble"
 fi
-for b in launch bootstrap nodeshm perf allgather fifo kill stop ibdouble; do
+for b in launch bootstrap nodeshm perf allgather fifo kill stop linkfault ibdouble; do
   if [ -e "$out/built-$b" ]; then
     built[$b]=1
   else
@@ -256,6 +266,16 @@ ranks_case mn-eth-fifo-wrap-2x1 60 fifo -k 2 -n 2 "${eth[@]}" -- "$out/fifo" wra
 ranks_case mn-eth-fifo-flagorder-2x1 60 fifo -k 2 -n 2 "${eth[@]}" -- "$out/fifo" flagorder
 ranks_case mn-eth-stop-4x1 60 stop -k 4 -n 4 "${eth[@]}" -- "$out/stop"
 ranks_case mn-eth-kill-2x2 60 kill -k 2 -n 4 --expect-fail 3 "${eth[@]}" -- "$out/kill" 3 timeout
+# a lost link and a stopped peer (linkfault.cc; bootstrap timeout 2 s): every rank fails with
+# mscclppRemoteError naming an unreachable rank within 3 s of the fault and destroys within 1 s,
+# over the four combinations of puts on the calling thread or the proxy and bounded or
+# unbounded waits, 16 MiB puts and 4 KiB ones (where only the receive side can notice);
+# a SIGCONT or link up within the timeout loses nothing
+lf=(--host 0,3 --bounded 0,2 --small 2,3)
+ranks_case mn-eth-linkdown-2x2 40 linkfault -k 2 -n 4 -- "$out/linkfault" link "${lf[@]}"
+ranks_case mn-eth-sigstop-2x2 40 linkfault -k 2 -n 4 --expect-fail 3 -- "$out/linkfault" stop "${lf[@]}"
+ranks_case mn-eth-sigcont-2x2 40 linkfault -k 2 -n 4 -- "$out/linkfault" stopcont --timeout 4 --pause 1000 "${lf[@]}"
+ranks_case mn-eth-flap-2x1 40 linkfault -k 2 -n 2 -- "$out/linkfault" flap --timeout 8 --pause 1500 --host 0 --bounded 1
 
 # ---- the same over the IB transport, against the libibverbs test double ----
 ibenv=(-e MSCCLPP_TEST_TRANSPORT=ib -e MSCCLPP_TEST_IB_DEV=double_0 -e "MSCCLPP_IBV_SO=$out/ibdouble/libibverbs.so.1"
@@ -268,6 +288,9 @@ if [ "${built[ibdouble]:-0}" = 1 ]; then
   ranks_case mn-ib-allgather-4x1 60 allgather -k 4 -n 4 "${ibenv[@]}" -- "$out/allgather" --malloc --iters 100 --chunk 1000 --big-iters 2 --big-chunk $((2 << 20))
   ranks_case mn-ib-fifo-wrap-2x1 60 fifo -k 2 -n 2 "${ibenv[@]}" -- "$out/fifo" wrap
   ranks_case mn-ib-stop-4x1 60 stop -k 4 -n 4 "${ibenv[@]}" -- "$out/stop"
+  # an IB peer that stops answering (SIGSTOP: the double, like a NIC, still takes writes into
+  # it, but its heartbeats stop): the same bound as over Ethernet
+  ranks_case mn-ib-sigstop-2x2 40 linkfault -k 2 -n 4 --expect-fail 3 "${ibenv[@]}" -- "$out/linkfault" stop "${lf[@]}"
 fi
 
 # ---- cleanup after a timeout, SIGTERM and SIGKILL ----
