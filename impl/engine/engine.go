@@ -4,7 +4,7 @@
 package engine
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../include -O2 -Wall
+#cgo CFLAGS: -I${SRCDIR}/../../include -I${SRCDIR}/../status -O2 -Wall
 #include <stdlib.h>
 #include <string.h>
 #include "engine.h"
@@ -65,28 +65,28 @@ func (c *Comm) Free() { C.engCommFree(c.p); c.p = nil }
 // Err returns the first asynchronous error recorded on c, or nil.
 func (c *Comm) Err() error {
 	var buf [512]C.char
-	code := C.engCommError(c.p, &buf[0], C.int(len(buf)))
+	code := C.errAsync(&c.p.err, &buf[0], C.int(len(buf)))
 	if code == 0 {
 		return nil
 	}
-	return &status.Error{Code: status.Code(code), Msg: C.GoString(&buf[0])}
+	return status.Errorf(status.Code(code), "%s", C.GoString(&buf[0]))
 }
 
-// SetLast makes msg the communicator's last-error text.
+// SetLast makes msg the communicator's last-error text, and the process's.
 func (c *Comm) SetLast(msg string) {
 	cmsg := C.CString(msg)
 	defer C.free(unsafe.Pointer(cmsg))
-	C.engCommSetLast(c.p, cmsg)
+	C.errSet(&c.p.err, 0, cmsg)
 }
 
 // LastPtr is the address of the communicator's last-error text (valid until Free).
-func (c *Comm) LastPtr() unsafe.Pointer { return unsafe.Pointer(&c.p.lastMsg[0]) }
+func (c *Comm) LastPtr() unsafe.Pointer { return unsafe.Pointer(C.errLast(&c.p.err)) }
 
 // SetErr records err on c unless an error is already recorded.
 func (c *Comm) SetErr(err error) {
 	msg := C.CString(err.Error())
 	defer C.free(unsafe.Pointer(msg))
-	C.engCommSetError(c.p, C.int(status.CodeOf(err)), msg)
+	C.errSetAsync(&c.p.err, C.int(status.CodeOf(err)), msg)
 }
 
 // DevConns is the C array of mscclppDevConn_t handed to applications.
@@ -395,7 +395,7 @@ func (r RegRecord) Write(comm *Comm, off uint64, src unsafe.Pointer, size uint64
 	var buf [400]C.char
 	rc := C.engWrite(comm.p, r.p, C.uint64_t(off), src, C.uint64_t(size), &buf[0], C.int(len(buf)))
 	if rc != C.mscclppSuccess {
-		return &status.Error{Code: status.Code(rc), Msg: C.GoString(&buf[0])}
+		return status.Errorf(status.Code(rc), "%s", C.GoString(&buf[0]))
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ static void publish(engCtx* ctx, uint64_t tail)
 {
   __atomic_store_n(&ctx->tail, tail, __ATOMIC_RELEASE);
   int rc = ctx->ops->publishTail(ctx, tail);
-  if (rc != mscclppSuccess) engCommSetError(ctx->comm, rc, "proxy: publishing the FIFO tail failed");
+  if (rc != mscclppSuccess) engFail(ctx->comm, rc, "proxy: publishing the FIFO tail failed");
 }
 
 /* Whether every pushed trigger was served: known only where the head is host memory. */
@@ -51,7 +51,7 @@ static void* proxyMain(void* arg)
 {
   engCtx* ctx = (engCtx*)arg;
   int rc = ctx->ops->threadInit(ctx);
-  if (rc != mscclppSuccess) engCommSetError(ctx->comm, rc, "proxy: thread initialisation failed");
+  if (rc != mscclppSuccess) engFail(ctx->comm, rc, "proxy: thread initialisation failed");
   uint64_t tail = __atomic_load_n(&ctx->tail, __ATOMIC_RELAXED);
   engBackoff b = {0, 0};
   uint64_t typelessSince = 0; /* when the slot at tail was first seen with word 0 but no type */
@@ -74,10 +74,8 @@ static void* proxyMain(void* arg)
         idle(ctx, &b);
         continue;
       }
-      char msg[160];
-      snprintf(msg, sizeof(msg), "proxy: trigger %llu has no type (pushed with type 0?); dropped",
-               (unsigned long long)tail);
-      engCommSetError(ctx->comm, mscclppInvalidUsage, msg);
+      engFail(ctx->comm, mscclppInvalidUsage, "proxy: trigger %llu has no type (pushed with type 0?); dropped",
+              (unsigned long long)tail);
     }
     typelessSince = 0;
     b.n = 0;
@@ -89,9 +87,7 @@ static void* proxyMain(void* arg)
     if (type == 0) {
       /* reported above */
     } else if (c == NULL) {
-      char msg[128];
-      snprintf(msg, sizeof(msg), "proxy: trigger for unknown connection %llu", (unsigned long long)connId);
-      engCommSetError(ctx->comm, mscclppInvalidUsage, msg);
+      engFail(ctx->comm, mscclppInvalidUsage, "proxy: trigger for unknown connection %llu", (unsigned long long)connId);
     } else {
       /* a Flag or Sync trigger carries size 1 only to mark the slot: it moves no data;
        * a failure is recorded on the communicator by the transport */
