@@ -72,8 +72,8 @@ func NewUniqueID() (bootstrap.ID, error) {
 }
 
 func checkRanks(nranks, rank int) error {
-	if nranks <= 0 || nranks > 1024 {
-		return status.Errorf(status.InvalidArgument, "nranks %d out of range 1..1024", nranks)
+	if nranks <= 0 || nranks > bootstrap.MaxRanks {
+		return status.Errorf(status.InvalidArgument, "nranks %d out of range 1..%d", nranks, bootstrap.MaxRanks)
 	}
 	if rank < 0 || rank >= nranks {
 		return status.Errorf(status.InvalidArgument, "rank %d out of range 0..%d", rank, nranks-1)

@@ -52,8 +52,8 @@ const inlineMax = 16 << 10
 // Options configures NewID, Init and InitAddr.
 type Options struct {
 	// Timeout bounds every wait (connect, root answer, allgather, barrier,
-	// recv); 0 means MSCCLPP_BOOTSTRAP_TIMEOUT seconds if that is set, else
-	// DefaultTimeout.
+	// recv); 0 means DefaultTimeout. The library resolves it (the setter,
+	// MSCCLPP_BOOTSTRAP_TIMEOUT, the default) in one place: impl's BootstrapTimeout.
 	Timeout time.Duration
 	// HostID is this rank's host identity, reported to all ranks by HostIDs.
 	HostID string
@@ -70,9 +70,6 @@ func (o *Options) timeout() (time.Duration, error) {
 	case o.Timeout < 0:
 		return 0, status.Errorf(status.InvalidArgument, "bootstrap: negative timeout %v", o.Timeout)
 	case o.Timeout == 0:
-		if d, ok := envTimeout(o.logger()); ok {
-			return d, nil
-		}
 		return DefaultTimeout, nil
 	}
 	return o.Timeout, nil

@@ -34,8 +34,11 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
-// MaxConns is the most connections a communicator can hold (the trigger's 10-bit connId).
+// MaxConns is the most connections a communicator can hold (every connId a trigger can carry).
 const MaxConns = C.ENG_MAX_CONNS
+
+// EpochBytes is sizeof(mscclppDevConnSignalEpochId): a connection's signal epochs (its handle 0).
+const EpochBytes = C.sizeof_struct_mscclppDevConnSignalEpochId
 
 // DevConnSize is sizeof(mscclppDevConn_t).
 const DevConnSize = C.sizeof_struct_mscclppDevConn

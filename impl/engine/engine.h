@@ -22,7 +22,8 @@
 #include "errs.h" /* impl/status: the one home of error text */
 #include "mscclpp.h"
 
-#define ENG_MAX_CONNS 1024
+/* Connections per context: every connId a trigger can carry (include/mscclppfifo.h). */
+#define ENG_MAX_CONNS (1 << MSCCLPP_BITS_CONNID)
 #define ENG_CTX_MAGIC 0x4d5343434c505043ull /* "MSCCLPPC" */
 #define ENG_REG_MAGIC 0x4d5343434c505052ull /* "MSCCLPPR" */
 

@@ -29,11 +29,6 @@ static void idle(engCtx* ctx, engBackoff* b)
     engBackoffStep(b, &ctx->comm->proxyCfg);
 }
 
-static uint64_t typeOf(uint64_t v1)
-{
-  return (v1 >> (MSCCLPP_BITS_OFFSET + MSCCLPP_BITS_CONNID)) & ((1ull << MSCCLPP_BITS_TYPE) - 1);
-}
-
 static void publish(engCtx* ctx, uint64_t tail)
 {
   __atomic_store_n(&ctx->tail, tail, __ATOMIC_RELEASE);
@@ -65,7 +60,7 @@ static void* proxyMain(void* arg)
       continue;
     }
     uint64_t v1 = __atomic_load_n(&slot->value[1], __ATOMIC_ACQUIRE);
-    uint64_t type = typeOf(v1);
+    uint64_t type = MSCCLPP_TRIGGER_TYPE(v1);
     if (type == 0) {
       /* word 1 is not visible yet: wait for it, but not forever */
       uint64_t now = engNowNs();
@@ -80,9 +75,9 @@ static void* proxyMain(void* arg)
     typelessSince = 0;
     b.n = 0;
     b.sleepUs = 0;
-    uint64_t size = v0 & 0xffffffffull, srcOff = v0 >> 32;
-    uint64_t dstOff = v1 & 0xffffffffull;
-    uint64_t connId = (v1 >> MSCCLPP_BITS_OFFSET) & ((1ull << MSCCLPP_BITS_CONNID) - 1);
+    uint64_t size = MSCCLPP_TRIGGER_SIZE(v0), srcOff = MSCCLPP_TRIGGER_SRC_OFFSET(v0);
+    uint64_t dstOff = MSCCLPP_TRIGGER_DST_OFFSET(v1);
+    uint64_t connId = MSCCLPP_TRIGGER_CONNID(v1);
     engConn* c = ctx->conns[connId];
     if (type == 0) {
       /* reported above */
