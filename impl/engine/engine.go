@@ -29,6 +29,7 @@ static void* engDevPtr(uint64_t a) { return (void*)(uintptr_t)a; }
 import "C"
 
 import (
+	"time"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
@@ -213,6 +214,25 @@ func ConnWait(dev unsafe.Pointer, timeoutMs int64) status.Code {
 
 // ProcessGone reports whether pid no longer runs (gone, or a zombie nobody reaped yet).
 func ProcessGone(pid int) bool { return C.engProcessGone(C.int(pid)) != 0 }
+
+// Why WaitSeq returned.
+const (
+	SeqReached = C.ENG_SEQ_REACHED // the counter reached the value
+	SeqTimeout = C.ENG_SEQ_TIMEOUT // the timeout passed
+	SeqGone    = C.ENG_SEQ_GONE    // the publishing process is gone
+	SeqRemote  = C.ENG_SEQ_REMOTE  // c recorded a remote error
+)
+
+// WaitSeq waits, as every host wait does (backoff.h, c's wait back-off), until *seq (in memory
+// shared with process pid, which publishes it) reaches want, or timeout passes; it returns why
+// it stopped (SeqReached ...).
+func (c *Comm) WaitSeq(seq *uint64, want uint64, pid int, timeout time.Duration) int {
+	ms := timeout.Milliseconds()
+	if ms < 0 {
+		ms = 0
+	}
+	return int(C.engWaitSeq(c.p, (*C.uint64_t)(unsafe.Pointer(seq)), C.uint64_t(want), C.int(pid), C.int64_t(ms)))
+}
 
 // DevPtr turns a device address into the pointer type the ABI's structs hold.
 func DevPtr(a uint64) unsafe.Pointer { return C.engDevPtr(C.uint64_t(a)) }
