@@ -21,7 +21,11 @@
 package bootstrap
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"net"
+	"net/netip"
+	"os"
 	"sync"
 	"time"
 
@@ -90,6 +94,7 @@ type Bootstrap struct {
 	spin         time.Duration
 	listenAddr   string
 	table        []peerEntry
+	nonce        uint64 // the root's: names this instance of the communicator
 
 	ln     *net.TCPListener
 	root   *root               // a root of this process that Close stops and waits for
@@ -174,7 +179,9 @@ func newBootstrap(magic uint64, key [keyBytes]byte, rank, nranks int, timeout ti
 		queued:    make([]int, nranks),
 		conns:     make(map[*net.TCPConn]struct{}),
 		done:      make(chan struct{}),
-		table:     []peerEntry{{hostID: opts.HostID}},
+		table:     []peerEntry{{hostID: opts.HostID, pid: uint64(os.Getpid())}},
+		nonce:     randomNonce(), // a communicator of one; the root's table brings the others'
+
 	}
 }
 
@@ -218,11 +225,19 @@ func Init(id ID, rank, nranks int, opts Options) (*Bootstrap, error) {
 // ranks must name the same root and share the secret. A single rank needs
 // no secret.
 func InitAddr(addr string, rank, nranks int, opts Options) (*Bootstrap, error) {
-	timeout, err := checkArgs(rank, nranks, &opts)
-	if err != nil {
+	if _, err := checkArgs(rank, nranks, &opts); err != nil {
 		return nil, err
 	}
 	ap, err := ParseAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	return InitAddrPort(ap, addr, rank, nranks, opts)
+}
+
+// InitAddrPort is InitAddr with addr already parsed into ap (ParseAddr).
+func InitAddrPort(ap netip.AddrPort, addr string, rank, nranks int, opts Options) (*Bootstrap, error) {
+	timeout, err := checkArgs(rank, nranks, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -298,6 +313,30 @@ func (b *Bootstrap) HostIDs() []string {
 		ids[i] = e.hostID
 	}
 	return ids
+}
+
+// Pids returns every rank's process id, as registered with the root.
+func (b *Bootstrap) Pids() []int {
+	pids := make([]int, len(b.table))
+	for i, e := range b.table {
+		pids[i] = int(e.pid)
+	}
+	return pids
+}
+
+// Nonce names this instance of the communicator (the same on every rank; random per
+// instance, so one re-formed at the same address never meets state of an earlier one).
+func (b *Bootstrap) Nonce() uint64 { return b.nonce }
+
+// randomNonce is a random 64-bit value (never 0).
+func randomNonce() uint64 {
+	var buf [8]byte
+	for {
+		_, _ = rand.Read(buf[:]) // never fails (Go 1.24+)
+		if v := binary.LittleEndian.Uint64(buf[:]); v != 0 {
+			return v
+		}
+	}
 }
 
 // ListenAddr returns the address of this rank's listener ("" for one rank).

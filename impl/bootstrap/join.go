@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -124,7 +125,7 @@ func (b *Bootstrap) listen(rootConn *net.TCPConn) error {
 // register sends this rank's registration and takes the root's table.
 func (b *Bootstrap) register(rs *rootSession, hostID string) error {
 	rs.hello = &hello{kind: kindRegister, magic: b.magic, nonce: newNonce(), rank: b.rank, nranks: b.nranks,
-		payload: encodeRegister(b.listenAddr, hostID)}
+		payload: encodeRegister(b.listenAddr, hostID, uint64(os.Getpid()))}
 	if _, err := rs.c.Write(rs.hello.encode(&b.key, &rs.challenge)); err != nil {
 		return b.rootErr(rs.addr, rs.wait, err)
 	}
@@ -135,11 +136,11 @@ func (b *Bootstrap) register(rs *rootSession, hostID string) error {
 	if err := b.replyErr(rs.addr, st, payload); err != nil {
 		return err
 	}
-	table, ok := decodeTable(payload, b.nranks)
+	nonce, table, ok := decodeTable(payload, b.nranks)
 	if !ok || table[b.rank].addr != b.listenAddr {
 		return b.errorf(status.RemoteError, "the root at %s sent a malformed table", rs.addr)
 	}
-	b.table = table
+	b.table, b.nonce = table, nonce
 	rs.c.SetDeadline(deadlineIn(rs.wait))
 	return nil
 }

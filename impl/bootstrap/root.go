@@ -361,7 +361,7 @@ func (r *root) onRegister(st *rootState, ev rootEvent) bool {
 			table[i] = st.regs[i].ev.entry
 		}
 		r.closeListener()
-		r.answer(regList(st.regs), replyOK, encodeTable(table))
+		r.answer(regList(st.regs), replyOK, encodeTable(randomNonce(), table))
 		st.formed = true
 		st.timer.Reset(r.timeout)
 		r.logf(false, "bootstrap root at %s: all %d ranks registered", r.addr, st.nranks)

@@ -95,7 +95,7 @@ func register(t testing.TB, addr string, rank, nranks int) (net.Conn, nonce, non
 	magic, key := testKey(t, addr)
 	c, ch := dialChallenge(t, addr)
 	h := hello{kind: kindRegister, magic: magic, nonce: newNonce(), rank: rank, nranks: nranks,
-		payload: encodeRegister("127.0.0.1:1", "")}
+		payload: encodeRegister("127.0.0.1:1", "", 1)}
 	if _, err := c.Write(h.encode(&key, &ch)); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestReplayedHello(t *testing.T) {
 	logs.waitFor(t, "rank 0 registered")
 	// A hello that was valid for one challenge...
 	_, ch := dialChallenge(t, addr)
-	recorded := rawHello(kindRegister, magic, &key, &ch, 1, 2, encodeRegister("127.0.0.1:1", ""))
+	recorded := rawHello(kindRegister, magic, &key, &ch, 1, 2, encodeRegister("127.0.0.1:1", "", 1))
 	// ...is refused on any other connection.
 	c, _ := dialChallenge(t, addr)
 	c.Write(recorded)
@@ -190,7 +190,7 @@ func fakeRoot(t *testing.T, addr string, answer func(c net.Conn, h *hello) []byt
 func TestFakeRoot(t *testing.T) {
 	var wrong [keyBytes]byte
 	table := func(addr string) []byte {
-		return encodeTable([]peerEntry{{addr: "127.0.0.1:9"}, {addr: "127.0.0.1:10"}})
+		return encodeTable(1, []peerEntry{{addr: "127.0.0.1:9"}, {addr: "127.0.0.1:10"}})
 	}
 	cases := []struct {
 		name   string
