@@ -13,12 +13,15 @@ int engWaitSeq(engComm* comm, volatile uint64_t* seq, uint64_t want, int pid, in
   while (__atomic_load_n(seq, __ATOMIC_ACQUIRE) < want) {
     int st = engWaitStep(&w, &comm->waitCfg);
     if (st == ENG_WAIT_GO) continue;
-    /* the peer may publish and exit between the load above and a check: look again */
+    /* the peer may publish and exit (or fail) between the load above and a check: look again */
     if (st == ENG_WAIT_TIMEOUT)
       return __atomic_load_n(seq, __ATOMIC_ACQUIRE) >= want ? ENG_SEQ_REACHED : ENG_SEQ_TIMEOUT;
     if (st == ENG_WAIT_SLOW && engProcessGone(pid) && __atomic_load_n(seq, __ATOMIC_ACQUIRE) < want)
       return ENG_SEQ_GONE;
-    if (errAsyncCode(&comm->err) == mscclppRemoteError) return ENG_SEQ_REMOTE;
+    /* a peer that finished this collective may fail right after: only a value still
+     * missing after the failure was seen is lost to it */
+    if (errAsyncCode(&comm->err) == mscclppRemoteError && __atomic_load_n(seq, __ATOMIC_ACQUIRE) < want)
+      return ENG_SEQ_REMOTE;
   }
   return ENG_SEQ_REACHED;
 }
