@@ -8,6 +8,10 @@
 #                   (NRANKS=4; ARGS="-b 8 -e 1M -f 2 -n 20 -w 5 -c 1": nccl-tests flags for perf;
 #                   MULTINODE=2: across 2 simulated nodes, see tests/multinode)
 #   make bench      benchmarks beside references measured in the same run
+#   make faults     the fault-injection suite (tests/faults/run.sh: FAULTS_RUNS=220 runs of a
+#                   rank SIGKILLed/SIGSTOPped or a link taken down over SHM, Ethernet and the IB
+#                   double on simulated nodes; FAULTS_SEED=S replays), then every Go fuzz target
+#                   for FAULTS_FUZZTIME (10s) each; a short version runs in `make test`
 #   make install PREFIX=/some/where   (pkg-config file and CMake package included;
 #                   DESTDIR stages, LIBDIR defaults to lib/$(gcc -print-multiarch)
 #                   under /usr, lib elsewhere; make uninstall removes the same files)
@@ -36,8 +40,14 @@ LDFLAGS  := -extldflags '-Wl,-soname,$(SONAME) -Wl,--version-script=$(CURDIR)/ca
 NRANKS   ?= 4
 ARGS     ?=
 MULTINODE ?=
+# The fault categories `make test` runs (FAULTS_TEST_RUNS runs in all, split evenly): those
+# that pass today. eth-stop, eth-linkdown, ib-kill and ib-stop (a stopped or killed peer on
+# another node, or a lost link, while a wait has no deadline) hang until the Ethernet/IB
+# liveness fix of issue 12 is in: add them then. shm-stop passes but takes 4-8 s a run.
+FAULTS_TEST_CATS ?= shm-kill,shm-flap,eth-kill,eth-flap,eth-linkflap,ib-flap
+FAULTS_TEST_RUNS ?= 12
 
-.PHONY: all lib test test-go test-c test-asan run bench install uninstall clean check-cuda deps FORCE
+.PHONY: all lib test test-go test-c test-asan test-faults faults run bench install uninstall clean check-cuda deps FORCE
 
 all: lib $(BUILD)/include/mscclpp.h $(BUILD)/include/mscclppfifo.h $(BUILD)/include/mscclpp_tools.h \
      $(BLIBDIR)/pkgconfig/mscclpp.pc $(CMAKEPKG)
@@ -121,7 +131,7 @@ deps:
 
 # go vet, Go tests, the C suite and one summary of every check and skip
 test: deps all
-	bash tests/test.sh $(BUILD)
+	FAULTS_TEST_CATS=$(FAULTS_TEST_CATS) FAULTS_TEST_RUNS=$(FAULTS_TEST_RUNS) bash tests/test.sh $(BUILD)
 
 # the C suite once more against the library with ASan and UBSan in its C helpers
 test-asan: all
@@ -136,6 +146,13 @@ test-go:
 
 test-c: all
 	bash tests/c/run.sh $(BUILD)
+
+# the short fault-injection run of `make test` (no self-test, no fuzzing: the fuzz seeds run in test-go)
+test-faults: all
+	FAULTS_RUNS=$(FAULTS_TEST_RUNS) FAULTS_CATS=$(FAULTS_TEST_CATS) FAULTS_FUZZTIME=0 FAULTS_SELFTEST=0 bash tests/faults/run.sh $(BUILD)
+
+faults: all
+	bash tests/faults/run.sh $(BUILD)
 
 check-cuda: all
 	bash tests/c/check-cuda.sh $(BUILD)

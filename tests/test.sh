@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test.sh [BUILD_DIR]: what `make test` runs after `make deps` and `make`:
 # go vet, the Go tests (-race, through `go test -json`, so every skipped test
-# is seen) and the C/C++ conformance suite (tests/c/run.sh, which runs the SHM,
-# tools and multinode suites too), then one closing summary over all of them:
+# is seen), the C/C++ conformance suite (tests/c/run.sh, which runs the SHM,
+# tools and multinode suites too) and the short fault-injection run
+# (tests/faults/run.sh with FAULTS_TEST_CATS and FAULTS_TEST_RUNS), then one closing summary over all of them:
 # each skip with its reason, marked allowed or not by tests/skips-allowed.txt,
 # and last "N passed, M failed, K skipped".
 #
@@ -20,6 +21,8 @@ root=$(cd "$here/.." && pwd)
 cd "$root" || exit 1
 build=${1:-build}
 GO=${GO:-go}
+: "${FAULTS_TEST_CATS:=shm-kill,shm-flap,eth-kill,eth-flap,eth-linkflap,ib-flap}"
+: "${FAULTS_TEST_RUNS:=12}"
 out=$build/tests/summary
 mkdir -p "$out" || exit 1
 rm -f "$out"/*.records "$out"/*.log
@@ -48,6 +51,18 @@ bash tests/c/run.sh "$build" 2>&1 | tee "$out/c.log"
 rc=$?
 if [ $rc -ne 0 ] && ! grep -q '^FAIL ' "$out/c.log"; then
   echo "FAIL c-suite (exit $rc, see above)" | tee -a "$records"
+fi
+
+echo "== tests/faults/run.sh $build (short: $FAULTS_TEST_CATS, $FAULTS_TEST_RUNS runs)"
+FAULTS_RUNS=$FAULTS_TEST_RUNS FAULTS_CATS=$FAULTS_TEST_CATS FAULTS_FUZZTIME=0 FAULTS_SELFTEST=0 \
+  bash tests/faults/run.sh "$build" 2>&1 | tee "$out/faults.log"
+rc=$?
+if grep -q '^SKIP ' "$out/faults.log"; then
+  grep '^SKIP ' "$out/faults.log" >>"$records"
+elif [ $rc -eq 0 ]; then
+  echo "PASS faults-short" >>"$records"
+else
+  echo "FAIL faults-short (exit $rc, see above)" | tee -a "$records"
 fi
 set +o pipefail
 

@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "eth.h"
+#include "ethwire.h"
 
 #include "backoff.h"
 
@@ -368,14 +369,11 @@ static void* rxMain(void* arg)
       if (!s->closing && !s->dead) rxFailed(s, rc, 0);
       return NULL;
     }
-    uint32_t magic, type;
-    uint64_t a, b, n;
-    memcpy(&magic, hdr, 4);
-    memcpy(&type, hdr + 4, 4);
-    memcpy(&a, hdr + 8, 8);
-    memcpy(&b, hdr + 16, 8);
-    memcpy(&n, hdr + 24, 8);
-    if (magic != ETH_MAGIC || type < ETH_DATA || type > ETH_PING) {
+    ethHdr h;
+    int malformed = ethHdrDecode(hdr, &h);
+    uint32_t magic = h.magic, type = h.type;
+    uint64_t a = h.a, b = h.b, n = h.n;
+    if (malformed) {
       snprintf(what, sizeof(what), "rank %d sent a malformed message (magic %#x, type %u): connection dropped",
                c->peerRank, magic, type);
       __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
@@ -418,13 +416,7 @@ static void* rxMain(void* arg)
       return NULL;
     }
     /* DATA: a is my handle, b the offset, n the size; checked against my registrations */
-    const char* bad = NULL;
-    if (a == 0 || a >= (uint64_t)c->nLocal)
-      bad = "a handle this rank did not register (or the signal slot)";
-    else if (b > c->local[a].size || n > c->local[a].size - b)
-      bad = "bytes past the end of the registration";
-    else if (c->local[a].mapped == NULL && (cuda == NULL || s->recvStage == NULL))
-      bad = "memory the host cannot write";
+    const char* bad = ethDataBad(&h, c->local, c->nLocal, cuda != NULL && s->recvStage != NULL);
     if (bad != NULL) {
       snprintf(what, sizeof(what), "rank %d put %llu bytes at offset %llu of handle %llu: %s; dropped", c->peerRank,
                (unsigned long long)n, (unsigned long long)b, (unsigned long long)a, bad);

@@ -123,6 +123,16 @@ func (c *p2p) Describe(idx, hd int, b transport.Buffer) ([]byte, error) {
 	return append(out, h[:]...), nil
 }
 
+// decodeIpcDesc decodes a peer's registration blob.
+func decodeIpcDesc(blob []byte) (ipcDesc, error) {
+	if len(blob) != ipcDescBytes {
+		return ipcDesc{}, status.Errorf(status.RemoteError, "malformed P2P registration (%d bytes, want %d)", len(blob), ipcDescBytes)
+	}
+	d := ipcDesc{size: binary.LittleEndian.Uint64(blob), offset: binary.LittleEndian.Uint64(blob[8:])}
+	copy(d.ipc[:], blob[16:])
+	return d, nil
+}
+
 func (c *p2p) Import(idx, h, pid int, blob []byte) (engine.Reg, error) {
 	if c.host != nil {
 		if len(blob) == ipcDescBytes {
@@ -130,11 +140,10 @@ func (c *p2p) Import(idx, h, pid int, blob []byte) (engine.Reg, error) {
 		}
 		return c.host.Import(idx, h, pid, blob)
 	}
-	if len(blob) != ipcDescBytes {
-		return engine.Reg{}, status.Errorf(status.RemoteError, "malformed P2P registration (%d bytes, want %d)", len(blob), ipcDescBytes)
+	d, err := decodeIpcDesc(blob)
+	if err != nil {
+		return engine.Reg{}, err
 	}
-	d := ipcDesc{size: binary.LittleEndian.Uint64(blob), offset: binary.LittleEndian.Uint64(blob[8:])}
-	copy(d.ipc[:], blob[16:])
 	a, err := c.openIpc(d)
 	if err != nil {
 		return engine.Reg{}, err

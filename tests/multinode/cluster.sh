@@ -164,14 +164,26 @@ cleaned=0
 
 # ---- teardown ----
 
-# the processes (other than us) in any namespace of nsids: "pid ns" lines
+# the processes (other than us) in any namespace of nsids: "pid ns" lines.
+# The kernel reuses a namespace's id once the namespace is gone, for the
+# namespaces of another cluster made at the same time: a process counts only
+# when it is ours, a holder or one that carries this run's MSCCLPP_HOSTID
+# (rank.sh sets it; whatever a rank starts inherits it).
 procs_inside() {
   [ ${#nsids[@]} -gt 0 ] || return 0
-  local pats=() n
+  local pats=() n p
   for n in "${nsids[@]}"; do pats+=(-e "-> $n"); done
   # ls -l of the ns links: ".../proc/PID/ns/net -> net:[4026532...]"
   ls -l /proc/[0-9]*/ns/net /proc/[0-9]*/ns/mnt /proc/[0-9]*/ns/uts 2>/dev/null | grep -F "${pats[@]}" |
-    sed -E 's|.*/proc/([0-9]+)/ns/[a-z]+ -> (.*)$|\1 \2|'
+    sed -E 's|.*/proc/([0-9]+)/ns/[a-z]+ -> (.*)$|\1 \2|' | while read -r p n; do
+    ours "$p" && echo "$p $n"
+  done
+}
+
+ours() { # PID: one of our holders, or a process of our ranks
+  local h
+  for h in $switch_pid ${holders[@]+"${holders[@]}"}; do [ "$1" = "$h" ] && return 0; done
+  tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep -q "^MSCCLPP_HOSTID=mn$id-node"
 }
 
 # what the host shows of this run: names in the host's links and mounts

@@ -156,8 +156,13 @@ leftovers() { # STATEFILE
   done
   for n in $ids; do pats+=(-e "-> $n"); done
   if [ ${#pats[@]} -gt 0 ]; then
+    # (namespace ids are reused once a namespace is gone: only a holder or
+    # a process with the run's MSCCLPP_HOSTID is ours, as in cluster.sh)
     ls -l /proc/[0-9]*/ns/net /proc/[0-9]*/ns/mnt /proc/[0-9]*/ns/uts 2>/dev/null | grep -F "${pats[@]}" |
-      sed -E 's|.*/proc/([0-9]+)/ns/([a-z]+) -> (.*)$|process \1 still in namespace \3|'
+      sed -E 's|.*/proc/([0-9]+)/ns/([a-z]+) -> (.*)$|\1 \3|' | while read -r p n; do
+      case " $pids " in *" $p "*) ;; *) tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q "^MSCCLPP_HOSTID=mn$id-node" || continue ;; esac
+      echo "process $p still in namespace $n"
+    done
   fi
   ip -o link show 2>/dev/null | grep -F "mn$id" | sed 's/^/host link: /'
   grep -F "mn$id-" /proc/self/mountinfo | sed 's/^/host mount: /'

@@ -1,0 +1,37 @@
+package eth
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+)
+
+// FuzzImport: a peer's Ethernet registration (a signal slot: address, port
+// and token; or a data buffer: its size) is accepted only in those two
+// shapes; anything else is an error, never a panic.
+func FuzzImport(f *testing.F) {
+	var tok [tokenBytes]byte
+	tok[0] = 5
+	f.Add(signalBlob(netip.MustParseAddrPort("10.0.0.2:4000"), tok))
+	f.Add(dataBlob(1 << 30))
+	f.Add([]byte{kindData, 1, 2})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e := &eth{}
+		r, err := e.Import(0, 0, 0, data)
+		if err != nil {
+			return
+		}
+		switch {
+		case data[0] == kindData:
+			if !bytes.Equal(dataBlob(r.Size), data) {
+				t.Fatalf("data blob %x imported as %d bytes", data, r.Size)
+			}
+		case data[0] == kindSignal:
+			if len(data) != 1+16+2+tokenBytes || r.Size != 16 {
+				t.Fatalf("signal blob %x imported as %+v", data, r)
+			}
+		default:
+			t.Fatalf("blob %x of kind %d imported", data, data[0])
+		}
+	})
+}
