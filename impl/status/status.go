@@ -97,11 +97,3 @@ func CodeOf(err error) Code {
 	}
 	return InternalError
 }
-
-// Message returns the one-line text recorded as the last error for err.
-func Message(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
