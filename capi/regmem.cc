@@ -7,7 +7,7 @@
  */
 #include <vector>
 
-#include "errs.h"
+#include "../impl/status/errs.h"
 #include "mscclpp.h"
 #include "tools.h"
 

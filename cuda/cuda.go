@@ -11,7 +11,7 @@
 package cuda
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../include -I${SRCDIR}/../impl/engine -I${SRCDIR}/../impl/status -I${SRCDIR}/../impl/dynlib -O2 -Wall
+#cgo CFLAGS: -I${SRCDIR}/../include -I${SRCDIR}/../impl/engine -I${SRCDIR}/../impl/dynlib -O2 -Wall
 #cgo LDFLAGS: -ldl
 #include <stdlib.h>
 #include "calls.h"

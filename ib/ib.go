@@ -20,7 +20,7 @@
 package ib
 
 /*
-#cgo CFLAGS: -I${SRCDIR} -I${SRCDIR}/../impl/engine -I${SRCDIR}/../impl/status -I${SRCDIR}/../impl/dynlib -I${SRCDIR}/../include -O2 -Wall
+#cgo CFLAGS: -I${SRCDIR} -I${SRCDIR}/../impl/engine -I${SRCDIR}/../impl/dynlib -I${SRCDIR}/../include -O2 -Wall
 #cgo LDFLAGS: -ldl -lpthread
 #include <stdlib.h>
 #include "ibcore.h"
