@@ -98,7 +98,7 @@ static int sendFailed(engConn* c, ethConn* s, int err)
     snprintf(what, sizeof(what), "rank %d is unreachable: its connection was declared dead", c->peerRank);
   else
     snprintf(what, sizeof(what), "sending to rank %d over TCP failed: %s", c->peerRank, strerror(err));
-  int rc = engConnFail(c, mscclppRemoteError, what);
+  int rc = engConnFail(c, mscclppRemoteError, "%s", what);
   ethMarkDead(s);
   return rc;
 }
@@ -129,7 +129,7 @@ static int sendStaged(engConn* c, ethConn* s, unsigned char* hdr, uint64_t src, 
   }
   pthread_mutex_unlock(&s->sendLock);
   if (err != 0) return sendFailed(c, s, err);
-  if (rc != mscclppSuccess) return engConnFail(c, rc, what);
+  if (rc != mscclppSuccess) return engConnFail(c, rc, "%s", what);
   return mscclppSuccess;
 }
 
