@@ -1,3 +1,5 @@
+//go:build mscclpp_testhooks
+
 package ib
 
 // A harness for this package's tests (cgo cannot be used in _test.go files): counters the

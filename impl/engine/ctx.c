@@ -197,7 +197,7 @@ int engCtxInit(engCtx* ctx, engComm* comm, const engOps* ops)
   memset(ctx, 0, sizeof(*ctx));
   ctx->slot = -1;
   if (!engOpsValid(ops)) {
-    engCommSetError(comm, mscclppInternalError, "a transport's ops table does not follow transport.h");
+    engFail(comm, mscclppInternalError, "a transport's ops table does not follow transport.h");
     return -1;
   }
   ctx->magic = ENG_CTX_MAGIC;

@@ -98,7 +98,7 @@ int ethSendFailed(engConn* c, ethConn* s, int err)
     snprintf(what, sizeof(what), "rank %d is unreachable: its connection was declared dead", c->peerRank);
   else
     snprintf(what, sizeof(what), "sending to rank %d over TCP failed: %s", c->peerRank, strerror(err));
-  int rc = engConnFail(c, mscclppRemoteError, what);
+  int rc = engConnFail(c, mscclppRemoteError, "%s", what);
   ethMarkDead(s);
   return rc;
 }

@@ -89,7 +89,7 @@ static int recvReg(engConn* c, ethConn* s, uint64_t idx, uint64_t off, uint64_t 
   snprintf(what, sizeof(what), "rank %d wrote %llu bytes at offset %llu of registered buffer %llu: %s; dropped",
            c->peerRank, (unsigned long long)n, (unsigned long long)off, (unsigned long long)idx,
            r == NULL ? "no such registration" : "bytes past its end");
-  engConnFail(c, mscclppRemoteError, what);
+  engConnFail(c, mscclppRemoteError, "%s", what);
   return skip(s, n);
 }
 
@@ -103,14 +103,14 @@ static void rxFailed(ethConn* s, int rc, uint64_t inPut)
     snprintf(what, sizeof(what),
              "rank %d is unreachable: nothing came from it for %llu ms (link down, or the peer stopped)",
              c->peerRank, (unsigned long long)(s->deadNs / 1000000ull));
-    engConnFail(c, mscclppRemoteError, what);
+    engConnFail(c, mscclppRemoteError, "%s", what);
     ethMarkDead(s);
     return;
   }
   __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
   if (inPut == 0 && rc == -1 && s->peerBye) {
     snprintf(what, sizeof(what), "rank %d destroyed its communicator", c->peerRank);
-    engCommSetLast(c->comm, what);
+    errSet(&c->comm->err, mscclppRemoteError, what); /* its last error, not an asynchronous one */
     return;
   }
   if (inPut != 0)
@@ -121,7 +121,7 @@ static void rxFailed(ethConn* s, int rc, uint64_t inPut)
              c->peerRank);
   else
     snprintf(what, sizeof(what), "receiving from rank %d over TCP failed: %s", c->peerRank, strerror(rc));
-  engConnFail(c, mscclppRemoteError, what);
+  engConnFail(c, mscclppRemoteError, "%s", what);
 }
 
 /* A signal: the count a of signals the peer sent, into my epoch (device memory in CUDA mode). */
@@ -154,7 +154,7 @@ static int rxData(ethConn* s, const ethHdr* h)
   if (bad != NULL) {
     snprintf(what, sizeof(what), "rank %d put %llu bytes at offset %llu of handle %llu: %s; dropped", c->peerRank,
              (unsigned long long)n, (unsigned long long)b, (unsigned long long)a, bad);
-    engConnFail(c, mscclppRemoteError, what);
+    engConnFail(c, mscclppRemoteError, "%s", what);
     return skip(s, n);
   }
   if (c->local[a].mapped != NULL) return ethRecvAll(s, c->local[a].mapped + b, (size_t)n);
@@ -182,7 +182,7 @@ void* ethRxMain(void* arg)
       snprintf(what, sizeof(what), "rank %d sent a malformed message (magic %#x, type %u): connection dropped",
                c->peerRank, magic, type);
       __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
-      engConnFail(c, mscclppRemoteError, what);
+      engConnFail(c, mscclppRemoteError, "%s", what);
       shutdown(s->fd, SHUT_RDWR);
       return NULL;
     }

@@ -157,7 +157,7 @@ func (t *ibt) importReg(idx, h int, blob []byte) (engine.Reg, error) {
 		}
 		qi, err := verbs.UnmarshalQPInfo(blob[:verbs.QPInfoSize])
 		if err != nil {
-			return engine.Reg{}, &status.Error{Code: status.RemoteError, Msg: "the peer's IB QP: " + err.Error()}
+			return engine.Reg{}, status.Errorf(status.RemoteError, "the peer's IB QP: %v", err)
 		}
 		if c.peerHB, err = verbs.UnmarshalMRInfo(blob[verbs.QPInfoSize : verbs.QPInfoSize+verbs.MRInfoSize]); err != nil || c.peerHB.Size < 8 {
 			return engine.Reg{}, status.Errorf(status.RemoteError, "the peer's IB heartbeat slot: %v (%d bytes)", err, c.peerHB.Size)
@@ -167,7 +167,7 @@ func (t *ibt) importReg(idx, h int, blob []byte) (engine.Reg, error) {
 	}
 	mi, err := verbs.UnmarshalMRInfo(blob)
 	if err != nil {
-		return engine.Reg{}, &status.Error{Code: status.RemoteError, Msg: "the peer's IB registration: " + err.Error()}
+		return engine.Reg{}, status.Errorf(status.RemoteError, "the peer's IB registration: %v", err)
 	}
 	if h != transport.Registered { // those of mscclppRegisterBuffer are kept in its records
 		c.remote = append(c.remote, mi)

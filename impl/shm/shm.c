@@ -16,7 +16,7 @@ int shmOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64
     if (rc != mscclppSuccess) return rc;
     if (size > 0) {
       int rc = engWrite(c->comm, d, dstOff, s->mapped + srcOff, size, what, sizeof(what));
-      if (rc != mscclppSuccess) return engConnFail(c, rc, what);
+      if (rc != mscclppSuccess) return engConnFail(c, rc, "%s", what);
     }
   }
   if (type & mscclppFlag) {
