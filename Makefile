@@ -137,9 +137,12 @@ test: deps all
 test-asan: all
 	bash tests/asan.sh $(BUILD)
 
+# the test harnesses and the tests that drive them build only with this tag
+TESTTAGS := -tags mscclpp_testhooks
 test-go:
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 300s ./...
+	$(GO) vet $(TESTTAGS) ./...
+	$(GO) test $(TESTTAGS) -race -count=1 -timeout 300s ./...
 
 test-c: all
 	bash tests/c/run.sh $(BUILD)

@@ -9,55 +9,19 @@
  * enters the outermost such layer instead. capiLib<Name> is the library's
  * own layer (0): the Go export, reached by the innermost tool.
  */
-#include <pthread.h>
 #include <stdio.h>
-#include <string.h>
-#include <unistd.h>
 
 #include "_cgo_export.h"
+#include "../impl/status/errs.h" /* impl/status: error text, result-code strings, the fork check */
 #include "forward.h"
 #include "tools.h"
 
-static volatile int forked;
-static int loadPid;
-static pthread_mutex_t globalLock = PTHREAD_MUTEX_INITIALIZER;
-static char globalErr[1024];
+/* Layer 0 of the tool stack: the library's own functions, handed to tools.c. */
+#define CAPI_TOOL_LIB_ENTRY(Name, Ret, Params, Args) [mscclppToolFn##Name] = (capiToolFn)capiLib##Name,
+static const capiToolFn libraryFn[mscclppToolNumFunctions] = {
+  MSCCLPP_TOOL_FUNCTIONS(CAPI_TOOL_LIB_ENTRY) MSCCLPP_TOOL_VOID_FUNCTIONS(CAPI_TOOL_LIB_ENTRY)};
 
-static void onForkChild(void)
-{
-  forked = 1;
-  /* the lock may have been held by another thread at fork time */
-  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-  globalLock = fresh;
-}
-
-__attribute__((constructor)) static void capiLoad(void)
-{
-  loadPid = (int)getpid();
-  pthread_atfork(NULL, NULL, onForkChild);
-  capiToolsLoad();
-}
-
-int capiForkedChild(void) { return forked; }
-
-void capiSetGlobalError(const char* msg)
-{
-  pthread_mutex_lock(&globalLock);
-  snprintf(globalErr, sizeof(globalErr), "%s", msg);
-  pthread_mutex_unlock(&globalLock);
-}
-
-int capiForked(const char* fn)
-{
-  if (!forked) return 0;
-  char msg[512];
-  snprintf(msg, sizeof(msg),
-           "%s called in pid %d, a child forked from pid %d after libmscclpp was loaded; the Go runtime behind "
-           "the library does not survive fork(): use mscclpp only in the parent, or exec a new program",
-           fn, (int)getpid(), loadPid);
-  capiSetGlobalError(msg);
-  return 1;
-}
+__attribute__((constructor)) static void capiLoad(void) { capiToolsLoad(libraryFn); }
 
 void capiCallLogHandler(mscclppLogHandler_t h, const char* msg) { h(msg); }
 
@@ -72,7 +36,7 @@ void capiCallLogHandler(mscclppLogHandler_t h, const char* msg) { h(msg); }
   }                                                                                            \
   mscclppResult_t mscclpp##Name params                                                         \
   {                                                                                            \
-    if (capiForked("mscclpp" #Name)) return mscclppInvalidUsage;                               \
+    if (errForked("mscclpp" #Name)) return mscclppInvalidUsage;                                \
     int top = capiToolTop(mscclppToolFn##Name);                                                \
     if (__builtin_expect(top != 0, 0))                                                         \
       return ((mscclppTool##Name##_t)capiToolAt(top, mscclppToolFn##Name))(top, CAPI_UNPAREN args); \
@@ -118,40 +82,25 @@ FWD(HostFree, (void* ptr), (ptr), (ptr))
 /* The three functions below do not enter Go unless they must, and work in a
  * forked child too; there they skip the tools, like every other entry point. */
 
-static inline const char* errorString(mscclppResult_t code)
-{
-  switch (code) {
-  case mscclppSuccess: return "no error";
-  case mscclppUnhandledCudaError: return "unhandled cuda error";
-  case mscclppSystemError: return "unhandled system error";
-  case mscclppInternalError: return "internal error";
-  case mscclppInvalidArgument: return "invalid argument";
-  case mscclppInvalidUsage: return "invalid usage";
-  case mscclppRemoteError: return "remote process exited or there was a network error";
-  case mscclppInProgress: return "MSCCL++ operation in progress";
-  default: return "unknown result code";
-  }
-}
-
 const char* capiLibGetErrorString(int layer, mscclppResult_t code)
 {
   (void)layer;
-  return errorString(code);
+  return errString(code);
 }
 
 const char* mscclppGetErrorString(mscclppResult_t code)
 {
   int top = capiToolTop(mscclppToolFnGetErrorString);
-  if (__builtin_expect(top != 0, 0) && !forked)
+  if (__builtin_expect(top != 0, 0) && !errForkedChild)
     return ((mscclppToolGetErrorString_t)capiToolAt(top, mscclppToolFnGetErrorString))(top, code);
-  return errorString(code);
+  return errString(code);
 }
 
 void capiLibDefaultLogHandler(int layer, const char* msg)
 {
   (void)layer;
   if (msg == NULL) return;
-  if (forked) {
+  if (errForkedChild) {
     fputs(msg, stdout);
     fflush(stdout);
     return;
@@ -162,7 +111,7 @@ void capiLibDefaultLogHandler(int layer, const char* msg)
 void mscclppDefaultLogHandler(const char* msg)
 {
   int top = capiToolTop(mscclppToolFnDefaultLogHandler);
-  if (__builtin_expect(top != 0, 0) && !forked) {
+  if (__builtin_expect(top != 0, 0) && !errForkedChild) {
     ((mscclppToolDefaultLogHandler_t)capiToolAt(top, mscclppToolFnDefaultLogHandler))(top, msg);
     return;
   }
@@ -172,17 +121,17 @@ void mscclppDefaultLogHandler(const char* msg)
 const char* capiLibGetLastError(int layer, mscclppComm_t comm)
 {
   (void)layer;
-  if (!forked && comm != NULL) {
+  if (!errForkedChild && comm != NULL) {
     const char* s = go_mscclppGetLastError(comm);
     if (s != NULL) return s;
   }
-  return globalErr; /* process-wide text; only ever overwritten in place */
+  return errLast(NULL); /* process-wide text; only ever overwritten in place */
 }
 
 const char* mscclppGetLastError(mscclppComm_t comm)
 {
   int top = capiToolTop(mscclppToolFnGetLastError);
-  if (__builtin_expect(top != 0, 0) && !forked)
+  if (__builtin_expect(top != 0, 0) && !errForkedChild)
     return ((mscclppToolGetLastError_t)capiToolAt(top, mscclppToolFnGetLastError))(top, comm);
   return capiLibGetLastError(0, comm);
 }

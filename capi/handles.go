@@ -88,16 +88,15 @@ func release(c C.mscclppComm_t) (*commState, bool) {
 	return st, true
 }
 
-// fail records err as the last error of st (may be nil) and of the process, logs it at WARN,
+// fail records err as the last error of st (may be nil) and of the process (impl/status), logs it at WARN,
 // and returns its result code.
 func fail(st *commState, fn string, err error) C.mscclppResult_t {
 	msg := fmt.Sprintf("%s: %v", fn, err)
 	logx.WarnfDepth(1, "%s", msg)
-	cmsg := C.CString(msg)
-	C.capiSetGlobalError(cmsg)
-	C.free(unsafe.Pointer(cmsg))
 	if st != nil {
-		st.comm.SetLastError(msg)
+		st.comm.SetLastError(msg) // the communicator's and the process's
+	} else {
+		status.SetLast(msg)
 	}
 	return C.mscclppResult_t(status.CodeOf(err))
 }

@@ -7,7 +7,7 @@
  */
 #include <vector>
 
-#include "forward.h"
+#include "../impl/status/errs.h"
 #include "mscclpp.h"
 #include "tools.h"
 
@@ -31,7 +31,7 @@ mscclppResult_t capiLibRegisterBuffer(int, mscclppComm_t comm, void* local_memor
 mscclppResult_t mscclppRegisterBuffer(mscclppComm_t comm, void* local_memory, size_t size,
                                       mscclppRegisteredMemory* regMem)
 {
-  if (capiForked("mscclppRegisterBuffer")) return mscclppInvalidUsage;
+  if (errForked("mscclppRegisterBuffer")) return mscclppInvalidUsage;
   int top = capiToolTop(mscclppToolFnRegisterBuffer);
   if (__builtin_expect(top != 0, 0))
     return ((mscclppToolRegisterBuffer_t)capiToolAt(top, mscclppToolFnRegisterBuffer))(top, comm, local_memory, size,
@@ -50,7 +50,7 @@ mscclppResult_t capiLibRegisteredBufferWrite(int, mscclppComm_t comm, mscclppReg
 mscclppResult_t mscclppRegisteredBufferWrite(mscclppComm_t comm, mscclppRegisteredMemory* regMem, void* srcBuff,
                                              size_t size, uint32_t srcOffset, uint32_t dstOffset, int64_t stream)
 {
-  if (capiForked("mscclppRegisteredBufferWrite")) return mscclppInvalidUsage;
+  if (errForked("mscclppRegisteredBufferWrite")) return mscclppInvalidUsage;
   int top = capiToolTop(mscclppToolFnRegisteredBufferWrite);
   if (__builtin_expect(top != 0, 0))
     return ((mscclppToolRegisteredBufferWrite_t)capiToolAt(top, mscclppToolFnRegisteredBufferWrite))(

@@ -2,7 +2,7 @@
  * tools.c: the tool stack (include/mscclpp_tools.h). Layers register by name
  * and per function; a call enters the outermost layer that intercepts it and
  * each layer finds the next one with mscclppToolGetNext, down to layer 0,
- * the library (capiLib<Name> in forward.c and regmem.cc). MSCCLPP_TOOLS
+ * the library (capiLib<Name> in forward.c and regmem.cc, handed over by forward.c). MSCCLPP_TOOLS
  * names libraries to dlopen while the library loads; a tool that fails to
  * load is skipped with a WARN line on stderr.
  *
@@ -25,16 +25,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "forward.h"
+#include "../impl/status/errs.h" /* impl/status: the process's last error, the fork check */
 #include "tools.h"
 
 unsigned char capiToolFirst[MSCCLPP_TOOL_MAX_LAYERS + 2][mscclppToolNumFunctions];
 capiToolFn capiToolHandler[MSCCLPP_TOOL_MAX_LAYERS + 1][mscclppToolNumFunctions];
 
-/* Layer 0: the library. */
-#define CAPI_TOOL_LIB_ENTRY(Name, Ret, Params, Args) [mscclppToolFn##Name] = (capiToolFn)capiLib##Name,
-static const capiToolFn libraryFn[mscclppToolNumFunctions] = {
-  MSCCLPP_TOOL_FUNCTIONS(CAPI_TOOL_LIB_ENTRY) MSCCLPP_TOOL_VOID_FUNCTIONS(CAPI_TOOL_LIB_ENTRY)};
+/* Layer 0: the library's functions (forward.c hands them to capiToolsLoad). */
+static const capiToolFn* libraryFn;
 #define CAPI_TOOL_NAME_ENTRY(Name, Ret, Params, Args) [mscclppToolFn##Name] = "mscclpp" #Name,
 static const char* const functionName[mscclppToolNumFunctions] = {
   MSCCLPP_TOOL_FUNCTIONS(CAPI_TOOL_NAME_ENTRY) MSCCLPP_TOOL_VOID_FUNCTIONS(CAPI_TOOL_NAME_ENTRY)};
@@ -62,19 +60,7 @@ static int ownedByLoading(int layer)
   return floor == 0 || layer >= floor;
 }
 
-/* ---- errors ---- */
-
-static mscclppResult_t toolError(mscclppResult_t code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-static mscclppResult_t toolError(mscclppResult_t code, const char* fmt, ...)
-{
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  capiSetGlobalError(msg);
-  return code;
-}
+/* ---- errors: return errFail(NULL, code, fmt, ...) (impl/status/errs.h) ---- */
 
 /* A WARN line in the library's format (impl/logx), always on stderr: a tool
  * that was asked for and is missing must be seen, logging on or not. The
@@ -87,7 +73,7 @@ static void toolWarn(int line, const char* fmt, ...)
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  capiSetGlobalError(msg);
+  errSet(NULL, 0, msg);
   if (gethostname(host, sizeof(host)) != 0) snprintf(host, sizeof(host), "unknown");
   host[sizeof(host) - 1] = '\0';
   char* dot = strchr(host, '.');
@@ -107,22 +93,22 @@ static int validFn(mscclppToolFunction fn) { return (int)fn >= 0 && (int)fn < ms
 mscclppResult_t mscclppToolRegisterName(const char* name, int* layer)
 {
   if (name == NULL || layer == NULL)
-    return toolError(mscclppInvalidArgument, "mscclppToolRegisterName: %s is NULL", name == NULL ? "name" : "layer");
+    return errFail(NULL, mscclppInvalidArgument, "mscclppToolRegisterName: %s is NULL", name == NULL ? "name" : "layer");
   size_t len = strlen(name);
   if (len == 0 || len > MSCCLPP_TOOL_MAX_NAME)
-    return toolError(mscclppInvalidArgument, "mscclppToolRegisterName: name \"%.80s\" must have 1 to %d characters",
+    return errFail(NULL, mscclppInvalidArgument, "mscclppToolRegisterName: name \"%.80s\" must have 1 to %d characters",
                      name, MSCCLPP_TOOL_MAX_NAME);
   pthread_mutex_lock(&regLock);
   for (int l = 1; l <= numLayers; l++) {
     if (strcmp(layers[l].name, name) == 0) {
       pthread_mutex_unlock(&regLock);
-      return toolError(mscclppInvalidUsage, "mscclppToolRegisterName: a layer named \"%s\" is registered already (layer %d)",
+      return errFail(NULL, mscclppInvalidUsage, "mscclppToolRegisterName: a layer named \"%s\" is registered already (layer %d)",
                        name, l);
     }
   }
   if (numLayers == MSCCLPP_TOOL_MAX_LAYERS) {
     pthread_mutex_unlock(&regLock);
-    return toolError(mscclppInvalidUsage, "mscclppToolRegisterName: \"%s\": all %d layers are taken", name,
+    return errFail(NULL, mscclppInvalidUsage, "mscclppToolRegisterName: \"%s\": all %d layers are taken", name,
                      MSCCLPP_TOOL_MAX_LAYERS);
   }
   int l = numLayers + 1;
@@ -136,13 +122,13 @@ mscclppResult_t mscclppToolRegisterName(const char* name, int* layer)
 mscclppResult_t mscclppToolRegisterFunction(int layer, mscclppToolFunction fn, void (*interceptor)(void))
 {
   if (!validLayer(layer))
-    return toolError(mscclppInvalidArgument, "mscclppToolRegisterFunction: layer %d is not registered", layer);
-  if (!validFn(fn)) return toolError(mscclppInvalidArgument, "mscclppToolRegisterFunction: unknown function %d", (int)fn);
+    return errFail(NULL, mscclppInvalidArgument, "mscclppToolRegisterFunction: layer %d is not registered", layer);
+  if (!validFn(fn)) return errFail(NULL, mscclppInvalidArgument, "mscclppToolRegisterFunction: unknown function %d", (int)fn);
   if (interceptor == NULL)
-    return toolError(mscclppInvalidArgument, "mscclppToolRegisterFunction: interceptor for %s is NULL",
+    return errFail(NULL, mscclppInvalidArgument, "mscclppToolRegisterFunction: interceptor for %s is NULL",
                      functionName[fn]);
   if (!ownedByLoading(layer))
-    return toolError(mscclppInvalidUsage,
+    return errFail(NULL, mscclppInvalidUsage,
                      "mscclppToolRegisterFunction: layer %d (\"%s\") belongs to another tool; a library loaded by "
                      "MSCCLPP_TOOLS may hook only the layers it registers",
                      layer, layers[layer].name);
@@ -161,10 +147,10 @@ mscclppResult_t mscclppToolRegisterFunction(int layer, mscclppToolFunction fn, v
 mscclppResult_t mscclppToolGetNext(int layer, mscclppToolFunction fn, void (**next)(void), int* below)
 {
   if (!validLayer(layer))
-    return toolError(mscclppInvalidArgument, "mscclppToolGetNext: layer %d is not a registered tool layer", layer);
-  if (!validFn(fn)) return toolError(mscclppInvalidArgument, "mscclppToolGetNext: unknown function %d", (int)fn);
+    return errFail(NULL, mscclppInvalidArgument, "mscclppToolGetNext: layer %d is not a registered tool layer", layer);
+  if (!validFn(fn)) return errFail(NULL, mscclppInvalidArgument, "mscclppToolGetNext: unknown function %d", (int)fn);
   if (next == NULL || below == NULL)
-    return toolError(mscclppInvalidArgument, "mscclppToolGetNext: %s is NULL", next == NULL ? "next" : "below");
+    return errFail(NULL, mscclppInvalidArgument, "mscclppToolGetNext: %s is NULL", next == NULL ? "next" : "below");
   int b = __atomic_load_n(&capiToolFirst[layer + 1][fn], __ATOMIC_ACQUIRE);
   *next = b != 0 ? capiToolAt(b, fn) : libraryFn[fn];
   *below = b;
@@ -175,7 +161,7 @@ mscclppResult_t mscclppToolGetNext(int layer, mscclppToolFunction fn, void (**ne
 
 static void runFini(void)
 {
-  if (capiForkedChild()) return; /* the parent runs them */
+  if (errForkedChild) return; /* the parent runs them */
   for (int l = __atomic_load_n(&numLayers, __ATOMIC_ACQUIRE); l >= 1; l--) {
     pthread_mutex_lock(&regLock);
     void (*fini)(void*) = layers[l].fini;
@@ -189,9 +175,9 @@ static void runFini(void)
 mscclppResult_t mscclppToolSetContext(int layer, void* ctx, void (*fini)(void* ctx))
 {
   if (!validLayer(layer))
-    return toolError(mscclppInvalidArgument, "mscclppToolSetContext: layer %d is not registered", layer);
+    return errFail(NULL, mscclppInvalidArgument, "mscclppToolSetContext: layer %d is not registered", layer);
   if (!ownedByLoading(layer))
-    return toolError(mscclppInvalidUsage,
+    return errFail(NULL, mscclppInvalidUsage,
                      "mscclppToolSetContext: layer %d (\"%s\") belongs to another tool; a library loaded by "
                      "MSCCLPP_TOOLS may set the context only of the layers it registers",
                      layer, layers[layer].name);
@@ -206,7 +192,7 @@ mscclppResult_t mscclppToolSetContext(int layer, void* ctx, void (*fini)(void* c
     pthread_mutex_lock(&regLock);
     finiRegistered = 0;
     pthread_mutex_unlock(&regLock);
-    return toolError(mscclppSystemError, "mscclppToolSetContext: atexit failed: no room for the fini callback");
+    return errFail(NULL, mscclppSystemError, "mscclppToolSetContext: atexit failed: no room for the fini callback");
   }
   return mscclppSuccess;
 }
@@ -214,8 +200,8 @@ mscclppResult_t mscclppToolSetContext(int layer, void* ctx, void (*fini)(void* c
 mscclppResult_t mscclppToolGetContext(int layer, void** ctx)
 {
   if (!validLayer(layer))
-    return toolError(mscclppInvalidArgument, "mscclppToolGetContext: layer %d is not registered", layer);
-  if (ctx == NULL) return toolError(mscclppInvalidArgument, "mscclppToolGetContext: ctx is NULL");
+    return errFail(NULL, mscclppInvalidArgument, "mscclppToolGetContext: layer %d is not registered", layer);
+  if (ctx == NULL) return errFail(NULL, mscclppInvalidArgument, "mscclppToolGetContext: ctx is NULL");
   pthread_mutex_lock(&regLock);
   *ctx = layers[layer].ctx;
   pthread_mutex_unlock(&regLock);
@@ -236,8 +222,9 @@ int mscclppToolNumLayers(void) { return __atomic_load_n(&numLayers, __ATOMIC_ACQ
 
 /* ---- MSCCLPP_TOOLS ---- */
 
-void capiToolsLoad(void)
+void capiToolsLoad(const capiToolFn* library)
 {
+  libraryFn = library;
   const char* env = getenv("MSCCLPP_TOOLS");
   if (env == NULL || *env == '\0') return;
   char* list = strdup(env);

@@ -36,8 +36,9 @@ static inline capiToolFn capiToolAt(int layer, mscclppToolFunction fn)
   return __atomic_load_n(&capiToolHandler[layer][fn], __ATOMIC_RELAXED);
 }
 
-/* Loads the libraries named in MSCCLPP_TOOLS (from the library's constructor). */
-void capiToolsLoad(void);
+/* Takes the library's layer (library[fn]: capiLib<Name>) and loads the libraries named
+ * in MSCCLPP_TOOLS (from the library's constructor in forward.c). */
+void capiToolsLoad(const capiToolFn* library);
 
 /* The library's layer: capiLib<Name>(layer, args...) for every function. */
 #define CAPI_TOOL_DECLARE_LIB(Name, Ret, Params, Args) Ret capiLib##Name(int layer, MSCCLPP_TOOL_UNPAREN Params);

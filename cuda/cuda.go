@@ -22,7 +22,6 @@ static const cuwSym* nvmlSyms(void) { return cuwNvmlSyms; }
 import "C"
 
 import (
-	"fmt"
 	"sync"
 	"unsafe"
 
@@ -109,8 +108,8 @@ func probe(l *loader) (Device, error) {
 		return Device{}, newError(l.api(), C.GoString(call), int(rc))
 	}
 	if ctx == nil {
-		return Device{}, &status.Error{Code: status.UnhandledCudaError,
-			Msg: "no current CUDA context on the calling thread (call cudaSetDevice first)"}
+		return Device{}, status.Errorf(status.UnhandledCudaError,
+			"no current CUDA context on the calling thread (call cudaSetDevice first)")
 	}
 	return Device{Ordinal: int(ord), Ctx: unsafe.Pointer(ctx), BusID: C.GoString(&bus[0]), api: l.api()}, nil
 }
@@ -132,8 +131,7 @@ func probePointer(l *loader, ptr uint64) (Device, error) {
 		return Device{}, newError(l.api(), C.GoString(call), int(rc))
 	}
 	if ctx == nil {
-		return Device{}, &status.Error{Code: status.UnhandledCudaError,
-			Msg: fmt.Sprintf("the buffer at %#x belongs to no CUDA context", ptr)}
+		return Device{}, status.Errorf(status.UnhandledCudaError, "the buffer at %#x belongs to no CUDA context", ptr)
 	}
 	return Device{Ordinal: int(ord), Ctx: unsafe.Pointer(ctx), BusID: C.GoString(&bus[0]), api: l.api()}, nil
 }
@@ -143,7 +141,7 @@ func PageNode(p unsafe.Pointer) int { return int(C.cuwPageNode(p)) }
 
 func (d Device) check() error {
 	if d.api == nil || d.Ctx == nil {
-		return &status.Error{Code: status.InternalError, Msg: "cuda: Device not obtained from Probe"}
+		return status.Errorf(status.InternalError, "cuda: Device not obtained from Probe")
 	}
 	return nil
 }
@@ -222,8 +220,8 @@ func (d Device) HostAllocOnNode(size uint64, numaNode int) (p unsafe.Pointer, pl
 	}
 	if uint64(dev) != uint64(uintptr(p)) {
 		_ = d.HostFree(p)
-		return nil, false, &status.Error{Code: status.UnhandledCudaError,
-			Msg: fmt.Sprintf("pinned host memory at %p maps to device address %#x: unified addressing is required", p, uint64(dev))}
+		return nil, false, status.Errorf(status.UnhandledCudaError,
+			"pinned host memory at %p maps to device address %#x: unified addressing is required", p, uint64(dev))
 	}
 	logx.Infof(logx.Alloc, "cuMemHostAlloc: %d bytes of pinned host memory at %p for device %d (NUMA node %d requested, placed %v)",
 		size, p, d.Ordinal, numaNode, cplaced != 0)

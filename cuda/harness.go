@@ -1,3 +1,5 @@
+//go:build mscclpp_testhooks
+
 package cuda
 
 // A harness for this package's tests (cgo cannot be used in _test.go files):
@@ -157,13 +159,13 @@ func (h harnessP2P) push(typ, dstOff, srcOff, size uint64) uint64 {
 
 func (h harnessP2P) commErr() (status.Code, string) {
 	var buf [512]C.char
-	code := C.engCommError(h.p.comm, &buf[0], C.int(len(buf)))
+	code := C.errAsync(&h.p.comm.err, &buf[0], C.int(len(buf)))
 	return status.Code(code), C.GoString(&buf[0])
 }
 
 func (h harnessP2P) start() error {
 	if C.engProxyStart(h.p.ctx) != 0 {
-		return &status.Error{Code: status.SystemError, Msg: "engProxyStart failed"}
+		return status.Errorf(status.SystemError, "engProxyStart failed")
 	}
 	return nil
 }

@@ -164,8 +164,8 @@ func TestErrorText(t *testing.T) {
 	if c := status.CodeOf(outer); c != status.InvalidUsage {
 		t.Errorf("CodeOf(outer) = %v", c)
 	}
-	if got := status.Message(wrapped); got != "connecting rank 3: cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY: out of memory" {
-		t.Errorf("Message = %q", got)
+	if got := wrapped.Error(); got != "connecting rank 3: cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY: out of memory" {
+		t.Errorf("Error() = %q", got)
 	}
 }
 

@@ -33,9 +33,8 @@ static const char* errName(const cuwApi* a, cuwResult rc, char* buf, size_t len)
 
 static int cudaFail(engConn* c, const cuwApi* a, const char* call, cuwResult rc)
 {
-  char what[200], buf[32];
-  snprintf(what, sizeof(what), "%s: %s", call, errName(a, rc, buf, sizeof(buf)));
-  return engConnFail(c, mscclppUnhandledCudaError, what);
+  char buf[32];
+  return engConnFail(c, mscclppUnhandledCudaError, "%s: %s", call, errName(a, rc, buf, sizeof(buf)));
 }
 
 static int p2pOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
@@ -102,16 +101,14 @@ out:
 int cudaStateThreadInit(engCtx* ctx, cudaP2PState* st)
 {
   if (st == NULL) {
-    engCommSetError(ctx->comm, mscclppInvalidUsage, "proxy: no CUDA state on its context");
-    return mscclppInvalidUsage;
+    return engFail(ctx->comm, mscclppInvalidUsage, "proxy: no CUDA state on its context");
   }
   int ret = mscclppSuccess;
   cuwResult rc = st->api->ctxSetCurrent(st->ctx);
   if (rc != CUW_SUCCESS) {
-    char msg[200], buf[32];
-    snprintf(msg, sizeof(msg), "%s proxy: cuCtxSetCurrent: %s", ctx->ops->name, errName(st->api, rc, buf, sizeof(buf)));
-    engCommSetError(ctx->comm, mscclppUnhandledCudaError, msg);
-    ret = mscclppUnhandledCudaError;
+    char buf[32];
+    ret = engFail(ctx->comm, mscclppUnhandledCudaError, "%s proxy: cuCtxSetCurrent: %s", ctx->ops->name,
+                  errName(st->api, rc, buf, sizeof(buf)));
   }
   if (st->cpus != NULL) {
     /* a refused binding is not an error: Go logs it from bindErr */
@@ -129,11 +126,9 @@ int cudaStatePublishTail(engCtx* ctx, cudaP2PState* st, uint64_t tail)
   __atomic_store_n(st->hostTail, tail, __ATOMIC_RELEASE);
   cuwResult rc = st->api->memcpyHtoDAsync(st->devTail, st->hostTail, sizeof(uint64_t), st->tailStream);
   if (rc != CUW_SUCCESS) {
-    char msg[200], buf[32];
-    snprintf(msg, sizeof(msg), "%s proxy: cuMemcpyHtoDAsync of the FIFO tail: %s", ctx->ops->name,
-             errName(st->api, rc, buf, sizeof(buf)));
-    engCommSetError(ctx->comm, mscclppUnhandledCudaError, msg);
-    return mscclppUnhandledCudaError;
+    char buf[32];
+    return engFail(ctx->comm, mscclppUnhandledCudaError, "%s proxy: cuMemcpyHtoDAsync of the FIFO tail: %s",
+                   ctx->ops->name, errName(st->api, rc, buf, sizeof(buf)));
   }
   return mscclppSuccess;
 }

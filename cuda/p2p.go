@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	// p2p.c calls the engine's C functions (engCommSetError): link them in.
+	// p2p.c calls the engine's C functions (engFail): link them in.
 	_ "github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
@@ -23,7 +23,7 @@ func NewP2PState(dev Device, cpus []int, numaNode int) (unsafe.Pointer, error) {
 	ccpus := make([]C.int, len(cpus))
 	for i, c := range cpus {
 		if c < 0 {
-			return nil, &status.Error{Code: status.InvalidArgument, Msg: fmt.Sprintf("cuda: negative cpu %d", c)}
+			return nil, status.Errorf(status.InvalidArgument, "cuda: negative cpu %d", c)
 		}
 		ccpus[i] = C.int(c)
 	}

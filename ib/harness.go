@@ -1,3 +1,5 @@
+//go:build mscclpp_testhooks
+
 package ib
 
 // A harness for this package's tests (cgo cannot be used in _test.go
@@ -29,7 +31,7 @@ static engConn* ibTestConn(ibConnState* st, uint64_t la, uint64_t ls, uint64_t r
 static int ibTestOp(engConn* c, uint64_t t, uint64_t d, uint64_t dOff, uint64_t s, uint64_t sOff, uint64_t n) {
 	return c->ops->op(c, t, d, dOff, s, sOff, n);
 }
-static int ibTestErr(engConn* c, char* buf, int len) { return engCommError(c->comm, buf, len); }
+static int ibTestErr(engConn* c, char* buf, int len) { return errAsync(&c->comm->err, buf, len); }
 static void ibTestConnFree(engConn* c) { engCommFree(c->comm); free(c->local); free(c->remote); free(c); }
 */
 import "C"

@@ -20,7 +20,7 @@ static int ibFail(engConn* c, ibQp* q, const char* what)
   char msg[IB_ERR_LEN + 64];
   snprintf(msg, sizeof(msg), "IB %s: %s", what, why ? why : "failed");
   /* an error completion means the peer (or the path to it) refused the write */
-  return engConnFail(c, ibQpFailed(q) ? mscclppRemoteError : mscclppSystemError, msg);
+  return engConnFail(c, ibQpFailed(q) ? mscclppRemoteError : mscclppSystemError, "%s", msg);
 }
 
 int ibEngOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,

@@ -149,7 +149,7 @@ func (t *ibt) Import(idx, h, _ int, blob []byte) (engine.Reg, error) {
 		}
 		qi, err := UnmarshalQPInfo(blob[:QPInfoSize])
 		if err != nil {
-			return engine.Reg{}, &status.Error{Code: status.RemoteError, Msg: "the peer's IB QP: " + err.Error()}
+			return engine.Reg{}, status.Errorf(status.RemoteError, "the peer's IB QP: %v", err)
 		}
 		if c.peerHB, err = UnmarshalMRInfo(blob[QPInfoSize : QPInfoSize+MRInfoSize]); err != nil || c.peerHB.Size < 8 {
 			return engine.Reg{}, status.Errorf(status.RemoteError, "the peer's IB heartbeat slot: %v (%d bytes)", err, c.peerHB.Size)
@@ -159,7 +159,7 @@ func (t *ibt) Import(idx, h, _ int, blob []byte) (engine.Reg, error) {
 	}
 	mi, err := UnmarshalMRInfo(blob)
 	if err != nil {
-		return engine.Reg{}, &status.Error{Code: status.RemoteError, Msg: "the peer's IB registration: " + err.Error()}
+		return engine.Reg{}, status.Errorf(status.RemoteError, "the peer's IB registration: %v", err)
 	}
 	if h != transport.Registered { // those of mscclppRegisterBuffer are kept in its records
 		c.remote = append(c.remote, mi)

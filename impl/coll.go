@@ -4,8 +4,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/nodeshm"
 	"github.com/mscclpp-go/mscclpp/impl/status"
@@ -48,44 +46,18 @@ func (c *Comm) allGatherShm(buf []byte, size int) error {
 	return nil
 }
 
-// waitSeq waits until rank p published collective k, backing off like host waits, and fails
-// when p's process is gone or the bootstrap timeout passes.
+// waitSeq waits until rank p published collective k (engine.WaitSeq: the back-off of every
+// host wait), and fails when p's process is gone, a remote error was recorded, or deadline passes.
 func (c *Comm) waitSeq(p int, k uint64, deadline time.Time) error {
-	seq := c.host.Node.CollSeq(p)
-	cfg := c.waitCfg
-	var n uint64
-	sleep := time.Microsecond
-	var lastCheck time.Time
-	for atomic.LoadUint64(seq) < k {
-		n++
-		switch {
-		case n < uint64(cfg.Spin)*4: // a Go load loop iterates faster than a pause loop
-		case n < uint64(cfg.Spin)*4+uint64(cfg.Yields):
-			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-		default:
-			time.Sleep(sleep)
-			if sleep < time.Duration(cfg.SleepMaxUs)*time.Microsecond {
-				sleep *= 2
-			}
-		}
-		if n%1024 != 0 && n < uint64(cfg.Spin)*4+uint64(cfg.Yields) {
-			continue
-		}
-		now := time.Now()
-		if now.Sub(lastCheck) < 5*time.Millisecond {
-			continue
-		}
-		lastCheck = now
-		// a peer may publish and exit between the load above and this check: look again
-		if pid := c.host.Node.Pid(p); engine.ProcessGone(pid) && atomic.LoadUint64(seq) < k {
-			return status.Errorf(status.RemoteError, "rank %d (pid %d) exited before collective %d", p, pid, k)
-		}
-		if err := c.host.Eng.Err(); status.CodeOf(err) == status.RemoteError {
-			return err
-		}
-		if now.After(deadline) {
-			return status.Errorf(status.RemoteError, "rank %d did not reach collective %d within %v", p, k, BootstrapTimeout())
-		}
+	pid := c.host.Node.Pid(p)
+	switch c.host.Eng.WaitSeq(c.host.Node.CollSeq(p), k, pid, time.Until(deadline)) {
+	case engine.SeqReached:
+		return nil
+	case engine.SeqGone:
+		return status.Errorf(status.RemoteError, "rank %d (pid %d) exited before collective %d", p, pid, k)
+	case engine.SeqRemote:
+		return c.host.Eng.Err()
+	default:
+		return status.Errorf(status.RemoteError, "rank %d did not reach collective %d within %v", p, k, BootstrapTimeout())
 	}
-	return nil
 }

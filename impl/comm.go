@@ -3,8 +3,6 @@
 package impl
 
 import (
-	"crypto/rand"
-	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"os"
@@ -72,8 +70,8 @@ func NewUniqueID() (bootstrap.ID, error) {
 }
 
 func checkRanks(nranks, rank int) error {
-	if nranks <= 0 || nranks > 1024 {
-		return status.Errorf(status.InvalidArgument, "nranks %d out of range 1..1024", nranks)
+	if nranks <= 0 || nranks > bootstrap.MaxRanks {
+		return status.Errorf(status.InvalidArgument, "nranks %d out of range 1..%d", nranks, bootstrap.MaxRanks)
 	}
 	if rank < 0 || rank >= nranks {
 		return status.Errorf(status.InvalidArgument, "rank %d out of range 0..%d", rank, nranks-1)
@@ -86,11 +84,12 @@ func InitRank(nranks int, addr string, rank int) (*Comm, error) {
 	if err := checkRanks(nranks, rank); err != nil {
 		return nil, err
 	}
-	if _, err := bootstrap.ParseAddr(addr); err != nil {
+	ap, err := bootstrap.ParseAddr(addr) // once: a host name is resolved once
+	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	b, err := bootstrap.InitAddr(addr, rank, nranks, bootOptions())
+	b, err := bootstrap.InitAddrPort(ap, addr, rank, nranks, bootOptions())
 	if err != nil {
 		return nil, fmt.Errorf("rank %d of %d: bootstrap at %s: %w", rank, nranks, addr, err)
 	}
@@ -177,23 +176,13 @@ func (c *Comm) initNode(start time.Time) error {
 		}
 	}
 	c.host.LocalIdx = c.host.LocalOf[c.rank]
-	// A per-instance nonce from rank 0 names the segment, so a communicator re-formed
-	// at the same address never meets a stale segment of an earlier one; every rank's
-	// pid lets local ranks notice one that exits while they wait for it.
-	buf := make([]byte, 16*c.nranks)
-	if c.rank == 0 {
-		if _, err := rand.Read(buf[:8]); err != nil {
-			return status.Errorf(status.SystemError, "random nonce: %w", err)
-		}
-	}
-	binary.LittleEndian.PutUint64(buf[16*c.rank+8:], uint64(os.Getpid()))
-	if err := c.boot.AllGather(buf, 16); err != nil {
-		return fmt.Errorf("rank %d: exchange node nonce: %w", c.rank, err)
-	}
-	nonce := binary.LittleEndian.Uint64(buf[:8])
+	// The root's per-instance nonce names the segment, so a communicator re-formed at the
+	// same address never meets a stale segment of an earlier one; every rank's pid (in the
+	// root's table too) lets local ranks notice one that exits while they wait for it.
+	nonce, pids := c.boot.Nonce(), c.boot.Pids()
 	alive := func() error {
 		for r := range c.host.LocalOf {
-			if pid := int(binary.LittleEndian.Uint64(buf[16*r+8:])); r != c.rank && engine.ProcessGone(pid) {
+			if pid := pids[r]; r != c.rank && engine.ProcessGone(pid) {
 				return status.Errorf(status.RemoteError, "rank %d (pid %d) on this node exited during mscclppCommInitRank", r, pid)
 			}
 		}

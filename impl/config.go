@@ -1,8 +1,10 @@
 package impl
 
 import (
+	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -14,8 +16,13 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
 )
 
-// DefaultBootstrapTimeout bounds every bootstrap wait unless mscclppSetBootstrapConnTimeout changes it.
-const DefaultBootstrapTimeout = 30 * time.Second
+// DefaultBootstrapTimeout bounds every bootstrap wait unless mscclppSetBootstrapConnTimeout or
+// MSCCLPP_BOOTSTRAP_TIMEOUT changes it. This file is the one owner of the timeout: the
+// bootstrap takes the value BootstrapTimeout resolves.
+const DefaultBootstrapTimeout = bootstrap.DefaultTimeout
+
+// envTimeout is the default bootstrap timeout in seconds.
+const envTimeout = "MSCCLPP_BOOTSTRAP_TIMEOUT"
 
 var bootstrapTimeoutNs atomic.Int64
 
@@ -54,8 +61,8 @@ var (
 // readTimeoutEnv reads MSCCLPP_BOOTSTRAP_TIMEOUT now (through getenv) for BootstrapTimeout.
 func readTimeoutEnv() time.Duration {
 	var d time.Duration
-	if s := env.Get(bootstrap.EnvTimeout); s != "" {
-		v, err := bootstrap.ParseTimeoutEnv(s)
+	if s := env.Get(envTimeout); s != "" {
+		v, err := parseTimeoutEnv(s)
 		if err == nil {
 			d = v
 		} else {
@@ -65,6 +72,16 @@ func readTimeoutEnv() time.Duration {
 	envTimeoutNs.Store(int64(d))
 	envTimeoutRead.Store(true)
 	return d
+}
+
+// parseTimeoutEnv parses a MSCCLPP_BOOTSTRAP_TIMEOUT value: a positive
+// whole number of seconds.
+func parseTimeoutEnv(s string) (time.Duration, error) {
+	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("%s=%q is not a positive number of seconds", envTimeout, s)
+	}
+	return time.Duration(v) * time.Second, nil
 }
 
 // envUint reads a non-negative integer knob, warning about and ignoring a malformed value.

@@ -12,6 +12,7 @@ func TestBootstrapTimeoutEnv(t *testing.T) {
 	for env, want := range map[string]time.Duration{
 		"": DefaultBootstrapTimeout, "5": 5 * time.Second, "0": DefaultBootstrapTimeout,
 		"-1": DefaultBootstrapTimeout, "x": DefaultBootstrapTimeout, "2.5": DefaultBootstrapTimeout,
+		" 2 ": 2 * time.Second, "99999999999": DefaultBootstrapTimeout,
 	} {
 		t.Setenv("MSCCLPP_BOOTSTRAP_TIMEOUT", env)
 		bootOptions() // init reads it

@@ -10,9 +10,6 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
 
-// epochBytes is sizeof(mscclppDevConnSignalEpochId): handle 0 of every connection.
-const epochBytes = 16
-
 // Transport is an mscclppTransport_t value.
 type Transport = transport.ID
 
@@ -85,7 +82,7 @@ func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t 
 		return fmt.Errorf("connect to rank %d tag %d: %w", remoteRank, tag, err)
 	}
 	cn := &Conn{idx: idx, remoteRank: remoteRank, tag: tag, transport: t, tr: tr, ctx: ep.Ctx}
-	cn.bufs = []transport.Buffer{{Ptr: ep.Epoch, Size: epochBytes}}
+	cn.bufs = []transport.Buffer{{Ptr: ep.Epoch, Size: engine.EpochBytes}}
 	if withBuffer {
 		cn.bufs = append(cn.bufs, transport.Buffer{Ptr: buff, Size: size})
 	}

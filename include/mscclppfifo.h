@@ -70,13 +70,21 @@ union __attribute__((aligned(16))) mscclppTrigger
 typedef union mscclppTrigger mscclppTrigger;
 typedef mscclppTrigger* mscclppTrigger_t;
 
-/* The two words of a trigger, packed exactly as the bit-fields above. */
+/* The two words of a trigger, packed exactly as the bit-fields above, and the
+ * fields read back from them (the proxy's decode): the FIFO layout is here only. */
+#define MSCCLPP_TRIGGER_MASK(bits) ((1ull << (bits)) - 1)
 #define MSCCLPP_TRIGGER_WORD0(srcOff, size) \
-  ((((uint64_t)(srcOff)) << MSCCLPP_BITS_SIZE) | (((uint64_t)(size)) & 0xffffffffull))
-#define MSCCLPP_TRIGGER_WORD1(type, connId, dstOff)                                           \
-  ((((uint64_t)(type)) << (MSCCLPP_BITS_OFFSET + MSCCLPP_BITS_CONNID)) |                    \
-   ((((uint64_t)(connId)) & ((1ull << MSCCLPP_BITS_CONNID) - 1)) << MSCCLPP_BITS_OFFSET) | \
-   (((uint64_t)(dstOff)) & 0xffffffffull))
+  ((((uint64_t)(srcOff)) << MSCCLPP_BITS_SIZE) | (((uint64_t)(size)) & MSCCLPP_TRIGGER_MASK(MSCCLPP_BITS_SIZE)))
+#define MSCCLPP_TRIGGER_WORD1(type, connId, dstOff)                                                  \
+  ((((uint64_t)(type)) << (MSCCLPP_BITS_OFFSET + MSCCLPP_BITS_CONNID)) |                           \
+   ((((uint64_t)(connId)) & MSCCLPP_TRIGGER_MASK(MSCCLPP_BITS_CONNID)) << MSCCLPP_BITS_OFFSET) | \
+   (((uint64_t)(dstOff)) & MSCCLPP_TRIGGER_MASK(MSCCLPP_BITS_OFFSET)))
+#define MSCCLPP_TRIGGER_SIZE(w0) ((uint64_t)(w0) & MSCCLPP_TRIGGER_MASK(MSCCLPP_BITS_SIZE))
+#define MSCCLPP_TRIGGER_SRC_OFFSET(w0) ((uint64_t)(w0) >> MSCCLPP_BITS_SIZE)
+#define MSCCLPP_TRIGGER_DST_OFFSET(w1) ((uint64_t)(w1) & MSCCLPP_TRIGGER_MASK(MSCCLPP_BITS_OFFSET))
+#define MSCCLPP_TRIGGER_CONNID(w1) (((uint64_t)(w1) >> MSCCLPP_BITS_OFFSET) & MSCCLPP_TRIGGER_MASK(MSCCLPP_BITS_CONNID))
+#define MSCCLPP_TRIGGER_TYPE(w1) \
+  (((uint64_t)(w1) >> (MSCCLPP_BITS_OFFSET + MSCCLPP_BITS_CONNID)) & MSCCLPP_TRIGGER_MASK(MSCCLPP_BITS_TYPE))
 
 struct mscclppConcurrentFifo;
 

@@ -21,17 +21,15 @@
 package bootstrap
 
 import (
-	"errors"
-	"fmt"
+	"crypto/rand"
+	"encoding/binary"
 	"net"
 	"net/netip"
-	"strings"
+	"os"
 	"sync"
 	"time"
 
-	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/status"
-	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
 )
 
 // DefaultTimeout bounds every bootstrap wait when Options.Timeout is zero.
@@ -52,8 +50,8 @@ const inlineMax = 16 << 10
 // Options configures NewID, Init and InitAddr.
 type Options struct {
 	// Timeout bounds every wait (connect, root answer, allgather, barrier,
-	// recv); 0 means MSCCLPP_BOOTSTRAP_TIMEOUT seconds if that is set, else
-	// DefaultTimeout.
+	// recv); 0 means DefaultTimeout. The library resolves it (the setter,
+	// MSCCLPP_BOOTSTRAP_TIMEOUT, the default) in one place: impl's BootstrapTimeout.
 	Timeout time.Duration
 	// HostID is this rank's host identity, reported to all ranks by HostIDs.
 	HostID string
@@ -70,9 +68,6 @@ func (o *Options) timeout() (time.Duration, error) {
 	case o.Timeout < 0:
 		return 0, status.Errorf(status.InvalidArgument, "bootstrap: negative timeout %v", o.Timeout)
 	case o.Timeout == 0:
-		if d, ok := envTimeout(o.logger()); ok {
-			return d, nil
-		}
 		return DefaultTimeout, nil
 	}
 	return o.Timeout, nil
@@ -99,6 +94,7 @@ type Bootstrap struct {
 	spin         time.Duration
 	listenAddr   string
 	table        []peerEntry
+	nonce        uint64 // the root's: names this instance of the communicator
 
 	ln     *net.TCPListener
 	root   *root               // a root of this process that Close stops and waits for
@@ -183,7 +179,9 @@ func newBootstrap(magic uint64, key [keyBytes]byte, rank, nranks int, timeout ti
 		queued:    make([]int, nranks),
 		conns:     make(map[*net.TCPConn]struct{}),
 		done:      make(chan struct{}),
-		table:     []peerEntry{{hostID: opts.HostID}},
+		table:     []peerEntry{{hostID: opts.HostID, pid: uint64(os.Getpid())}},
+		nonce:     randomNonce(), // a communicator of one; the root's table brings the others'
+
 	}
 }
 
@@ -227,11 +225,19 @@ func Init(id ID, rank, nranks int, opts Options) (*Bootstrap, error) {
 // ranks must name the same root and share the secret. A single rank needs
 // no secret.
 func InitAddr(addr string, rank, nranks int, opts Options) (*Bootstrap, error) {
-	timeout, err := checkArgs(rank, nranks, &opts)
-	if err != nil {
+	if _, err := checkArgs(rank, nranks, &opts); err != nil {
 		return nil, err
 	}
 	ap, err := ParseAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	return InitAddrPort(ap, addr, rank, nranks, opts)
+}
+
+// InitAddrPort is InitAddr with addr already parsed into ap (ParseAddr).
+func InitAddrPort(ap netip.AddrPort, addr string, rank, nranks int, opts Options) (*Bootstrap, error) {
+	timeout, err := checkArgs(rank, nranks, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -267,314 +273,9 @@ func InitAddr(addr string, rank, nranks int, opts Options) (*Bootstrap, error) {
 	return b, nil
 }
 
-// initRank registers with the root at rootAddr, builds the ring and the
-// star, and waits until the root says that every rank did.
-func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySource string, rank, nranks int, timeout time.Duration, opts *Options) (_ *Bootstrap, err error) {
-	b := newBootstrap(magic, key, rank, nranks, timeout, opts)
-	b.keySource = keySource
-	defer func() {
-		if err != nil {
-			b.Close()
-		}
-	}()
-	rootWait := timeout + rootGrace
-	rootDeadline := time.Now().Add(rootWait)
-	rc, err := dialRoot(rootAddr, rootDeadline, rootWait)
-	if err != nil {
-		return nil, b.errorf(status.RemoteError, "%v", err)
-	}
-	if !b.track(rc) {
-		rc.Close()
-		return nil, b.failed()
-	}
-	defer b.untrack(rc)
-	rc.SetNoDelay(true)
-	rc.SetDeadline(rootDeadline)
-	challenge, err := readChallenge(rc)
-	if err != nil {
-		return nil, b.rootErr(rootAddr, rootWait, err)
-	}
-
-	// This rank's listener.
-	var lip netip.Addr
-	if strings.TrimSpace(env.Get(EnvSocketIfname)) != "" {
-		a, err := selectInterface()
-		if err != nil {
-			return nil, err
-		}
-		lip = a.ip
-	} else {
-		lip = rc.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
-	}
-	b.ln, err = net.ListenTCP("tcp", net.TCPAddrFromAddrPort(netip.AddrPortFrom(lip, 0)))
-	if err != nil {
-		return nil, b.errorf(status.SystemError, "cannot listen at %s: %w", lip, err)
-	}
-	b.listenAddr = netip.AddrPortFrom(lip, uint16(b.ln.Addr().(*net.TCPAddr).Port)).String()
-	b.wg.Add(1)
-	go b.acceptLoop()
-
-	// Register and wait for the table.
-	h := hello{kind: kindRegister, magic: magic, nonce: newNonce(), rank: rank, nranks: nranks,
-		payload: encodeRegister(b.listenAddr, opts.HostID)}
-	if _, err := rc.Write(h.encode(&key, &challenge)); err != nil {
-		return nil, b.rootErr(rootAddr, rootWait, err)
-	}
-	st, payload, err := readReply(rc, magic, &key, labelReply, &h.nonce, maxTableLen(nranks))
-	if err != nil {
-		return nil, b.rootErr(rootAddr, rootWait, err)
-	}
-	if err := b.replyErr(rootAddr, st, payload); err != nil {
-		return nil, err
-	}
-	table, ok := decodeTable(payload, nranks)
-	if !ok || table[rank].addr != b.listenAddr {
-		return nil, b.errorf(status.RemoteError, "the root at %s sent a malformed table", rootAddr)
-	}
-	b.table = table
-	rc.SetDeadline(deadlineIn(rootWait))
-
-	// While the ring and star form, the root's verdict may come at any
-	// time: a failure aborts this rank at once.
-	type rootVerdict struct {
-		err      error
-		fromRoot bool // the root answered (rather than the connection failing)
-	}
-	verdict := make(chan rootVerdict, 1)
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		st, payload, err := readReply(rc, magic, &key, labelDone, &h.nonce, maxErrorText)
-		v := rootVerdict{fromRoot: err == nil}
-		if err == nil {
-			err = b.replyErr(rootAddr, st, payload)
-		} else if b.failed() == nil {
-			err = b.rootErr(rootAddr, rootWait, err)
-		}
-		if err != nil {
-			err = b.fail(err)
-		}
-		v.err = err
-		verdict <- v
-	}()
-	if err := b.connectCollectives(); err != nil {
-		if ferr := b.failed(); ferr != nil {
-			return nil, ferr // the failure already recorded (e.g. the root's verdict) is the cause; err its consequence
-		}
-		{
-			// This rank's own failure (often the consequence of another
-			// rank's): the others learn it through the root, and the root
-			// answers with the first failure it saw, the likely root cause.
-			rc.SetWriteDeadline(deadlineIn(abortWriteTimeout))
-			if _, werr := rc.Write(encodeStatus(statusFail, err.Error(), &key, &challenge)); werr == nil {
-				select {
-				case v := <-verdict:
-					if v.fromRoot && v.err != nil {
-						return nil, v.err
-					}
-				case <-time.After(min(b.hsTimeout, time.Second)):
-				}
-			}
-		}
-		return nil, err
-	}
-	if _, err := rc.Write(encodeStatus(statusReady, "", &key, &challenge)); err != nil {
-		return nil, b.fail(b.rootErr(rootAddr, rootWait, err))
-	}
-	if v := <-verdict; v.err != nil {
-		return nil, v.err
-	}
-
-	local := 0
-	for _, e := range table {
-		if e.hostID == opts.HostID {
-			local++
-		}
-	}
-	b.spin = spinBudget(local, sysinfo.OnlineCPUs())
-	b.logf(false, "bootstrap: rank %d of %d of communicator %#x ready, listening at %s", rank, nranks, magic, b.listenAddr)
-	return b, nil
-}
-
-// replyErr turns a root reply that is not replyOK into this rank's error.
-func (b *Bootstrap) replyErr(rootAddr netip.AddrPort, st byte, payload []byte) error {
-	switch st {
-	case replyOK:
-		return nil
-	case replyUsage:
-		return b.errorf(status.InvalidUsage, "%s", payload)
-	case replyReject:
-		if payload[0] == rejectMagic {
-			return b.errorf(status.InvalidUsage, "the root at %s serves another communicator (does every rank name the same root address?)", rootAddr)
-		}
-		return b.errorf(status.InvalidUsage, "the root at %s refused this rank's key: %s", rootAddr, b.keyAdvice())
-	}
-	return b.errorf(status.RemoteError, "%s", payload)
-}
-
-// keyAdvice says where the key of this rank came from, for a key that the
-// other side does not share.
-func (b *Bootstrap) keyAdvice() string {
-	if b.keySource == "" {
-		return "the unique id differs from the root's (every rank must use the id made by one mscclppGetUniqueId)"
-	}
-	return fmt.Sprintf("this rank's bootstrap secret (from %s) differs from the root's: %s", b.keySource, secretAdvice)
-}
-
-// connectCollectives opens the connections of the ring (to the successor,
-// from the predecessor) and of the star (every rank to rank 0).
-func (b *Bootstrap) connectCollectives() error {
-	n := b.nranks
-	deadline := time.Now().Add(b.timeout)
-	nextRank, prevRank := (b.rank+1)%n, (b.rank+n-1)%n
-	c, err := b.dialPeer(nextRank, kindRing, deadline)
-	if err != nil {
-		return err
-	}
-	if b.next, err = newRingConn(c, nextRank); err != nil {
-		return b.errorf(status.SystemError, "ring connection to rank %d: %w", nextRank, err)
-	}
-	useStar := n >= starMinRanks
-	if useStar && b.rank != 0 {
-		c, err := b.dialPeer(0, kindStar, deadline)
-		if err != nil {
-			return err
-		}
-		hub, err := newRingConn(c, 0)
-		if err != nil {
-			return b.errorf(status.SystemError, "star connection to rank 0: %w", err)
-		}
-		b.star = []*ringConn{hub}
-	}
-	spokes := 0
-	if useStar && b.rank == 0 {
-		b.star = make([]*ringConn, n)
-		spokes = n - 1
-	}
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	for b.prev == nil || spokes > 0 {
-		select {
-		case pc := <-b.ringCh:
-			if b.prev, err = newRingConn(pc, prevRank); err != nil {
-				return b.errorf(status.SystemError, "ring connection from rank %d: %w", prevRank, err)
-			}
-		case sc := <-b.starCh:
-			if b.star[sc.rank], err = newRingConn(sc.c, sc.rank); err != nil {
-				return b.errorf(status.SystemError, "star connection from rank %d: %w", sc.rank, err)
-			}
-			spokes--
-		case <-timer.C:
-			if b.prev == nil {
-				return b.errorf(status.RemoteError, "rank %d (at %s) did not connect within %v", prevRank, b.table[prevRank].addr, b.timeout)
-			}
-			var missing []int
-			for r := 1; r < n; r++ {
-				if b.star[r] == nil {
-					missing = append(missing, r)
-				}
-			}
-			return b.errorf(status.RemoteError, "%s did not connect to rank 0 within %v", rankList(missing), b.timeout)
-		case <-b.done:
-			return b.err
-		}
-	}
-	return nil
-}
-
-// dialRoot connects to the root, retrying (the root may not listen yet)
-// until deadline; wait is as in rootErr.
-func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*net.TCPConn, error) {
-	backoff := 250 * time.Microsecond
-	var last error // the last error other than a timeout
-	for {
-		d := net.Dialer{Deadline: deadline}
-		c, err := d.Dial("tcp", addr.String())
-		if err == nil {
-			return c.(*net.TCPConn), nil
-		}
-		if !isTimeout(err) {
-			last = err
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			if last != nil {
-				return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within the bootstrap timeout (%v); last attempt: %v", addr, wait-rootGrace, last)
-			}
-			return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within the bootstrap timeout (%v)", addr, wait-rootGrace)
-		}
-		time.Sleep(min(backoff, left))
-		backoff = min(2*backoff, 4*time.Millisecond)
-	}
-}
-
-// rootErr explains a failed exchange with the root; wait is the bootstrap
-// timeout plus rootGrace, and messages name the timeout the user set.
-func (b *Bootstrap) rootErr(addr netip.AddrPort, wait time.Duration, err error) error {
-	var nb *errNotBootstrap
-	switch {
-	case errors.As(err, &nb):
-		return b.errorf(status.InvalidUsage, "the address %s is not the bootstrap root of this communicator: %v", addr, err)
-	case errors.Is(err, errForged):
-		return b.errorf(status.InvalidUsage, "the root at %s is not trusted: %v (a root with another bootstrap secret, or not the root of this job; %s)",
-			addr, err, b.keyAdvice())
-	case isTimeout(err):
-		return b.errorf(status.RemoteError, "no answer from the root at %s within the bootstrap timeout (%v)", addr, wait-rootGrace)
-	case isPeerGone(err):
-		return b.errorf(status.RemoteError, "the root at %s closed the connection before the communicator formed", addr)
-	}
-	return b.errorf(status.RemoteError, "talking to the root at %s: %w", addr, err)
-}
-
 // errorf makes an error with code c whose message names this rank.
 func (b *Bootstrap) errorf(c status.Code, format string, args ...any) error {
 	return status.Errorf(c, "bootstrap rank %d of %d: "+format, append([]any{b.rank, b.nranks}, args...)...)
-}
-
-// dialPeer opens a ring or point-to-point connection to peer and waits for
-// its acknowledgement.
-func (b *Bootstrap) dialPeer(peer int, kind byte, deadline time.Time) (*net.TCPConn, error) {
-	addr := b.table[peer].addr
-	what := "ring"
-	if kind == kindP2P {
-		what = "point-to-point"
-	}
-	d := net.Dialer{Deadline: deadline}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		if isTimeout(err) {
-			return nil, b.errorf(status.RemoteError, "cannot open a %s connection to rank %d at %s within %v", what, peer, addr, b.timeout)
-		}
-		return nil, b.errorf(status.RemoteError, "cannot open a %s connection to rank %d at %s: %w", what, peer, addr, err)
-	}
-	tc := c.(*net.TCPConn)
-	if !b.track(tc) {
-		tc.Close()
-		return nil, b.failed()
-	}
-	tc.SetNoDelay(true)
-	tc.SetDeadline(deadline)
-	challenge, err := readChallenge(tc)
-	var ack *hello
-	h := hello{kind: kind, magic: b.magic, nonce: newNonce(), rank: b.rank, nranks: b.nranks}
-	if err == nil {
-		_, err = tc.Write(h.encode(&b.key, &challenge))
-	}
-	if err == nil {
-		ack, err = readHello(tc, b.magic, &b.key, &h.nonce)
-	}
-	if err == nil && (ack.kind != kindAck || ack.rank != peer) {
-		err = fmt.Errorf("unexpected answer (kind %d from rank %d)", ack.kind, ack.rank)
-	}
-	if err != nil {
-		b.untrack(tc)
-		if e := b.failed(); e != nil {
-			return nil, e
-		}
-		return nil, b.errorf(status.RemoteError, "rank %d at %s did not accept a %s connection: %w", peer, addr, what, err)
-	}
-	tc.SetDeadline(time.Time{})
-	return tc, nil
 }
 
 // track records c so that Abort closes it; false if already aborted.
@@ -596,108 +297,6 @@ func (b *Bootstrap) untrack(c *net.TCPConn) {
 	c.Close()
 }
 
-func (b *Bootstrap) acceptLoop() {
-	defer b.wg.Done()
-	for {
-		c, err := b.ln.AcceptTCP()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) || b.failed() != nil {
-				return
-			}
-			b.logf(true, "bootstrap rank %d: accept: %v", b.rank, err)
-			time.Sleep(5 * time.Millisecond) // back off from e.g. EMFILE
-			continue
-		}
-		if !b.track(c) {
-			c.Close()
-			return
-		}
-		b.wg.Add(1)
-		go b.serveConn(c)
-	}
-}
-
-// serveConn checks a connection to this rank's listener and hands it to the
-// ring or to a point-to-point reader.
-func (b *Bootstrap) serveConn(c *net.TCPConn) {
-	defer b.wg.Done()
-	c.SetNoDelay(true)
-	c.SetDeadline(deadlineIn(b.hsTimeout))
-	challenge, err := writeChallenge(c)
-	var h *hello
-	if err == nil {
-		h, err = readHello(c, b.magic, &b.key, &challenge)
-	} else {
-		err = stranger("sending it a challenge failed: %v", err)
-	}
-	if err == nil {
-		err = b.claim(h)
-	}
-	if err != nil {
-		if b.failed() == nil {
-			b.logf(true, "bootstrap rank %d: dropped a connection from %s: %v", b.rank, c.RemoteAddr(), err)
-		}
-		b.untrack(c)
-		return
-	}
-	ack := hello{kind: kindAck, magic: b.magic, rank: b.rank, nranks: b.nranks}
-	if _, err := c.Write(ack.encode(&b.key, &h.nonce)); err != nil {
-		if h.kind == kindP2P {
-			b.endPeer(h.rank, err)
-		}
-		b.untrack(c)
-		return
-	}
-	c.SetDeadline(time.Time{})
-	switch h.kind {
-	case kindRing:
-		b.ringCh <- c // buffered, and claimed only once
-		return
-	case kindStar:
-		b.starCh <- starConnection{c, h.rank} // buffered, and claimed once per rank
-		return
-	}
-	b.readPeer(h.rank, c)
-}
-
-// claim checks a peer's hello and reserves its slot.
-func (b *Bootstrap) claim(h *hello) error {
-	if h.nranks != b.nranks {
-		return stranger("it says nranks=%d, this communicator has %d", h.nranks, b.nranks)
-	}
-	if h.rank < 0 || h.rank >= b.nranks || h.rank == b.rank {
-		return stranger("it claims to be rank %d", h.rank)
-	}
-	b.boxMu.Lock()
-	defer b.boxMu.Unlock()
-	switch h.kind {
-	case kindRing:
-		if prev := (b.rank + b.nranks - 1) % b.nranks; h.rank != prev {
-			return stranger("rank %d offered a ring connection, but the ring predecessor is rank %d", h.rank, prev)
-		}
-		if b.ringIn {
-			return stranger("rank %d offered a second ring connection", h.rank)
-		}
-		b.ringIn = true
-	case kindStar:
-		if b.rank != 0 {
-			return stranger("rank %d offered a star connection, but this is rank %d, not 0", h.rank, b.rank)
-		}
-		if b.nranks < starMinRanks || b.starIn[h.rank] {
-			return stranger("rank %d offered an unexpected star connection", h.rank)
-		}
-		b.starIn[h.rank] = true
-	case kindP2P:
-		if b.inFrom[h.rank] {
-			return stranger("rank %d offered a second point-to-point connection", h.rank)
-		}
-		b.inFrom[h.rank] = true
-	default:
-		return stranger("it sent a kind %d hello to a rank", h.kind)
-	}
-	return nil
-}
-
 // Rank returns this rank.
 func (b *Bootstrap) Rank() int { return b.rank }
 
@@ -714,6 +313,30 @@ func (b *Bootstrap) HostIDs() []string {
 		ids[i] = e.hostID
 	}
 	return ids
+}
+
+// Pids returns every rank's process id, as registered with the root.
+func (b *Bootstrap) Pids() []int {
+	pids := make([]int, len(b.table))
+	for i, e := range b.table {
+		pids[i] = int(e.pid)
+	}
+	return pids
+}
+
+// Nonce names this instance of the communicator (the same on every rank; random per
+// instance, so one re-formed at the same address never meets state of an earlier one).
+func (b *Bootstrap) Nonce() uint64 { return b.nonce }
+
+// randomNonce is a random 64-bit value (never 0).
+func randomNonce() uint64 {
+	var buf [8]byte
+	for {
+		_, _ = rand.Read(buf[:]) // never fails (Go 1.24+)
+		if v := binary.LittleEndian.Uint64(buf[:]); v != 0 {
+			return v
+		}
+	}
 }
 
 // ListenAddr returns the address of this rank's listener ("" for one rank).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -280,6 +281,29 @@ func TestHostIDs(t *testing.T) {
 		if b.Magic() != bs[0].Magic() {
 			t.Fatal("magic differs")
 		}
+	}
+}
+
+// TestTableCarriesPidsAndNonce: the root's table brings every rank's pid and one nonce per
+// instance of the communicator (what init used to gather in a second allgather).
+func TestTableCarriesPidsAndNonce(t *testing.T) {
+	addr := loopbackAddr(t)
+	var nonces []uint64
+	for round := 0; round < 2; round++ {
+		bs := form(t, 3, func(r int) (*Bootstrap, error) { return InitAddr(addr, r, 3, Options{}) })
+		for _, b := range bs {
+			if got := b.Pids(); len(got) != 3 || got[0] != os.Getpid() || got[1] != os.Getpid() || got[2] != os.Getpid() {
+				t.Fatalf("rank %d: Pids %v, want this process's %d thrice", b.Rank(), got, os.Getpid())
+			}
+			if b.Nonce() == 0 || b.Nonce() != bs[0].Nonce() {
+				t.Fatalf("rank %d: nonce %#x, rank 0's %#x", b.Rank(), b.Nonce(), bs[0].Nonce())
+			}
+		}
+		nonces = append(nonces, bs[0].Nonce())
+		closeAll(t, bs)
+	}
+	if nonces[0] == nonces[1] {
+		t.Fatalf("a communicator re-formed at %s has the same nonce %#x", addr, nonces[0])
 	}
 }
 
@@ -798,7 +822,7 @@ func TestStrangersAtRoot(t *testing.T) {
 
 	var wrong [keyBytes]byte
 	wrong[0] = 1
-	reg := encodeRegister("127.0.0.1:1", "")
+	reg := encodeRegister("127.0.0.1:1", "", 1)
 	poke(t, addr, []byte("GET / HTTP/1.0\r\n\r\n"+strings.Repeat("x", 120)), false)
 	c, ch := dialChallenge(t, addr)
 	c.Write(rawHello(kindRegister, magic, &wrong, &ch, 1, 3, reg))

@@ -66,7 +66,7 @@ func FuzzReadChallenge(f *testing.F) {
 
 func FuzzReadHello(f *testing.F) {
 	reg := &hello{kind: kindRegister, magic: fuzzMagic, nonce: nonce{1}, rank: 1, nranks: 4,
-		payload: encodeRegister("10.0.0.1:1234", "node1")}
+		payload: encodeRegister("10.0.0.1:1234", "node1", 4242)}
 	f.Add(reg.encode(&fuzzKey, &fuzzNonce))
 	ack := &hello{kind: kindAck, magic: fuzzMagic}
 	f.Add(ack.encode(&fuzzKey, &fuzzNonce))
@@ -94,7 +94,7 @@ func FuzzReadHello(f *testing.F) {
 }
 
 func FuzzReadReply(f *testing.F) {
-	table := encodeTable([]peerEntry{{"10.0.0.1:1", "a"}, {"10.0.0.2:2", "b"}})
+	table := encodeTable(7, []peerEntry{{"10.0.0.1:1", "a", 11}, {"10.0.0.2:2", "b", 12}})
 	f.Add(encodeReply(replyOK, fuzzMagic, table, &fuzzKey, labelReply, &fuzzNonce), uint16(1000))
 	f.Add(encodeReply(replyError, fuzzMagic, []byte("no"), &fuzzKey, labelDone, &fuzzNonce), uint16(1000))
 	f.Add(encodeReject(fuzzMagic, rejectKey), uint16(10))
@@ -154,27 +154,27 @@ func FuzzReadStatus(f *testing.F) {
 }
 
 func FuzzDecodeRegister(f *testing.F) {
-	f.Add(encodeRegister("10.0.0.1:1234", "node1"))
-	f.Add(encodeRegister("", ""))
+	f.Add(encodeRegister("10.0.0.1:1234", "node1", 4242))
+	f.Add(encodeRegister("", "", 0))
 	f.Add([]byte{0xff, 0xff, 'a'})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, ok := decodeRegister(data)
-		if ok && !bytes.Equal(encodeRegister(e.addr, e.hostID), data) {
+		if ok && !bytes.Equal(encodeRegister(e.addr, e.hostID, e.pid), data) {
 			t.Fatalf("register payload %x decodes to %+v, which encodes differently", data, e)
 		}
 	})
 }
 
 func FuzzDecodeTable(f *testing.F) {
-	f.Add(encodeTable([]peerEntry{{"10.0.0.1:1", "a"}, {"10.0.0.2:2", "b"}}), uint8(2))
-	f.Add(encodeTable(nil), uint8(0))
+	f.Add(encodeTable(7, []peerEntry{{"10.0.0.1:1", "a", 11}, {"10.0.0.2:2", "b", 12}}), uint8(2))
+	f.Add(encodeTable(0, nil), uint8(0))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, uint8(255))
 	f.Fuzz(func(t *testing.T, data []byte, nranks uint8) {
-		tab, ok := decodeTable(data, int(nranks))
+		nonce, tab, ok := decodeTable(data, int(nranks))
 		if !ok {
 			return
 		}
-		if len(tab) != int(nranks) || !bytes.Equal(encodeTable(tab), data) {
+		if len(tab) != int(nranks) || !bytes.Equal(encodeTable(nonce, tab), data) {
 			t.Fatalf("table %x (%d ranks) decodes to %d rows that encode differently", data, nranks, len(tab))
 		}
 	})

@@ -167,44 +167,23 @@ func (r *root) closeListener() {
 	}
 }
 
-func (r *root) acceptLoop() {
-	defer r.wg.Done()
-	for {
-		c, err := r.ln.AcceptTCP()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			select {
-			case <-r.quit:
-				return
-			default:
-			}
-			r.logf(true, "bootstrap root at %s: accept: %v", r.addr, err)
-			time.Sleep(5 * time.Millisecond) // back off from e.g. EMFILE
-			continue
+// acceptor is the root's accept loop: every connection goes to handshake.
+func (r *root) acceptor() acceptor {
+	stopped := func() bool {
+		select {
+		case <-r.quit:
+			return true
+		default:
+			return false
 		}
-		if !r.track(c) {
-			c.Close()
-			return
-		}
-		r.wg.Add(1)
-		go r.handshake(c)
 	}
+	return acceptor{ln: r.ln, wg: &r.wg, who: "bootstrap root at " + r.addr.String(), logf: r.logf,
+		stopped: stopped, track: r.track, serve: r.handshake}
 }
 
 // handshake challenges one connection and checks its registration.
 func (r *root) handshake(c *net.TCPConn) {
-	defer r.wg.Done()
-	c.SetNoDelay(true)
-	c.SetDeadline(deadlineIn(r.hsTimeout))
-	challenge, err := writeChallenge(c)
-	var h *hello
-	if err == nil {
-		h, err = readHello(c, r.magic, &r.key, &challenge)
-	} else {
-		err = stranger("sending it a challenge failed: %v", err)
-	}
+	h, challenge, err := greet(c, r.hsTimeout, r.magic, &r.key)
 	var e peerEntry
 	if err == nil {
 		var ok bool
@@ -271,148 +250,176 @@ func (r *root) watch(ev rootEvent) {
 	}
 }
 
+// rootState is what run knows of the communicator forming.
+type rootState struct {
+	nranks int
+	first  rootEvent // the registration that set nranks
+	formed bool      // the table was sent
+	ready  int
+	regs   map[int]*rootReg
+	timer  *time.Timer
+}
+
+// run serves one communicator's registrations until it formed or failed.
 func (r *root) run() {
 	defer close(r.done)
 	defer r.wg.Wait()
 	r.wg.Add(1)
-	go r.acceptLoop()
-	timer := time.NewTimer(r.timeout)
-	defer timer.Stop()
-	nranks := 0
-	var first rootEvent // the registration that set nranks
-	formed := false
-	ready := 0
-	regs := make(map[int]*rootReg)
+	go r.acceptor().loop()
+	st := &rootState{regs: make(map[int]*rootReg), timer: time.NewTimer(r.timeout)}
+	defer st.timer.Stop()
 	for {
 		select {
 		case ev := <-r.events:
-			rank := ev.h.rank
-			if ev.kind != evRegister {
-				cur := regs[rank]
-				if cur == nil || cur.ev.c != ev.c {
-					r.drop(ev.c)
-					continue
-				}
-				if ev.kind == evReady && formed && !cur.ready {
-					cur.ready = true
-					ready++
-					if ready == nranks {
-						r.closeListener()
-						r.answer(regList(regs), replyOK, nil)
-						r.logf(false, "bootstrap root at %s: all %d ranks connected", r.addr, nranks)
-						r.finish()
-						return
-					}
-					continue
-				}
-				var msg string
-				switch {
-				case ev.kind == evLeft && formed:
-					msg = fmt.Sprintf("rank %d (%s) closed its connection to the root at %s during init, before every rank had connected (it exited or failed)",
-						rank, ev.entry.addr, r.addr)
-				case ev.kind == evLeft:
-					msg = fmt.Sprintf("rank %d (%s) closed its connection to the root at %s before the communicator formed (it exited or failed)",
-						rank, ev.entry.addr, r.addr)
-				case ev.kind == evReady:
-					msg = fmt.Sprintf("rank %d reported ready to the root at %s before it got the table", rank, r.addr)
-				default:
-					msg = fmt.Sprintf("rank %d failed during init: %s", rank, ev.text)
-				}
-				var skip *net.TCPConn // a rank that reported its failure hears the verdict too
-				if ev.kind == evLeft {
-					skip = ev.c
-				}
-				r.fail(regs, formed, nranks, status.RemoteError, msg, skip, nil, -1)
+			if ev.kind == evRegister && r.onRegister(st, ev) || ev.kind != evRegister && r.onStatus(st, ev) {
 				return
 			}
-			if nranks == 0 {
-				nranks, first = ev.h.nranks, ev
-			}
-			var reason string
-			switch {
-			case ev.h.nranks != nranks:
-				reason = fmt.Sprintf("nranks mismatch at the root %s: rank %d (from %s) says nranks=%d, but rank %d (from %s) registered first with nranks=%d",
-					r.addr, rank, ev.c.RemoteAddr(), ev.h.nranks, first.h.rank, first.c.RemoteAddr(), nranks)
-			case rank < 0 || rank >= nranks:
-				reason = fmt.Sprintf("rank %d (from %s) is out of range for nranks=%d at the root %s", rank, ev.c.RemoteAddr(), nranks, r.addr)
-			default:
-				if cur, ok := regs[rank]; ok {
-					reason = fmt.Sprintf("rank %d registered twice at the root %s: from %s (listening at %s) and from %s (listening at %s)",
-						rank, r.addr, cur.ev.c.RemoteAddr(), cur.ev.entry.addr, ev.c.RemoteAddr(), ev.entry.addr)
-				}
-			}
-			if reason != "" {
-				r.fail(regs, formed, nranks, status.InvalidUsage, reason, nil, &ev, -1)
-				return
-			}
-			regs[rank] = &rootReg{ev: ev}
-			r.logf(false, "bootstrap root at %s: rank %d registered from %s (%d of %d)", r.addr, rank, ev.c.RemoteAddr(), len(regs), nranks)
-			r.wg.Add(1)
-			go r.watch(ev)
-			if len(regs) == nranks {
-				table := make([]peerEntry, nranks)
-				for i := range table {
-					table[i] = regs[i].ev.entry
-				}
-				r.closeListener()
-				r.answer(regList(regs), replyOK, encodeTable(table))
-				formed = true
-				timer.Reset(r.timeout)
-				r.logf(false, "bootstrap root at %s: all %d ranks registered", r.addr, nranks)
-			}
-		case <-timer.C:
-			var msg string
-			switch {
-			case formed:
-				var missing []int
-				for i := 0; i < nranks; i++ {
-					if !regs[i].ready {
-						missing = append(missing, i)
-					}
-				}
-				msg = fmt.Sprintf("%s did not connect to their ring neighbours within %v of getting the table from the root at %s",
-					rankList(missing), r.timeout, r.addr)
-			case nranks == 0:
-				msg = fmt.Sprintf("no rank connected to the root at %s within %v", r.addr, r.timeout)
-			default:
-				var missing []int
-				for i := 0; i < nranks; i++ {
-					if _, ok := regs[i]; !ok {
-						missing = append(missing, i)
-					}
-				}
-				msg = fmt.Sprintf("%s never connected to the root at %s within %v", rankList(missing), r.addr, r.timeout)
-			}
-			st := byte(replyError)
-			if refusals := r.refusals(); refusals != "" && !formed {
-				// Most likely the missing ranks: a misconfiguration.
-				msg += "; " + refusals
-				st = replyUsage
-			}
-			r.logf(true, "bootstrap: %s", msg)
-			r.closeListener()
-			r.answer(regList(regs), st, []byte(msg))
-			r.finish()
+		case <-st.timer.C:
+			r.onTimeout(st)
 			return
 		case ab := <-r.abortReq:
-			if nranks == 0 {
-				nranks = ab.nranks
+			if st.nranks == 0 {
+				st.nranks = ab.nranks
 			}
 			code := status.RemoteError
 			if status.CodeOf(ab.err) == status.InvalidUsage {
 				code = status.InvalidUsage
 			}
 			msg := fmt.Sprintf("rank %d, in the process of the root at %s, could not join: %v", ab.rank, r.addr, ab.err)
-			r.fail(regs, formed, nranks, code, msg, nil, nil, ab.rank)
+			r.fail(st.regs, st.formed, st.nranks, code, msg, nil, nil, ab.rank)
 			return
 		case <-r.stopReq:
 			msg := fmt.Sprintf("the root at %s was closed before all ranks connected", r.addr)
 			r.closeListener()
-			r.answer(regList(regs), replyError, []byte(msg))
+			r.answer(regList(st.regs), replyError, []byte(msg))
 			r.finish()
 			return
 		}
 	}
+}
+
+// onStatus handles a registered rank's status frame or the end of its connection;
+// true when the root is done (formed, or failed).
+func (r *root) onStatus(st *rootState, ev rootEvent) bool {
+	rank := ev.h.rank
+	cur := st.regs[rank]
+	if cur == nil || cur.ev.c != ev.c {
+		r.drop(ev.c)
+		return false
+	}
+	if ev.kind == evReady && st.formed && !cur.ready {
+		cur.ready = true
+		st.ready++
+		if st.ready < st.nranks {
+			return false
+		}
+		r.closeListener()
+		r.answer(regList(st.regs), replyOK, nil)
+		r.logf(false, "bootstrap root at %s: all %d ranks connected", r.addr, st.nranks)
+		r.finish()
+		return true
+	}
+	var msg string
+	switch {
+	case ev.kind == evLeft && st.formed:
+		msg = fmt.Sprintf("rank %d (%s) closed its connection to the root at %s during init, before every rank had connected (it exited or failed)",
+			rank, ev.entry.addr, r.addr)
+	case ev.kind == evLeft:
+		msg = fmt.Sprintf("rank %d (%s) closed its connection to the root at %s before the communicator formed (it exited or failed)",
+			rank, ev.entry.addr, r.addr)
+	case ev.kind == evReady:
+		msg = fmt.Sprintf("rank %d reported ready to the root at %s before it got the table", rank, r.addr)
+	default:
+		msg = fmt.Sprintf("rank %d failed during init: %s", rank, ev.text)
+	}
+	var skip *net.TCPConn // a rank that reported its failure hears the verdict too
+	if ev.kind == evLeft {
+		skip = ev.c
+	}
+	r.fail(st.regs, st.formed, st.nranks, status.RemoteError, msg, skip, nil, -1)
+	return true
+}
+
+// onRegister checks and records a registration, and sends the table once every rank
+// registered; true when the root is done (failed).
+func (r *root) onRegister(st *rootState, ev rootEvent) bool {
+	if st.nranks == 0 {
+		st.nranks, st.first = ev.h.nranks, ev
+	}
+	if reason := r.badRegistration(st, ev); reason != "" {
+		r.fail(st.regs, st.formed, st.nranks, status.InvalidUsage, reason, nil, &ev, -1)
+		return true
+	}
+	rank := ev.h.rank
+	st.regs[rank] = &rootReg{ev: ev}
+	r.logf(false, "bootstrap root at %s: rank %d registered from %s (%d of %d)", r.addr, rank, ev.c.RemoteAddr(), len(st.regs), st.nranks)
+	r.wg.Add(1)
+	go r.watch(ev)
+	if len(st.regs) == st.nranks {
+		table := make([]peerEntry, st.nranks)
+		for i := range table {
+			table[i] = st.regs[i].ev.entry
+		}
+		r.closeListener()
+		r.answer(regList(st.regs), replyOK, encodeTable(randomNonce(), table))
+		st.formed = true
+		st.timer.Reset(r.timeout)
+		r.logf(false, "bootstrap root at %s: all %d ranks registered", r.addr, st.nranks)
+	}
+	return false
+}
+
+// badRegistration says why ev does not fit the registrations so far ("" when it does).
+func (r *root) badRegistration(st *rootState, ev rootEvent) string {
+	rank, nranks, first := ev.h.rank, st.nranks, st.first
+	switch {
+	case ev.h.nranks != nranks:
+		return fmt.Sprintf("nranks mismatch at the root %s: rank %d (from %s) says nranks=%d, but rank %d (from %s) registered first with nranks=%d",
+			r.addr, rank, ev.c.RemoteAddr(), ev.h.nranks, first.h.rank, first.c.RemoteAddr(), nranks)
+	case rank < 0 || rank >= nranks:
+		return fmt.Sprintf("rank %d (from %s) is out of range for nranks=%d at the root %s", rank, ev.c.RemoteAddr(), nranks, r.addr)
+	}
+	if cur, ok := st.regs[rank]; ok {
+		return fmt.Sprintf("rank %d registered twice at the root %s: from %s (listening at %s) and from %s (listening at %s)",
+			rank, r.addr, cur.ev.c.RemoteAddr(), cur.ev.entry.addr, ev.c.RemoteAddr(), ev.entry.addr)
+	}
+	return ""
+}
+
+// onTimeout answers every rank with what did not happen within the timeout.
+func (r *root) onTimeout(st *rootState) {
+	var msg string
+	switch {
+	case st.formed:
+		var missing []int
+		for i := 0; i < st.nranks; i++ {
+			if !st.regs[i].ready {
+				missing = append(missing, i)
+			}
+		}
+		msg = fmt.Sprintf("%s did not connect to their ring neighbours within %v of getting the table from the root at %s",
+			rankList(missing), r.timeout, r.addr)
+	case st.nranks == 0:
+		msg = fmt.Sprintf("no rank connected to the root at %s within %v", r.addr, r.timeout)
+	default:
+		var missing []int
+		for i := 0; i < st.nranks; i++ {
+			if _, ok := st.regs[i]; !ok {
+				missing = append(missing, i)
+			}
+		}
+		msg = fmt.Sprintf("%s never connected to the root at %s within %v", rankList(missing), r.addr, r.timeout)
+	}
+	code := byte(replyError)
+	if refusals := r.refusals(); refusals != "" && !st.formed {
+		// Most likely the missing ranks: a misconfiguration.
+		msg += "; " + refusals
+		code = replyUsage
+	}
+	r.logf(true, "bootstrap: %s", msg)
+	r.closeListener()
+	r.answer(regList(st.regs), code, []byte(msg))
+	r.finish()
 }
 
 // fail sends msg (code RemoteError or InvalidUsage) to every registered

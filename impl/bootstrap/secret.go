@@ -6,13 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -42,8 +40,6 @@ const (
 	EnvSecret = "MSCCLPP_BOOTSTRAP_SECRET"
 	// EnvSecretFile names a file holding the bootstrap secret.
 	EnvSecretFile = "MSCCLPP_BOOTSTRAP_SECRET_FILE"
-	// EnvTimeout is the default bootstrap timeout in seconds.
-	EnvTimeout = "MSCCLPP_BOOTSTRAP_TIMEOUT"
 	// CookieName is the per-user cookie file in $HOME.
 	CookieName = ".mscclpp_cookie"
 
@@ -230,29 +226,4 @@ func createCookie(path string) error {
 		return fail(err)
 	}
 	return nil
-}
-
-// ParseTimeoutEnv parses a MSCCLPP_BOOTSTRAP_TIMEOUT value: a positive
-// number of seconds.
-func ParseTimeoutEnv(s string) (time.Duration, error) {
-	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
-	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("%s=%q is not a positive number of seconds", EnvTimeout, s)
-	}
-	return time.Duration(v) * time.Second, nil
-}
-
-// envTimeout returns MSCCLPP_BOOTSTRAP_TIMEOUT when it is set and valid; a
-// malformed value is reported to logf (as a warning) and ignored.
-func envTimeout(logf logFunc) (time.Duration, bool) {
-	s, ok := env.Lookup(EnvTimeout)
-	if !ok || s == "" {
-		return 0, false
-	}
-	d, err := ParseTimeoutEnv(s)
-	if err != nil {
-		logf(true, "bootstrap: ignoring %v", err)
-		return 0, false
-	}
-	return d, true
 }

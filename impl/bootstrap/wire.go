@@ -336,14 +336,16 @@ func getString(buf []byte) (string, []byte, bool) {
 	return string(buf[2 : 2+n]), buf[2+n:], true
 }
 
-// peerEntry is one rank's row of the root's table.
+// peerEntry is one rank's row of the root's table: what it registered.
 type peerEntry struct {
 	addr   string
 	hostID string
+	pid    uint64 // its process (local ranks watch each other's liveness)
 }
 
-func encodeRegister(addr, hostID string) []byte {
-	return putString(putString(nil, addr), hostID)
+// encodeRegister is a registration's payload: listener address, host id, pid.
+func encodeRegister(addr, hostID string, pid uint64) []byte {
+	return binary.LittleEndian.AppendUint64(putString(putString(nil, addr), hostID), pid)
 }
 
 func decodeRegister(p []byte) (peerEntry, bool) {
@@ -352,10 +354,10 @@ func decodeRegister(p []byte) (peerEntry, bool) {
 		return peerEntry{}, false
 	}
 	host, rest, ok := getString(rest)
-	if !ok || len(rest) != 0 {
+	if !ok || len(rest) != 8 {
 		return peerEntry{}, false
 	}
-	return peerEntry{addr, host}, true
+	return peerEntry{addr, host, binary.LittleEndian.Uint64(rest)}, true
 }
 
 // encodeReply returns a root reply MAC'ed over n, the rank's nonce, with
@@ -383,35 +385,40 @@ func encodeReject(magic uint64, reason byte) []byte {
 	return buf
 }
 
-func encodeTable(t []peerEntry) []byte {
+// encodeTable is the root's table: the rows, and a nonce of the root's that names this
+// instance of the communicator (its node segments).
+func encodeTable(nonce uint64, t []peerEntry) []byte {
 	buf := binary.LittleEndian.AppendUint32(nil, uint32(len(t)))
+	buf = binary.LittleEndian.AppendUint64(buf, nonce)
 	for _, e := range t {
-		buf = putString(putString(buf, e.addr), e.hostID)
+		buf = binary.LittleEndian.AppendUint64(putString(putString(buf, e.addr), e.hostID), e.pid)
 	}
 	return buf
 }
 
 // decodeTable decodes a table that must have nranks rows.
-func decodeTable(p []byte, nranks int) ([]peerEntry, bool) {
-	if len(p) < 4 {
-		return nil, false
+func decodeTable(p []byte, nranks int) (uint64, []peerEntry, bool) {
+	if len(p) < 12 {
+		return 0, nil, false
 	}
 	n := binary.LittleEndian.Uint32(p)
-	p = p[4:]
+	nonce := binary.LittleEndian.Uint64(p[4:])
+	p = p[12:]
 	if uint64(n) != uint64(nranks) {
-		return nil, false
+		return 0, nil, false
 	}
 	t := make([]peerEntry, n)
 	for i := range t {
 		var ok bool
 		if t[i].addr, p, ok = getString(p); !ok {
-			return nil, false
+			return 0, nil, false
 		}
-		if t[i].hostID, p, ok = getString(p); !ok {
-			return nil, false
+		if t[i].hostID, p, ok = getString(p); !ok || len(p) < 8 {
+			return 0, nil, false
 		}
+		t[i].pid, p = binary.LittleEndian.Uint64(p), p[8:]
 	}
-	return t, len(p) == 0
+	return nonce, t, len(p) == 0
 }
 
 // errForged is a root answer whose MAC does not verify: the other side
@@ -494,7 +501,7 @@ func readStatus(c net.Conn, key *[keyBytes]byte, n *nonce) (st byte, text string
 // maxTableLen bounds the table of nranks rows: each row is what one
 // register hello carried.
 func maxTableLen(nranks int) int {
-	return max(4+nranks*maxHelloPayload, maxErrorText)
+	return max(12+nranks*maxHelloPayload, maxErrorText)
 }
 
 func putRingHdr(b []byte, seq uint64, size int, op uint32, step int) {

@@ -13,7 +13,8 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 )
 
-const epochBytes, waitBytes = 16, 8
+// epochBytes and waitBytes: a connection's signal epochs and its wait counter.
+const epochBytes, waitBytes = engine.EpochBytes, 8
 
 // Proxy is one CUDA-mode proxy context and the device memory of its connections' counters.
 type Proxy struct {

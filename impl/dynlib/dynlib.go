@@ -11,7 +11,6 @@ package dynlib
 import "C"
 
 import (
-	"fmt"
 	"strings"
 	"sync"
 	"unsafe"
@@ -54,12 +53,12 @@ func (l *Lib) open() error {
 	lib := dl.New(l.name, dl.RTLD_LAZY|dl.RTLD_LOCAL)
 	if err := lib.Open(); err != nil {
 		why := strings.TrimPrefix(err.Error(), l.name+": ")
-		return &status.Error{Code: l.code, Msg: fmt.Sprintf("no %s: %s", l.name, why)}
+		return status.Errorf(l.code, "no %s: %s", l.name, why)
 	}
 	table := C.calloc(1, l.size)
 	if table == nil {
 		_ = lib.Close()
-		return &status.Error{Code: status.SystemError, Msg: "out of memory loading " + l.name}
+		return status.Errorf(status.SystemError, "out of memory loading %s", l.name)
 	}
 	cname := C.CString(l.name)
 	defer C.free(unsafe.Pointer(cname))
@@ -67,7 +66,7 @@ func (l *Lib) open() error {
 	if C.dynResolve(cname, l.syms, table, &msg[0], C.int(len(msg))) != 0 {
 		C.free(table)
 		_ = lib.Close()
-		return &status.Error{Code: l.code, Msg: C.GoString(&msg[0])}
+		return status.Errorf(l.code, "%s", C.GoString(&msg[0]))
 	}
 	// lib stays open: the table points into it for the life of the process.
 	l.table = table

@@ -26,7 +26,7 @@ engComm* engCommNew(int rank)
 {
   engComm* c = (engComm*)calloc(1, sizeof(engComm));
   if (c == NULL) return NULL;
-  pthread_mutex_init(&c->lock, NULL);
+  errRecordInit(&c->err);
   c->rank = rank;
   c->waitCfg = (engBackoffCfg){.spin = 4000, .yields = 2000, .sleepMaxUs = 1000};
   c->proxyCfg = (engBackoffCfg){.spin = 1000, .yields = 100, .sleepMaxUs = 200};
@@ -36,44 +36,8 @@ engComm* engCommNew(int rank)
 void engCommFree(engComm* c)
 {
   if (c == NULL) return;
-  pthread_mutex_destroy(&c->lock);
+  errRecordDestroy(&c->err);
   free(c);
-}
-
-int engCommError(engComm* c, char* buf, int len)
-{
-  pthread_mutex_lock(&c->lock);
-  int err = c->asyncErr;
-  if (buf != NULL && len > 0) snprintf(buf, (size_t)len, "%s", c->errMsg);
-  pthread_mutex_unlock(&c->lock);
-  return err;
-}
-
-/* capi's process-wide last-error text; weak so that the engine links without capi (Go tests). */
-extern void capiSetGlobalError(const char* msg) __attribute__((weak));
-
-static void setGlobalError(const char* msg)
-{
-  if (capiSetGlobalError != NULL) capiSetGlobalError(msg);
-}
-
-void engCommSetLast(engComm* c, const char* msg)
-{
-  pthread_mutex_lock(&c->lock);
-  snprintf(c->lastMsg, sizeof(c->lastMsg), "%s", msg);
-  pthread_mutex_unlock(&c->lock);
-}
-
-void engCommSetError(engComm* c, int err, const char* msg)
-{
-  pthread_mutex_lock(&c->lock);
-  if (c->asyncErr == 0) {
-    snprintf(c->errMsg, sizeof(c->errMsg), "%s", msg);
-    __atomic_store_n(&c->asyncErr, err, __ATOMIC_RELEASE);
-  }
-  snprintf(c->lastMsg, sizeof(c->lastMsg), "%s", msg);
-  pthread_mutex_unlock(&c->lock);
-  setGlobalError(msg);
 }
 
 /* The table of live contexts (see engine.h), and how a host call holds a
@@ -259,7 +223,7 @@ int engCtxInit(engCtx* ctx, engComm* comm, const engOps* ops)
   memset(ctx, 0, sizeof(*ctx));
   ctx->slot = -1;
   if (!opsValid(ops)) {
-    engCommSetError(comm, mscclppInternalError, "a transport's ops table does not follow transport.h");
+    engFail(comm, mscclppInternalError, "a transport's ops table does not follow transport.h");
     return -1;
   }
   ctx->magic = ENG_CTX_MAGIC;
@@ -289,32 +253,11 @@ void engCtxFree(engCtx* ctx)
   free(ctx);
 }
 
-static void callFailed(const char* fn, const char* why)
-{
-  char msg[320];
-  snprintf(msg, sizeof(msg), "%s: %s", fn, why);
-  setGlobalError(msg);
-}
-
 /* A child forked after the library loaded must not use the data path: its
  * connections, FIFOs and proxy flags are copies of the parent's (a put would
  * write into the peer, a wait would wait on a proxy that does not exist in
- * the child). Every entry point checks this flag first: one load. */
-static volatile int forkedChild;
-
-static void onForkChild(void) { forkedChild = 1; }
-
-__attribute__((constructor)) static void engForkHook(void) { pthread_atfork(NULL, NULL, onForkChild); }
-
-/* capi's fork check, which sets the process-wide last error in the words of every entry point. */
-extern int capiForked(const char* fn) __attribute__((weak));
-
-/* Sets the last error of a data-path call fn made in a forked child. */
-static void forkedCall(const char* fn)
-{
-  if (capiForked != NULL && capiForked(fn)) return;
-  callFailed(fn, "called in a child forked after libmscclpp was loaded: use mscclpp only in the parent");
-}
+ * the child). Every entry point checks errForkedChild first (one load), and
+ * errForked records the last error in the words of every entry point. */
 
 #define ENG_NOT_OURS "not a connection returned by mscclppGetAllDeviceConnections, or its communicator was destroyed"
 #define ENG_CUDA_MODE \
@@ -325,12 +268,12 @@ static void forkedCall(const char* fn)
  * hostOnly refuses CUDA-mode contexts. On success the caller must engLeave(c->ctx). */
 static engConn* connEnter(struct mscclppDevConn* dev, const char* fn, int hostOnly)
 {
-  if (__builtin_expect(forkedChild, 0)) {
-    forkedCall(fn);
+  if (__builtin_expect(errForkedChild, 0)) {
+    errForked(fn);
     return NULL;
   }
   if (dev == NULL) {
-    callFailed(fn, "conn is NULL");
+    engFail(NULL, mscclppInvalidUsage, "%s: conn is NULL", fn);
     return NULL;
   }
   engCtx* ctx = engEnter(dev->fifo.triggerFifo);
@@ -346,7 +289,7 @@ static engConn* connEnter(struct mscclppDevConn* dev, const char* fn, int hostOn
     why = "connection not set up: call mscclppConnectionSetup first";
   if (why == NULL) return c;
   engLeave(ctx);
-  callFailed(fn, why);
+  engFail(NULL, mscclppInvalidUsage, "%s: %s", fn, why);
   return NULL;
 }
 
@@ -405,43 +348,28 @@ int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint
   return mscclppSuccess;
 }
 
-int engConnFail(engConn* c, int code, const char* what)
-{
-  char msg[512];
-  snprintf(msg, sizeof(msg), "connection %d (rank %d, tag %d): %s", c->connId, c->peerRank, c->tag, what);
-  engCommSetError(c->comm, code, msg);
-  return code;
-}
-
 int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff, uint64_t size,
                 const engReg** src, const engReg** dst)
 {
-  char what[400];
-  if (srcHandle == 0 || dstHandle == 0) {
-    /* handle 0 is the connection's signal slot: only signals write it */
-    snprintf(what, sizeof(what), "put from handle %llu to handle %llu: handle 0 is the signal slot, not data",
-             (unsigned long long)srcHandle, (unsigned long long)dstHandle);
-    return engConnFail(c, mscclppInvalidArgument, what);
-  }
-  if (c->nLocal <= 0 || c->nRemote <= 0 || srcHandle >= (uint64_t)c->nLocal || dstHandle >= (uint64_t)c->nRemote) {
-    snprintf(what, sizeof(what), "put from handle %llu to handle %llu: only %d local and %d remote handles",
-             (unsigned long long)srcHandle, (unsigned long long)dstHandle, c->nLocal, c->nRemote);
-    return engConnFail(c, mscclppInvalidArgument, what);
-  }
+  if (srcHandle == 0 || dstHandle == 0) /* handle 0 is the connection's signal slot: only signals write it */
+    return engConnFail(c, mscclppInvalidArgument,
+                       "put from handle %llu to handle %llu: handle 0 is the signal slot, not data",
+                       (unsigned long long)srcHandle, (unsigned long long)dstHandle);
+  if (c->nLocal <= 0 || c->nRemote <= 0 || srcHandle >= (uint64_t)c->nLocal || dstHandle >= (uint64_t)c->nRemote)
+    return engConnFail(c, mscclppInvalidArgument, "put from handle %llu to handle %llu: only %d local and %d remote handles",
+                       (unsigned long long)srcHandle, (unsigned long long)dstHandle, c->nLocal, c->nRemote);
   const engReg* s = &c->local[srcHandle];
   const engReg* d = &c->remote[dstHandle];
-  if (srcOff > s->size || size > s->size - srcOff) {
-    snprintf(what, sizeof(what), "put reads %llu bytes at offset %llu of local handle %llu, which has %llu bytes",
-             (unsigned long long)size, (unsigned long long)srcOff, (unsigned long long)srcHandle,
-             (unsigned long long)s->size);
-    return engConnFail(c, mscclppInvalidArgument, what);
-  }
-  if (dstOff > d->size || size > d->size - dstOff) {
-    snprintf(what, sizeof(what), "put writes %llu bytes at offset %llu of remote handle %llu, which has %llu bytes",
-             (unsigned long long)size, (unsigned long long)dstOff, (unsigned long long)dstHandle,
-             (unsigned long long)d->size);
-    return engConnFail(c, mscclppInvalidArgument, what);
-  }
+  if (srcOff > s->size || size > s->size - srcOff)
+    return engConnFail(c, mscclppInvalidArgument,
+                       "put reads %llu bytes at offset %llu of local handle %llu, which has %llu bytes",
+                       (unsigned long long)size, (unsigned long long)srcOff, (unsigned long long)srcHandle,
+                       (unsigned long long)s->size);
+  if (dstOff > d->size || size > d->size - dstOff)
+    return engConnFail(c, mscclppInvalidArgument,
+                       "put writes %llu bytes at offset %llu of remote handle %llu, which has %llu bytes",
+                       (unsigned long long)size, (unsigned long long)dstOff, (unsigned long long)dstHandle,
+                       (unsigned long long)d->size);
   *src = s;
   *dst = d;
   return mscclppSuccess;
@@ -457,7 +385,7 @@ int engOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64
     if (rc != mscclppSuccess) return rc;
     if (size > 0) {
       int rc = engWrite(c->comm, d, dstOff, s->mapped + srcOff, size, what, sizeof(what));
-      if (rc != mscclppSuccess) return engConnFail(c, rc, what);
+      if (rc != mscclppSuccess) return engConnFail(c, rc, "%s", what);
     }
   }
   if (type & mscclppFlag) {
@@ -574,11 +502,8 @@ mscclppResult_t mscclppConnWait(struct mscclppDevConn* conn, int64_t timeoutMs)
 /* Records and returns the failure of a wait on c whose peer exited. */
 static mscclppResult_t peerGone(engConn* c, const char* what)
 {
-  char msg[200];
-  snprintf(msg, sizeof(msg), "rank %d (pid %d) exited while rank %d waited for %s", c->peerRank, c->peerPid,
-           c->comm->rank, what);
-  engCommSetError(c->comm, mscclppRemoteError, msg);
-  return mscclppRemoteError;
+  return (mscclppResult_t)engFail(c->comm, mscclppRemoteError, "rank %d (pid %d) exited while rank %d waited for %s",
+                                  c->peerRank, c->peerPid, c->comm->rank, what);
 }
 
 /* Waits until conn's proxy epoch reaches *waitEpochId (see mscclppConnWait): the deadline,
@@ -610,20 +535,15 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
       /* fall through */
     default:
       if (__atomic_load_n(&c->peerClosed, __ATOMIC_ACQUIRE) && __atomic_load_n(proxy, __ATOMIC_ACQUIRE) < want) {
-        char msg[200];
-        snprintf(msg, sizeof(msg),
-                 "rank %d closed its connection or is unreachable while rank %d waited for its signal", c->peerRank,
-                 c->comm->rank);
-        engCommSetLast(c->comm, msg);
-        setGlobalError(msg);
-        return mscclppRemoteError;
+        /* the communicator's and the process's last error, not an asynchronous one */
+        return (mscclppResult_t)errFail(&c->comm->err, mscclppRemoteError,
+                                        "rank %d closed its connection or is unreachable while rank %d waited for its signal",
+                                        c->peerRank, c->comm->rank);
       }
       /* only a remote failure ends the wait: a rejected put of this rank's does not */
-      if (__atomic_load_n(&c->comm->asyncErr, __ATOMIC_ACQUIRE) == mscclppRemoteError) return mscclppRemoteError;
-      if (__atomic_load_n(&c->ctx->closing, __ATOMIC_ACQUIRE)) {
-        callFailed("mscclppConnWait", "communicator destroyed while waiting");
-        return mscclppInvalidUsage;
-      }
+      if (errAsyncCode(&c->comm->err) == mscclppRemoteError) return mscclppRemoteError;
+      if (__atomic_load_n(&c->ctx->closing, __ATOMIC_ACQUIRE))
+        return engFail(NULL, mscclppInvalidUsage, "mscclppConnWait: communicator destroyed while waiting");
     }
   }
 }
@@ -632,22 +552,22 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
  * process-wide last error set. */
 static engCtx* fifoEnter(struct mscclppConcurrentFifo* fifo, const char* fn)
 {
-  if (__builtin_expect(forkedChild, 0)) {
-    forkedCall(fn);
+  if (__builtin_expect(errForkedChild, 0)) {
+    errForked(fn);
     return NULL;
   }
   if (fifo == NULL) {
-    callFailed(fn, "fifo is NULL");
+    engFail(NULL, mscclppInvalidUsage, "%s: fifo is NULL", fn);
     return NULL;
   }
   engCtx* ctx = engEnter(fifo->triggerFifo);
   if (ctx == NULL) {
-    callFailed(fn, ENG_NOT_OURS);
+    engFail(NULL, mscclppInvalidUsage, "%s: %s", fn, ENG_NOT_OURS);
     return NULL;
   }
   if (ctx->devHead != NULL) {
     engLeave(ctx);
-    callFailed(fn, ENG_CUDA_MODE);
+    engFail(NULL, mscclppInvalidUsage, "%s: %s", fn, ENG_CUDA_MODE);
     return NULL;
   }
   return ctx;
@@ -661,14 +581,14 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
   if (ctx == NULL) return MSCCLPP_FIFO_PUSH_FAILED;
   if ((type & (mscclppData | mscclppFlag | mscclppSync)) == 0 || (type >> MSCCLPP_BITS_TYPE) != 0) {
     engLeave(ctx);
-    callFailed(fn, "type must be a non-empty OR of mscclppData, mscclppFlag and mscclppSync");
+    engFail(NULL, mscclppInvalidUsage, "%s: type must be a non-empty OR of mscclppData, mscclppFlag and mscclppSync", fn);
     return MSCCLPP_FIFO_PUSH_FAILED;
   }
   /* a trigger is served on its connection: refuse one whose connection is not set up yet */
   if (fifo->connId < 0 || fifo->connId >= ENG_MAX_CONNS ||
       __atomic_load_n(&ctx->conns[fifo->connId], __ATOMIC_ACQUIRE) == NULL) {
     engLeave(ctx);
-    callFailed(fn, "connection not set up: call mscclppConnectionSetup first");
+    engFail(NULL, mscclppInvalidUsage, "%s: connection not set up: call mscclppConnectionSetup first", fn);
     return MSCCLPP_FIFO_PUSH_FAILED;
   }
   const engBackoffCfg* cfg = &ctx->comm->waitCfg;
@@ -687,7 +607,7 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
     if (!__atomic_load_n(&ctx->running, __ATOMIC_ACQUIRE) &&
         h >= MSCCLPP_PROXY_FIFO_SIZE + __atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE)) {
       engLeave(ctx);
-      callFailed(fn, "the FIFO is full and no proxy is running (call mscclppProxyLaunch)");
+      engFail(NULL, mscclppInvalidUsage, "%s: the FIFO is full and no proxy is running (call mscclppProxyLaunch)", fn);
       return MSCCLPP_FIFO_PUSH_FAILED;
     }
   } while (!__atomic_compare_exchange_n(&ctx->head, &h, h + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
@@ -709,7 +629,7 @@ int mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq)
   if (ctx == NULL) return mscclppInvalidUsage;
   if (seq == MSCCLPP_FIFO_PUSH_FAILED || seq >= __atomic_load_n(&ctx->head, __ATOMIC_ACQUIRE)) {
     engLeave(ctx);
-    callFailed(fn, "seq is not the result of a successful push on this FIFO");
+    engFail(NULL, mscclppInvalidUsage, "%s: seq is not the result of a successful push on this FIFO", fn);
     return mscclppInvalidArgument;
   }
   mscclppTrigger* slot = &ctx->fifo[seq % MSCCLPP_PROXY_FIFO_SIZE];
@@ -720,12 +640,12 @@ int mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq)
          __atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE) <= seq) {
     if (engWaitStep(&w, &ctx->comm->waitCfg) == ENG_WAIT_GO) continue;
     if (__atomic_load_n(&ctx->closing, __ATOMIC_ACQUIRE)) {
-      callFailed(fn, "communicator destroyed while waiting");
+      engFail(NULL, mscclppInvalidUsage, "%s: communicator destroyed while waiting", fn);
       rc = mscclppInvalidUsage;
       break;
     }
     if (!__atomic_load_n(&ctx->running, __ATOMIC_ACQUIRE) && __atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE) <= seq) {
-      callFailed(fn, "the trigger waits in the FIFO and no proxy is running (call mscclppProxyLaunch)");
+      engFail(NULL, mscclppInvalidUsage, "%s: the trigger waits in the FIFO and no proxy is running (call mscclppProxyLaunch)", fn);
       rc = mscclppInvalidUsage;
       break;
     }

@@ -29,13 +29,17 @@ static void* engDevPtr(uint64_t a) { return (void*)(uintptr_t)a; }
 import "C"
 
 import (
+	"time"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
-// MaxConns is the most connections a communicator can hold (the trigger's 10-bit connId).
+// MaxConns is the most connections a communicator can hold (every connId a trigger can carry).
 const MaxConns = C.ENG_MAX_CONNS
+
+// EpochBytes is sizeof(mscclppDevConnSignalEpochId): a connection's signal epochs (its handle 0).
+const EpochBytes = C.sizeof_struct_mscclppDevConnSignalEpochId
 
 // DevConnSize is sizeof(mscclppDevConn_t).
 const DevConnSize = C.sizeof_struct_mscclppDevConn
@@ -65,28 +69,28 @@ func (c *Comm) Free() { C.engCommFree(c.p); c.p = nil }
 // Err returns the first asynchronous error recorded on c, or nil.
 func (c *Comm) Err() error {
 	var buf [512]C.char
-	code := C.engCommError(c.p, &buf[0], C.int(len(buf)))
+	code := C.errAsync(&c.p.err, &buf[0], C.int(len(buf)))
 	if code == 0 {
 		return nil
 	}
-	return &status.Error{Code: status.Code(code), Msg: C.GoString(&buf[0])}
+	return status.Errorf(status.Code(code), "%s", C.GoString(&buf[0]))
 }
 
-// SetLast makes msg the communicator's last-error text.
+// SetLast makes msg the communicator's last-error text, and the process's.
 func (c *Comm) SetLast(msg string) {
 	cmsg := C.CString(msg)
 	defer C.free(unsafe.Pointer(cmsg))
-	C.engCommSetLast(c.p, cmsg)
+	C.errSet(&c.p.err, 0, cmsg)
 }
 
 // LastPtr is the address of the communicator's last-error text (valid until Free).
-func (c *Comm) LastPtr() unsafe.Pointer { return unsafe.Pointer(&c.p.lastMsg[0]) }
+func (c *Comm) LastPtr() unsafe.Pointer { return unsafe.Pointer(C.errLast(&c.p.err)) }
 
 // SetErr records err on c unless an error is already recorded.
 func (c *Comm) SetErr(err error) {
 	msg := C.CString(err.Error())
 	defer C.free(unsafe.Pointer(msg))
-	C.engCommSetError(c.p, C.int(status.CodeOf(err)), msg)
+	C.errSetAsync(&c.p.err, C.int(status.CodeOf(err)), msg)
 }
 
 // DevConns is the C array of mscclppDevConn_t handed to applications.
@@ -210,6 +214,25 @@ func ConnWait(dev unsafe.Pointer, timeoutMs int64) status.Code {
 
 // ProcessGone reports whether pid no longer runs (gone, or a zombie nobody reaped yet).
 func ProcessGone(pid int) bool { return C.engProcessGone(C.int(pid)) != 0 }
+
+// Why WaitSeq returned.
+const (
+	SeqReached = C.ENG_SEQ_REACHED // the counter reached the value
+	SeqTimeout = C.ENG_SEQ_TIMEOUT // the timeout passed
+	SeqGone    = C.ENG_SEQ_GONE    // the publishing process is gone
+	SeqRemote  = C.ENG_SEQ_REMOTE  // c recorded a remote error
+)
+
+// WaitSeq waits, as every host wait does (backoff.h, c's wait back-off), until *seq (in memory
+// shared with process pid, which publishes it) reaches want, or timeout passes; it returns why
+// it stopped (SeqReached ...).
+func (c *Comm) WaitSeq(seq *uint64, want uint64, pid int, timeout time.Duration) int {
+	ms := timeout.Milliseconds()
+	if ms < 0 {
+		ms = 0
+	}
+	return int(C.engWaitSeq(c.p, (*C.uint64_t)(unsafe.Pointer(seq)), C.uint64_t(want), C.int(pid), C.int64_t(ms)))
+}
 
 // DevPtr turns a device address into the pointer type the ABI's structs hold.
 func DevPtr(a uint64) unsafe.Pointer { return C.engDevPtr(C.uint64_t(a)) }
@@ -395,7 +418,7 @@ func (r RegRecord) Write(comm *Comm, off uint64, src unsafe.Pointer, size uint64
 	var buf [400]C.char
 	rc := C.engWrite(comm.p, r.p, C.uint64_t(off), src, C.uint64_t(size), &buf[0], C.int(len(buf)))
 	if rc != C.mscclppSuccess {
-		return &status.Error{Code: status.Code(rc), Msg: C.GoString(&buf[0])}
+		return status.Errorf(status.Code(rc), "%s", C.GoString(&buf[0]))
 	}
 	return nil
 }

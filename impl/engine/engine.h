@@ -19,9 +19,11 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "../status/errs.h" /* impl/status: the one home of error text (a path from here: no -I needed) */
 #include "mscclpp.h"
 
-#define ENG_MAX_CONNS 1024
+/* Connections per context: every connId a trigger can carry (include/mscclppfifo.h). */
+#define ENG_MAX_CONNS (1 << MSCCLPP_BITS_CONNID)
 #define ENG_CTX_MAGIC 0x4d5343434c505043ull /* "MSCCLPPC" */
 #define ENG_REG_MAGIC 0x4d5343434c505052ull /* "MSCCLPPR" */
 
@@ -33,10 +35,7 @@ typedef struct engBackoffCfg {
 } engBackoffCfg;
 
 typedef struct engComm {
-  volatile int asyncErr; /* first asynchronous error (mscclppResult_t), 0 when none */
-  char errMsg[512];
-  char lastMsg[1024]; /* the latest error of any call on this communicator (mscclppGetLastError) */
-  pthread_mutex_t lock;
+  errRecord err;          /* its first asynchronous and its last error (impl/status/errs.h) */
   engBackoffCfg waitCfg;  /* host waits and FIFO pushes */
   engBackoffCfg proxyCfg; /* the idle proxy */
   int rank;
@@ -123,21 +122,21 @@ void engCtxFree(engCtx* ctx); /* engCtxClose, then free */
  * makes it live; engCtxClose before that memory is freed. Returns 0, or -1 when the
  * table of live contexts is full. */
 int engCtxInit(engCtx* ctx, engComm* comm, const engOps* ops);
-/* The first error recorded on c, or 0; copies its message into buf. */
-int engCommError(engComm* c, char* buf, int len);
-/* Records err with msg on c unless an error is already recorded; msg also becomes the
- * communicator's and the process's last-error text. */
-void engCommSetError(engComm* c, int err, const char* msg);
-/* Sets the communicator's last-error text (what mscclppGetLastError(comm) shows). */
-void engCommSetLast(engComm* c, const char* msg);
+/* The one way the engine and the transports record an error: the formatted message
+ * becomes comm's first asynchronous error (unless one is recorded already), its last
+ * error and the process's (comm NULL: the process's only); evaluates to code:
+ * `return engFail(comm, code, fmt, ...)`. */
+#define engFail(comm, code, ...) errFailAsync(engErrRecord(comm), (code), __VA_ARGS__)
+static inline errRecord* engErrRecord(engComm* c) { return c != NULL ? &c->err : NULL; }
 
 int engProxyStart(engCtx* ctx);
 /* Drains the FIFO, then stops and joins the proxy thread. */
 void engProxyStop(engCtx* ctx);
 
-/* Records what failed on connection c (with its id, peer and tag) as the
- * communicator's error; returns code. */
-int engConnFail(engConn* c, int code, const char* what);
+/* engFail on connection c, the message prefixed with its id, peer and tag; returns code. */
+#define engConnFail(c, code, fmt, ...)                                                                 \
+  engFail((c)->comm, (code), "connection %d (rank %d, tag %d): " fmt, (c)->connId, (c)->peerRank, (c)->tag, \
+          ##__VA_ARGS__)
 /* Checks a put's handles and ranges against the registrations; on success sets
  * *src and *dst, else records the failure (engConnFail) and returns its code. */
 int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff, uint64_t size,
@@ -147,6 +146,10 @@ int engOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64
           uint64_t size);
 /* 1 when pid no longer runs (gone, or a zombie nobody reaped yet). */
 int engProcessGone(int pid);
+/* Waits (backoff.h, comm's waitCfg) until *seq reaches want, published by process pid:
+ * ENG_SEQ_REACHED, or why not: timeoutMs passed, pid is gone, or comm recorded a remote error. */
+enum { ENG_SEQ_REACHED = 0, ENG_SEQ_TIMEOUT = 1, ENG_SEQ_GONE = 2, ENG_SEQ_REMOTE = 3 };
+int engWaitSeq(engComm* comm, volatile uint64_t* seq, uint64_t want, int pid, int64_t timeoutMs);
 /* Copies size bytes from src to the registration r at off (memcpy or process_vm_writev). */
 int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen);
 

@@ -57,3 +57,43 @@ func TestWriteStreamingEdges(t *testing.T) {
 		t.Fatalf("write past the end: %v", err)
 	}
 }
+
+// cString reads the NUL-terminated text at p.
+func cString(p unsafe.Pointer) string {
+	var b []byte
+	for i := uintptr(0); ; i++ {
+		c := *(*byte)(unsafe.Add(p, i))
+		if c == 0 {
+			return string(b)
+		}
+		b = append(b, c)
+	}
+}
+
+// TestErrorRecord: a communicator's first asynchronous error stays, its last error and the
+// process's follow every failure (impl/status's errs.c keeps both).
+func TestErrorRecord(t *testing.T) {
+	comm := NewComm(0, Backoff{1, 1, 1}, Backoff{1, 1, 1})
+	defer comm.Free()
+	if err := comm.Err(); err != nil {
+		t.Fatalf("a new communicator has error %v", err)
+	}
+	comm.SetErr(status.Errorf(status.RemoteError, "first"))
+	comm.SetErr(status.Errorf(status.InvalidUsage, "second"))
+	if err := comm.Err(); status.CodeOf(err) != status.RemoteError || err.Error() != "first" {
+		t.Errorf("Err() = %v (%v), want the first: RemoteError \"first\"", err, status.CodeOf(err))
+	}
+	if got := cString(comm.LastPtr()); got != "second" {
+		t.Errorf("last error %q, want \"second\"", got)
+	}
+	if got := status.Last(); got != "second" {
+		t.Errorf("the process's last error %q, want \"second\"", got)
+	}
+	comm.SetLast("third")
+	if got := cString(comm.LastPtr()); got != "third" || status.Last() != "third" {
+		t.Errorf("after SetLast: communicator %q, process %q", got, status.Last())
+	}
+	if err := comm.Err(); err.Error() != "first" {
+		t.Errorf("SetLast changed the asynchronous error to %v", err)
+	}
+}

@@ -29,16 +29,11 @@ static void idle(engCtx* ctx, engBackoff* b)
     engBackoffStep(b, &ctx->comm->proxyCfg);
 }
 
-static uint64_t typeOf(uint64_t v1)
-{
-  return (v1 >> (MSCCLPP_BITS_OFFSET + MSCCLPP_BITS_CONNID)) & ((1ull << MSCCLPP_BITS_TYPE) - 1);
-}
-
 static void publish(engCtx* ctx, uint64_t tail)
 {
   __atomic_store_n(&ctx->tail, tail, __ATOMIC_RELEASE);
   int rc = ctx->ops->publishTail(ctx, tail);
-  if (rc != mscclppSuccess) engCommSetError(ctx->comm, rc, "proxy: publishing the FIFO tail failed");
+  if (rc != mscclppSuccess) engFail(ctx->comm, rc, "proxy: publishing the FIFO tail failed");
 }
 
 /* Whether every pushed trigger was served: known only where the head is host memory. */
@@ -51,7 +46,7 @@ static void* proxyMain(void* arg)
 {
   engCtx* ctx = (engCtx*)arg;
   int rc = ctx->ops->threadInit(ctx);
-  if (rc != mscclppSuccess) engCommSetError(ctx->comm, rc, "proxy: thread initialisation failed");
+  if (rc != mscclppSuccess) engFail(ctx->comm, rc, "proxy: thread initialisation failed");
   uint64_t tail = __atomic_load_n(&ctx->tail, __ATOMIC_RELAXED);
   engBackoff b = {0, 0};
   uint64_t typelessSince = 0; /* when the slot at tail was first seen with word 0 but no type */
@@ -65,7 +60,7 @@ static void* proxyMain(void* arg)
       continue;
     }
     uint64_t v1 = __atomic_load_n(&slot->value[1], __ATOMIC_ACQUIRE);
-    uint64_t type = typeOf(v1);
+    uint64_t type = MSCCLPP_TRIGGER_TYPE(v1);
     if (type == 0) {
       /* word 1 is not visible yet: wait for it, but not forever */
       uint64_t now = engNowNs();
@@ -74,24 +69,20 @@ static void* proxyMain(void* arg)
         idle(ctx, &b);
         continue;
       }
-      char msg[160];
-      snprintf(msg, sizeof(msg), "proxy: trigger %llu has no type (pushed with type 0?); dropped",
-               (unsigned long long)tail);
-      engCommSetError(ctx->comm, mscclppInvalidUsage, msg);
+      engFail(ctx->comm, mscclppInvalidUsage, "proxy: trigger %llu has no type (pushed with type 0?); dropped",
+              (unsigned long long)tail);
     }
     typelessSince = 0;
     b.n = 0;
     b.sleepUs = 0;
-    uint64_t size = v0 & 0xffffffffull, srcOff = v0 >> 32;
-    uint64_t dstOff = v1 & 0xffffffffull;
-    uint64_t connId = (v1 >> MSCCLPP_BITS_OFFSET) & ((1ull << MSCCLPP_BITS_CONNID) - 1);
+    uint64_t size = MSCCLPP_TRIGGER_SIZE(v0), srcOff = MSCCLPP_TRIGGER_SRC_OFFSET(v0);
+    uint64_t dstOff = MSCCLPP_TRIGGER_DST_OFFSET(v1);
+    uint64_t connId = MSCCLPP_TRIGGER_CONNID(v1);
     engConn* c = ctx->conns[connId];
     if (type == 0) {
       /* reported above */
     } else if (c == NULL) {
-      char msg[128];
-      snprintf(msg, sizeof(msg), "proxy: trigger for unknown connection %llu", (unsigned long long)connId);
-      engCommSetError(ctx->comm, mscclppInvalidUsage, msg);
+      engFail(ctx->comm, mscclppInvalidUsage, "proxy: trigger for unknown connection %llu", (unsigned long long)connId);
     } else {
       /* a Flag or Sync trigger carries size 1 only to mark the slot: it moves no data;
        * a failure is recorded on the communicator by the transport */

@@ -185,7 +185,7 @@ static int sendFailed(engConn* c, ethConn* s, int err)
     snprintf(what, sizeof(what), "rank %d is unreachable: its connection was declared dead", c->peerRank);
   else
     snprintf(what, sizeof(what), "sending to rank %d over TCP failed: %s", c->peerRank, strerror(err));
-  int rc = engConnFail(c, mscclppRemoteError, what);
+  int rc = engConnFail(c, mscclppRemoteError, "%s", what);
   markDead(s);
   return rc;
 }
@@ -216,7 +216,7 @@ static int sendStaged(engConn* c, ethConn* s, unsigned char* hdr, uint64_t src, 
   }
   pthread_mutex_unlock(&s->sendLock);
   if (err != 0) return sendFailed(c, s, err);
-  if (rc != mscclppSuccess) return engConnFail(c, rc, what);
+  if (rc != mscclppSuccess) return engConnFail(c, rc, "%s", what);
   return mscclppSuccess;
 }
 
@@ -288,7 +288,7 @@ static int recvReg(engConn* c, ethConn* s, uint64_t idx, uint64_t off, uint64_t 
   snprintf(what, sizeof(what), "rank %d wrote %llu bytes at offset %llu of registered buffer %llu: %s; dropped",
            c->peerRank, (unsigned long long)n, (unsigned long long)off, (unsigned long long)idx,
            r == NULL ? "no such registration" : "bytes past its end");
-  engConnFail(c, mscclppRemoteError, what);
+  engConnFail(c, mscclppRemoteError, "%s", what);
   return skip(s, n);
 }
 
@@ -333,14 +333,14 @@ static void rxFailed(ethConn* s, int rc, uint64_t inPut)
     snprintf(what, sizeof(what),
              "rank %d is unreachable: nothing came from it for %llu ms (link down, or the peer stopped)",
              c->peerRank, (unsigned long long)(s->deadNs / 1000000ull));
-    engConnFail(c, mscclppRemoteError, what);
+    engConnFail(c, mscclppRemoteError, "%s", what);
     markDead(s);
     return;
   }
   __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
   if (inPut == 0 && rc == -1 && s->peerBye) {
     snprintf(what, sizeof(what), "rank %d destroyed its communicator", c->peerRank);
-    engCommSetLast(c->comm, what);
+    errSet(&c->comm->err, mscclppRemoteError, what); /* its last error, not an asynchronous one */
     return;
   }
   if (inPut != 0)
@@ -351,7 +351,7 @@ static void rxFailed(ethConn* s, int rc, uint64_t inPut)
              c->peerRank);
   else
     snprintf(what, sizeof(what), "receiving from rank %d over TCP failed: %s", c->peerRank, strerror(rc));
-  engConnFail(c, mscclppRemoteError, what);
+  engConnFail(c, mscclppRemoteError, "%s", what);
 }
 
 /* The receive thread: data straight into the registered buffers, counts into my epoch. */
@@ -377,7 +377,7 @@ static void* rxMain(void* arg)
       snprintf(what, sizeof(what), "rank %d sent a malformed message (magic %#x, type %u): connection dropped",
                c->peerRank, magic, type);
       __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
-      engConnFail(c, mscclppRemoteError, what);
+      engConnFail(c, mscclppRemoteError, "%s", what);
       shutdown(s->fd, SHUT_RDWR);
       return NULL;
     }
@@ -397,7 +397,7 @@ static void* rxMain(void* arg)
       if (cudaStageToDevice(cuda, (uint64_t)(uintptr_t)epoch, s->recvStage, sizeof(a), why, sizeof(why)) !=
           mscclppSuccess) {
         snprintf(what, sizeof(what), "signal from rank %d into device memory: %s", c->peerRank, why);
-        engConnFail(c, mscclppUnhandledCudaError, what);
+        engConnFail(c, mscclppUnhandledCudaError, "%s", what);
       }
       continue;
     }
@@ -420,7 +420,7 @@ static void* rxMain(void* arg)
     if (bad != NULL) {
       snprintf(what, sizeof(what), "rank %d put %llu bytes at offset %llu of handle %llu: %s; dropped", c->peerRank,
                (unsigned long long)n, (unsigned long long)b, (unsigned long long)a, bad);
-      engConnFail(c, mscclppRemoteError, what);
+      engConnFail(c, mscclppRemoteError, "%s", what);
       rc = skip(s, n);
     } else if (c->local[a].mapped != NULL) {
       rc = recvAll(s, c->local[a].mapped + b, (size_t)n);
@@ -433,7 +433,7 @@ static void* rxMain(void* arg)
         if (rc == 0 &&
             cudaStageToDevice(cuda, c->local[a].addr + b + off, s->recvStage, k, why, sizeof(why)) != mscclppSuccess) {
           snprintf(what, sizeof(what), "put from rank %d into device memory: %s", c->peerRank, why);
-          engConnFail(c, mscclppUnhandledCudaError, what);
+          engConnFail(c, mscclppUnhandledCudaError, "%s", what);
         }
       }
     }

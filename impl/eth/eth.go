@@ -399,7 +399,7 @@ func (e *eth) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointe
 		return fmt.Errorf("registered buffer write source: %w", err)
 	}
 	if rc := C.ethWriteReg((*C.engConn)(conn.Ptr()), C.uint64_t(rec.Addr()), C.uint64_t(off), src, C.uint64_t(size)); rc != C.mscclppSuccess {
-		return &status.Error{Code: status.Code(rc), Msg: fmt.Sprintf("Ethernet registered buffer write of %d bytes to rank %d failed (see the communicator's last error)", size, conn.PeerRank())}
+		return status.Errorf(status.Code(rc), "Ethernet registered buffer write of %d bytes to rank %d failed (see the communicator's last error)", size, conn.PeerRank())
 	}
 	return nil
 }
@@ -422,7 +422,7 @@ func (e *eth) Stopped() error {
 			continue
 		}
 		if rc := C.ethFence(st, C.uint64_t(e.fences), C.int64_t(e.timeout.Milliseconds()), &buf[0], C.int(len(buf))); rc != C.mscclppSuccess {
-			return &status.Error{Code: status.Code(rc), Msg: "Ethernet transport: " + C.GoString(&buf[0])}
+			return status.Errorf(status.Code(rc), "Ethernet transport: %s", C.GoString(&buf[0]))
 		}
 	}
 	return nil

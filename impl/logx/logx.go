@@ -117,11 +117,10 @@ type holder struct {
 }
 
 var (
-	current  atomic.Pointer[holder]
-	handler  atomic.Pointer[func(string)]
-	lastWarn atomic.Pointer[string]
-	device   atomic.Int32
-	writeMu  sync.Mutex // keeps lines from the default handler whole
+	current atomic.Pointer[holder]
+	handler atomic.Pointer[func(string)]
+	device  atomic.Int32
+	writeMu sync.Mutex // keeps lines from the default handler whole
 )
 
 func init() {
@@ -183,7 +182,6 @@ func load() *config {
 			// Someone else's file or a link: the log might go where another
 			// user reads it. Say so on stderr, and log there.
 			msg := "refusing MSCCLPP_DEBUG_FILE " + path + ": " + refused + "; logging to stderr instead"
-			lastWarn.Store(&msg)
 			os.Stderr.WriteString(prefix(c) + "MSCCLPP WARN " + msg + "\n")
 			c.file = os.Stderr
 		case f != nil:
@@ -294,7 +292,6 @@ func Reset() {
 		old.cfg.file.Close()
 		writeMu.Unlock()
 	}
-	lastWarn.Store(nil)
 	malformedSeen.Clear()
 	env.Forget()
 }
@@ -336,17 +333,8 @@ func DefaultHandler(line string) {
 	w.WriteString(line)
 }
 
-// LastWarn returns the message of the latest Warnf call, recorded whether or
-// not logging is on; "" if there was none.
-func LastWarn() string {
-	if p := lastWarn.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
-
-// Warnf records the message as the last warning and, if WARN is enabled,
-// logs it with the file:line of Warnf's caller.
+// Warnf logs the message, if WARN is enabled, with the file:line of Warnf's
+// caller. (A failed call's WARN is its last error: capi records both.)
 func Warnf(format string, args ...any) { warn(0, format, args...) }
 
 // WarnfDepth is Warnf for wrappers: the file:line shown is that of the
@@ -354,12 +342,11 @@ func Warnf(format string, args ...any) { warn(0, format, args...) }
 func WarnfDepth(depth int, format string, args ...any) { warn(depth, format, args...) }
 
 func warn(depth int, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	lastWarn.Store(&msg)
 	c := get()
 	if c.level < LevelWarn {
 		return
 	}
+	msg := fmt.Sprintf(format, args...)
 	f := caller(depth + 2) // warn, Warnf/WarnfDepth
 	emit(prefix(c) + filepath.Base(f.File) + ":" + strconv.Itoa(f.Line) + " MSCCLPP WARN " + msg + "\n")
 }
@@ -370,7 +357,7 @@ var malformedSeen sync.Map
 // Malformed reports a malformed environment variable (ignored, its default
 // used) once per message: a WARN line like Warnf's when WARN is enabled, and
 // otherwise the same line on stderr, so that a typo never goes unnoticed
-// even with logging off. It does not change LastWarn.
+// even with logging off.
 func Malformed(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if _, dup := malformedSeen.LoadOrStore(msg, true); dup {

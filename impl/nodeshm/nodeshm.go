@@ -66,43 +66,12 @@ func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, al
 	var f *os.File
 	var err error
 	if leader {
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if os.IsExist(err) { // a stale segment of a crashed run with the same name
-			_ = os.Remove(path)
-			f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		}
-		if err != nil {
-			return nil, status.Errorf(status.SystemError, "create node shared memory %s: %w", path, err)
-		}
-		if err = f.Truncate(int64(size)); err != nil {
-			f.Close()
-			_ = os.Remove(path)
-			return nil, status.Errorf(status.SystemError, "size node shared memory %s to %d bytes: %w", path, size, err)
-		}
+		f, err = create(path, size)
 	} else {
-		sleep := 20 * time.Microsecond
-		for {
-			f, err = os.OpenFile(path, os.O_RDWR, 0)
-			if err == nil {
-				st, serr := f.Stat()
-				if serr == nil && st.Size() == int64(size) {
-					break
-				}
-				f.Close()
-			} else if !os.IsNotExist(err) {
-				return nil, status.Errorf(status.SystemError, "open node shared memory %s: %w", path, err)
-			}
-			if time.Now().After(deadline) {
-				return nil, status.Errorf(status.RemoteError, "node shared memory %s was not created by the node's lowest rank in time", path)
-			}
-			if err := alive(); err != nil {
-				return nil, err
-			}
-			time.Sleep(sleep)
-			if sleep < time.Millisecond {
-				sleep *= 2
-			}
-		}
+		f, err = awaitCreated(path, size, deadline, alive)
+	}
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	mem, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
@@ -124,6 +93,61 @@ func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, al
 			time.Sleep(20 * time.Microsecond)
 		}
 	}
+	if err := s.awaitMapped(path, leader, deadline, alive); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// create makes the segment's file of size bytes (the leader), replacing a stale one.
+func create(path string, size int) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if os.IsExist(err) { // a stale segment of a crashed run with the same name
+		_ = os.Remove(path)
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	}
+	if err != nil {
+		return nil, status.Errorf(status.SystemError, "create node shared memory %s: %w", path, err)
+	}
+	if err = f.Truncate(int64(size)); err != nil {
+		f.Close()
+		_ = os.Remove(path)
+		return nil, status.Errorf(status.SystemError, "size node shared memory %s to %d bytes: %w", path, size, err)
+	}
+	return f, nil
+}
+
+// awaitCreated opens the segment's file once the leader created and sized it.
+func awaitCreated(path string, size int, deadline time.Time, alive func() error) (*os.File, error) {
+	sleep := 20 * time.Microsecond
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err == nil {
+			st, serr := f.Stat()
+			if serr == nil && st.Size() == int64(size) {
+				return f, nil
+			}
+			f.Close()
+		} else if !os.IsNotExist(err) {
+			return nil, status.Errorf(status.SystemError, "open node shared memory %s: %w", path, err)
+		}
+		if time.Now().After(deadline) {
+			return nil, status.Errorf(status.RemoteError, "node shared memory %s was not created by the node's lowest rank in time", path)
+		}
+		if err := alive(); err != nil {
+			return nil, err
+		}
+		time.Sleep(sleep)
+		if sleep < time.Millisecond {
+			sleep *= 2
+		}
+	}
+}
+
+// awaitMapped counts this rank in and waits until every local rank mapped the segment (the
+// last one removes its name); on failure s is closed.
+func (s *Segment) awaitMapped(path string, leader bool, deadline time.Time, alive func() error) error {
+	nLocal := s.nLocal
 	if int(atomic.AddUint64(s.word(8), 1)) == nLocal {
 		_ = os.Remove(path)
 	}
@@ -141,14 +165,14 @@ func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, al
 				_ = os.Remove(path) // nobody else will map it now
 			}
 			s.Close()
-			return nil, err
+			return err
 		}
 		time.Sleep(sleep)
 		if sleep < time.Millisecond {
 			sleep *= 2
 		}
 	}
-	return s, nil
+	return nil
 }
 
 func (s *Segment) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&s.mem[off])) }

@@ -268,7 +268,7 @@ func devicePolicy(atInit bool) (int, error) {
 			if code == status.InternalError {
 				code = status.InvalidUsage
 			}
-			return deviceCUDA, &status.Error{Code: code, Msg: "MSCCLPP_DEVICE=cuda, but CUDA is unavailable: " + err.Error(), Err: err}
+			return deviceCUDA, status.Errorf(code, "MSCCLPP_DEVICE=cuda, but CUDA is unavailable: %w", err)
 		}
 		return deviceCUDA, nil
 	default:
@@ -296,7 +296,7 @@ func (c *p2p) enterCUDA(buf unsafe.Pointer) error {
 		dev, err = cuda.Probe()
 	}
 	if err != nil {
-		return &status.Error{Code: status.InvalidUsage, Msg: "P2P needs CUDA mode, and no GPU was found: " + err.Error(), Err: err}
+		return status.Errorf(status.InvalidUsage, "P2P needs CUDA mode, and no GPU was found: %w", err)
 	}
 	return c.initCUDA(dev)
 }

@@ -2,8 +2,17 @@
 //
 // It is the one place that maps Go errors to mscclppResult_t values: every
 // package returns errors built here (or wrapped around them with %w), and
-// capi turns them into a code with CodeOf.
+// capi turns them into a code with CodeOf. Its C side (errs.h, errs.c) is the
+// one home of error text below everything else: the result-code strings, the
+// process's last error, each communicator's error record and the fork check.
 package status
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../include -O2 -Wall
+#include <stdlib.h>
+#include "errs.h"
+*/
+import "C"
 
 import (
 	"context"
@@ -11,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"unsafe"
 )
 
 // Code is an mscclppResult_t value.
@@ -29,29 +39,18 @@ const (
 	NumResults         Code = 8
 )
 
-// String returns the exact text mscclppGetErrorString returns for c.
-func (c Code) String() string {
-	switch c {
-	case Success:
-		return "no error"
-	case UnhandledCudaError:
-		return "unhandled cuda error"
-	case SystemError:
-		return "unhandled system error"
-	case InternalError:
-		return "internal error"
-	case InvalidArgument:
-		return "invalid argument"
-	case InvalidUsage:
-		return "invalid usage"
-	case RemoteError:
-		return "remote process exited or there was a network error"
-	case InProgress:
-		return "MSCCL++ operation in progress"
-	default:
-		return "unknown result code"
-	}
+// String returns the exact text mscclppGetErrorString returns for c (errs.c's table).
+func (c Code) String() string { return C.GoString(C.errString(C.int(c))) }
+
+// SetLast makes msg the process's last error (mscclppGetLastError(NULL)).
+func SetLast(msg string) {
+	cmsg := C.CString(msg)
+	defer C.free(unsafe.Pointer(cmsg))
+	C.errSet(nil, 0, cmsg)
 }
+
+// Last is the process's last error text ("" when none).
+func Last() string { return C.GoString(C.errLast(nil)) }
 
 // Error is an error that carries a result code.
 type Error struct {
@@ -97,12 +96,4 @@ func CodeOf(err error) Code {
 		return SystemError
 	}
 	return InternalError
-}
-
-// Message returns the one-line text recorded as the last error for err.
-func Message(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }

@@ -155,6 +155,18 @@ static void abi_check_trigger(void)
 
   ABI_EQ("MSCCLPP_TRIGGER_WORD0(2, 1)", MSCCLPP_TRIGGER_WORD0(2, 1), 0x200000001ull);
   ABI_EQ("MSCCLPP_TRIGGER_WORD1(5, 4, 3)", MSCCLPP_TRIGGER_WORD1(5, 4, 3), 0x140400000003ull);
+  /* the decode macros read back what the bit-fields hold, every field all ones too */
+  ABI_EQ("MSCCLPP_TRIGGER_SIZE", MSCCLPP_TRIGGER_SIZE(u.value[0]), 1);
+  ABI_EQ("MSCCLPP_TRIGGER_SRC_OFFSET", MSCCLPP_TRIGGER_SRC_OFFSET(u.value[0]), 2);
+  ABI_EQ("MSCCLPP_TRIGGER_DST_OFFSET", MSCCLPP_TRIGGER_DST_OFFSET(u.value[1]), 3);
+  ABI_EQ("MSCCLPP_TRIGGER_CONNID", MSCCLPP_TRIGGER_CONNID(u.value[1]), 4);
+  ABI_EQ("MSCCLPP_TRIGGER_TYPE", MSCCLPP_TRIGGER_TYPE(u.value[1]), 5);
+  memset(&t, 0xff, sizeof t);
+  ABI_EQ("MSCCLPP_TRIGGER_SIZE of ones", MSCCLPP_TRIGGER_SIZE(t.value[0]), t.fields.dataSize);
+  ABI_EQ("MSCCLPP_TRIGGER_SRC_OFFSET of ones", MSCCLPP_TRIGGER_SRC_OFFSET(t.value[0]), t.fields.srcDataOffset);
+  ABI_EQ("MSCCLPP_TRIGGER_DST_OFFSET of ones", MSCCLPP_TRIGGER_DST_OFFSET(t.value[1]), t.fields.dstDataOffset);
+  ABI_EQ("MSCCLPP_TRIGGER_CONNID of ones", MSCCLPP_TRIGGER_CONNID(t.value[1]), t.fields.connId);
+  ABI_EQ("MSCCLPP_TRIGGER_TYPE of ones", MSCCLPP_TRIGGER_TYPE(t.value[1]), t.fields.type);
 
   mscclppTrigger_t p = &u;
   ABI_EQ("mscclppTrigger_t points at a trigger", p->fields.connId, 4);

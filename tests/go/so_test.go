@@ -94,3 +94,36 @@ func TestExportsAndSoname(t *testing.T) {
 		}
 	}
 }
+
+// testHook reports whether a symbol of the library's full symbol table (nm, not
+// only nm -D) belongs to a test harness: the cgo wrappers of cuda/harness.go and
+// ib/harness.go, or a Go function of this module named for tests.
+func testHook(name string) bool {
+	return strings.Contains(name, "_Cfunc_harness") || strings.Contains(name, "_Cfunc_ibTest") ||
+		strings.HasPrefix(name, "github.com/mscclpp-go/mscclpp/") &&
+			(strings.Contains(name, ".Test") || strings.Contains(strings.ToLower(name), "harness"))
+}
+
+// TestNoTestHooksInLibrary: the shipped library holds only the product; the
+// harnesses build only with -tags mscclpp_testhooks (the Go tests' build).
+func TestNoTestHooksInLibrary(t *testing.T) {
+	f, err := elf.Open(library(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hooks []string
+	for _, s := range syms {
+		if testHook(s.Name) {
+			hooks = append(hooks, s.Name)
+		}
+	}
+	if len(hooks) != 0 {
+		t.Errorf("%d test-only symbols in the library (build the harnesses only with -tags mscclpp_testhooks):\n%s",
+			len(hooks), strings.Join(hooks, "\n"))
+	}
+}

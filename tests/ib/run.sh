@@ -22,4 +22,4 @@ if [ -z "$dev" ]; then
   exit 0
 fi
 echo "tests/ib/run.sh: device $dev"
-MSCCLPP_IB_TEST_DEVICE="$dev" go test -count=1 -v -run 'TestRealHardware|TestRealLibibverbs' ./ib/
+MSCCLPP_IB_TEST_DEVICE="$dev" go test -tags mscclpp_testhooks -count=1 -v -run 'TestRealHardware|TestRealLibibverbs' ./ib/

@@ -39,6 +39,7 @@ const (
 	Flag  = C.ETH_FLAG
 	Fence = C.ETH_FENCE
 	Bye   = C.ETH_BYE
+	Ping  = C.ETH_PING // the last type of the protocol
 )
 
 // Reg is one registration of the receiving rank.

@@ -1,0 +1,365 @@
+package bootstrap
+
+// A rank joining its communicator: registering with the root, taking the
+// table, opening the ring and star, and the dialling side of every
+// connection (the accepting side is accept.go).
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mscclpp-go/mscclpp/impl/env"
+	"github.com/mscclpp-go/mscclpp/impl/status"
+	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
+)
+
+// initRank registers with the root at rootAddr, builds the ring and the
+// star, and waits until the root says that every rank did.
+func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySource string, rank, nranks int, timeout time.Duration, opts *Options) (_ *Bootstrap, err error) {
+	b := newBootstrap(magic, key, rank, nranks, timeout, opts)
+	b.keySource = keySource
+	defer func() {
+		if err != nil {
+			b.Close()
+		}
+	}()
+	rs := &rootSession{addr: rootAddr, wait: timeout + rootGrace}
+	if err := b.dialRootSession(rs); err != nil {
+		return nil, err
+	}
+	defer b.untrack(rs.c)
+	if err := b.listen(rs.c); err != nil {
+		return nil, err
+	}
+	if err := b.register(rs, opts.HostID); err != nil {
+		return nil, err
+	}
+	// While the ring and star form, the root's verdict may come at any
+	// time: a failure aborts this rank at once.
+	verdict := b.watchVerdict(rs)
+	if err := b.connectCollectives(); err != nil {
+		return nil, b.joinFailed(rs, verdict, err)
+	}
+	if _, err := rs.c.Write(encodeStatus(statusReady, "", &b.key, &rs.challenge)); err != nil {
+		return nil, b.fail(b.rootErr(rootAddr, rs.wait, err))
+	}
+	if v := <-verdict; v.err != nil {
+		return nil, v.err
+	}
+	local := 0
+	for _, e := range b.table {
+		if e.hostID == opts.HostID {
+			local++
+		}
+	}
+	b.spin = spinBudget(local, sysinfo.OnlineCPUs())
+	b.logf(false, "bootstrap: rank %d of %d of communicator %#x ready, listening at %s", rank, nranks, magic, b.listenAddr)
+	return b, nil
+}
+
+// rootSession is a rank's connection to the root while the communicator forms.
+type rootSession struct {
+	addr      netip.AddrPort
+	wait      time.Duration // the bootstrap timeout plus rootGrace
+	c         *net.TCPConn
+	challenge nonce  // what the root sent this rank
+	hello     *hello // this rank's registration
+}
+
+// rootVerdict is the root's last word on a forming communicator.
+type rootVerdict struct {
+	err      error
+	fromRoot bool // the root answered (rather than the connection failing)
+}
+
+// dialRootSession connects to the root (tracked: the caller untracks rs.c) and reads its challenge.
+func (b *Bootstrap) dialRootSession(rs *rootSession) error {
+	deadline := time.Now().Add(rs.wait)
+	rc, err := dialRoot(rs.addr, deadline, rs.wait)
+	if err != nil {
+		return b.errorf(status.RemoteError, "%v", err)
+	}
+	if !b.track(rc) {
+		rc.Close()
+		return b.failed()
+	}
+	rs.c = rc
+	rc.SetNoDelay(true)
+	rc.SetDeadline(deadline)
+	if rs.challenge, err = readChallenge(rc); err != nil {
+		b.untrack(rc)
+		return b.rootErr(rs.addr, rs.wait, err)
+	}
+	return nil
+}
+
+// listen opens this rank's listener (on MSCCLPP_SOCKET_IFNAME's address, else the
+// one rootConn leaves from) and starts its accept loop.
+func (b *Bootstrap) listen(rootConn *net.TCPConn) error {
+	var lip netip.Addr
+	if strings.TrimSpace(env.Get(EnvSocketIfname)) != "" {
+		a, err := selectInterface()
+		if err != nil {
+			return err
+		}
+		lip = a.ip
+	} else {
+		lip = rootConn.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+	}
+	var err error
+	b.ln, err = net.ListenTCP("tcp", net.TCPAddrFromAddrPort(netip.AddrPortFrom(lip, 0)))
+	if err != nil {
+		return b.errorf(status.SystemError, "cannot listen at %s: %w", lip, err)
+	}
+	b.listenAddr = netip.AddrPortFrom(lip, uint16(b.ln.Addr().(*net.TCPAddr).Port)).String()
+	b.wg.Add(1)
+	go b.acceptor().loop()
+	return nil
+}
+
+// register sends this rank's registration and takes the root's table.
+func (b *Bootstrap) register(rs *rootSession, hostID string) error {
+	rs.hello = &hello{kind: kindRegister, magic: b.magic, nonce: newNonce(), rank: b.rank, nranks: b.nranks,
+		payload: encodeRegister(b.listenAddr, hostID, uint64(os.Getpid()))}
+	if _, err := rs.c.Write(rs.hello.encode(&b.key, &rs.challenge)); err != nil {
+		return b.rootErr(rs.addr, rs.wait, err)
+	}
+	st, payload, err := readReply(rs.c, b.magic, &b.key, labelReply, &rs.hello.nonce, maxTableLen(b.nranks))
+	if err != nil {
+		return b.rootErr(rs.addr, rs.wait, err)
+	}
+	if err := b.replyErr(rs.addr, st, payload); err != nil {
+		return err
+	}
+	nonce, table, ok := decodeTable(payload, b.nranks)
+	if !ok || table[b.rank].addr != b.listenAddr {
+		return b.errorf(status.RemoteError, "the root at %s sent a malformed table", rs.addr)
+	}
+	b.table, b.nonce = table, nonce
+	rs.c.SetDeadline(deadlineIn(rs.wait))
+	return nil
+}
+
+// watchVerdict reads the root's verdict in the background; a failure aborts this rank.
+func (b *Bootstrap) watchVerdict(rs *rootSession) <-chan rootVerdict {
+	verdict := make(chan rootVerdict, 1)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		st, payload, err := readReply(rs.c, b.magic, &b.key, labelDone, &rs.hello.nonce, maxErrorText)
+		v := rootVerdict{fromRoot: err == nil}
+		if err == nil {
+			err = b.replyErr(rs.addr, st, payload)
+		} else if b.failed() == nil {
+			err = b.rootErr(rs.addr, rs.wait, err)
+		}
+		if err != nil {
+			err = b.fail(err)
+		}
+		v.err = err
+		verdict <- v
+	}()
+	return verdict
+}
+
+// joinFailed is the error of a rank whose ring or star failed with err.
+func (b *Bootstrap) joinFailed(rs *rootSession, verdict <-chan rootVerdict, err error) error {
+	if ferr := b.failed(); ferr != nil {
+		return ferr // the failure already recorded (e.g. the root's verdict) is the cause; err its consequence
+	}
+	// This rank's own failure (often the consequence of another rank's): the
+	// others learn it through the root, and the root answers with the first
+	// failure it saw, the likely root cause.
+	rs.c.SetWriteDeadline(deadlineIn(abortWriteTimeout))
+	if _, werr := rs.c.Write(encodeStatus(statusFail, err.Error(), &b.key, &rs.challenge)); werr == nil {
+		select {
+		case v := <-verdict:
+			if v.fromRoot && v.err != nil {
+				return v.err
+			}
+		case <-time.After(min(b.hsTimeout, time.Second)):
+		}
+	}
+	return err
+}
+
+// replyErr turns a root reply that is not replyOK into this rank's error.
+func (b *Bootstrap) replyErr(rootAddr netip.AddrPort, st byte, payload []byte) error {
+	switch st {
+	case replyOK:
+		return nil
+	case replyUsage:
+		return b.errorf(status.InvalidUsage, "%s", payload)
+	case replyReject:
+		if payload[0] == rejectMagic {
+			return b.errorf(status.InvalidUsage, "the root at %s serves another communicator (does every rank name the same root address?)", rootAddr)
+		}
+		return b.errorf(status.InvalidUsage, "the root at %s refused this rank's key: %s", rootAddr, b.keyAdvice())
+	}
+	return b.errorf(status.RemoteError, "%s", payload)
+}
+
+// keyAdvice says where the key of this rank came from, for a key that the
+// other side does not share.
+func (b *Bootstrap) keyAdvice() string {
+	if b.keySource == "" {
+		return "the unique id differs from the root's (every rank must use the id made by one mscclppGetUniqueId)"
+	}
+	return fmt.Sprintf("this rank's bootstrap secret (from %s) differs from the root's: %s", b.keySource, secretAdvice)
+}
+
+// connectCollectives opens the connections of the ring (to the successor,
+// from the predecessor) and of the star (every rank to rank 0).
+func (b *Bootstrap) connectCollectives() error {
+	n := b.nranks
+	deadline := time.Now().Add(b.timeout)
+	nextRank, prevRank := (b.rank+1)%n, (b.rank+n-1)%n
+	c, err := b.dialPeer(nextRank, kindRing, deadline)
+	if err != nil {
+		return err
+	}
+	if b.next, err = newRingConn(c, nextRank); err != nil {
+		return b.errorf(status.SystemError, "ring connection to rank %d: %w", nextRank, err)
+	}
+	useStar := n >= starMinRanks
+	if useStar && b.rank != 0 {
+		c, err := b.dialPeer(0, kindStar, deadline)
+		if err != nil {
+			return err
+		}
+		hub, err := newRingConn(c, 0)
+		if err != nil {
+			return b.errorf(status.SystemError, "star connection to rank 0: %w", err)
+		}
+		b.star = []*ringConn{hub}
+	}
+	spokes := 0
+	if useStar && b.rank == 0 {
+		b.star = make([]*ringConn, n)
+		spokes = n - 1
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for b.prev == nil || spokes > 0 {
+		select {
+		case pc := <-b.ringCh:
+			if b.prev, err = newRingConn(pc, prevRank); err != nil {
+				return b.errorf(status.SystemError, "ring connection from rank %d: %w", prevRank, err)
+			}
+		case sc := <-b.starCh:
+			if b.star[sc.rank], err = newRingConn(sc.c, sc.rank); err != nil {
+				return b.errorf(status.SystemError, "star connection from rank %d: %w", sc.rank, err)
+			}
+			spokes--
+		case <-timer.C:
+			if b.prev == nil {
+				return b.errorf(status.RemoteError, "rank %d (at %s) did not connect within %v", prevRank, b.table[prevRank].addr, b.timeout)
+			}
+			var missing []int
+			for r := 1; r < n; r++ {
+				if b.star[r] == nil {
+					missing = append(missing, r)
+				}
+			}
+			return b.errorf(status.RemoteError, "%s did not connect to rank 0 within %v", rankList(missing), b.timeout)
+		case <-b.done:
+			return b.err
+		}
+	}
+	return nil
+}
+
+// dialRoot connects to the root, retrying (the root may not listen yet)
+// until deadline; wait is as in rootErr.
+func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*net.TCPConn, error) {
+	backoff := 250 * time.Microsecond
+	var last error // the last error other than a timeout
+	for {
+		d := net.Dialer{Deadline: deadline}
+		c, err := d.Dial("tcp", addr.String())
+		if err == nil {
+			return c.(*net.TCPConn), nil
+		}
+		if !isTimeout(err) {
+			last = err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			if last != nil {
+				return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within the bootstrap timeout (%v); last attempt: %v", addr, wait-rootGrace, last)
+			}
+			return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within the bootstrap timeout (%v)", addr, wait-rootGrace)
+		}
+		time.Sleep(min(backoff, left))
+		backoff = min(2*backoff, 4*time.Millisecond)
+	}
+}
+
+// rootErr explains a failed exchange with the root; wait is the bootstrap
+// timeout plus rootGrace, and messages name the timeout the user set.
+func (b *Bootstrap) rootErr(addr netip.AddrPort, wait time.Duration, err error) error {
+	var nb *errNotBootstrap
+	switch {
+	case errors.As(err, &nb):
+		return b.errorf(status.InvalidUsage, "the address %s is not the bootstrap root of this communicator: %v", addr, err)
+	case errors.Is(err, errForged):
+		return b.errorf(status.InvalidUsage, "the root at %s is not trusted: %v (a root with another bootstrap secret, or not the root of this job; %s)",
+			addr, err, b.keyAdvice())
+	case isTimeout(err):
+		return b.errorf(status.RemoteError, "no answer from the root at %s within the bootstrap timeout (%v)", addr, wait-rootGrace)
+	case isPeerGone(err):
+		return b.errorf(status.RemoteError, "the root at %s closed the connection before the communicator formed", addr)
+	}
+	return b.errorf(status.RemoteError, "talking to the root at %s: %w", addr, err)
+}
+
+// dialPeer opens a ring or point-to-point connection to peer and waits for
+// its acknowledgement.
+func (b *Bootstrap) dialPeer(peer int, kind byte, deadline time.Time) (*net.TCPConn, error) {
+	addr := b.table[peer].addr
+	what := "ring"
+	if kind == kindP2P {
+		what = "point-to-point"
+	}
+	d := net.Dialer{Deadline: deadline}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		if isTimeout(err) {
+			return nil, b.errorf(status.RemoteError, "cannot open a %s connection to rank %d at %s within %v", what, peer, addr, b.timeout)
+		}
+		return nil, b.errorf(status.RemoteError, "cannot open a %s connection to rank %d at %s: %w", what, peer, addr, err)
+	}
+	tc := c.(*net.TCPConn)
+	if !b.track(tc) {
+		tc.Close()
+		return nil, b.failed()
+	}
+	tc.SetNoDelay(true)
+	tc.SetDeadline(deadline)
+	challenge, err := readChallenge(tc)
+	var ack *hello
+	h := hello{kind: kind, magic: b.magic, nonce: newNonce(), rank: b.rank, nranks: b.nranks}
+	if err == nil {
+		_, err = tc.Write(h.encode(&b.key, &challenge))
+	}
+	if err == nil {
+		ack, err = readHello(tc, b.magic, &b.key, &h.nonce)
+	}
+	if err == nil && (ack.kind != kindAck || ack.rank != peer) {
+		err = fmt.Errorf("unexpected answer (kind %d from rank %d)", ack.kind, ack.rank)
+	}
+	if err != nil {
+		b.untrack(tc)
+		if e := b.failed(); e != nil {
+			return nil, e
+		}
+		return nil, b.errorf(status.RemoteError, "rank %d at %s did not accept a %s connection: %w", peer, addr, what, err)
+	}
+	tc.SetDeadline(time.Time{})
+	return tc, nil
+}

@@ -1,0 +1,125 @@
+/*
+ * errs.c: the one home of error text (see errs.h): the result-code table,
+ * the process's last error, the per-communicator records and the fork check.
+ */
+#include "errs.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "mscclpp.h"
+
+static pthread_mutex_t globalLock = PTHREAD_MUTEX_INITIALIZER;
+static char globalMsg[1024];
+
+volatile int errForkedChild;
+static int loadPid;
+
+static void onForkChild(void)
+{
+  errForkedChild = 1;
+  /* the lock may have been held by another thread at fork time */
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  globalLock = fresh;
+}
+
+__attribute__((constructor)) static void errsLoad(void)
+{
+  loadPid = (int)getpid();
+  pthread_atfork(NULL, NULL, onForkChild);
+}
+
+const char* errString(int code)
+{
+  /* MSCCL++ 0.1's strings */
+  switch (code) {
+  case mscclppSuccess: return "no error";
+  case mscclppUnhandledCudaError: return "unhandled cuda error";
+  case mscclppSystemError: return "unhandled system error";
+  case mscclppInternalError: return "internal error";
+  case mscclppInvalidArgument: return "invalid argument";
+  case mscclppInvalidUsage: return "invalid usage";
+  case mscclppRemoteError: return "remote process exited or there was a network error";
+  case mscclppInProgress: return "MSCCL++ operation in progress";
+  default: return "unknown result code";
+  }
+}
+
+void errRecordInit(errRecord* r)
+{
+  pthread_mutex_init(&r->lock, NULL);
+  r->asyncErr = 0;
+  r->asyncMsg[0] = r->lastMsg[0] = '\0';
+}
+
+void errRecordDestroy(errRecord* r) { pthread_mutex_destroy(&r->lock); }
+
+static void setGlobal(const char* msg)
+{
+  pthread_mutex_lock(&globalLock);
+  snprintf(globalMsg, sizeof(globalMsg), "%s", msg);
+  pthread_mutex_unlock(&globalLock);
+}
+
+static int record(errRecord* r, int code, const char* msg, int async)
+{
+  if (r != NULL) {
+    pthread_mutex_lock(&r->lock);
+    if (async && r->asyncErr == 0) {
+      snprintf(r->asyncMsg, sizeof(r->asyncMsg), "%s", msg);
+      __atomic_store_n(&r->asyncErr, code, __ATOMIC_RELEASE);
+    }
+    snprintf(r->lastMsg, sizeof(r->lastMsg), "%s", msg);
+    pthread_mutex_unlock(&r->lock);
+  }
+  setGlobal(msg);
+  return code;
+}
+
+int errSet(errRecord* r, int code, const char* msg) { return record(r, code, msg, 0); }
+
+int errSetAsync(errRecord* r, int code, const char* msg) { return record(r, code, msg, 1); }
+
+int errFail(errRecord* r, int code, const char* fmt, ...)
+{
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  return record(r, code, msg, 0);
+}
+
+int errFailAsync(errRecord* r, int code, const char* fmt, ...)
+{
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  return record(r, code, msg, 1);
+}
+
+int errAsync(errRecord* r, char* buf, int len)
+{
+  pthread_mutex_lock(&r->lock);
+  int code = r->asyncErr;
+  if (buf != NULL && len > 0) snprintf(buf, (size_t)len, "%s", r->asyncMsg);
+  pthread_mutex_unlock(&r->lock);
+  return code;
+}
+
+const char* errLast(errRecord* r) { return r != NULL ? r->lastMsg : globalMsg; }
+
+int errForked(const char* fn)
+{
+  if (!errForkedChild) return 0;
+  char msg[512];
+  snprintf(msg, sizeof(msg),
+           "%s called in pid %d, a child forked from pid %d after libmscclpp was loaded; the Go runtime behind "
+           "the library does not survive fork(): use mscclpp only in the parent, or exec a new program",
+           fn, (int)getpid(), loadPid);
+  setGlobal(msg);
+  return 1;
+}
