@@ -20,7 +20,9 @@
  * `used`, fills it, then publishes its key (rkey, qpn: never reused, taken
  * by fetch-and-add) last; it withdraws an entry by clearing the key first.
  * A reader (another process's post) copies an entry and keeps the copy only
- * when the key still matches after the copy (seqlock style). Only
+ * when the key still matches after the copy (seqlock style); a write into
+ * an MR counts itself in its entry, and ibv_dereg_mr waits (boundedly) for
+ * the writes that began before it, as a NIC does. Only
  * ATOMIC_FETCH_AND_ADD's read-add-write is serialised (flock), which
  * libmscclpp never posts.
  *
@@ -71,7 +73,8 @@
 typedef struct dblMr {
   uint32_t used, key, access;
   int pid;
-  uint64_t pd; /* (pid << 24) | local PD number */
+  uint32_t inflight; /* accesses of other processes under way (mrEnter) */
+  uint64_t pd;       /* (pid << 24) | local PD number */
   uint64_t addr, len;
 } dblMr;
 
@@ -214,7 +217,8 @@ static int claimSlot(uint32_t* used, size_t stride, int n)
   return -1;
 }
 
-/* A consistent copy of the MR of key into *out (see the top); 0 when there is none. */
+/* A consistent copy of the MR of key into *out (see the top); 0 when there is none, else its
+ * slot + 1. */
 static int findMr(uint32_t key, dblMr* out)
 {
   for (int i = 0; key != 0 && i < DBL_MAX_MR; i++) {
@@ -223,10 +227,24 @@ static int findMr(uint32_t key, dblMr* out)
     *out = (dblMr){.used = 1, .key = key, .access = LD(m->access), .pid = LD(m->pid), .pd = LD(m->pd),
                    .addr = LD(m->addr), .len = LD(m->len)};
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    return LD(m->key) == key;
+    return LD(m->key) == key ? i + 1 : 0;
   }
   return 0;
 }
+
+/* Enters an access to the MR of key in slot i: its owner's ibv_dereg_mr waits until it leaves
+ * (mrLeave). 0 when the MR was deregistered meanwhile. (Dekker-style: either this sees the
+ * withdrawn key, or the deregistration sees this access.) */
+static int mrEnter(int i, uint32_t key)
+{
+  dblMr* m = &gFab->mrs[i];
+  __atomic_fetch_add(&m->inflight, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&m->key, __ATOMIC_SEQ_CST) == key) return 1;
+  __atomic_fetch_sub(&m->inflight, 1, __ATOMIC_SEQ_CST);
+  return 0;
+}
+
+static void mrLeave(int i) { __atomic_fetch_sub(&gFab->mrs[i].inflight, 1, __ATOMIC_RELEASE); }
 
 /* A consistent copy of the QP of qpn into *out; 0 when there is none. */
 static int findQp(uint32_t qpn, dblQp* out)
@@ -454,7 +472,10 @@ int ibv_dereg_mr(struct iba_mr* mr)
   for (int i = 0; mr->lkey != 0 && i < DBL_MAX_MR; i++) {
     dblMr* m = &gFab->mrs[i];
     if (LD(m->key) != mr->lkey) continue;
-    __atomic_store_n(&m->key, 0, __ATOMIC_RELAXED); /* withdrawn before its fields change */
+    __atomic_store_n(&m->key, 0, __ATOMIC_SEQ_CST); /* withdrawn before its fields change */
+    /* writes that entered before end first; at most 200 ms: a writer killed or stopped between
+     * entering and leaving must not hang this process */
+    for (int k = 0; __atomic_load_n(&m->inflight, __ATOMIC_SEQ_CST) != 0 && k < 2000; k++) usleep(100);
     __atomic_thread_fence(__ATOMIC_RELEASE);
     ST(m->access, 0);
     ST(m->pid, 0);
@@ -672,6 +693,8 @@ ok:
 
 /* ------------------------------------------------------------ send */
 
+static enum iba_wc_status remoteAccess(struct iba_send_wr* wr, int pid, uint64_t raddr, int atomic);
+
 /* Executes one WR; returns its completion status. */
 static enum iba_wc_status execute(dblQpL* q, struct iba_send_wr* wr, uint32_t* bytes)
 {
@@ -700,10 +723,18 @@ static enum iba_wc_status execute(dblQpL* q, struct iba_send_wr* wr, uint32_t* b
   dblMr rc, *r = &rc;
   uint64_t need = atomic ? IBA_ACCESS_REMOTE_ATOMIC : IBA_ACCESS_REMOTE_WRITE;
   uint64_t rl = atomic ? 8 : len;
-  if (!findMr(rkey, r) || r->pd != peer->pd || r->pid != peer->pid || !(r->access & need) || raddr < r->addr ||
-      rl > r->len || raddr - r->addr > r->len - rl || (atomic && (raddr & 7)))
+  int slot = findMr(rkey, r) - 1;
+  if (slot < 0 || r->pd != peer->pd || r->pid != peer->pid || !(r->access & need) || raddr < r->addr ||
+      rl > r->len || raddr - r->addr > r->len - rl || (atomic && (raddr & 7)) || !mrEnter(slot, rkey))
     return IBA_WC_REM_ACCESS_ERR;
-  int pid = r->pid;
+  enum iba_wc_status st = remoteAccess(wr, r->pid, raddr, atomic);
+  mrLeave(slot);
+  return st;
+}
+
+/* Carries out WR wr on the memory of process pid at raddr (checked: an MR entered). */
+static enum iba_wc_status remoteAccess(struct iba_send_wr* wr, int pid, uint64_t raddr, int atomic)
+{
   enum iba_wc_status st = IBA_WC_SUCCESS;
   if (atomic) {
     /* read, add, write back under the fabric lock (not atomic against the owner's CPU) */
