@@ -57,7 +57,10 @@ func Name(magic, nonce uint64, node int) string {
 // Open creates (leader) or opens (others, waiting until deadline for the leader) the segment
 // for nLocal ranks with maxConns connection slots each, and returns once every local rank has
 // mapped it: the last rank to map it unlinks it, so no name is left behind however the
-// processes end later. alive is asked every millisecond or so while waiting; its error (a
+// processes end later. A rank that gives up waiting (the deadline, or alive's error) unlinks
+// it too: the leader may have died between creating it and its unlinking, and the job's name
+// is used by nobody else. A rank alone on its node needs no name (memfd): killed at any
+// moment, it leaves none. alive is asked every millisecond or so while waiting; its error (a
 // local rank that exited) ends the wait.
 func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, alive func() error) (*Segment, error) {
 	alive = throttle(alive, time.Millisecond)
@@ -65,7 +68,18 @@ func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, al
 	path := shmDir + name
 	var f *os.File
 	var err error
-	if leader {
+	switch {
+	case leader && nLocal == 1:
+		fd, merr := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+		if merr != nil {
+			return nil, status.Errorf(status.SystemError, "create node shared memory %s: %w", name, merr)
+		}
+		f = os.NewFile(uintptr(fd), name)
+		if err = f.Truncate(int64(size)); err != nil {
+			f.Close()
+			return nil, status.Errorf(status.SystemError, "size node shared memory %s to %d bytes: %w", name, size, err)
+		}
+	case leader:
 		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 		if os.IsExist(err) { // a stale segment of a crashed run with the same name
 			_ = os.Remove(path)
@@ -79,7 +93,7 @@ func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, al
 			_ = os.Remove(path)
 			return nil, status.Errorf(status.SystemError, "size node shared memory %s to %d bytes: %w", path, size, err)
 		}
-	} else {
+	default:
 		sleep := 20 * time.Microsecond
 		for {
 			f, err = os.OpenFile(path, os.O_RDWR, 0)
@@ -93,9 +107,11 @@ func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, al
 				return nil, status.Errorf(status.SystemError, "open node shared memory %s: %w", path, err)
 			}
 			if time.Now().After(deadline) {
+				_ = os.Remove(path) // created, never sized: its leader is gone
 				return nil, status.Errorf(status.RemoteError, "node shared memory %s was not created by the node's lowest rank in time", path)
 			}
 			if err := alive(); err != nil {
+				_ = os.Remove(path)
 				return nil, err
 			}
 			time.Sleep(sleep)
@@ -119,6 +135,7 @@ func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, al
 		for atomic.LoadUint64(s.word(0)) != segMagic {
 			if time.Now().After(deadline) {
 				s.Close()
+				_ = os.Remove(path) // its leader is gone or stuck: nobody will use it
 				return nil, status.Errorf(status.RemoteError, "node shared memory %s never became ready", path)
 			}
 			time.Sleep(20 * time.Microsecond)
@@ -137,9 +154,7 @@ func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, al
 			err = status.Errorf(status.RemoteError, "only %d of %d local ranks mapped node shared memory %s in time", atomic.LoadUint64(s.word(8)), nLocal, path)
 		}
 		if err != nil {
-			if leader {
-				_ = os.Remove(path) // nobody else will map it now
-			}
+			_ = os.Remove(path) // nobody else will map it now
 			s.Close()
 			return nil, err
 		}
