@@ -267,7 +267,7 @@ static int findMr(uint32_t key, dblMr* out)
     dblMr* m = &gFab->mrs[i];
     if (__atomic_load_n(&m->key, __ATOMIC_ACQUIRE) != key) continue;
     *out = (dblMr){.used = 1, .key = key, .access = LD(m->access), .pid = LD(m->pid), .pd = LD(m->pd),
-                   .addr = LD(m->addr), .len = LD(m->len)};
+                   .addr = LD(m->addr), .len = LD(m->len), .backing = LD(m->backing)};
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     return LD(m->key) == key ? i + 1 : 0;
   }
