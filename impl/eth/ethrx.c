@@ -84,11 +84,11 @@ static const engReg* regAt(engConn* c, uint64_t idx)
 static int recvReg(engConn* c, ethConn* s, uint64_t idx, uint64_t off, uint64_t n)
 {
   const engReg* r = regAt(c, idx);
-  if (r != NULL && off <= r->size && n <= r->size - off) return recvAll(s, r->mapped + off, (size_t)n);
+  const char* bad = ethRegBad(r, off, n);
+  if (bad == NULL) return recvAll(s, r->mapped + off, (size_t)n);
   char what[300];
   snprintf(what, sizeof(what), "rank %d wrote %llu bytes at offset %llu of registered buffer %llu: %s; dropped",
-           c->peerRank, (unsigned long long)n, (unsigned long long)off, (unsigned long long)idx,
-           r == NULL ? "no such registration" : "bytes past its end");
+           c->peerRank, (unsigned long long)n, (unsigned long long)off, (unsigned long long)idx, bad);
   engConnFail(c, mscclppRemoteError, "%s", what);
   return skip(s, n);
 }
