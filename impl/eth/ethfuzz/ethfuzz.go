@@ -13,7 +13,7 @@ package ethfuzz
 // registrations of the given sizes (mapped[i] != 0: host memory); *why is
 // NULL when a DATA frame may be written, or an ETH_REG frame (the same sizes
 // standing for the mscclppRegisterBuffer buffers its index names, as regAt
-// in eth.c finds them). Returns ethHdrDecode's result.
+// in ethrx.c finds them). Returns ethHdrDecode's result.
 static int decode(const unsigned char* p, const uint64_t* sizes, const unsigned char* mapped, int nLocal, int staged,
                   ethHdr* h, const char** why)
 {
