@@ -8,8 +8,9 @@
 // through the bootstrap.
 //
 // The data path is C (ibcore.h): ibWrite, ibWriteSignal, ibPoll, ibFlush,
-// called without entering Go; ops.c wraps them as an engOps table of the C
-// engine (ibEngOps), whose per-connection state ConnState builds.
+// called without entering Go; the IB transport (impl/ib) wraps them as an
+// engOps table of the C engine. This package is the verbs binding only: it
+// never imports the engine or a transport.
 //
 // Building it needs no libibverbs-dev: ibvapi.h declares the verbs it uses
 // with their real layouts (checked against verbs.h where installed).
@@ -20,7 +21,7 @@
 package ib
 
 /*
-#cgo CFLAGS: -I${SRCDIR} -I${SRCDIR}/../impl/engine -I${SRCDIR}/../impl/dynlib -I${SRCDIR}/../include -O2 -Wall
+#cgo CFLAGS: -I${SRCDIR} -I${SRCDIR}/../impl/dynlib -O2 -Wall
 #cgo LDFLAGS: -ldl -lpthread
 #include <stdlib.h>
 #include "ibcore.h"

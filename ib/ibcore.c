@@ -1,7 +1,7 @@
 /*
  * ibcore.c: loading libibverbs (dlopen + dlvsym at IBVERBS_1.1), device
- * context, MR, CQ and RC QP setup, and the data path (RDMA write, signal
- * write, poll, flush). See ibcore.h.
+ * context, MR, CQ (and its poll) and RC QP setup. The data path is in
+ * ibpath.c. See ibcore.h.
  */
 #define _GNU_SOURCE
 #include "ibcore.h"
@@ -14,8 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#define IB_MAX_WR_BYTES (1ull << 30) /* one WR moves at most 1 GiB (max_msg_sz is usually 2 GiB) */
 
 static int fail(char* err, int errLen, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char* err, int errLen, const char* fmt, ...)
@@ -71,7 +69,8 @@ static const char* portStateName(int s)
   return (s >= 0 && s < 6) ? names[s] : "unknown";
 }
 
-ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, char* err, int errLen)
+/* Opens the device called name: NULL with err naming the devices there are when none is. */
+static struct iba_context* openByName(const ibApi* a, const char* name, char* err, int errLen)
 {
   int n = 0;
   errno = 0;
@@ -102,74 +101,79 @@ ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, char* err, int 
     a->free_device_list(list);
     return NULL;
   }
+  errno = 0;
+  struct iba_context* ctx = a->open_device(dev);
+  int e = errno;
+  a->free_device_list(list); /* the context keeps its own reference to the device */
+  if (ctx == NULL) fail(err, errLen, "ibv_open_device(%s): %s", name, e ? strerror(e) : "failed");
+  return ctx;
+}
+
+/* Queries the device and takes its first ACTIVE port into c->port and c->portAttr; -1 with err
+ * listing the ports' states when none is. */
+static int pickPort(ibCtx* c, char* err, int errLen)
+{
+  const ibApi* a = c->api;
+  int rc = a->query_device(c->ctx, &c->devAttr);
+  if (rc != 0) return fail(err, errLen, "ibv_query_device(%s): %s", c->name, strerror(rc > 0 ? rc : errno));
+  char states[160] = "";
+  for (int p = 1; p <= c->devAttr.phys_port_cnt; p++) {
+    struct iba_port_attr pa;
+    memset(&pa, 0, sizeof(pa)); /* as verbs.h's inline does before the exported call */
+    rc = a->query_port(c->ctx, (uint8_t)p, &pa);
+    if (rc != 0) return fail(err, errLen, "ibv_query_port(%s, %d): %s", c->name, p, strerror(rc > 0 ? rc : errno));
+    if (pa.state == IBA_PORT_ACTIVE) {
+      c->port = p;
+      c->portAttr = pa;
+      return 0;
+    }
+    size_t l = strlen(states);
+    snprintf(states + l, sizeof(states) - l, "%sport %d: %s", l ? ", " : "", p, portStateName(pa.state));
+  }
+  return fail(err, errLen, "IB device \"%s\": no ACTIVE port (%s)", c->name, states[0] ? states : "no ports");
+}
+
+/* Reads GID gidIndex of c's port into c->gid and checks the port can be addressed: a populated
+ * GID for RoCE, a LID for InfiniBand. */
+static int pickGid(ibCtx* c, int gidIndex, char* err, int errLen)
+{
+  const char* name = c->name;
+  if (gidIndex < 0 || (c->portAttr.gid_tbl_len > 0 && gidIndex >= c->portAttr.gid_tbl_len))
+    return fail(err, errLen, "IB device \"%s\" port %d: GID index %d out of range (table of %d; MSCCLPP_IB_GID_INDEX)",
+                name, c->port, gidIndex, c->portAttr.gid_tbl_len);
+  int rc = c->api->query_gid(c->ctx, (uint8_t)c->port, gidIndex, &c->gid);
+  if (rc != 0)
+    return fail(err, errLen, "ibv_query_gid(%s, port %d, index %d): %s", name, c->port, gidIndex,
+                strerror(rc > 0 ? rc : errno));
+  if (c->portAttr.link_layer == IBA_LINK_LAYER_ETHERNET) {
+    static const uint8_t zero[16];
+    if (memcmp(c->gid.raw, zero, 16) == 0)
+      return fail(err, errLen,
+                  "IB device \"%s\" port %d is RoCE and GID index %d is empty: set MSCCLPP_IB_GID_INDEX to a "
+                  "populated entry",
+                  name, c->port, gidIndex);
+  } else if (c->portAttr.lid == 0) {
+    return fail(err, errLen, "IB device \"%s\" port %d has no LID (is a subnet manager running?)", name, c->port);
+  }
+  return 0;
+}
+
+ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, char* err, int errLen)
+{
   ibCtx* c = calloc(1, sizeof(*c));
   if (c == NULL) {
-    a->free_device_list(list);
     fail(err, errLen, "out of memory");
     return NULL;
   }
   c->api = a;
   c->gidIndex = gidIndex;
   snprintf(c->name, sizeof(c->name), "%s", name);
-  errno = 0;
-  c->ctx = a->open_device(dev);
-  int e = errno;
-  a->free_device_list(list); /* the context keeps its own reference to the device */
+  c->ctx = openByName(a, name, err, errLen);
   if (c->ctx == NULL) {
-    fail(err, errLen, "ibv_open_device(%s): %s", name, e ? strerror(e) : "failed");
     free(c);
     return NULL;
   }
-  int rc = a->query_device(c->ctx, &c->devAttr);
-  if (rc != 0) {
-    fail(err, errLen, "ibv_query_device(%s): %s", name, strerror(rc > 0 ? rc : errno));
-    goto bad;
-  }
-  char states[160] = "";
-  for (int p = 1; p <= c->devAttr.phys_port_cnt; p++) {
-    struct iba_port_attr pa;
-    memset(&pa, 0, sizeof(pa)); /* as verbs.h's inline does before the exported call */
-    rc = a->query_port(c->ctx, (uint8_t)p, &pa);
-    if (rc != 0) {
-      fail(err, errLen, "ibv_query_port(%s, %d): %s", name, p, strerror(rc > 0 ? rc : errno));
-      goto bad;
-    }
-    if (pa.state == IBA_PORT_ACTIVE) {
-      c->port = p;
-      c->portAttr = pa;
-      break;
-    }
-    size_t l = strlen(states);
-    snprintf(states + l, sizeof(states) - l, "%sport %d: %s", l ? ", " : "", p, portStateName(pa.state));
-  }
-  if (c->port == 0) {
-    fail(err, errLen, "IB device \"%s\": no ACTIVE port (%s)", name, states[0] ? states : "no ports");
-    goto bad;
-  }
-  if (gidIndex < 0 || (c->portAttr.gid_tbl_len > 0 && gidIndex >= c->portAttr.gid_tbl_len)) {
-    fail(err, errLen, "IB device \"%s\" port %d: GID index %d out of range (table of %d; MSCCLPP_IB_GID_INDEX)", name,
-         c->port, gidIndex, c->portAttr.gid_tbl_len);
-    goto bad;
-  }
-  rc = a->query_gid(c->ctx, (uint8_t)c->port, gidIndex, &c->gid);
-  if (rc != 0) {
-    fail(err, errLen, "ibv_query_gid(%s, port %d, index %d): %s", name, c->port, gidIndex,
-         strerror(rc > 0 ? rc : errno));
-    goto bad;
-  }
-  if (c->portAttr.link_layer == IBA_LINK_LAYER_ETHERNET) {
-    static const uint8_t zero[16];
-    if (memcmp(c->gid.raw, zero, 16) == 0) {
-      fail(err, errLen,
-           "IB device \"%s\" port %d is RoCE and GID index %d is empty: set MSCCLPP_IB_GID_INDEX to a populated "
-           "entry",
-           name, c->port, gidIndex);
-      goto bad;
-    }
-  } else if (c->portAttr.lid == 0) {
-    fail(err, errLen, "IB device \"%s\" port %d has no LID (is a subnet manager running?)", name, c->port);
-    goto bad;
-  }
+  if (pickPort(c, err, errLen) != 0 || pickGid(c, gidIndex, err, errLen) != 0) goto bad;
   errno = 0;
   c->pd = a->alloc_pd(c->ctx);
   if (c->pd == NULL) {
@@ -255,8 +259,7 @@ int ibCqDestroy(ibCq* q, char* err, int errLen)
   return 0;
 }
 
-static void qpSetFailed(ibQp* q, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-static void qpSetFailed(ibQp* q, const char* fmt, ...)
+void ibQpSetFailed(ibQp* q, const char* fmt, ...)
 {
   /* the first error completion wins: later ones are flushes caused by it.
    * failed: 0, 2 while the message is written, 1 once it is readable. */
@@ -285,7 +288,7 @@ int ibPoll(ibCq* cq, char* err, int errLen)
     if (q == NULL) continue; /* a QP destroyed with completions still queued */
     if (wc[i].status != IBA_WC_SUCCESS) {
       const char* what = cq->ctx->api->wc_status_str(wc[i].status);
-      qpSetFailed(q, "RDMA to %s failed: %s (wc status %d, vendor error %#x, wr %llu, qpn %u on %s)", q->peer,
+      ibQpSetFailed(q, "RDMA to %s failed: %s (wc status %d, vendor error %#x, wr %llu, qpn %u on %s)", q->peer,
                   what ? what : "?", (int)wc[i].status, wc[i].vendor_err, (unsigned long long)wc[i].wr_id,
                   wc[i].qp_num, cq->ctx->name);
     }
@@ -467,174 +470,3 @@ int ibQpRts(ibQp* q, char* err, int errLen)
   if (rc != 0) return fail(err, errLen, "ibv_modify_qp(%s, RTS): %s", q->ctx->name, strerror(rc > 0 ? rc : errno));
   return 0;
 }
-
-/* ---------------------------------------------------------------- data path */
-
-/* Back-off of the poll loops: spin, then yield, then sleep up to 100 us. */
-static void backoff(unsigned* n)
-{
-  unsigned i = (*n)++;
-  if (i < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-  } else if (i < 256) {
-    sched_yield();
-  } else {
-    struct timespec ts = {0, i < 1024 ? 10000 : 100000};
-    nanosleep(&ts, NULL);
-  }
-}
-
-static int64_t nowMs(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Polls until the send queue has room for one more WR. Called with q->lock held. */
-static int waitRoom(ibQp* q)
-{
-  unsigned n = 0;
-  while (q->posted - __atomic_load_n(&q->completed, __ATOMIC_ACQUIRE) >= q->maxSendWr) {
-    if (__atomic_load_n(&q->failed, __ATOMIC_ACQUIRE)) return -1;
-    char err[IB_ERR_LEN];
-    int got = ibPoll(q->cq, err, sizeof(err));
-    if (got < 0) {
-      qpSetFailed(q, "%s", err);
-      return -1;
-    }
-    if (got == 0) backoff(&n);
-  }
-  return 0;
-}
-
-/* Posts one WR (q->lock held). sge may be NULL for a zero-length write. */
-static int postOne(ibQp* q, struct iba_sge* sge, uint64_t raddr, uint32_t rkey, int signaled)
-{
-  if (__atomic_load_n(&q->failed, __ATOMIC_ACQUIRE)) return -1;
-  if (waitRoom(q) != 0) return -1;
-  uint64_t id = q->posted + 1;
-  if (!signaled && q->unsignaled + 1 >= q->signalEvery) signaled = 1;
-  struct iba_send_wr wr, *bad = NULL;
-  memset(&wr, 0, sizeof(wr));
-  wr.wr_id = id;
-  wr.sg_list = sge;
-  wr.num_sge = sge != NULL ? 1 : 0;
-  wr.opcode = IBA_WR_RDMA_WRITE;
-  wr.send_flags = signaled ? IBA_SEND_SIGNALED : 0;
-  wr.wr.rdma.remote_addr = raddr;
-  wr.wr.rdma.rkey = rkey;
-  int rc = iba_post_send(q->qp, &wr, &bad);
-  if (rc != 0) {
-    /* not sticky: the QP did not take the WR (e.g. posted before RTS) */
-    snprintf(q->err, sizeof(q->err), "ibv_post_send to %s (qpn %u, state %d): %s", q->peer, q->qp->qp_num,
-             (int)q->qp->state, strerror(rc > 0 ? rc : EINVAL));
-    return -1;
-  }
-  q->posted = id;
-  q->unsignaled = signaled ? 0 : q->unsignaled + 1;
-  q->lastSignaled = signaled;
-  q->lastRaddr = raddr;
-  q->lastRkey = rkey;
-  return 0;
-}
-
-int ibWrite(ibQp* q, const struct iba_mr* mr, uint64_t loff, uint64_t raddr, uint32_t rkey, uint64_t roff,
-            uint64_t size, int signaled)
-{
-  if (loff > mr->length || size > mr->length - loff) {
-    pthread_mutex_lock(&q->lock);
-    snprintf(q->err, sizeof(q->err), "RDMA write to %s reads %llu bytes at offset %llu of a %llu-byte MR", q->peer,
-             (unsigned long long)size, (unsigned long long)loff, (unsigned long long)mr->length);
-    pthread_mutex_unlock(&q->lock);
-    return -1;
-  }
-  pthread_mutex_lock(&q->lock);
-  int rc = 0;
-  uint64_t done = 0;
-  do {
-    uint64_t n = size - done < IB_MAX_WR_BYTES ? size - done : IB_MAX_WR_BYTES;
-    struct iba_sge sge = {(uint64_t)(uintptr_t)mr->addr + loff + done, (uint32_t)n, mr->lkey};
-    int last = done + n == size;
-    rc = postOne(q, n > 0 ? &sge : NULL, raddr + roff + done, rkey, signaled && last);
-    done += n;
-  } while (rc == 0 && done < size);
-  pthread_mutex_unlock(&q->lock);
-  return rc;
-}
-
-int ibWriteSignal(ibQp* q, uint64_t value, uint64_t raddr, uint32_t rkey, int signaled)
-{
-  pthread_mutex_lock(&q->lock);
-  int rc = waitRoom(q);
-  if (rc == 0) {
-    /* Slot (posted+1) % maxSendWr: the WR that used it last is maxSendWr WRs
-     * back and has completed (waitRoom), so the HCA no longer reads it. */
-    uint64_t* slot = &q->sigBuf[(q->posted + 1) % q->maxSendWr];
-    *slot = value;
-    struct iba_sge sge = {(uint64_t)(uintptr_t)slot, sizeof(uint64_t), q->sigMr->lkey};
-    rc = postOne(q, &sge, raddr, rkey, signaled);
-  }
-  pthread_mutex_unlock(&q->lock);
-  return rc;
-}
-
-int ibFlush(ibQp* q, int timeoutMs)
-{
-  pthread_mutex_lock(&q->lock);
-  if (__atomic_load_n(&q->failed, __ATOMIC_ACQUIRE)) {
-    pthread_mutex_unlock(&q->lock);
-    return -1;
-  }
-  /* the last WR's completion is the one that says all are done */
-  if (!q->lastSignaled && q->posted > __atomic_load_n(&q->completed, __ATOMIC_ACQUIRE)) {
-    if (postOne(q, NULL, q->lastRaddr, q->lastRkey, 1) != 0) {
-      pthread_mutex_unlock(&q->lock);
-      return -1;
-    }
-  }
-  uint64_t target = q->posted;
-  pthread_mutex_unlock(&q->lock);
-  int64_t deadline = timeoutMs > 0 ? nowMs() + timeoutMs : 0;
-  unsigned n = 0;
-  while (__atomic_load_n(&q->completed, __ATOMIC_ACQUIRE) < target) {
-    if (__atomic_load_n(&q->failed, __ATOMIC_ACQUIRE)) return -1;
-    char err[IB_ERR_LEN];
-    int got = ibPoll(q->cq, err, sizeof(err));
-    if (got < 0) {
-      qpSetFailed(q, "%s", err);
-      return -1;
-    }
-    if (got == 0) {
-      if (deadline && nowMs() > deadline) {
-        pthread_mutex_lock(&q->lock);
-        snprintf(q->err, sizeof(q->err), "flush to %s: %llu of %llu WRs completed after %d ms", q->peer,
-                 (unsigned long long)__atomic_load_n(&q->completed, __ATOMIC_ACQUIRE), (unsigned long long)target,
-                 timeoutMs);
-        pthread_mutex_unlock(&q->lock);
-        return -1;
-      }
-      backoff(&n);
-    }
-  }
-  return __atomic_load_n(&q->failed, __ATOMIC_ACQUIRE) ? -1 : 0;
-}
-
-const char* ibQpError(ibQp* q)
-{
-  int f = __atomic_load_n(&q->failed, __ATOMIC_ACQUIRE);
-  if (f == 1) return q->failMsg;
-  if (f == 2) return "an error completion is being recorded";
-  return q->err[0] ? q->err : NULL;
-}
-int ibQpFailed(ibQp* q) { return __atomic_load_n(&q->failed, __ATOMIC_ACQUIRE) != 0; }
-uint64_t ibQpPosted(ibQp* q)
-{
-  pthread_mutex_lock(&q->lock);
-  uint64_t p = q->posted;
-  pthread_mutex_unlock(&q->lock);
-  return p;
-}
-uint64_t ibQpCompleted(ibQp* q) { return __atomic_load_n(&q->completed, __ATOMIC_ACQUIRE); }

@@ -142,7 +142,10 @@ int ibQpInit(ibQp* q, char* err, int errLen);
 int ibQpRtr(ibQp* q, const ibQpInfo* remote, char* err, int errLen);
 int ibQpRts(ibQp* q, char* err, int errLen);
 
-/* The data path. Each returns 0, or -1 with the QP's error text (ibQpError). */
+/* Records the QP's first failure (later ones are flushes it caused); ibQpError returns it. */
+void ibQpSetFailed(ibQp* q, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The data path (ibpath.c). Each returns 0, or -1 with the QP's error text (ibQpError). */
 /* RDMA-writes size bytes from mr+loff to raddr+roff (rkey); size may exceed 2 GiB (split into WRs). */
 int ibWrite(ibQp* q, const struct iba_mr* mr, uint64_t loff, uint64_t raddr, uint32_t rkey, uint64_t roff,
             uint64_t size, int signaled);

@@ -19,6 +19,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(childMain())
 	}
+	if os.Getenv(spinEnv) != "" {
+		os.Exit(spinMain())
+	}
 	dir, err := os.MkdirTemp("", "ibtest")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

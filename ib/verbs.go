@@ -4,16 +4,6 @@ package ib
 #include <stdlib.h>
 #include <string.h>
 #include "ibcore.h"
-#include "ops.h"
-
-static struct iba_mr** ibMrArray(int n) { return (struct iba_mr**)calloc((size_t)(n > 0 ? n : 1), sizeof(struct iba_mr*)); }
-static void ibMrArraySet(struct iba_mr** a, int i, struct iba_mr* mr) { a[i] = mr; }
-static ibRemoteMr* ibRemoteArray(int n) { return (ibRemoteMr*)calloc((size_t)(n > 0 ? n : 1), sizeof(ibRemoteMr)); }
-static void ibRemoteSet(ibRemoteMr* a, int i, uint64_t addr, uint64_t size, uint32_t rkey) {
-	a[i].addr = addr; a[i].size = size; a[i].rkey = rkey;
-}
-static void ibConnStateFree(ibConnState* s) { if (s) { free(s->localMr); free(s->remote); free(s); } }
-static const engOps* ibOpsTable(void) { return &ibEngOps; }
 */
 import "C"
 
@@ -25,9 +15,6 @@ import (
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
-
-	// the engine's C (engConnFail, engCheckPut) that ops.c calls
-	_ "github.com/mscclpp-go/mscclpp/impl/engine"
 )
 
 const errLen = 512
@@ -145,6 +132,9 @@ func (m *MR) Info() MRInfo { return MRInfo{Addr: m.addr, Size: m.size, Rkey: uin
 
 // Lkey is the local key.
 func (m *MR) Lkey() uint32 { return uint32(m.mr.lkey) }
+
+// CMR is the C struct iba_mr, for a C engine that posts writes from it (nil once closed).
+func (m *MR) CMR() unsafe.Pointer { return unsafe.Pointer(m.mr) }
 
 // Close deregisters the MR.
 func (m *MR) Close() error {
@@ -413,46 +403,5 @@ func (q *QP) Close() error {
 	q.qp = nil
 	return nil
 }
-
-// ConnState is the C state of one IB connection for ibEngOps (ops.c):
-// the QP, the local MRs by local handle and the peer's by peer handle.
-// Handle 0 on both sides is the connection's signal slot.
-type ConnState struct{ p *C.ibConnState }
-
-// NewConnState builds the state engConn.transport points to.
-func NewConnState(q *QP, local []*MR, remote []MRInfo) (*ConnState, error) {
-	if q == nil || len(local) == 0 || len(remote) == 0 {
-		return nil, status.Errorf(status.InvalidUsage, "IB connection state needs a QP and at least the signal slot on both sides")
-	}
-	p := (*C.ibConnState)(C.calloc(1, C.sizeof_ibConnState))
-	p.qp = q.qp
-	p.nLocal = C.int(len(local))
-	p.localMr = C.ibMrArray(C.int(len(local)))
-	for i, m := range local {
-		if m == nil || m.mr == nil {
-			C.ibConnStateFree(p)
-			return nil, status.Errorf(status.InvalidUsage, "IB connection state: local handle %d has no memory region", i)
-		}
-		C.ibMrArraySet(p.localMr, C.int(i), m.mr)
-	}
-	p.nRemote = C.int(len(remote))
-	p.remote = C.ibRemoteArray(C.int(len(remote)))
-	for i, r := range remote {
-		C.ibRemoteSet(p.remote, C.int(i), C.uint64_t(r.Addr), C.uint64_t(r.Size), C.uint32_t(r.Rkey))
-	}
-	return &ConnState{p: p}, nil
-}
-
-// Ptr is the value for engConn.transport.
-func (s *ConnState) Ptr() unsafe.Pointer { return unsafe.Pointer(s.p) }
-
-// Free releases the state (after the connection is closed).
-func (s *ConnState) Free() {
-	C.ibConnStateFree(s.p)
-	s.p = nil
-}
-
-// EngOps is &ibEngOps, the engOps table of the IB transport (a const engOps*).
-func EngOps() unsafe.Pointer { return unsafe.Pointer(C.ibOpsTable()) }
 
 func (q *QP) String() string { return fmt.Sprintf("IB QP %d to %s", q.Info().QPN, q.peer) }

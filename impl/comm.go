@@ -133,7 +133,7 @@ func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 		c.host.Node.Close()
 		return fail(err)
 	}
-	for _, e := range transport.All() {
+	for _, e := range transports {
 		if e.Init == nil {
 			continue
 		}
@@ -295,7 +295,7 @@ func (c *Comm) Destroy() error {
 	}
 	for _, t := range c.trOrder {
 		if err := c.transports[t].Close(); err != nil {
-			logx.Warnf("rank %d: closing the %s transport: %v", c.rank, transport.Name(t), err)
+			logx.Warnf("rank %d: closing the %s transport: %v", c.rank, transportName(t), err)
 		}
 	}
 	for _, r := range c.regRecords {
@@ -320,19 +320,28 @@ func (c *Comm) stopProxies() error {
 	if c.state == stateRunning {
 		c.state = stateIdle
 		for _, t := range c.trOrder {
-			if err := c.transports[t].Stopped(); err != nil && first == nil {
-				first = fmt.Errorf("rank %d: %s transport: %w", c.rank, transport.Name(t), err)
+			s, ok := c.transports[t].(transport.Stopper)
+			if !ok {
+				continue
+			}
+			if err := s.Stopped(); err != nil && first == nil {
+				first = fmt.Errorf("rank %d: %s transport: %w", c.rank, transportName(t), err)
 			}
 		}
 	}
 	return first
 }
 
-// contexts are the communicator's proxy contexts.
+// contexts are the communicator's proxy contexts: those serving its connections, each once,
+// in the order of the connections.
 func (c *Comm) contexts() []*engine.Ctx {
 	var out []*engine.Ctx
-	for _, t := range c.trOrder {
-		out = append(out, c.transports[t].Contexts()...)
+	seen := map[*engine.Ctx]bool{}
+	for _, cn := range c.conns {
+		if cn.ctx != nil && !seen[cn.ctx] {
+			seen[cn.ctx] = true
+			out = append(out, cn.ctx)
+		}
 	}
 	return out
 }

@@ -30,7 +30,7 @@ func (c *Comm) transportFor(t Transport) (transport.Transport, error) {
 	if tr, ok := c.transports[t]; ok {
 		return tr, nil
 	}
-	e, err := transport.Lookup(t)
+	e, err := lookupTransport(t)
 	if err != nil {
 		return nil, err
 	}
@@ -61,9 +61,6 @@ func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t 
 	if err != nil {
 		return fmt.Errorf("connect to rank %d tag %d: %w", remoteRank, tag, err)
 	}
-	if err := tr.Check(remoteRank, ibDev); err != nil {
-		return err
-	}
 	if len(c.conns) >= engine.MaxConns {
 		return status.Errorf(status.InvalidUsage, "too many connections: at most %d per communicator", engine.MaxConns)
 	}
@@ -77,7 +74,7 @@ func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t 
 	if withBuffer {
 		local = buff
 	}
-	ep, err := tr.Connect(idx, remoteRank, tag, local, ibDev)
+	ep, err := tr.Declare(transport.Decl{Idx: idx, Peer: remoteRank, Tag: tag, Local: local, Dev: ibDev})
 	if err != nil {
 		return fmt.Errorf("connect to rank %d tag %d: %w", remoteRank, tag, err)
 	}

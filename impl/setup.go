@@ -152,45 +152,27 @@ func (c *Comm) ConnectionSetup() error {
 	return nil
 }
 
+// finishConn sets up cn from the peer's setup message raw: decode, let the transport finish
+// the connection, publish the result in the device connection.
 func (c *Comm) finishConn(cn *Conn, raw []byte) error {
 	m, err := decodeSetup(raw)
 	if err != nil {
 		return err
 	}
 	if m.transport != cn.transport {
-		return status.Errorf(status.InvalidUsage, "this rank declared %v, the peer declared %v", transport.Name(cn.transport), transport.Name(m.transport))
+		return status.Errorf(status.InvalidUsage, "this rank declared %v, the peer declared %v", transportName(cn.transport), transportName(m.transport))
 	}
 	if len(m.blobs) == 0 {
 		return status.Errorf(status.RemoteError, "the peer sent no signal slot")
 	}
-	remote := make([]engine.Reg, len(m.blobs))
-	for i, blob := range m.blobs {
-		if remote[i], err = cn.tr.Import(cn.idx, i, m.pid, blob); err != nil {
-			return fmt.Errorf("handle %d: %w", i, err)
-		}
-	}
-	local := make([]engine.Reg, len(cn.bufs))
-	for i, b := range cn.bufs {
-		local[i] = cn.tr.LocalReg(b)
-	}
-	cn.eng = cn.ctx.NewConn(c.host.Eng, c.host.DevConns, cn.idx, cn.remoteRank, cn.tag)
-	cn.eng.SetLocal(local)
-	epoch := cn.tr.AppPointer(remote[0])
-	var remoteProxyEpoch unsafe.Pointer // where SHM-style signals store: nil when not addressable here
-	if epoch != nil {
-		remoteProxyEpoch = unsafe.Add(epoch, 8)
-	}
-	cn.eng.SetRemote(remote, remoteProxyEpoch, m.pid)
-	if err := cn.tr.Finish(cn.idx, cn.eng, local, remote, m.blobs); err != nil {
+	done, err := cn.tr.Finish(transport.Setup{Idx: cn.idx, Peer: cn.remoteRank, Tag: cn.tag, Ctx: cn.ctx, Local: cn.bufs, Pid: m.pid, Blobs: m.blobs})
+	cn.eng = done.Eng // also after a failure past Wire: Destroy frees it
+	if err != nil {
 		return err
 	}
-	var remoteBuff unsafe.Pointer
-	if len(remote) > 1 {
-		remoteBuff = cn.tr.AppPointer(remote[1])
-	}
-	c.host.DevConns.SetRemote(cn.idx, epoch, remoteBuff)
+	c.host.DevConns.SetRemote(cn.idx, done.RemoteEpoch, done.RemoteBuff)
 	logx.Infof(logx.SHM|logx.P2P|logx.Net, "rank %d: connection %d to rank %d tag %d over %v: %s", c.rank, cn.idx,
-		cn.remoteRank, cn.tag, transport.Name(cn.transport), cn.tr.PutPath(remote))
+		cn.remoteRank, cn.tag, transportName(cn.transport), done.Path)
 	return nil
 }
 
@@ -209,6 +191,14 @@ func (c *Comm) RegisterBuffer(mem unsafe.Pointer, size uint64) ([]RegisteredPeer
 		return nil, status.Errorf(status.InvalidArgument, "register buffer %p of %d bytes", mem, size)
 	}
 	start := time.Now()
+	regs := make([]transport.Registrar, len(c.conns))
+	for i, cn := range c.conns {
+		r, ok := cn.tr.(transport.Registrar)
+		if !ok {
+			return nil, status.Errorf(status.InvalidUsage, "register buffer: the %s transport of rank %d tag %d has no registered buffers", transportName(cn.transport), cn.remoteRank, cn.tag)
+		}
+		regs[i] = r
+	}
 	for _, cn := range c.conns {
 		blob, err := cn.tr.Describe(cn.idx, transport.Registered, transport.Buffer{Ptr: mem, Size: size})
 		if err != nil {
@@ -220,7 +210,7 @@ func (c *Comm) RegisterBuffer(mem unsafe.Pointer, size uint64) ([]RegisteredPeer
 		}
 	}
 	out := make([]RegisteredPeer, 0, len(c.conns))
-	for _, cn := range c.conns {
+	for i, cn := range c.conns {
 		raw, err := c.boot.RecvLimit(cn.remoteRank, cn.tag, 24+4+maxSetupBlobSize)
 		if err != nil {
 			return nil, fmt.Errorf("register buffer: rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
@@ -232,13 +222,13 @@ func (c *Comm) RegisterBuffer(mem unsafe.Pointer, size uint64) ([]RegisteredPeer
 		if err != nil {
 			return nil, fmt.Errorf("register buffer: rank %d tag %d: bad registration: %w", cn.remoteRank, cn.tag, err)
 		}
-		r, err := cn.tr.Import(cn.idx, transport.Registered, pm.pid, pm.blobs[0])
+		r, app, err := regs[i].ImportRegistered(cn.idx, pm.pid, pm.blobs[0])
 		if err != nil {
 			return nil, fmt.Errorf("register buffer: rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
 		}
 		rec := engine.NewRegRecord(r)
 		c.regRecords = append(c.regRecords, rec)
-		out = append(out, RegisteredPeer{RemoteBuff: cn.tr.AppPointer(r), Record: rec.Ptr()})
+		out = append(out, RegisteredPeer{RemoteBuff: app, Record: rec.Ptr()})
 	}
 	c.logRegisterBuffer(mem, size, out, start)
 	return out, nil
@@ -265,7 +255,11 @@ func (c *Comm) RegisteredBufferWrite(peers []RegisteredPeer, src unsafe.Pointer,
 		if c.conns[i].eng == nil {
 			return status.Errorf(status.InvalidUsage, "registered buffer write to rank %d tag %d: the connection is not set up yet (call mscclppConnectionSetup first)", c.conns[i].remoteRank, c.conns[i].tag)
 		}
-		if err := c.conns[i].tr.Write(i, rec, uint64(dstOff), unsafe.Add(src, srcOff), size, stream); err != nil {
+		w, ok := c.conns[i].tr.(transport.Registrar)
+		if !ok {
+			return status.Errorf(status.InvalidUsage, "registered buffer write to rank %d: its transport has no registered buffers", c.conns[i].remoteRank)
+		}
+		if err := w.Write(i, rec, uint64(dstOff), unsafe.Add(src, srcOff), size, stream); err != nil {
 			return fmt.Errorf("registered buffer write to rank %d: %w", c.conns[i].remoteRank, err)
 		}
 	}

@@ -21,8 +21,8 @@ root=$(cd "$here/.." && pwd)
 cd "$root" || exit 1
 build=${1:-build}
 GO=${GO:-go}
-: "${FAULTS_TEST_CATS:=shm-kill,shm-flap,eth-kill,eth-flap,eth-linkflap,ib-flap}"
-: "${FAULTS_TEST_RUNS:=12}"
+: "${FAULTS_TEST_CATS:=shm-kill,shm-flap,eth-kill,eth-stop,eth-flap,eth-linkdown,eth-linkflap,ib-kill,ib-stop,ib-flap}"
+: "${FAULTS_TEST_RUNS:=20}"
 out=$build/tests/summary
 mkdir -p "$out" || exit 1
 rm -f "$out"/*.records "$out"/*.log

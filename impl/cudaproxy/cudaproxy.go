@@ -115,14 +115,6 @@ func (p *Proxy) Attach(d engine.DevConns, idx, peer, tag int, local unsafe.Point
 	return epoch
 }
 
-// Contexts is the proxy context, once started.
-func (p *Proxy) Contexts() []*engine.Ctx {
-	if p == nil || p.Ctx == nil {
-		return nil
-	}
-	return []*engine.Ctx{p.Ctx}
-}
-
 // Sync waits until every copy the proxy enqueued (data, signals, FIFO tail) is done, as
 // upstream's proxy does before it exits; the proxy must be stopped.
 func (p *Proxy) Sync() error {

@@ -152,15 +152,6 @@ func (d DevConns) SetRemote(i int, remoteEpoch, remoteBuff unsafe.Pointer) {
 // Ctx is one proxy context: a trigger FIFO, its head and tail, the connections it serves, a proxy thread.
 type Ctx struct{ p *C.engCtx }
 
-// NewCtx allocates a proxy context of comm.
-func NewCtx(comm *Comm) (*Ctx, error) {
-	p := C.engCtxNew(comm.p)
-	if p == nil {
-		return nil, errTooManyCtxs
-	}
-	return &Ctx{p: p}, nil
-}
-
 var errTooManyCtxs = status.Errorf(status.SystemError, "more than %d live proxy contexts in this process: destroy communicators that are no longer used", C.ENG_MAX_CTXS)
 
 // NewCtxOps allocates a proxy context of comm for a transport with its own ops table (a const
@@ -168,7 +159,10 @@ var errTooManyCtxs = status.Errorf(status.SystemError, "more than %d live proxy 
 func NewCtxOps(comm *Comm, ops, transport unsafe.Pointer) (*Ctx, error) {
 	p := C.engCtxNewOps(comm.p, (*C.engOps)(ops), transport)
 	if p == nil {
-		return nil, status.Errorf(status.InternalError, "cannot make a proxy context: too many live contexts, or an ops table that breaks transport.h")
+		if C.engOpsValid((*C.engOps)(ops)) == 0 {
+			return nil, status.Errorf(status.InternalError, "cannot make a proxy context: an ops table that breaks transport.h")
+		}
+		return nil, errTooManyCtxs
 	}
 	return &Ctx{p: p}, nil
 }

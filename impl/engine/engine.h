@@ -55,9 +55,6 @@ typedef struct engReg {
 
 #include "transport.h"
 
-/* The SHM transport of host mode: memcpy / process_vm_writev and epoch stores. */
-extern const engOps engShmOps;
-
 typedef struct engConn {
   int connId;
   int peerRank;
@@ -114,7 +111,6 @@ void engCtxClose(engCtx* ctx);
 /* Allocation and teardown (called from Go). */
 engComm* engCommNew(int rank);
 void engCommFree(engComm* c);
-engCtx* engCtxNew(engComm* comm); /* an SHM context */
 /* A heap context for the transport ops (validated, see transport.h) with its per-context state. */
 engCtx* engCtxNewOps(engComm* comm, const engOps* ops, void* transport);
 void engCtxFree(engCtx* ctx); /* engCtxClose, then free */
@@ -141,9 +137,6 @@ void engProxyStop(engCtx* ctx);
  * *src and *dst, else records the failure (engConnFail) and returns its code. */
 int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff, uint64_t size,
                 const engReg** src, const engReg** dst);
-/* One operation on a connection over SHM (engShmOps.op). */
-int engOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
-          uint64_t size);
 /* 1 when pid no longer runs (gone, or a zombie nobody reaped yet). */
 int engProcessGone(int pid);
 /* Waits (backoff.h, comm's waitCfg) until *seq reaches want, published by process pid:

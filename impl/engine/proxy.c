@@ -1,7 +1,7 @@
 /*
  * proxy.c: the proxy thread: pops triggers from its context's FIFO and
- * performs them through engOp. In C because it is the one hot loop and must
- * never call into Go. A host-mode proxy polls with back-off (backoff.h) so an
+ * performs them through their transport's ops table. In C because it is the
+ * one hot loop and must never call into Go. A host-mode proxy polls with back-off (backoff.h) so an
  * idle proxy does not starve an oversubscribed machine; a proxy whose FIFO
  * head lives in device memory (CUDA mode) busy-polls, as upstream does: its
  * initiators are GPU threads, and any sleep is added to the next trigger's

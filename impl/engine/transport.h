@@ -32,6 +32,9 @@ typedef struct engOps {
   void (*close)(struct engCtx* ctx);
 } engOps;
 
+/* Whether ops follows the rules above: its size first, every entry set (1) or not (0). */
+int engOpsValid(const engOps* ops);
+
 /* Defaults for the entries a transport does not need. */
 int engOpsNoThreadInit(struct engCtx* ctx);
 int engOpsNoPublishTail(struct engCtx* ctx, uint64_t tail);

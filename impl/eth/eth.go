@@ -6,7 +6,7 @@
 package eth
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../engine -I${SRCDIR}/../../include -O2 -Wall
+#cgo CFLAGS: -I${SRCDIR}/../engine -I${SRCDIR}/../../cuda -I${SRCDIR}/../dynlib -I${SRCDIR}/../../include -O2 -Wall
 #include <stdlib.h>
 #include "eth.h"
 static const void* ethOpsPtr(void) { return &ethOps; }
@@ -40,7 +40,7 @@ import (
 const ID transport.ID = 3
 
 // Entry registers the transport.
-var Entry = transport.Entry{ID: ID, Name: "Ethernet", New: newEth}
+var Entry = transport.Entry{ID: ID, Name: "Ethernet", Subsys: logx.Net, New: newEth}
 
 const (
 	tokenBytes = 16
@@ -167,14 +167,13 @@ func (e *eth) admit(c *net.TCPConn) {
 	e.cond.Broadcast()
 }
 
-func (e *eth) Check(int, *string) error { return nil }
-
-func (e *eth) Connect(idx, peer, tag int, local unsafe.Pointer, _ *string) (transport.Endpoint, error) {
-	if dev, ok := deviceOf(local); ok || (local == nil && e.cu != nil) {
-		return e.connectCUDA(idx, peer, tag, local, dev)
+// Declare serves any peer: in CUDA mode when the buffer is device memory, else with its signal
+// slot in the node segment, as for SHM (waits work the same way).
+func (e *eth) Declare(d transport.Decl) (transport.Endpoint, error) {
+	if dev, ok := deviceOf(d.Local); ok || (d.Local == nil && e.cu != nil) {
+		return e.connectCUDA(d.Idx, d.Peer, d.Tag, d.Local, dev)
 	}
-	// my signal slot is in the node segment, as for SHM: waits work the same way
-	return e.h.HostSlot(idx, peer, tag, local, e.ctx), nil
+	return e.h.HostSlot(d.Idx, d.Peer, d.Tag, d.Local, e.ctx), nil
 }
 
 // deviceOf reports whether p is device memory, and of which GPU (only where the application
@@ -251,7 +250,25 @@ func hostReadable(b transport.Buffer) error {
 	return nil
 }
 
-func (e *eth) Import(idx, _, _ int, blob []byte) (engine.Reg, error) {
+// Finish wires the connection from the sizes the peer registered (nothing of the peer is
+// addressable here) and joins its socket.
+func (e *eth) Finish(s transport.Setup) (transport.Connected, error) {
+	remote, err := transport.ImportAll(s, func(_ int, blob []byte) (engine.Reg, error) { return importReg(blob) })
+	if err != nil {
+		return transport.Connected{}, err
+	}
+	conn := e.h.Wire(s, transport.LocalRegs(s, localReg), remote, nil)
+	out := transport.Connected{Eng: conn, Path: "TCP, sent from the source buffer and received into the peer's buffer by its receive thread"}
+	return out, e.join(s.Idx, conn, s.Blobs)
+}
+
+// ImportRegistered: a peer's buffer of mscclppRegisterBuffer, named by its index there.
+func (e *eth) ImportRegistered(_, _ int, blob []byte) (engine.Reg, unsafe.Pointer, error) {
+	r, err := importReg(blob)
+	return r, nil, err
+}
+
+func importReg(blob []byte) (engine.Reg, error) {
 	switch {
 	case len(blob) == 13 && blob[0] == kindReg:
 		return engine.Reg{Addr: uint64(binary.LittleEndian.Uint32(blob[1:])), Size: binary.LittleEndian.Uint64(blob[5:])}, nil
@@ -263,9 +280,9 @@ func (e *eth) Import(idx, _, _ int, blob []byte) (engine.Reg, error) {
 	return engine.Reg{}, status.Errorf(status.RemoteError, "malformed Ethernet registration (%d bytes)", len(blob))
 }
 
-// Finish joins connection idx's socket: the lower rank dials the peer with the peer's token,
+// join joins connection idx's socket: the lower rank dials the peer with the peer's token,
 // the higher one waits for it; then the C side takes the socket over.
-func (e *eth) Finish(idx int, conn *engine.Conn, _, _ []engine.Reg, remoteBlobs [][]byte) error {
+func (e *eth) join(idx int, conn *engine.Conn, remoteBlobs [][]byte) error {
 	b := remoteBlobs[0]
 	if len(b) != 1+16+2+tokenBytes || b[0] != kindSignal {
 		return status.Errorf(status.RemoteError, "the peer's handle 0 is not an Ethernet signal slot")
@@ -352,18 +369,11 @@ func (e *eth) await(idx, peer int, from netip.AddrPort) (*net.TCPConn, error) {
 	return c, nil
 }
 
-func (e *eth) LocalReg(b transport.Buffer) engine.Reg {
+func localReg(b transport.Buffer) engine.Reg {
 	if _, dev := deviceOf(b.Ptr); dev {
 		return engine.Reg{Addr: uint64(uintptr(b.Ptr)), Size: b.Size} // device memory: staged, never touched
 	}
 	return engine.Reg{Mapped: b.Ptr, Addr: uint64(uintptr(b.Ptr)), Size: b.Size}
-}
-
-// AppPointer: nothing of the peer is addressable here.
-func (e *eth) AppPointer(engine.Reg) unsafe.Pointer { return nil }
-
-func (e *eth) PutPath([]engine.Reg) string {
-	return "TCP, sent from the source buffer and received into the peer's buffer by its receive thread"
 }
 
 // describeRegistered adds host memory b as the next mscclppRegisterBuffer registration of
@@ -403,8 +413,6 @@ func (e *eth) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointe
 	}
 	return nil
 }
-
-func (e *eth) Contexts() []*engine.Ctx { return append([]*engine.Ctx{e.ctx}, e.cu.Contexts()...) }
 
 // Stopped fences every connection: once it returns, the data every peer sent before its
 // proxies stopped has landed here, as a put by SHM has when mscclppProxyStop returns.

@@ -43,4 +43,14 @@ static inline const char* ethDataBad(const ethHdr* h, const engReg* local, int n
   return NULL;
 }
 
+/* Why the n bytes of an ETH_REG frame (offset off) cannot land in registered buffer r (NULL:
+ * the receiver has no registration of the frame's index), or NULL when [off, off+n) lies
+ * inside it. */
+static inline const char* ethRegBad(const engReg* r, uint64_t off, uint64_t n)
+{
+  if (r == NULL) return "no such registration";
+  if (off > r->size || n > r->size - off) return "bytes past its end";
+  return NULL;
+}
+
 #endif

@@ -57,7 +57,10 @@ func Name(magic, nonce uint64, node int) string {
 // Open creates (leader) or opens (others, waiting until deadline for the leader) the segment
 // for nLocal ranks with maxConns connection slots each, and returns once every local rank has
 // mapped it: the last rank to map it unlinks it, so no name is left behind however the
-// processes end later. alive is asked every millisecond or so while waiting; its error (a
+// processes end later. A rank that gives up waiting (the deadline, or alive's error) unlinks
+// it too: the leader may have died between creating it and its unlinking, and the job's name
+// is used by nobody else. A rank alone on its node needs no name (memfd): killed at any
+// moment, it leaves none. alive is asked every millisecond or so while waiting; its error (a
 // local rank that exited) ends the wait.
 func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, alive func() error) (*Segment, error) {
 	alive = throttle(alive, time.Millisecond)
@@ -65,9 +68,12 @@ func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, al
 	path := shmDir + name
 	var f *os.File
 	var err error
-	if leader {
+	switch {
+	case leader && nLocal == 1:
+		f, err = createUnnamed(name, size)
+	case leader:
 		f, err = create(path, size)
-	} else {
+	default:
 		f, err = awaitCreated(path, size, deadline, alive)
 	}
 	if err != nil {
@@ -88,12 +94,13 @@ func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, al
 		for atomic.LoadUint64(s.word(0)) != segMagic {
 			if time.Now().After(deadline) {
 				s.Close()
+				_ = os.Remove(path) // its leader is gone or stuck: nobody will use it
 				return nil, status.Errorf(status.RemoteError, "node shared memory %s never became ready", path)
 			}
 			time.Sleep(20 * time.Microsecond)
 		}
 	}
-	if err := s.awaitMapped(path, leader, deadline, alive); err != nil {
+	if err := s.awaitMapped(path, deadline, alive); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -117,6 +124,21 @@ func create(path string, size int) (*os.File, error) {
 	return f, nil
 }
 
+// createUnnamed makes the segment of a rank alone on its node: a memfd, which no process
+// ending at any moment can leave behind.
+func createUnnamed(name string, size int) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, status.Errorf(status.SystemError, "create node shared memory %s: %w", name, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if err = f.Truncate(int64(size)); err != nil {
+		f.Close()
+		return nil, status.Errorf(status.SystemError, "size node shared memory %s to %d bytes: %w", name, size, err)
+	}
+	return f, nil
+}
+
 // awaitCreated opens the segment's file once the leader created and sized it.
 func awaitCreated(path string, size int, deadline time.Time, alive func() error) (*os.File, error) {
 	sleep := 20 * time.Microsecond
@@ -132,9 +154,11 @@ func awaitCreated(path string, size int, deadline time.Time, alive func() error)
 			return nil, status.Errorf(status.SystemError, "open node shared memory %s: %w", path, err)
 		}
 		if time.Now().After(deadline) {
+			_ = os.Remove(path) // created, never sized: its leader is gone
 			return nil, status.Errorf(status.RemoteError, "node shared memory %s was not created by the node's lowest rank in time", path)
 		}
 		if err := alive(); err != nil {
+			_ = os.Remove(path)
 			return nil, err
 		}
 		time.Sleep(sleep)
@@ -146,7 +170,7 @@ func awaitCreated(path string, size int, deadline time.Time, alive func() error)
 
 // awaitMapped counts this rank in and waits until every local rank mapped the segment (the
 // last one removes its name); on failure s is closed.
-func (s *Segment) awaitMapped(path string, leader bool, deadline time.Time, alive func() error) error {
+func (s *Segment) awaitMapped(path string, deadline time.Time, alive func() error) error {
 	nLocal := s.nLocal
 	if int(atomic.AddUint64(s.word(8), 1)) == nLocal {
 		_ = os.Remove(path)
@@ -161,9 +185,7 @@ func (s *Segment) awaitMapped(path string, leader bool, deadline time.Time, aliv
 			err = status.Errorf(status.RemoteError, "only %d of %d local ranks mapped node shared memory %s in time", atomic.LoadUint64(s.word(8)), nLocal, path)
 		}
 		if err != nil {
-			if leader {
-				_ = os.Remove(path) // nobody else will map it now
-			}
+			_ = os.Remove(path) // nobody else will map it now
 			s.Close()
 			return err
 		}

@@ -29,7 +29,7 @@ import (
 const ID transport.ID = 0
 
 // Entry registers the transport; its Init reads MSCCLPP_DEVICE at every mscclppCommInitRank.
-var Entry = transport.Entry{ID: ID, Name: "P2P", New: newP2P, Init: func(*transport.Host) error {
+var Entry = transport.Entry{ID: ID, Name: "P2P", Subsys: logx.P2P, New: newP2P, Init: func(*transport.Host) error {
 	_, err := devicePolicy(true)
 	return err
 }}
@@ -39,7 +39,6 @@ type cudaState struct {
 	dev   cuda.Device
 	proxy *cudaproxy.Proxy
 	ipc   map[cuda.IpcHandle]uint64
-	peer  map[int]int  // connection index -> peer rank
 	peers map[int]bool // ranks whose memory this rank mapped: they map this rank's (setup is symmetric)
 }
 
@@ -67,36 +66,31 @@ func (c *p2p) Mode() string {
 	return ""
 }
 
-func (c *p2p) Check(peer int, _ *string) error {
-	if !c.h.OnMyNode(peer) {
-		return status.Errorf(status.InvalidUsage, "P2P transport to rank %d: that rank is on another host (P2P works within a node)", peer)
-	}
-	return nil
-}
-
-// Connect sets up connection idx's device-side fields over P2P (entering CUDA mode first), or
+// Declare sets up connection d's device-side fields over P2P (entering CUDA mode first), or
 // in host mode as SHM does.
-func (c *p2p) Connect(idx, peer, tag int, local unsafe.Pointer, dev *string) (transport.Endpoint, error) {
+func (c *p2p) Declare(d transport.Decl) (transport.Endpoint, error) {
+	if !c.h.OnMyNode(d.Peer) {
+		return transport.Endpoint{}, status.Errorf(status.InvalidUsage, "P2P transport to rank %d: that rank is on another host (P2P works within a node)", d.Peer)
+	}
 	if c.cuda == nil && c.host == nil && c.hostMode() {
 		if err := c.enterHost(); err != nil {
 			return transport.Endpoint{}, err
 		}
 	}
 	if c.host != nil {
-		return c.host.Connect(idx, peer, tag, local, dev)
+		return c.host.Declare(d)
 	}
-	if err := c.enterCUDA(local); err != nil {
+	if err := c.enterCUDA(d.Local); err != nil {
 		return transport.Endpoint{}, err
 	}
-	if err := c.deviceMemory(local); err != nil {
+	if err := c.deviceMemory(d.Local); err != nil {
 		return transport.Endpoint{}, err
 	}
 	ctx, err := c.cuda.proxy.Start(c.h.Eng, cuda.P2POps(), func(state unsafe.Pointer) unsafe.Pointer { return state })
 	if err != nil {
 		return transport.Endpoint{}, fmt.Errorf("P2P %w", err)
 	}
-	c.cuda.peer[idx] = peer
-	epoch := c.cuda.proxy.Attach(c.h.DevConns, idx, peer, tag, local)
+	epoch := c.cuda.proxy.Attach(c.h.DevConns, d.Idx, d.Peer, d.Tag, d.Local)
 	return transport.Endpoint{Ctx: ctx, Epoch: epoch}, nil
 }
 
@@ -127,6 +121,14 @@ func (c *p2p) Describe(idx, hd int, b transport.Buffer) ([]byte, error) {
 	return append(out, h[:]...), nil
 }
 
+// hostBlob refuses, in host mode, a registration the peer made in CUDA mode.
+func (c *p2p) hostBlob(blob []byte) error {
+	if len(blob) == ipcDescBytes {
+		return status.Errorf(status.InvalidUsage, "the peer runs P2P in CUDA mode (device memory), this rank in host mode")
+	}
+	return nil
+}
+
 // decodeIpcDesc decodes a peer's registration blob.
 func decodeIpcDesc(blob []byte) (ipcDesc, error) {
 	if len(blob) != ipcDescBytes {
@@ -137,13 +139,8 @@ func decodeIpcDesc(blob []byte) (ipcDesc, error) {
 	return d, nil
 }
 
-func (c *p2p) Import(idx, h, pid int, blob []byte) (engine.Reg, error) {
-	if c.host != nil {
-		if len(blob) == ipcDescBytes {
-			return engine.Reg{}, status.Errorf(status.InvalidUsage, "the peer runs P2P in CUDA mode (device memory), this rank in host mode")
-		}
-		return c.host.Import(idx, h, pid, blob)
-	}
+// importReg opens a peer's device memory through CUDA IPC.
+func (c *p2p) importReg(blob []byte) (engine.Reg, error) {
 	d, err := decodeIpcDesc(blob)
 	if err != nil {
 		return engine.Reg{}, err
@@ -152,59 +149,61 @@ func (c *p2p) Import(idx, h, pid int, blob []byte) (engine.Reg, error) {
 	if err != nil {
 		return engine.Reg{}, err
 	}
-	c.cuda.peers[c.cuda.peer[idx]] = true
 	return engine.Reg{Addr: a, Size: d.size}, nil
 }
 
-func (c *p2p) Finish(idx int, conn *engine.Conn, local, remote []engine.Reg, blobs [][]byte) error {
+// Finish opens the peer's registrations and wires the connection (in host mode: as SHM).
+func (c *p2p) Finish(s transport.Setup) (transport.Connected, error) {
 	if c.host != nil {
-		return c.host.Finish(idx, conn, local, remote, blobs)
+		for h, blob := range s.Blobs {
+			if err := c.hostBlob(blob); err != nil {
+				return transport.Connected{}, fmt.Errorf("handle %d: %w", h, err)
+			}
+		}
+		out, err := c.host.Finish(s)
+		out.Path = "host mode, as SHM: " + out.Path
+		return out, err
 	}
-	return nil
+	remote, err := transport.ImportAll(s, func(_ int, blob []byte) (engine.Reg, error) { return c.importReg(blob) })
+	if err != nil {
+		return transport.Connected{}, err
+	}
+	c.cuda.peers[s.Peer] = true // it maps this rank's memory as this rank maps its (setup is symmetric)
+	// device memory, never touched by the host
+	local := transport.LocalRegs(s, func(b transport.Buffer) engine.Reg {
+		return engine.Reg{Addr: uint64(uintptr(b.Ptr)), Size: b.Size, Pid: os.Getpid()}
+	})
+	epoch := engine.DevPtr(remote[0].Addr)
+	out := transport.Connected{Eng: c.h.Wire(s, local, remote, epoch), RemoteEpoch: epoch,
+		Path: "cuMemcpyDtoDAsync into the peer's buffer opened through CUDA IPC"}
+	if len(remote) > 1 {
+		out.RemoteBuff = engine.DevPtr(remote[1].Addr)
+	}
+	return out, nil
 }
 
-// LocalReg: device memory, never touched by the host.
-func (c *p2p) LocalReg(b transport.Buffer) engine.Reg {
+// ImportRegistered opens a peer's buffer of mscclppRegisterBuffer (in host mode: as SHM).
+func (c *p2p) ImportRegistered(idx, pid int, blob []byte) (engine.Reg, unsafe.Pointer, error) {
 	if c.host != nil {
-		return c.host.LocalReg(b)
+		if err := c.hostBlob(blob); err != nil {
+			return engine.Reg{}, nil, err
+		}
+		return c.host.(transport.Registrar).ImportRegistered(idx, pid, blob)
 	}
-	return engine.Reg{Addr: uint64(uintptr(b.Ptr)), Size: b.Size, Pid: os.Getpid()}
-}
-
-func (c *p2p) AppPointer(r engine.Reg) unsafe.Pointer {
-	if c.host != nil {
-		return c.host.AppPointer(r)
-	}
-	return engine.DevPtr(r.Addr)
-}
-
-func (c *p2p) PutPath(remote []engine.Reg) string {
-	if c.host != nil {
-		return "host mode, as SHM: " + c.host.PutPath(remote)
-	}
-	return "cuMemcpyDtoDAsync into the peer's buffer opened through CUDA IPC"
+	r, err := c.importReg(blob)
+	return r, engine.DevPtr(r.Addr), err
 }
 
 // Write copies size bytes from device memory src to offset off of a peer's registration, on
 // stream (in host mode: host memory, as SHM, done on return).
 func (c *p2p) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, stream uintptr) error {
 	if c.host != nil {
-		return c.host.Write(idx, rec, off, src, size, stream)
+		return c.host.(transport.Registrar).Write(idx, rec, off, src, size, stream)
 	}
 	if off > rec.Size() || size > rec.Size()-off {
 		return status.Errorf(status.InvalidArgument, "write of %d bytes at offset %d exceeds the peer's registered %d bytes", size, off, rec.Size())
 	}
 	return c.cuda.dev.CopyAsync(rec.Addr()+off, uint64(uintptr(src)), size, stream)
-}
-
-func (c *p2p) Contexts() []*engine.Ctx {
-	if c.host != nil {
-		return c.host.Contexts()
-	}
-	if c.cuda == nil {
-		return nil
-	}
-	return c.cuda.proxy.Contexts()
 }
 
 // Stopped reports the proxy's CPU binding and waits for the copies it enqueued.
@@ -307,7 +306,7 @@ func (c *p2p) initCUDA(dev cuda.Device) error {
 	if err != nil {
 		return err
 	}
-	c.cuda = &cudaState{dev: dev, proxy: px, ipc: map[cuda.IpcHandle]uint64{}, peer: map[int]int{}, peers: map[int]bool{}}
+	c.cuda = &cudaState{dev: dev, proxy: px, ipc: map[cuda.IpcHandle]uint64{}, peers: map[int]bool{}}
 	logx.SetDevice(dev.Ordinal)
 	logx.Infof(logx.Init, "rank %d: CUDA mode on device %d (%s)", c.h.Rank, dev.Ordinal, dev.BusID)
 	return nil

@@ -3,6 +3,13 @@
 // mscclppHostAlloc region mapped here, else process_vm_writev.
 package shm
 
+/*
+#cgo CFLAGS: -I${SRCDIR}/../engine -I${SRCDIR}/../../include -O2 -Wall
+#include "shm.h"
+static const void* shmOpsPtr(void) { return &shmOps; }
+*/
+import "C"
+
 import (
 	"encoding/binary"
 	"os"
@@ -10,6 +17,7 @@ import (
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/hostmem"
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
@@ -18,7 +26,7 @@ import (
 const ID transport.ID = 1
 
 // Entry registers the transport.
-var Entry = transport.Entry{ID: ID, Name: "SHM", New: newSHM}
+var Entry = transport.Entry{ID: ID, Name: "SHM", Subsys: logx.SHM, New: newSHM}
 
 // How a registration reaches the peer.
 const (
@@ -59,22 +67,20 @@ type shm struct {
 
 func newSHM(h *transport.Host) (transport.Transport, error) { return &shm{h: h}, nil }
 
-func (s *shm) Check(peer int, _ *string) error {
-	if !s.h.OnMyNode(peer) {
-		return status.Errorf(status.InvalidUsage, "SHM transport to rank %d: that rank is on another host (%q, this one is %q)", peer, s.h.HostIDs[peer], s.h.HostIDs[s.h.Rank])
+// Declare serves a peer on this node: the connection's signal slot is in the node segment,
+// its triggers served by the communicator's one SHM context.
+func (s *shm) Declare(d transport.Decl) (transport.Endpoint, error) {
+	if !s.h.OnMyNode(d.Peer) {
+		return transport.Endpoint{}, status.Errorf(status.InvalidUsage, "SHM transport to rank %d: that rank is on another host (%q, this one is %q)", d.Peer, s.h.HostIDs[d.Peer], s.h.HostIDs[s.h.Rank])
 	}
-	return nil
-}
-
-func (s *shm) Connect(idx, peer, tag int, local unsafe.Pointer, _ *string) (transport.Endpoint, error) {
 	if s.ctx == nil {
-		x, err := engine.NewCtx(s.h.Eng)
+		x, err := engine.NewCtxOps(s.h.Eng, C.shmOpsPtr(), nil)
 		if err != nil {
 			return transport.Endpoint{}, err
 		}
 		s.ctx = x
 	}
-	return s.h.HostSlot(idx, peer, tag, local, s.ctx), nil
+	return s.h.HostSlot(d.Idx, d.Peer, d.Tag, d.Local, s.ctx), nil
 }
 
 func (s *shm) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
@@ -97,7 +103,7 @@ func (s *shm) signalSlot(d desc) (int, int, error) {
 	return local, conn, nil
 }
 
-func (s *shm) Import(idx, _, pid int, blob []byte) (engine.Reg, error) {
+func (s *shm) importReg(pid int, blob []byte) (engine.Reg, error) {
 	d, err := decode(blob)
 	if err != nil {
 		return engine.Reg{}, err
@@ -124,31 +130,39 @@ func (s *shm) Import(idx, _, pid int, blob []byte) (engine.Reg, error) {
 	return r, nil
 }
 
-// Finish lets waits on connection idx sleep on a futex that the peer's signals wake: both
-// epoch slots are in the node segment.
-func (s *shm) Finish(idx int, conn *engine.Conn, _, _ []engine.Reg, remoteBlobs [][]byte) error {
-	d, err := decode(remoteBlobs[0])
+// Finish maps the peer's registrations and wires the connection; waits on it sleep on a futex
+// that the peer's signals wake: both epoch slots are in the node segment.
+func (s *shm) Finish(st transport.Setup) (transport.Connected, error) {
+	remote, err := transport.ImportAll(st, func(_ int, blob []byte) (engine.Reg, error) { return s.importReg(st.Pid, blob) })
 	if err != nil {
-		return err
+		return transport.Connected{}, err
+	}
+	d, err := decode(st.Blobs[0])
+	if err != nil {
+		return transport.Connected{}, err
 	}
 	if d.kind != regSignal {
-		return status.Errorf(status.RemoteError, "the peer's handle 0 is not a signal slot")
+		return transport.Connected{}, status.Errorf(status.RemoteError, "the peer's handle 0 is not a signal slot")
 	}
 	local, peerConn, err := s.signalSlot(d)
 	if err != nil {
-		return err
+		return transport.Connected{}, err
 	}
-	conn.SetSleepers(s.h.Node.Sleepers(s.h.LocalIdx, idx), s.h.Node.Sleepers(local, peerConn))
-	return nil
+	conn := s.h.Wire(st, transport.LocalRegs(st, localReg), remote, remote[0].Mapped)
+	conn.SetSleepers(s.h.Node.Sleepers(s.h.LocalIdx, st.Idx), s.h.Node.Sleepers(local, peerConn))
+	out := transport.Connected{Eng: conn, RemoteEpoch: remote[0].Mapped, Path: putPath(remote)}
+	if len(remote) > 1 {
+		out.RemoteBuff = remote[1].Mapped
+	}
+	return out, nil
 }
 
-func (s *shm) LocalReg(b transport.Buffer) engine.Reg {
+// localReg: this rank's memory, addressed directly.
+func localReg(b transport.Buffer) engine.Reg {
 	return engine.Reg{Mapped: b.Ptr, Addr: uint64(uintptr(b.Ptr)), Size: b.Size, Pid: os.Getpid()}
 }
 
-func (s *shm) AppPointer(r engine.Reg) unsafe.Pointer { return r.Mapped }
-
-func (s *shm) PutPath(remote []engine.Reg) string {
+func putPath(remote []engine.Reg) string {
 	switch {
 	case len(remote) < 2:
 		return "signals only (the peer registered no buffer)"
@@ -159,18 +173,15 @@ func (s *shm) PutPath(remote []engine.Reg) string {
 	}
 }
 
+// ImportRegistered maps a peer's buffer of mscclppRegisterBuffer where it can (mscclppHostAlloc).
+func (s *shm) ImportRegistered(_, pid int, blob []byte) (engine.Reg, unsafe.Pointer, error) {
+	r, err := s.importReg(pid, blob)
+	return r, r.Mapped, err
+}
+
 func (s *shm) Write(_ int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, _ uintptr) error {
 	return rec.Write(s.h.Eng, off, src, size)
 }
-
-func (s *shm) Contexts() []*engine.Ctx {
-	if s.ctx == nil {
-		return nil
-	}
-	return []*engine.Ctx{s.ctx}
-}
-
-func (s *shm) Stopped() error { return nil }
 
 func (s *shm) Close() error {
 	if s.ctx != nil {

@@ -1,21 +1,19 @@
 // Package transport is the contract between the communicator core and its
-// transports (SHM, P2P, ...): the Transport interface a transport implements,
-// the Host a communicator offers it, and the registry of transports by their
-// mscclppTransport_t value, like NCCL's ncclTransport array. The core never
-// names a transport; each transport lives in its own package and is listed
-// once in impl/registry.go.
+// transports (SHM, P2P, ...): the Transport interface a transport implements
+// (with the optional Registrar, Stopper, SetUpper and Moder), the Entry that
+// lists it in impl/registry.go (like NCCL's ncclTransports array), and the
+// Host a communicator offers it. The core never names a transport; each
+// transport lives in its own package under impl/.
 package transport
 
 import (
 	"fmt"
-	"sort"
-	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/nodeshm"
-	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
 // ID is an mscclppTransport_t value.
@@ -57,8 +55,8 @@ func (h *Host) HostSlot(idx, peer, tag int, local unsafe.Pointer, ctx *engine.Ct
 	return Endpoint{Ctx: ctx, Epoch: epoch}
 }
 
-// Registered is the handle Describe and Import are given for a buffer of mscclppRegisterBuffer:
-// not a handle of the connection (puts never name it), written by mscclppRegisteredBufferWrite.
+// Registered is the handle Describe is given for a buffer of mscclppRegisterBuffer: not a
+// handle of the connection (puts never name it), written by mscclppRegisteredBufferWrite.
 const Registered = -1
 
 // Buffer is one registration of a connection: handle 0 is the signal slot, 1 the connect buffer.
@@ -67,44 +65,75 @@ type Buffer struct {
 	Size uint64
 }
 
-// Endpoint is the local side of one connection as its transport set it up.
+// Decl is one connection as the application declared it (mscclppConnect): entry Idx of
+// Host.DevConns, to rank Peer with Tag, its buffer (handle 1) or nil, and the device name the
+// application passed (mscclppConnect's ibDev) or nil.
+type Decl struct {
+	Idx, Peer, Tag int
+	Local          unsafe.Pointer
+	Dev            *string
+}
+
+// Endpoint is the local side of one connection as its transport declared it.
 type Endpoint struct {
 	Ctx   *engine.Ctx    // the proxy context serving the connection
 	Epoch unsafe.Pointer // this rank's signal slot of the connection (registered as handle 0)
 }
 
-// Transport is one transport of one communicator. The core calls it under its control-plane lock.
+// Setup is what Finish completes a connection from: the connection (Idx, Peer, Tag, the
+// context Declare chose), this rank's registrations by handle (0: the signal slot), and the
+// peer's process id and registrations, as the peer's Describe made them (Blobs[0]: its slot).
+type Setup struct {
+	Idx, Peer, Tag int
+	Ctx            *engine.Ctx
+	Local          []Buffer
+	Pid            int
+	Blobs          [][]byte
+}
+
+// Connected is what the core publishes of a connection Finish set up: its engine connection,
+// and the peer's signal slot and buffer (handle 1) as an application here addresses them (the
+// device connection's remoteSignalEpochId and remoteBuff; nil when not addressable here).
+type Connected struct {
+	Eng         *engine.Conn
+	RemoteEpoch unsafe.Pointer
+	RemoteBuff  unsafe.Pointer
+	Path        string // how puts travel, in words (an INFO line)
+}
+
+// Transport is one transport of one communicator, what NCCL's struct ncclTransport is: the
+// core declares a connection, sends the blob of each registration, finishes the connection
+// from the peer's blobs, and closes. It calls it under its control-plane lock.
 type Transport interface {
-	// Check says whether a connection to peer can be served (nil) or why not; dev is the
-	// device name the application passed (mscclppConnect's ibDev), or nil.
-	Check(peer int, dev *string) error
-	// Connect sets up the local side of connection idx (entry idx of Host.DevConns) to peer;
-	// dev is what Check was given.
-	Connect(idx, peer, tag int, local unsafe.Pointer, dev *string) (Endpoint, error)
+	// Declare checks that the connection can be served (an error says why not) and sets up
+	// its local side: the proxy context serving it and its signal slot.
+	Declare(d Decl) (Endpoint, error)
 	// Describe is registration b (handle h, or Registered) of connection idx as an opaque
 	// blob for the peer. It may be called before or after the connection is set up.
 	Describe(idx, h int, b Buffer) ([]byte, error)
-	// Import turns a blob the peer (pid) described for handle h (or Registered) of connection
-	// idx into a registration usable here.
-	Import(idx, h, peerPid int, blob []byte) (engine.Reg, error)
-	// Finish completes connection idx once both sides' registrations are installed in conn.
-	Finish(idx int, conn *engine.Conn, local, remote []engine.Reg, remoteBlobs [][]byte) error
-	// LocalReg is how this rank's own registration b looks to the engine (e.g. not host-addressable).
-	LocalReg(b Buffer) engine.Reg
-	// AppPointer is the address an application on this rank uses for a peer's registration.
-	AppPointer(r engine.Reg) unsafe.Pointer
-	// PutPath says in words how puts to a peer's registrations travel (an INFO line).
-	PutPath(remote []engine.Reg) string
+	// Finish imports the peer's blobs, builds and wires the connection's engine connection
+	// (Host.Wire) and returns what the device connection needs.
+	Finish(s Setup) (Connected, error)
+	// Close releases everything; the proxies are stopped and no host call is inside a context.
+	Close() error
+}
+
+// Registrar is implemented by transports that serve mscclppRegisterBuffer and
+// mscclppRegisteredBufferWrite (every transport of this library does).
+type Registrar interface {
+	// ImportRegistered turns the blob the peer (pid) described for a buffer of
+	// mscclppRegisterBuffer (handle Registered) over connection idx into a registration, and
+	// the address an application here uses for it (nil when not addressable here).
+	ImportRegistered(idx, peerPid int, blob []byte) (engine.Reg, unsafe.Pointer, error)
 	// Write copies size bytes of src to offset off of a peer's Registered registration over
 	// connection idx (mscclppRegisteredBufferWrite); the connection is set up.
 	Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, stream uintptr) error
-	// Contexts are the proxy contexts this transport created.
-	Contexts() []*engine.Ctx
-	// Stopped runs once the proxies stopped: complete the work they left in flight (this
-	// rank's writes); mscclppProxyStop ends with a barrier after every rank's Stopped.
+}
+
+// Stopper is implemented by transports with work in flight once the proxies stopped (this
+// rank's writes): Stopped completes it; mscclppProxyStop ends with a barrier after every rank's.
+type Stopper interface {
 	Stopped() error
-	// Close releases everything; the proxies are stopped and no host call is inside a context.
-	Close() error
 }
 
 // SetUpper is implemented by transports that act once mscclppConnectionSetup's closing barrier
@@ -119,68 +148,49 @@ type Moder interface {
 	Mode() string
 }
 
-// Entry is one transport in the registry.
+// Entry is one transport in the registry (impl/registry.go).
 type Entry struct {
-	ID   ID
-	Name string
+	ID     ID
+	Name   string
+	Subsys logx.Subsys // the logging subsystem of its INFO lines
 	// New makes the transport's instance for one communicator (at its first connection over it).
 	New func(h *Host) (Transport, error)
 	// Init, when set, runs at every mscclppCommInitRank (e.g. to read settings that make init fail).
 	Init func(h *Host) error
 }
 
-var (
-	mu      sync.RWMutex
-	entries = map[ID]Entry{}
-)
-
-// Register adds e to the registry; registering an ID twice is a programming error.
-func Register(e Entry) {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, dup := entries[e.ID]; dup {
-		panic(fmt.Sprintf("transport %d (%s) registered twice", e.ID, e.Name))
-	}
-	entries[e.ID] = e
-}
-
-// Lookup returns the registered transport id.
-func Lookup(id ID) (Entry, error) {
-	mu.RLock()
-	defer mu.RUnlock()
-	if e, ok := entries[id]; ok {
-		return e, nil
-	}
-	return Entry{}, status.Errorf(status.InvalidUsage, "unknown transport %d (this library has %s)", int32(id), names())
-}
-
-// All returns the registered transports by ID.
-func All() []Entry {
-	mu.RLock()
-	defer mu.RUnlock()
-	out := make([]Entry, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, e)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
-
-// Name is the registered name of id, or "transport(id)".
-func Name(id ID) string {
-	if e, err := Lookup(id); err == nil {
-		return e.Name
-	}
-	return fmt.Sprintf("transport(%d)", int32(id))
-}
-
-func names() string {
-	s := ""
-	for _, e := range All() {
-		if s != "" {
-			s += ", "
+// ImportAll imports the peer's blobs of s by handle with imp: how a transport's Finish begins.
+func ImportAll(s Setup, imp func(h int, blob []byte) (engine.Reg, error)) ([]engine.Reg, error) {
+	remote := make([]engine.Reg, len(s.Blobs))
+	for h, blob := range s.Blobs {
+		r, err := imp(h, blob)
+		if err != nil {
+			return nil, fmt.Errorf("handle %d: %w", h, err)
 		}
-		s += fmt.Sprintf("%s=%d", e.Name, int32(e.ID))
+		remote[h] = r
 	}
-	return s
+	return remote, nil
+}
+
+// LocalRegs is this rank's registrations of s as the engine sees them, through reg.
+func LocalRegs(s Setup, reg func(Buffer) engine.Reg) []engine.Reg {
+	local := make([]engine.Reg, len(s.Local))
+	for h, b := range s.Local {
+		local[h] = reg(b)
+	}
+	return local
+}
+
+// Wire builds the engine connection of s over its context with its registrations (local
+// this rank's, remote the peer's) and publishes it to the proxy. remoteEpoch is the peer's
+// signal slot where this process addresses it (SHM-style signals store into it), else nil.
+func (h *Host) Wire(s Setup, local, remote []engine.Reg, remoteEpoch unsafe.Pointer) *engine.Conn {
+	conn := s.Ctx.NewConn(h.Eng, h.DevConns, s.Idx, s.Peer, s.Tag)
+	conn.SetLocal(local)
+	var remoteProxyEpoch unsafe.Pointer
+	if remoteEpoch != nil {
+		remoteProxyEpoch = unsafe.Add(remoteEpoch, 8)
+	}
+	conn.SetRemote(remote, remoteProxyEpoch, s.Pid)
+	return conn
 }

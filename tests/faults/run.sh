@@ -77,11 +77,24 @@ if [ "$fuzztime" != 0 ]; then
   targets=$(grep -rl --include='*_test.go' '^func Fuzz' . | sort | while read -r f; do
     grep -o '^func Fuzz[A-Za-z0-9_]*' "$f" | sed "s|^func |$(dirname "$f") |"
   done)
+  # fuzz_one DIR NAME: fuzzes one target; a failure that is only "context deadline
+  # exceeded" with no failing input written is Go's fuzz coordinator racing its own
+  # -fuzztime deadline (go.dev/issue/75804, fixed in Go 1.27; seen here under load), not
+  # a finding: it is run once more, and counts only if it fails again.
+  fuzz_one() {
+    local log=$build/tests/fuzz-$2.log before
+    before=$(ls "$1/testdata/fuzz/$2" 2>/dev/null | wc -l)
+    go test -run '^$' -fuzz "^$2\$" -fuzztime "$fuzztime" "$1" >"$log" 2>&1 && return 0
+    grep -q '^    context deadline exceeded$' "$log" && ! grep -q 'Failing input written' "$log" &&
+      [ "$(ls "$1/testdata/fuzz/$2" 2>/dev/null | wc -l)" = "$before" ] || return 1
+    echo "# fuzz $2: Go's -fuzztime deadline race (go.dev/issue/75804, no input found); once more"
+    go test -run '^$' -fuzz "^$2\$" -fuzztime "$fuzztime" "$1" >"$log" 2>&1
+  }
   nfuzz=0 ffail=0
   while read -r dir name; do
     [ -n "$name" ] || continue
     nfuzz=$((nfuzz + 1))
-    if go test -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" "$dir" >"$build/tests/fuzz-$name.log" 2>&1; then
+    if fuzz_one "$dir" "$name"; then
       echo "PASS fuzz $name ($fuzztime)"
     else
       ffail=$((ffail + 1))

@@ -11,7 +11,9 @@ package ethfuzz
 
 // decode runs the receive thread's checks on one header against
 // registrations of the given sizes (mapped[i] != 0: host memory); *why is
-// NULL when a DATA frame may be written. Returns ethHdrDecode's result.
+// NULL when a DATA frame may be written, or an ETH_REG frame (the same sizes
+// standing for the mscclppRegisterBuffer buffers its index names, as regAt
+// in ethrx.c finds them). Returns ethHdrDecode's result.
 static int decode(const unsigned char* p, const uint64_t* sizes, const unsigned char* mapped, int nLocal, int staged,
                   ethHdr* h, const char** why)
 {
@@ -24,6 +26,7 @@ static int decode(const unsigned char* p, const uint64_t* sizes, const unsigned 
   *why = NULL;
   int rc = ethHdrDecode(p, h);
   if (rc == 0 && h->type == ETH_DATA) *why = ethDataBad(h, local, nLocal, staged);
+  if (rc == 0 && h->type == ETH_REG) *why = ethRegBad(h->a < (uint64_t)nLocal ? &local[h->a] : NULL, h->b, h->n);
   return rc;
 }
 */
@@ -34,12 +37,13 @@ const HdrBytes = C.ETH_HDR_BYTES
 
 // Frame types and magic (eth.h).
 const (
-	Magic = C.ETH_MAGIC
-	Data  = C.ETH_DATA
-	Flag  = C.ETH_FLAG
-	Fence = C.ETH_FENCE
-	Bye   = C.ETH_BYE
-	Ping  = C.ETH_PING // the last type of the protocol
+	Magic    = C.ETH_MAGIC
+	Data     = C.ETH_DATA
+	Flag     = C.ETH_FLAG
+	Fence    = C.ETH_FENCE
+	Bye      = C.ETH_BYE
+	RegWrite = C.ETH_REG  // a write into a buffer of mscclppRegisterBuffer
+	Ping     = C.ETH_PING // the heartbeat
 )
 
 // Reg is one registration of the receiving rank.
@@ -56,8 +60,9 @@ type Hdr struct {
 
 // Decode decodes hdr (HdrBytes long) as the receive thread does and, for a
 // DATA frame, checks it against regs (at most 8; handle 0 is the signal
-// slot). ok: a header of this protocol; why: "" when a DATA frame's bytes
-// may be written, else the reason it is dropped.
+// slot), for an ETH_REG frame against regs as registered buffers 0..7.
+// ok: a header of this protocol; why: "" when a DATA or ETH_REG frame's
+// bytes may be written, else the reason it is dropped.
 func Decode(hdr []byte, regs []Reg, staged bool) (h Hdr, ok bool, why string) {
 	if len(hdr) != HdrBytes || len(regs) > 8 {
 		panic("ethfuzz.Decode: a header of HdrBytes and at most 8 registrations")

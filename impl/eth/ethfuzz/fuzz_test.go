@@ -24,7 +24,12 @@ func FuzzHeader(f *testing.F) {
 	f.Add(header(Magic, Data, 2, 0, 16), uint64(4096), uint64(16), uint8(3), uint8(1), false)
 	f.Add(header(Magic, Data, 0, 0, 8), uint64(4096), uint64(16), uint8(2), uint8(3), false)
 	f.Add(header(Magic, Flag, 7, 0, 0), uint64(0), uint64(0), uint8(1), uint8(0), false)
+	f.Add(header(Magic, Ping, 0, 0, 0), uint64(0), uint64(0), uint8(1), uint8(0), false)
 	f.Add(header(Magic, Ping+1, 0, 0, 0), uint64(0), uint64(0), uint8(1), uint8(0), true)
+	f.Add(header(Magic, RegWrite, 1, 0, 4096), uint64(4096), uint64(16), uint8(2), uint8(0), false)
+	f.Add(header(Magic, RegWrite, 0, 8, 9), uint64(4096), uint64(16), uint8(1), uint8(0), false)
+	f.Add(header(Magic, RegWrite, 1, 1, ^uint64(0)), uint64(4096), uint64(16), uint8(2), uint8(0), false)
+	f.Add(header(Magic, RegWrite, 4, 0, 1), uint64(4096), uint64(16), uint8(4), uint8(0), false)
 	f.Add(header(0x31455350, Data, 1, 0, 1), uint64(8), uint64(0), uint8(2), uint8(3), true)
 	f.Fuzz(func(t *testing.T, hdr []byte, size1, size2 uint64, nregs, mappedBits uint8, staged bool) {
 		if len(hdr) < HdrBytes {
@@ -39,6 +44,14 @@ func FuzzHeader(f *testing.F) {
 		wantOK := binary.LittleEndian.Uint32(hdr) == Magic && h.Type >= Data && h.Type <= Ping
 		if ok != wantOK {
 			t.Fatalf("header %x: accepted=%v", hdr, ok)
+		}
+		if ok && h.Type == RegWrite {
+			// an ETH_REG write lands exactly when it lies inside the buffer its index names
+			in := h.A < uint64(len(regs)) && h.B <= regs[h.A].Size && h.N <= regs[h.A].Size-h.B
+			if in != (why == "") {
+				t.Fatalf("header %x: ETH_REG of %d bytes at %d into buffer %d of %v: why=%q", hdr, h.N, h.B, h.A, regs, why)
+			}
+			return
 		}
 		if !ok || h.Type != Data || why != "" {
 			return

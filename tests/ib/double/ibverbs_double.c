@@ -8,8 +8,23 @@
  *
  * The "fabric" is a file $MSCCLPP_IBV_DOUBLE_DIR/fabric mapped shared by
  * every process of a job: tables of MRs (rkey -> owner pid, address,
- * length, access, PD) and QPs (qpn -> owner, state, destination), guarded
- * by flock. Without MSCCLPP_IBV_DOUBLE_DIR the double has no devices.
+ * length, access, PD) and QPs (qpn -> owner, state, destination). Without
+ * MSCCLPP_IBV_DOUBLE_DIR the double has no devices.
+ *
+ * No lock is shared between processes on the data path, as no lock is
+ * shared between the hosts of a real fabric: a process SIGSTOPped at any
+ * instruction must not stall another's verbs (it did, when the tables were
+ * guarded by one flock: a rank stopped inside a post held it, and its peer's
+ * next post, heartbeat included, waited for ever). A process writes only the
+ * table entries it owns: it claims a free slot with a compare-and-swap of
+ * `used`, fills it, then publishes its key (rkey, qpn: never reused, taken
+ * by fetch-and-add) last; it withdraws an entry by clearing the key first.
+ * A reader (another process's post) copies an entry and keeps the copy only
+ * when the key still matches after the copy (seqlock style); a write into
+ * an MR counts itself in its entry, and ibv_dereg_mr waits (boundedly) for
+ * the writes that began before it, as a NIC does. Only
+ * ATOMIC_FETCH_AND_ADD's read-add-write is serialised (flock), which
+ * libmscclpp never posts.
  *
  * Behaviour modelled on real RC QPs:
  *  - one device "double_0" (MSCCLPP_IBV_DOUBLE_DEVICES=n: double_0..n-1),
@@ -58,7 +73,8 @@
 typedef struct dblMr {
   uint32_t used, key, access;
   int pid;
-  uint64_t pd; /* (pid << 24) | local PD number */
+  uint32_t inflight; /* accesses of other processes under way (mrEnter) */
+  uint64_t pd;       /* (pid << 24) | local PD number */
   uint64_t addr, len;
 } dblMr;
 
@@ -149,11 +165,10 @@ static int fabricOpen(void)
     pthread_mutex_unlock(&gInitLock);
     return -1;
   }
-  flock(fd, LOCK_EX);
+  /* two processes may size it at once: to the same size, which loses nothing */
   struct stat st;
   if (fstat(fd, &st) != 0 || (st.st_size < (off_t)sizeof(dblFabric) && ftruncate(fd, sizeof(dblFabric)) != 0)) {
     int e = errno;
-    flock(fd, LOCK_UN);
     close(fd);
     pthread_mutex_unlock(&gInitLock);
     errno = e;
@@ -162,18 +177,13 @@ static int fabricOpen(void)
   dblFabric* f = mmap(NULL, sizeof(dblFabric), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (f == MAP_FAILED) {
     int e = errno;
-    flock(fd, LOCK_UN);
     close(fd);
     pthread_mutex_unlock(&gInitLock);
     errno = e;
     return -1;
   }
-  if (f->magic != DBL_MAGIC) { /* a new file is all zeros */
-    f->magic = DBL_MAGIC;
-    f->nextKey = 0x1000;
-    f->nextQpn = 0x100;
-  }
-  flock(fd, LOCK_UN);
+  uint64_t zero = 0; /* a new file is all zeros: keys and qpns count from 0 (see newKey) */
+  (void)__atomic_compare_exchange_n(&f->magic, &zero, DBL_MAGIC, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   gFab = f;
   gFabFd = fd;
   snprintf(gFabDir, sizeof(gFabDir), "%s", dir);
@@ -181,21 +191,74 @@ static int fabricOpen(void)
   return 0;
 }
 
+/* Serialises ATOMIC_FETCH_AND_ADD only (see the top). */
 static void fabLock(void) { flock(gFabFd, LOCK_EX); }
 static void fabUnlock(void) { flock(gFabFd, LOCK_UN); }
 
-static dblMr* findMr(uint32_t key)
+#define LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+
+/* A new rkey or qpn: never 0, never reused in the job (24 bits for a qpn). */
+static uint32_t newKey(uint32_t* counter, uint32_t base, uint32_t mask)
 {
-  for (int i = 0; i < DBL_MAX_MR; i++)
-    if (gFab->mrs[i].used && gFab->mrs[i].key == key) return &gFab->mrs[i];
-  return NULL;
+  for (;;) {
+    uint32_t k = (base + __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED)) & mask;
+    if (k != 0) return k;
+  }
 }
 
-static dblQp* findQp(uint32_t qpn)
+/* Claims a free slot of n (used: their first fields, stride apart) for this process; -1 when full. */
+static int claimSlot(uint32_t* used, size_t stride, int n)
 {
-  for (int i = 0; i < DBL_MAX_QP; i++)
-    if (gFab->qps[i].used && gFab->qps[i].qpn == qpn) return &gFab->qps[i];
-  return NULL;
+  for (int i = 0; i < n; i++) {
+    uint32_t* u = (uint32_t*)((char*)used + (size_t)i * stride), zero = 0;
+    if (__atomic_compare_exchange_n(u, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) return i;
+  }
+  return -1;
+}
+
+/* A consistent copy of the MR of key into *out (see the top); 0 when there is none, else its
+ * slot + 1. */
+static int findMr(uint32_t key, dblMr* out)
+{
+  for (int i = 0; key != 0 && i < DBL_MAX_MR; i++) {
+    dblMr* m = &gFab->mrs[i];
+    if (__atomic_load_n(&m->key, __ATOMIC_ACQUIRE) != key) continue;
+    *out = (dblMr){.used = 1, .key = key, .access = LD(m->access), .pid = LD(m->pid), .pd = LD(m->pd),
+                   .addr = LD(m->addr), .len = LD(m->len)};
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return LD(m->key) == key ? i + 1 : 0;
+  }
+  return 0;
+}
+
+/* Enters an access to the MR of key in slot i: its owner's ibv_dereg_mr waits until it leaves
+ * (mrLeave). 0 when the MR was deregistered meanwhile. (Dekker-style: either this sees the
+ * withdrawn key, or the deregistration sees this access.) */
+static int mrEnter(int i, uint32_t key)
+{
+  dblMr* m = &gFab->mrs[i];
+  __atomic_fetch_add(&m->inflight, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&m->key, __ATOMIC_SEQ_CST) == key) return 1;
+  __atomic_fetch_sub(&m->inflight, 1, __ATOMIC_SEQ_CST);
+  return 0;
+}
+
+static void mrLeave(int i) { __atomic_fetch_sub(&gFab->mrs[i].inflight, 1, __ATOMIC_RELEASE); }
+
+/* A consistent copy of the QP of qpn into *out; 0 when there is none. */
+static int findQp(uint32_t qpn, dblQp* out)
+{
+  for (int i = 0; qpn != 0 && i < DBL_MAX_QP; i++) {
+    dblQp* q = &gFab->qps[i];
+    if (__atomic_load_n(&q->qpn, __ATOMIC_ACQUIRE) != qpn) continue;
+    *out = (dblQp){.used = 1, .qpn = qpn, .pid = LD(q->pid), .pd = LD(q->pd), .dev = LD(q->dev)};
+    out->state = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE); /* after destQpn is set (ibv_modify_qp) */
+    out->destQpn = LD(q->destQpn);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return LD(q->qpn) == qpn;
+  }
+  return 0;
 }
 
 static void devGid(int index, union iba_gid* g)
@@ -380,40 +443,48 @@ struct iba_mr* ibv_reg_mr(struct iba_pd* pd, void* addr, size_t len, int access)
     errno = ENOMEM;
     return NULL;
   }
-  fabLock();
-  dblMr* m = NULL;
-  for (int i = 0; i < DBL_MAX_MR && m == NULL; i++)
-    if (!gFab->mrs[i].used) m = &gFab->mrs[i];
-  if (m == NULL) {
-    fabUnlock();
+  int slot = claimSlot(&gFab->mrs[0].used, sizeof(dblMr), DBL_MAX_MR);
+  if (slot < 0) {
     free(mr);
     errno = ENOMEM;
     return NULL;
   }
-  m->used = 1;
-  m->key = gFab->nextKey++;
-  m->access = (uint32_t)access;
-  m->pid = getpid();
-  m->pd = ((dblPd*)pd)->id;
-  m->addr = (uint64_t)(uintptr_t)addr;
-  m->len = len;
-  fabUnlock();
+  dblMr* m = &gFab->mrs[slot];
+  ST(m->access, (uint32_t)access);
+  ST(m->pid, getpid());
+  ST(m->pd, ((dblPd*)pd)->id);
+  ST(m->addr, (uint64_t)(uintptr_t)addr);
+  ST(m->len, (uint64_t)len);
+  uint32_t key = newKey(&gFab->nextKey, 0x1000, UINT32_MAX);
+  __atomic_store_n(&m->key, key, __ATOMIC_RELEASE); /* published: readers may use it */
   mr->context = pd->context;
   mr->pd = pd;
   mr->addr = addr;
   mr->length = len;
-  mr->handle = m->key;
-  mr->lkey = m->key;
-  mr->rkey = m->key;
+  mr->handle = key;
+  mr->lkey = key;
+  mr->rkey = key;
   return mr;
 }
 
 int ibv_dereg_mr(struct iba_mr* mr)
 {
-  fabLock();
-  dblMr* m = findMr(mr->lkey);
-  if (m != NULL) memset(m, 0, sizeof(*m));
-  fabUnlock();
+  for (int i = 0; mr->lkey != 0 && i < DBL_MAX_MR; i++) {
+    dblMr* m = &gFab->mrs[i];
+    if (LD(m->key) != mr->lkey) continue;
+    __atomic_store_n(&m->key, 0, __ATOMIC_SEQ_CST); /* withdrawn before its fields change */
+    /* writes that entered before end first; at most 200 ms: a writer killed or stopped between
+     * entering and leaving must not hang this process */
+    for (int k = 0; __atomic_load_n(&m->inflight, __ATOMIC_SEQ_CST) != 0 && k < 2000; k++) usleep(100);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    ST(m->access, 0);
+    ST(m->pid, 0);
+    ST(m->pd, 0);
+    ST(m->addr, 0);
+    ST(m->len, 0);
+    __atomic_store_n(&m->used, 0, __ATOMIC_RELEASE);
+    break;
+  }
   free(mr);
   return 0;
 }
@@ -513,32 +584,27 @@ struct iba_qp* ibv_create_qp(struct iba_pd* pd, struct iba_qp_init_attr* ia)
     errno = ENOMEM;
     return NULL;
   }
-  fabLock();
-  int slot = -1;
-  for (int i = 0; i < DBL_MAX_QP && slot < 0; i++)
-    if (!gFab->qps[i].used) slot = i;
+  int slot = claimSlot(&gFab->qps[0].used, sizeof(dblQp), DBL_MAX_QP);
   if (slot < 0) {
-    fabUnlock();
     free(q);
     errno = ENOMEM;
     return NULL;
   }
   dblQp* g = &gFab->qps[slot];
-  memset(g, 0, sizeof(*g));
-  g->used = 1;
-  g->qpn = gFab->nextQpn++ & 0xffffff;
-  g->state = IBA_QPS_RESET;
-  g->pid = getpid();
-  g->pd = ((dblPd*)pd)->id;
-  g->dev = (uint32_t)((dblCtx*)pd->context)->dev->index;
-  fabUnlock();
+  ST(g->destQpn, 0);
+  ST(g->state, (uint32_t)IBA_QPS_RESET);
+  ST(g->pid, getpid());
+  ST(g->pd, ((dblPd*)pd)->id);
+  ST(g->dev, (uint32_t)((dblCtx*)pd->context)->dev->index);
+  uint32_t qpn = newKey(&gFab->nextQpn, 0x100, 0xffffff);
+  __atomic_store_n(&g->qpn, qpn, __ATOMIC_RELEASE); /* published */
   q->qp.context = pd->context;
   q->qp.qp_context = ia->qp_context;
   q->qp.pd = pd;
   q->qp.send_cq = ia->send_cq;
   q->qp.recv_cq = ia->recv_cq;
   q->qp.handle = (uint32_t)slot;
-  q->qp.qp_num = g->qpn;
+  q->qp.qp_num = qpn;
   q->qp.state = IBA_QPS_RESET;
   q->qp.qp_type = IBA_QPT_RC;
   q->maxSendWr = ia->cap.max_send_wr;
@@ -552,9 +618,15 @@ struct iba_qp* ibv_create_qp(struct iba_pd* pd, struct iba_qp_init_attr* ia)
 int ibv_destroy_qp(struct iba_qp* qp)
 {
   dblQpL* q = (dblQpL*)qp;
-  fabLock();
-  memset(&gFab->qps[q->slot], 0, sizeof(dblQp));
-  fabUnlock();
+  dblQp* g = &gFab->qps[q->slot];
+  __atomic_store_n(&g->qpn, 0, __ATOMIC_RELAXED); /* withdrawn before its fields change */
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  ST(g->state, 0);
+  ST(g->destQpn, 0);
+  ST(g->pid, 0);
+  ST(g->pd, 0);
+  ST(g->dev, 0);
+  __atomic_store_n(&g->used, 0, __ATOMIC_RELEASE);
   /* drop its queued completions */
   dblCq* c = (dblCq*)qp->send_cq;
   pthread_mutex_lock(&c->lock);
@@ -610,12 +682,10 @@ int ibv_modify_qp(struct iba_qp* qp, struct iba_qp_attr* at, int mask)
   }
   return EINVAL;
 ok:
-  fabLock();
-  dblQp* g = &gFab->qps[q->slot];
-  g->state = (uint32_t)next;
-  if (next == IBA_QPS_RTR) g->destQpn = at->dest_qp_num;
-  if (next == IBA_QPS_RESET) g->destQpn = 0;
-  fabUnlock();
+  dblQp* g = &gFab->qps[q->slot]; /* this process's own entry: the destination before the state */
+  if (next == IBA_QPS_RTR) ST(g->destQpn, at->dest_qp_num);
+  __atomic_store_n(&g->state, (uint32_t)next, __ATOMIC_RELEASE);
+  if (next == IBA_QPS_RESET) ST(g->destQpn, 0);
   if (next == IBA_QPS_RESET) q->posted = q->retired = 0;
   qp->state = (enum iba_qp_state)next;
   return 0;
@@ -623,47 +693,52 @@ ok:
 
 /* ------------------------------------------------------------ send */
 
+static enum iba_wc_status remoteAccess(struct iba_send_wr* wr, int pid, uint64_t raddr, int atomic);
+
 /* Executes one WR; returns its completion status. */
 static enum iba_wc_status execute(dblQpL* q, struct iba_send_wr* wr, uint32_t* bytes)
 {
   uint64_t len = 0;
   for (int i = 0; i < wr->num_sge; i++) len += wr->sg_list[i].length;
   *bytes = (uint32_t)len;
-  fabLock();
   dblQp* me = &gFab->qps[q->slot];
-  dblQp* peer = findQp(me->destQpn);
-  if (peer == NULL || peer->destQpn != me->qpn || (peer->state != IBA_QPS_RTR && peer->state != IBA_QPS_RTS)) {
-    fabUnlock();
+  uint32_t myQpn = LD(me->qpn);
+  dblQp peerCopy, *peer = &peerCopy;
+  dblMr mc, *m = &mc;
+  if (!findQp(LD(me->destQpn), peer) || peer->destQpn != myQpn ||
+      (peer->state != IBA_QPS_RTR && peer->state != IBA_QPS_RTS))
     return IBA_WC_RETRY_EXC_ERR; /* nobody answers */
-  }
   /* the local gather list: lkeys of this process and PD, in bounds */
   for (int i = 0; i < wr->num_sge; i++) {
-    dblMr* m = findMr(wr->sg_list[i].lkey);
     uint64_t a = wr->sg_list[i].addr, l = wr->sg_list[i].length;
-    if (m == NULL || m->pid != getpid() || m->pd != q->pdId || a < m->addr || l > m->len || a - m->addr > m->len - l) {
-      fabUnlock();
+    if (!findMr(wr->sg_list[i].lkey, m) || m->pid != getpid() || m->pd != q->pdId || a < m->addr || l > m->len ||
+        a - m->addr > m->len - l)
       return IBA_WC_LOC_PROT_ERR;
-    }
   }
   int atomic = wr->opcode == IBA_WR_ATOMIC_FETCH_AND_ADD;
   uint64_t raddr = atomic ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
   uint32_t rkey = atomic ? wr->wr.atomic.rkey : wr->wr.rdma.rkey;
-  if (len == 0 && !atomic) { /* a zero-length write touches no memory and checks no rkey */
-    fabUnlock();
+  if (len == 0 && !atomic) /* a zero-length write touches no memory and checks no rkey */
     return IBA_WC_SUCCESS;
-  }
-  dblMr* r = findMr(rkey);
+  dblMr rc, *r = &rc;
   uint64_t need = atomic ? IBA_ACCESS_REMOTE_ATOMIC : IBA_ACCESS_REMOTE_WRITE;
   uint64_t rl = atomic ? 8 : len;
-  if (r == NULL || r->pd != peer->pd || r->pid != peer->pid || !(r->access & need) || raddr < r->addr ||
-      rl > r->len || raddr - r->addr > r->len - rl || (atomic && (raddr & 7))) {
-    fabUnlock();
+  int slot = findMr(rkey, r) - 1;
+  if (slot < 0 || r->pd != peer->pd || r->pid != peer->pid || !(r->access & need) || raddr < r->addr ||
+      rl > r->len || raddr - r->addr > r->len - rl || (atomic && (raddr & 7)) || !mrEnter(slot, rkey))
     return IBA_WC_REM_ACCESS_ERR;
-  }
-  int pid = r->pid;
+  enum iba_wc_status st = remoteAccess(wr, r->pid, raddr, atomic);
+  mrLeave(slot);
+  return st;
+}
+
+/* Carries out WR wr on the memory of process pid at raddr (checked: an MR entered). */
+static enum iba_wc_status remoteAccess(struct iba_send_wr* wr, int pid, uint64_t raddr, int atomic)
+{
   enum iba_wc_status st = IBA_WC_SUCCESS;
   if (atomic) {
     /* read, add, write back under the fabric lock (not atomic against the owner's CPU) */
+    fabLock();
     uint64_t old = 0;
     struct iovec l = {&old, 8}, rv = {(void*)(uintptr_t)raddr, 8};
     if (process_vm_readv(pid, &l, 1, &rv, 1, 0) != 8) {
@@ -694,7 +769,6 @@ static enum iba_wc_status execute(dblQpL* q, struct iba_send_wr* wr, uint32_t* b
     }
     off += l;
   }
-  fabUnlock();
   return st;
 }
 

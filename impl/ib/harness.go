@@ -36,9 +36,11 @@ static void ibTestConnFree(engConn* c) { engCommFree(c->comm); free(c->local); f
 */
 import "C"
 
+import verbs "github.com/mscclpp-go/mscclpp/ib"
+
 type testConn struct{ c *C.engConn }
 
-func newTestConn(st *ConnState, local, remote []MRInfo) testConn {
+func newTestConn(st *ConnState, local, remote []verbs.MRInfo) testConn {
 	return testConn{C.ibTestConn(st.p, C.uint64_t(local[1].Addr), C.uint64_t(local[1].Size), C.uint64_t(remote[1].Addr),
 		C.uint64_t(remote[1].Size), C.uint64_t(local[0].Addr), C.uint64_t(remote[0].Addr))}
 }

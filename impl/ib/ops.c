@@ -53,4 +53,11 @@ int ibEngOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint
 }
 
 /* per-connection state (engConn.transport) is freed by the Go side (ConnState.Free) */
-const engOps ibEngOps = ENG_OPS("IB", ibEngOp, engOpsNoThreadInit, engOpsNoPublishTail, engOpsNoClose);
+const engOps ibEngOps = {
+    .size = sizeof(engOps),
+    .name = "IB",
+    .op = ibEngOp,
+    .threadInit = engOpsNoThreadInit,
+    .publishTail = engOpsNoPublishTail,
+    .close = engOpsNoClose,
+};

@@ -1,3 +1,7 @@
+// Package ib is the InfiniBand transport (mscclppTransportIB): RC queue pairs of the
+// verbs binding (the root package ib, imported here as verbs), one engine context whose
+// engOps table (ops.c, ibEngOps) posts RDMA writes from the proxy thread, the connection
+// state (state.go) that table reads, and the peers' heartbeats (heartbeat.h).
 package ib
 
 import (
@@ -5,6 +9,7 @@ import (
 	"strconv"
 	"unsafe"
 
+	verbs "github.com/mscclpp-go/mscclpp/ib"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
@@ -16,31 +21,31 @@ import (
 const TransportID transport.ID = 2
 
 // Entry registers the IB transport.
-var Entry = transport.Entry{ID: TransportID, Name: "IB", New: newIBT}
+var Entry = transport.Entry{ID: TransportID, Name: "IB", Subsys: logx.Net, New: newIBT}
 
 // EnvMaxSendWr sets the send queue depth of each connection's QP (default 256).
 const EnvMaxSendWr = "MSCCLPP_IB_MAX_SEND_WR"
 
 // ibConn is one connection's verbs objects.
 type ibConn struct {
-	dev    *Context
-	cq     *CQ
-	qp     *QP
-	local  []*MR   // by local handle; 0 is the signal slot
-	extra  []*MR   // buffers of mscclppRegisterBuffer
-	peerQP *QPInfo // from the peer's handle 0
-	remote []MRInfo
+	dev    *verbs.Context
+	cq     *verbs.CQ
+	qp     *verbs.QP
+	local  []*verbs.MR   // by local handle; 0 is the signal slot
+	extra  []*verbs.MR   // buffers of mscclppRegisterBuffer
+	peerQP *verbs.QPInfo // from the peer's handle 0
+	remote []verbs.MRInfo
 	state  *ConnState
-	beat   *beatSlot // where the peer's heartbeats land
-	peerHB MRInfo    // where mine go (from the peer's handle 0)
+	beat   *beatSlot    // where the peer's heartbeats land
+	peerHB verbs.MRInfo // where mine go (from the peer's handle 0)
 }
 
 // ibt is the IB transport of one communicator: devices opened on first use, one engine
 // context with ibEngOps, per connection a CQ, an RC QP and the registrations' MRs.
 type ibt struct {
 	h     *transport.Host
-	lib   *Lib
-	devs  map[string]*Context
+	lib   *verbs.Lib
+	devs  map[string]*verbs.Context
 	ctx   *engine.Ctx
 	conns map[int]*ibConn
 	wr    int
@@ -48,7 +53,7 @@ type ibt struct {
 }
 
 func newIBT(h *transport.Host) (transport.Transport, error) {
-	lib, err := Load()
+	lib, err := verbs.Load()
 	if err != nil {
 		return nil, err
 	}
@@ -64,16 +69,16 @@ func newIBT(h *transport.Host) (transport.Transport, error) {
 			logx.Malformed("ignoring %s=%q: not a positive integer; the default %d is used", EnvMaxSendWr, v, wr)
 		}
 	}
-	return &ibt{h: h, lib: lib, devs: map[string]*Context{}, ctx: ctx, conns: map[int]*ibConn{}, wr: wr,
+	return &ibt{h: h, lib: lib, devs: map[string]*verbs.Context{}, ctx: ctx, conns: map[int]*ibConn{}, wr: wr,
 		beats: beats{dead: h.Timeout}}, nil
 }
 
 // device opens ibDev once per communicator.
-func (t *ibt) device(ibDev string) (*Context, error) {
+func (t *ibt) device(ibDev string) (*verbs.Context, error) {
 	if x, ok := t.devs[ibDev]; ok {
 		return x, nil
 	}
-	x, err := Open(t.lib, ibDev, Options{GIDIndex: -1})
+	x, err := verbs.Open(t.lib, ibDev, verbs.Options{GIDIndex: -1})
 	if err != nil {
 		return nil, err
 	}
@@ -81,18 +86,15 @@ func (t *ibt) device(ibDev string) (*Context, error) {
 	return x, nil
 }
 
-func (t *ibt) Check(peer int, dev *string) error {
-	if dev == nil {
-		return status.Errorf(status.InvalidArgument, "IB transport to rank %d: ibDev is NULL (name a device such as \"mlx5_0\")", peer)
+// Declare opens the named device (once per communicator), the connection's CQ and QP and its
+// heartbeat slot; its signal slot is in the node segment (host memory the peer's NIC writes),
+// so waits work as for SHM, by polling: a NIC wakes no futex.
+func (t *ibt) Declare(d transport.Decl) (transport.Endpoint, error) {
+	if d.Dev == nil {
+		return transport.Endpoint{}, status.Errorf(status.InvalidArgument, "IB transport to rank %d: ibDev is NULL (name a device such as \"mlx5_0\")", d.Peer)
 	}
-	_, err := t.device(*dev)
-	return err
-}
-
-// Connect opens the connection's CQ and QP; its signal slot is in the node segment (host
-// memory the peer's NIC writes), so waits work as for SHM, by polling: a NIC wakes no futex.
-func (t *ibt) Connect(idx, peer, tag int, local unsafe.Pointer, dev *string) (transport.Endpoint, error) {
-	x, err := t.device(*dev)
+	idx, peer, tag, local := d.Idx, d.Peer, d.Tag, d.Local
+	x, err := t.device(*d.Dev)
 	if err != nil {
 		return transport.Endpoint{}, err
 	}
@@ -128,7 +130,7 @@ func (t *ibt) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 		return mr.Info().Marshal(), nil
 	}
 	if h >= len(c.local) {
-		c.local = append(c.local, make([]*MR, h+1-len(c.local))...)
+		c.local = append(c.local, make([]*verbs.MR, h+1-len(c.local))...)
 	}
 	if c.local[h] != nil {
 		c.local[h].Close()
@@ -141,23 +143,23 @@ func (t *ibt) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 	return blob, nil
 }
 
-func (t *ibt) Import(idx, h, _ int, blob []byte) (engine.Reg, error) {
+func (t *ibt) importReg(idx, h int, blob []byte) (engine.Reg, error) {
 	c := t.conns[idx]
-	if h == 0 && len(blob) > MRInfoSize && c.peerQP == nil { // handle 0: the QP, the heartbeat slot, the signal slot
-		if len(blob) != QPInfoSize+2*MRInfoSize {
-			return engine.Reg{}, status.Errorf(status.RemoteError, "the peer's IB handle 0: %d bytes, want %d", len(blob), QPInfoSize+2*MRInfoSize)
+	if h == 0 && len(blob) > verbs.MRInfoSize && c.peerQP == nil { // handle 0: the verbs.QP, the heartbeat slot, the signal slot
+		if len(blob) != verbs.QPInfoSize+2*verbs.MRInfoSize {
+			return engine.Reg{}, status.Errorf(status.RemoteError, "the peer's IB handle 0: %d bytes, want %d", len(blob), verbs.QPInfoSize+2*verbs.MRInfoSize)
 		}
-		qi, err := UnmarshalQPInfo(blob[:QPInfoSize])
+		qi, err := verbs.UnmarshalQPInfo(blob[:verbs.QPInfoSize])
 		if err != nil {
 			return engine.Reg{}, status.Errorf(status.RemoteError, "the peer's IB QP: %v", err)
 		}
-		if c.peerHB, err = UnmarshalMRInfo(blob[QPInfoSize : QPInfoSize+MRInfoSize]); err != nil || c.peerHB.Size < 8 {
+		if c.peerHB, err = verbs.UnmarshalMRInfo(blob[verbs.QPInfoSize : verbs.QPInfoSize+verbs.MRInfoSize]); err != nil || c.peerHB.Size < 8 {
 			return engine.Reg{}, status.Errorf(status.RemoteError, "the peer's IB heartbeat slot: %v (%d bytes)", err, c.peerHB.Size)
 		}
 		c.peerQP = &qi
-		blob = blob[QPInfoSize+MRInfoSize:]
+		blob = blob[verbs.QPInfoSize+verbs.MRInfoSize:]
 	}
-	mi, err := UnmarshalMRInfo(blob)
+	mi, err := verbs.UnmarshalMRInfo(blob)
 	if err != nil {
 		return engine.Reg{}, status.Errorf(status.RemoteError, "the peer's IB registration: %v", err)
 	}
@@ -167,8 +169,30 @@ func (t *ibt) Import(idx, h, _ int, blob []byte) (engine.Reg, error) {
 	return engine.Reg{Addr: mi.Addr, Size: mi.Size, Key: mi.Rkey}, nil
 }
 
-// Finish moves the QP to RTS against the peer's and hands the connection's keys to ibEngOps.
-func (t *ibt) Finish(idx int, conn *engine.Conn, _, _ []engine.Reg, _ [][]byte) error {
+// Finish imports the peer's registrations (handle 0 carries its QP), wires the connection and
+// connects its QP.
+func (t *ibt) Finish(s transport.Setup) (transport.Connected, error) {
+	remote, err := transport.ImportAll(s, func(h int, blob []byte) (engine.Reg, error) { return t.importReg(s.Idx, h, blob) })
+	if err != nil {
+		return transport.Connected{}, err
+	}
+	local := transport.LocalRegs(s, func(b transport.Buffer) engine.Reg {
+		return engine.Reg{Mapped: b.Ptr, Addr: uint64(uintptr(b.Ptr)), Size: b.Size}
+	})
+	conn := t.h.Wire(s, local, remote, nil) // the peer's memory is reachable through the NIC only
+	out := transport.Connected{Eng: conn, Path: "RDMA writes on an RC QP, the signal count written after them on the same QP"}
+	return out, t.connect(s.Idx, conn)
+}
+
+// ImportRegistered: a peer's buffer of mscclppRegisterBuffer, reachable through the NIC only.
+func (t *ibt) ImportRegistered(idx, _ int, blob []byte) (engine.Reg, unsafe.Pointer, error) {
+	r, err := t.importReg(idx, transport.Registered, blob)
+	return r, nil, err
+}
+
+// connect moves the QP to RTS against the peer's, hands the connection's keys to ibEngOps and
+// adds the connection's heartbeat.
+func (t *ibt) connect(idx int, conn *engine.Conn) error {
 	c := t.conns[idx]
 	if c.peerQP == nil {
 		return status.Errorf(status.RemoteError, "the peer sent no IB QP for connection %d", idx)
@@ -194,17 +218,6 @@ func (t *ibt) Finish(idx int, conn *engine.Conn, _, _ []engine.Reg, _ [][]byte) 
 // SetUp starts the heartbeats: every peer has its QPs in RTS (setup's barrier passed).
 func (t *ibt) SetUp() { t.beats.start() }
 
-func (t *ibt) LocalReg(b transport.Buffer) engine.Reg {
-	return engine.Reg{Mapped: b.Ptr, Addr: uint64(uintptr(b.Ptr)), Size: b.Size}
-}
-
-// AppPointer: the peer's memory is reachable through the NIC only.
-func (t *ibt) AppPointer(engine.Reg) unsafe.Pointer { return nil }
-
-func (t *ibt) PutPath([]engine.Reg) string {
-	return "RDMA writes on an RC QP, the signal count written after them on the same QP"
-}
-
 // Write RDMA-writes src (registered for the call) to offset off of the peer's registration on
 // connection idx's QP and waits until the write completed (mscclppRegisteredBufferWrite).
 func (t *ibt) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, _ uintptr) error {
@@ -220,13 +233,11 @@ func (t *ibt) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointe
 		return fmt.Errorf("IB registration of the source (%d bytes): %w", size, err)
 	}
 	defer mr.Close()
-	if err := c.qp.Write(mr, 0, MRInfo{Addr: rec.Addr(), Size: rec.Size(), Rkey: rec.Key()}, off, size, true); err != nil {
+	if err := c.qp.Write(mr, 0, verbs.MRInfo{Addr: rec.Addr(), Size: rec.Size(), Rkey: rec.Key()}, off, size, true); err != nil {
 		return err
 	}
 	return c.qp.Flush(t.h.Timeout)
 }
-
-func (t *ibt) Contexts() []*engine.Ctx { return []*engine.Ctx{t.ctx} }
 
 // Stopped completes every write this rank posted (completed == posted on every QP).
 func (t *ibt) Stopped() error {

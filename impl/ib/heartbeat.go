@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	verbs "github.com/mscclpp-go/mscclpp/ib"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
@@ -22,10 +23,10 @@ const beatSlotBytes = 64
 // beatSlot is the registered memory the peer writes its beats into, for one connection.
 type beatSlot struct {
 	mem unsafe.Pointer
-	mr  *MR
+	mr  *verbs.MR
 }
 
-func newBeatSlot(x *Context) (*beatSlot, error) {
+func newBeatSlot(x *verbs.Context) (*beatSlot, error) {
 	mem := C.calloc(1, beatSlotBytes)
 	if mem == nil {
 		return nil, status.Errorf(status.SystemError, "IB heartbeat slot: out of memory")
@@ -64,8 +65,8 @@ func beatTick(dead time.Duration) time.Duration {
 
 // add prepares the heartbeat of connection conn (its QP in RTS): beats will go to peer's slot,
 // the peer's come into mine.
-func (b *beats) add(conn *engine.Conn, q *QP, mine *beatSlot, peer MRInfo) error {
-	p := C.ibBeatNew((*C.engConn)(conn.Ptr()), q.qp, (*C.uint64_t)(mine.mem), C.uint64_t(peer.Addr), C.uint32_t(peer.Rkey))
+func (b *beats) add(conn *engine.Conn, q *verbs.QP, mine *beatSlot, peer verbs.MRInfo) error {
+	p := C.ibBeatNew((*C.engConn)(conn.Ptr()), (*C.ibQp)(q.CQP()), (*C.uint64_t)(mine.mem), C.uint64_t(peer.Addr), C.uint32_t(peer.Rkey))
 	if p == nil {
 		return status.Errorf(status.SystemError, "IB heartbeat: out of memory")
 	}

@@ -1,0 +1,63 @@
+/*
+ * ethconn.h: what eth.c (the ops table, the send side, setup and close) and
+ * ethrx.c (the receive thread) share: the per-connection and per-context
+ * state of the Ethernet transport. Private to impl/eth.
+ */
+#ifndef MSCCLPP_ETHCONN_H_
+#define MSCCLPP_ETHCONN_H_
+
+#include <pthread.h>
+#include <sys/uio.h>
+
+#include "eth.h"
+
+typedef struct ethConn {
+  int fd;
+  pthread_mutex_t sendLock; /* one message at a time on the socket */
+  pthread_t rx;
+  int rxStarted;
+  volatile int closing; /* set by close: EOF and errors from here on are expected */
+  volatile int peerBye; /* the peer said it closes on purpose */
+  uint64_t fenceSeen;   /* the last fence number received */
+  char* sendStage;      /* CUDA mode: pinned buffers device memory travels through */
+  char* recvStage;
+  uint64_t stageBytes;
+  engConn* c;
+  uint64_t deadNs;     /* no progress (send) or nothing received for this long: the peer is unreachable */
+  uint64_t pingNs;     /* the tick: a PING goes out when nothing else did for this long */
+  uint64_t lastSendNs; /* atomics: when a send last made progress, when a byte last came in */
+  uint64_t lastRecvNs;
+  volatile int dead; /* declared unreachable: the socket is shut down, every send fails at once */
+} ethConn;
+
+typedef struct ethRegs {
+  engReg* chunk[ETH_MAX_REGS / ETH_REG_CHUNK];
+  int n; /* published with release after the entry is filled */
+} ethRegs;
+
+struct ethCtx {
+  ethConn* conns[ENG_MAX_CONNS];
+  ethRegs* regs[ENG_MAX_CONNS]; /* mscclppRegisterBuffer registrations by connId, or NULL */
+  struct cudaP2PState* cuda; /* CUDA mode, else NULL */
+};
+
+static inline struct ethCtx* ctxState(engConn* c) { return (struct ethCtx*)c->ctx->transport; }
+
+static inline ethConn* connState(engConn* c)
+{
+  struct ethCtx* e = ctxState(c);
+  return e == NULL ? NULL : e->conns[c->connId];
+}
+
+/* Sends every byte of iov (advancing it); 0, or the errno that stopped it: ETIMEDOUT when
+ * nothing went out for deadMs, EHOSTUNREACH once the connection is declared dead, ESHUTDOWN when
+ * the context is closing. */
+int ethSendAll(ethConn* s, struct iovec* iov, int n);
+/* Writes a message header: ETH_MAGIC, type and the three words. */
+void ethPutHeader(unsigned char* h, uint32_t type, uint64_t a, uint64_t b, uint64_t c);
+/* Declares the connection dead: later sends fail at once, a blocked sender is released. */
+void ethMarkDead(ethConn* s);
+/* The receive thread of connection s (ethrx.c). */
+void* ethRxMain(void* arg);
+
+#endif

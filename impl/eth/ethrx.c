@@ -1,0 +1,233 @@
+/*
+ * ethrx.c: the Ethernet transport's receive thread, one per connection:
+ * data straight into the registered buffers, signal counts into the epoch,
+ * fences, goodbyes and pings, and the liveness tick (see eth.c's top).
+ */
+#define _GNU_SOURCE
+#include "ethconn.h"
+#include "ethwire.h"
+
+#include "backoff.h"
+#include "calls.h" /* cuda/: the CUDA-mode proxy state and its staging copies */
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* The receive thread's tick: ETIMEDOUT when nothing came in for deadMs; else a PING when
+ * nothing went out for a tick and the socket has room (never waiting for the send lock: its
+ * holder is sending, and a stuck one fails by itself). */
+static int rxTick(ethConn* s)
+{
+  uint64_t now = engNowNs();
+  if (now - __atomic_load_n(&s->lastRecvNs, __ATOMIC_RELAXED) >= s->deadNs) return ETIMEDOUT;
+  if (now - __atomic_load_n(&s->lastSendNs, __ATOMIC_RELAXED) < s->pingNs) return 0;
+  if (pthread_mutex_trylock(&s->sendLock) != 0) return 0;
+  struct pollfd p = {.fd = s->fd, .events = POLLOUT};
+  if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT)) {
+    unsigned char hdr[ETH_HDR_BYTES];
+    ethPutHeader(hdr, ETH_PING, 0, 0, 0);
+    struct iovec iov[1] = {{hdr, ETH_HDR_BYTES}};
+    (void)ethSendAll(s, iov, 1); /* a failure shows on the receive side */
+  }
+  pthread_mutex_unlock(&s->sendLock);
+  return 0;
+}
+
+/* Reads exactly n bytes; 0, -1 on a clean end of stream before the first byte, else an errno
+ * (ETIMEDOUT: nothing came in for deadMs). A blocked recv returns every tick (SO_RCVTIMEO). */
+static int recvAll(ethConn* s, void* buf, size_t n)
+{
+  size_t got = 0;
+  while (got < n) {
+    ssize_t k = recv(s->fd, (char*)buf + got, n - got, MSG_WAITALL);
+    if (k == 0) return got == 0 ? -1 : ECONNRESET;
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return errno;
+      int rc = rxTick(s);
+      if (rc != 0) return rc;
+      continue;
+    }
+    got += (size_t)k;
+    __atomic_store_n(&s->lastRecvNs, engNowNs(), __ATOMIC_RELAXED);
+    if (got < n && rxTick(s) != 0) return ETIMEDOUT; /* a long receive still pings */
+  }
+  return 0;
+}
+
+/* Drops n bytes of a rejected message so the stream stays in step. */
+static int skip(ethConn* s, uint64_t n)
+{
+  char buf[4096];
+  while (n > 0) {
+    size_t k = n < sizeof(buf) ? (size_t)n : sizeof(buf);
+    int rc = recvAll(s, buf, k);
+    if (rc != 0) return rc;
+    n -= k;
+  }
+  return 0;
+}
+
+/* The registration idx of connection c (NULL when there is none). */
+static const engReg* regAt(engConn* c, uint64_t idx)
+{
+  ethRegs* r = ctxState(c)->regs[c->connId];
+  if (r == NULL || idx >= (uint64_t)__atomic_load_n(&r->n, __ATOMIC_ACQUIRE)) return NULL;
+  return &r->chunk[idx / ETH_REG_CHUNK][idx % ETH_REG_CHUNK];
+}
+
+/* ETH_REG: n bytes into registration idx at off, or dropped (recorded) when out of range;
+ * 0, or the receive error. */
+static int recvReg(engConn* c, ethConn* s, uint64_t idx, uint64_t off, uint64_t n)
+{
+  const engReg* r = regAt(c, idx);
+  const char* bad = ethRegBad(r, off, n);
+  if (bad == NULL) return recvAll(s, r->mapped + off, (size_t)n);
+  char what[300];
+  snprintf(what, sizeof(what), "rank %d wrote %llu bytes at offset %llu of registered buffer %llu: %s; dropped",
+           c->peerRank, (unsigned long long)n, (unsigned long long)off, (unsigned long long)idx, bad);
+  engConnFail(c, mscclppRemoteError, "%s", what);
+  return skip(s, n);
+}
+
+/* Records why the receive thread stops (recvAll's rc; inPut: the size of the put it was in, or
+ * 0): a goodbye and an end of stream is a destroyed communicator, anything else a remote error. */
+static void rxFailed(ethConn* s, int rc, uint64_t inPut)
+{
+  engConn* c = s->c;
+  char what[300];
+  if (rc == ETIMEDOUT) {
+    snprintf(what, sizeof(what),
+             "rank %d is unreachable: nothing came from it for %llu ms (link down, or the peer stopped)",
+             c->peerRank, (unsigned long long)(s->deadNs / 1000000ull));
+    engConnFail(c, mscclppRemoteError, "%s", what);
+    ethMarkDead(s);
+    return;
+  }
+  __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
+  if (inPut == 0 && rc == -1 && s->peerBye) {
+    snprintf(what, sizeof(what), "rank %d destroyed its communicator", c->peerRank);
+    errSet(&c->comm->err, mscclppRemoteError, what); /* its last error, not an asynchronous one */
+    return;
+  }
+  if (inPut != 0)
+    snprintf(what, sizeof(what), "rank %d's TCP connection ended inside a %llu-byte put", c->peerRank,
+             (unsigned long long)inPut);
+  else if (rc == -1)
+    snprintf(what, sizeof(what), "rank %d's TCP connection ended without a goodbye: it exited or crashed",
+             c->peerRank);
+  else
+    snprintf(what, sizeof(what), "receiving from rank %d over TCP failed: %s", c->peerRank, strerror(rc));
+  engConnFail(c, mscclppRemoteError, "%s", what);
+}
+
+/* A signal: the count a of signals the peer sent, into my epoch (device memory in CUDA mode). */
+static void rxFlag(ethConn* s, uint64_t a)
+{
+  engConn* c = s->c;
+  volatile uint64_t* epoch = &c->dev->localSignalEpochId->proxy;
+  struct cudaP2PState* cuda = ctxState(c)->cuda;
+  char what[300];
+  if (cuda != NULL) {
+    /* the epoch is device memory: one in-order receive thread, so the counts only grow */
+    char why[200];
+    memcpy(s->recvStage, &a, sizeof(a));
+    if (cudaStageToDevice(cuda, (uint64_t)(uintptr_t)epoch, s->recvStage, sizeof(a), why, sizeof(why)) !=
+        mscclppSuccess) {
+      snprintf(what, sizeof(what), "signal from rank %d into device memory: %s", c->peerRank, why);
+      engConnFail(c, mscclppUnhandledCudaError, "%s", what);
+    }
+    return;
+  }
+  uint64_t cur = __atomic_load_n(epoch, __ATOMIC_RELAXED);
+  while (cur < a && !__atomic_compare_exchange_n(epoch, &cur, a, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+    ;
+  if (c->localSleepers != NULL && __atomic_load_n(c->localSleepers, __ATOMIC_SEQ_CST) != 0) engFutexWake(epoch);
+}
+
+/* A put: h->a is my handle, h->b the offset, h->n the size; checked against my registrations
+ * (ethDataBad), then received straight into the registration (device memory: through the
+ * staging buffer). A put that fails the checks is skipped. Returns 0 or what recvAll returned. */
+static int rxData(ethConn* s, const ethHdr* h)
+{
+  engConn* c = s->c;
+  struct cudaP2PState* cuda = ctxState(c)->cuda;
+  uint64_t a = h->a, b = h->b, n = h->n;
+  char what[300];
+  int rc = 0;
+  const char* bad = ethDataBad(h, c->local, c->nLocal, cuda != NULL && s->recvStage != NULL);
+  if (bad != NULL) {
+    snprintf(what, sizeof(what), "rank %d put %llu bytes at offset %llu of handle %llu: %s; dropped", c->peerRank,
+             (unsigned long long)n, (unsigned long long)b, (unsigned long long)a, bad);
+    engConnFail(c, mscclppRemoteError, "%s", what);
+    return skip(s, n);
+  }
+  if (c->local[a].mapped != NULL) return recvAll(s, c->local[a].mapped + b, (size_t)n);
+  /* device memory: chunk by chunk through the pinned staging buffer */
+  for (uint64_t off = 0; rc == 0 && off < n; off += s->stageBytes) {
+    size_t k = (size_t)(n - off < s->stageBytes ? n - off : s->stageBytes);
+    rc = recvAll(s, s->recvStage, k);
+    char why[200];
+    if (rc == 0 &&
+        cudaStageToDevice(cuda, c->local[a].addr + b + off, s->recvStage, k, why, sizeof(why)) != mscclppSuccess) {
+      snprintf(what, sizeof(what), "put from rank %d into device memory: %s", c->peerRank, why);
+      engConnFail(c, mscclppUnhandledCudaError, "%s", what);
+    }
+  }
+  return rc;
+}
+
+/* The receive thread: data straight into the registered buffers, counts into my epoch. */
+void* ethRxMain(void* arg)
+{
+  ethConn* s = (ethConn*)arg;
+  engConn* c = s->c;
+  unsigned char hdr[ETH_HDR_BYTES];
+  char what[300];
+  for (;;) {
+    int rc = recvAll(s, hdr, sizeof(hdr));
+    if (rc != 0) {
+      if (!s->closing && !s->dead) rxFailed(s, rc, 0);
+      return NULL;
+    }
+    ethHdr h;
+    int malformed = ethHdrDecode(hdr, &h);
+    uint32_t magic = h.magic, type = h.type;
+    uint64_t a = h.a, b = h.b, n = h.n;
+    if (malformed) {
+      snprintf(what, sizeof(what), "rank %d sent a malformed message (magic %#x, type %u): connection dropped",
+               c->peerRank, magic, type);
+      __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
+      engConnFail(c, mscclppRemoteError, "%s", what);
+      shutdown(s->fd, SHUT_RDWR);
+      return NULL;
+    }
+    if (type == ETH_FENCE) {
+      __atomic_store_n(&s->fenceSeen, a, __ATOMIC_RELEASE);
+      continue;
+    }
+    if (type == ETH_BYE) {
+      s->peerBye = 1;
+      continue;
+    }
+    if (type == ETH_PING) continue; /* its arrival was the point */
+    if (type == ETH_FLAG) {
+      rxFlag(s, a);
+      continue;
+    }
+    if (type == ETH_REG) {
+      rc = recvReg(c, s, a, b, n);
+      if (rc == 0) continue;
+      if (!s->closing && !s->dead) rxFailed(s, rc, n);
+      return NULL;
+    }
+    rc = rxData(s, &h);
+    if (rc != 0 && !s->closing && !s->dead) {
+      rxFailed(s, rc, n);
+      return NULL;
+    }
+  }
+}

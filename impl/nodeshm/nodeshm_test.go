@@ -1,0 +1,81 @@
+package nodeshm
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+// A leader killed (or stopped for good) after creating the segment leaves its name to the
+// node's other ranks: the one that gives up waiting removes it (the fault suite counted such
+// names as litter: a rank SIGKILLed 3 ms into init).
+func TestGiveUpRemovesTheName(t *testing.T) {
+	const nLocal, maxConns = 2, 4
+	for _, tc := range []struct {
+		what string
+		size int // what the dead leader got to write
+		want string
+	}{
+		{"created, not sized", 0, "was not created by the node's lowest rank in time"},
+		{"sized, never ready", headerBytes + nLocal*(regionSize(maxConns)+collRegion), "never became ready"},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			name := Name(0x7465737400000000|uint64(os.Getpid()), uint64(time.Now().UnixNano()), 0)
+			path := shmDir + name
+			if err := os.WriteFile(path, make([]byte, tc.size), 0o600); err != nil {
+				t.Skipf("no %s: %v", shmDir, err)
+			}
+			defer os.Remove(path)
+			start := time.Now()
+			s, err := Open(name, false, nLocal, maxConns, start.Add(100*time.Millisecond), func() error { return nil })
+			if err == nil {
+				s.Close()
+				t.Fatal("opened a segment no leader made ready")
+			}
+			if status.CodeOf(err) != status.RemoteError || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want RemoteError %q", err, tc.want)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("gave up after %v", d)
+			}
+			if _, err := os.Stat(path); !os.IsNotExist(err) {
+				t.Fatalf("%s left behind (%v)", path, err)
+			}
+		})
+	}
+}
+
+// A rank alone on its node maps a segment that never has a name: killed at any moment, it
+// leaves none (a rank SIGKILLed between creating its /dev/shm file and unlinking it did).
+func TestAloneHasNoName(t *testing.T) {
+	name := Name(0x616c6f6e65000000|uint64(os.Getpid()), uint64(time.Now().UnixNano()), 0)
+	s, err := Open(name, true, 1, 4, time.Now().Add(time.Second), func() error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// its mapping is backed by a memfd ("/memfd:NAME (deleted)"), never by a file of /dev/shm
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(maps), "/memfd:"+name) || strings.Contains(string(maps), shmDir+name) {
+		t.Fatalf("the segment of a rank alone is not an unnamed memfd:\n%s", grepLines(string(maps), name))
+	}
+	if _, err := os.Stat(shmDir + name); !os.IsNotExist(err) {
+		t.Fatalf("%s exists (%v)", shmDir+name, err)
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,19 @@
+/*
+ * shm.h: the SHM transport of the C engine (host mode, ranks of one node):
+ * a put is a memcpy into a peer's mscclppHostAlloc region mapped here, else
+ * process_vm_writev (engWrite); a signal is an atomic store of the
+ * connection's signal count into the peer's epoch in the node segment, with a
+ * futex wake when the peer sleeps on it.
+ */
+#ifndef MSCCLPP_SHM_H_
+#define MSCCLPP_SHM_H_
+
+#include "engine.h"
+
+/* One trigger's work on connection c (shmOps.op). */
+int shmOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+          uint64_t size);
+
+extern const engOps shmOps;
+
+#endif
