@@ -39,7 +39,6 @@ type cudaState struct {
 	dev   cuda.Device
 	proxy *cudaproxy.Proxy
 	ipc   map[cuda.IpcHandle]uint64
-	peer  map[int]int  // connection index -> peer rank
 	peers map[int]bool // ranks whose memory this rank mapped: they map this rank's (setup is symmetric)
 }
 
@@ -91,7 +90,6 @@ func (c *p2p) Declare(d transport.Decl) (transport.Endpoint, error) {
 	if err != nil {
 		return transport.Endpoint{}, fmt.Errorf("P2P %w", err)
 	}
-	c.cuda.peer[d.Idx] = d.Peer
 	epoch := c.cuda.proxy.Attach(c.h.DevConns, d.Idx, d.Peer, d.Tag, d.Local)
 	return transport.Endpoint{Ctx: ctx, Epoch: epoch}, nil
 }
@@ -141,8 +139,8 @@ func decodeIpcDesc(blob []byte) (ipcDesc, error) {
 	return d, nil
 }
 
-// importReg opens a peer's device memory through CUDA IPC for connection idx.
-func (c *p2p) importReg(idx int, blob []byte) (engine.Reg, error) {
+// importReg opens a peer's device memory through CUDA IPC.
+func (c *p2p) importReg(blob []byte) (engine.Reg, error) {
 	d, err := decodeIpcDesc(blob)
 	if err != nil {
 		return engine.Reg{}, err
@@ -151,7 +149,6 @@ func (c *p2p) importReg(idx int, blob []byte) (engine.Reg, error) {
 	if err != nil {
 		return engine.Reg{}, err
 	}
-	c.cuda.peers[c.cuda.peer[idx]] = true
 	return engine.Reg{Addr: a, Size: d.size}, nil
 }
 
@@ -167,10 +164,11 @@ func (c *p2p) Finish(s transport.Setup) (transport.Connected, error) {
 		out.Path = "host mode, as SHM: " + out.Path
 		return out, err
 	}
-	remote, err := transport.ImportAll(s, func(_ int, blob []byte) (engine.Reg, error) { return c.importReg(s.Idx, blob) })
+	remote, err := transport.ImportAll(s, func(_ int, blob []byte) (engine.Reg, error) { return c.importReg(blob) })
 	if err != nil {
 		return transport.Connected{}, err
 	}
+	c.cuda.peers[s.Peer] = true // it maps this rank's memory as this rank maps its (setup is symmetric)
 	// device memory, never touched by the host
 	local := transport.LocalRegs(s, func(b transport.Buffer) engine.Reg {
 		return engine.Reg{Addr: uint64(uintptr(b.Ptr)), Size: b.Size, Pid: os.Getpid()}
@@ -192,7 +190,7 @@ func (c *p2p) ImportRegistered(idx, pid int, blob []byte) (engine.Reg, unsafe.Po
 		}
 		return c.host.(transport.Registrar).ImportRegistered(idx, pid, blob)
 	}
-	r, err := c.importReg(idx, blob)
+	r, err := c.importReg(blob)
 	return r, engine.DevPtr(r.Addr), err
 }
 
@@ -308,7 +306,7 @@ func (c *p2p) initCUDA(dev cuda.Device) error {
 	if err != nil {
 		return err
 	}
-	c.cuda = &cudaState{dev: dev, proxy: px, ipc: map[cuda.IpcHandle]uint64{}, peer: map[int]int{}, peers: map[int]bool{}}
+	c.cuda = &cudaState{dev: dev, proxy: px, ipc: map[cuda.IpcHandle]uint64{}, peers: map[int]bool{}}
 	logx.SetDevice(dev.Ordinal)
 	logx.Infof(logx.Init, "rank %d: CUDA mode on device %d (%s)", c.h.Rank, dev.Ordinal, dev.BusID)
 	return nil
