@@ -278,6 +278,27 @@ out:
   return rc;
 }
 
+int cuwDmabufFd(const cuwApi* a, const cuwDmabufApi* b, cuwContext ctx, cuwDevicePtr p, size_t n, int* fd,
+                uint64_t* offset, const char** call)
+{
+  cuwContext prev;
+  cuwResult rc = push(a, ctx, &prev, call);
+  if (rc != CUW_SUCCESS) return rc;
+  cuwDevicePtr base = 0;
+  size_t size = 0;
+  FAIL_IF(a->memGetAddressRange(&base, &size, p), "cuMemGetAddressRange");
+  uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+  cuwDevicePtr start = base & ~(page - 1);
+  size_t len = (size_t)((base + size - start + page - 1) & ~(page - 1));
+  FAIL_IF(b->getHandleForAddressRange(fd, start, len, CUW_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0),
+          "cuMemGetHandleForAddressRange");
+  *offset = p - start;
+  (void)n;
+out:
+  pop(a, ctx, prev);
+  return rc;
+}
+
 int cuwIpcOpen(const cuwApi* a, cuwContext ctx, const cuwIpcMemHandle* h, cuwDevicePtr* base, const char** call)
 {
   cuwContext prev;

@@ -38,6 +38,10 @@ int cuwIpcOpen(const cuwApi* a, cuwContext ctx, const cuwIpcMemHandle* h, cuwDev
 int cuwCopyAsync(const cuwApi* a, cuwContext ctx, cuwDevicePtr dst, cuwDevicePtr src, size_t n, uintptr_t stream,
                  const char** call);
 int cuwIpcClose(const cuwApi* a, cuwContext ctx, cuwDevicePtr base, const char** call);
+/* A dma-buf fd for the device allocation holding [p, p+n) (cuMemGetHandleForAddressRange over the
+ * allocation's range rounded out to host pages, as NCCL does): *offset is p's offset in it. */
+int cuwDmabufFd(const cuwApi* a, const cuwDmabufApi* b, cuwContext ctx, cuwDevicePtr p, size_t n, int* fd,
+                uint64_t* offset, const char** call);
 /* A reference on device dev's primary context (cuDevicePrimaryCtxRetain) when ctx is that
  * context (*retained = 1), else nothing (*retained = 0: ctx is one the application created);
  * cuwPrimaryRelease gives a reference back. */
@@ -87,6 +91,15 @@ int cudaP2PPushTail(cudaP2PState* st, uint64_t tail);
  * with st's context current for the call. Return a mscclppResult_t; err says what failed. */
 int cudaStageToHost(cudaP2PState* st, void* dst, uint64_t src, size_t n, char* err, int errLen);
 int cudaStageToDevice(cudaP2PState* st, uint64_t dst, const void* src, size_t n, char* err, int errLen);
+
+/* A connection's own staging stream (stage.c), in st's context: created, freed (after its copies),
+ * a copy enqueued on it without waiting (toDevice: host src to device dst, else device src to
+ * host dst), and a wait for everything enqueued on it. Return a mscclppResult_t; err says why. */
+int cudaStageStreamNew(cudaP2PState* st, void** stream, char* err, int errLen);
+void cudaStageStreamFree(cudaP2PState* st, void* stream);
+int cudaStageAsync(cudaP2PState* st, void* stream, uint64_t dst, uint64_t src, size_t n, int toDevice, char* err,
+                   int errLen);
+int cudaStageWait(cudaP2PState* st, void* stream, char* err, int errLen);
 
 /* NVML's CPU affinity of the GPU at busId into set[0..words) (bit i of word
  * w: cpu 64*w+i); init and shutdown around it. On failure: the call and

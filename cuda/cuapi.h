@@ -22,6 +22,9 @@
 #ifndef CUW_POINTER_ATTRIBUTE
 #define CUW_POINTER_ATTRIBUTE int
 #endif
+#ifndef CUW_RANGE_HANDLE_TYPE
+#define CUW_RANGE_HANDLE_TYPE int
+#endif
 #ifndef CUW_NVML_RETURN
 #define CUW_NVML_RETURN int
 #endif
@@ -89,6 +92,14 @@ typedef struct cuwApi {
   cuwResult (*primaryCtxGetState)(cuwDevice dev, unsigned int* flags, int* active); /* cuDevicePrimaryCtxGetState */
 } cuwApi;
 
+/* Entry points a driver may lack (CUDA 11.7 added cuMemGetHandleForAddressRange): resolved in a
+ * table of their own, whose load failing means "not offered", never a failure of the driver. */
+#define CUW_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD 0x1
+typedef struct cuwDmabufApi {
+  cuwResult (*getHandleForAddressRange)(void* handle, cuwDevicePtr dptr, size_t size, CUW_RANGE_HANDLE_TYPE type,
+                                        unsigned long long flags); /* cuMemGetHandleForAddressRange */
+} cuwDmabufApi;
+
 /* NVML (nvml.h): nvmlReturn_t is an int-sized enum, nvmlDevice_t an opaque pointer. */
 typedef CUW_NVML_RETURN cuwNvmlReturn;
 typedef struct nvmlDevice_st* cuwNvmlDevice;
@@ -105,5 +116,6 @@ typedef struct cuwNvml {
 typedef dynSym cuwSym;
 extern const cuwSym cuwCudaSyms[];
 extern const cuwSym cuwNvmlSyms[];
+extern const cuwSym cuwDmabufSyms[];
 
 #endif

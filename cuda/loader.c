@@ -41,6 +41,12 @@ const cuwSym cuwCudaSyms[] = {
     {NULL, NULL, 0},
 };
 
+/* optional: a driver without it offers no dma-buf export (GPUDirect RDMA then needs nvidia-peermem) */
+const cuwSym cuwDmabufSyms[] = {
+    {"cuMemGetHandleForAddressRange", NULL, NULL, offsetof(cuwDmabufApi, getHandleForAddressRange)},
+    {NULL, NULL, 0},
+};
+
 #undef SYM
 #define SYM(field, name) {name, NULL, NULL, offsetof(cuwNvml, field)}
 

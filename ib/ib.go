@@ -122,12 +122,21 @@ func (l *Lib) DeviceNames() ([]string, error) {
 	return out, nil
 }
 
-// GIDIndex is MSCCLPP_IB_GID_INDEX (default 0); a value that is not a
+// GIDIndex is MSCCLPP_IB_GID_INDEX (0 when unset; Open then picks one itself); a value that is not a
 // non-negative integer is an error naming the variable.
 func GIDIndex() (int, error) {
+	v, err := gidIndexEnv()
+	if v < 0 {
+		v = 0
+	}
+	return v, err
+}
+
+// gidIndexEnv is MSCCLPP_IB_GID_INDEX, or -1 when unset (the library picks one).
+func gidIndexEnv() (int, error) {
 	s := strings.TrimSpace(env.Get(EnvGIDIndex))
 	if s == "" {
-		return 0, nil
+		return -1, nil
 	}
 	v, err := strconv.Atoi(s)
 	if err != nil || v < 0 || v > 255 {

@@ -133,31 +133,6 @@ static int pickPort(ibCtx* c, char* err, int errLen)
   return fail(err, errLen, "IB device \"%s\": no ACTIVE port (%s)", c->name, states[0] ? states : "no ports");
 }
 
-/* Reads GID gidIndex of c's port into c->gid and checks the port can be addressed: a populated
- * GID for RoCE, a LID for InfiniBand. */
-static int pickGid(ibCtx* c, int gidIndex, char* err, int errLen)
-{
-  const char* name = c->name;
-  if (gidIndex < 0 || (c->portAttr.gid_tbl_len > 0 && gidIndex >= c->portAttr.gid_tbl_len))
-    return fail(err, errLen, "IB device \"%s\" port %d: GID index %d out of range (table of %d; MSCCLPP_IB_GID_INDEX)",
-                name, c->port, gidIndex, c->portAttr.gid_tbl_len);
-  int rc = c->api->query_gid(c->ctx, (uint8_t)c->port, gidIndex, &c->gid);
-  if (rc != 0)
-    return fail(err, errLen, "ibv_query_gid(%s, port %d, index %d): %s", name, c->port, gidIndex,
-                strerror(rc > 0 ? rc : errno));
-  if (c->portAttr.link_layer == IBA_LINK_LAYER_ETHERNET) {
-    static const uint8_t zero[16];
-    if (memcmp(c->gid.raw, zero, 16) == 0)
-      return fail(err, errLen,
-                  "IB device \"%s\" port %d is RoCE and GID index %d is empty: set MSCCLPP_IB_GID_INDEX to a "
-                  "populated entry",
-                  name, c->port, gidIndex);
-  } else if (c->portAttr.lid == 0) {
-    return fail(err, errLen, "IB device \"%s\" port %d has no LID (is a subnet manager running?)", name, c->port);
-  }
-  return 0;
-}
-
 ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, char* err, int errLen)
 {
   ibCtx* c = calloc(1, sizeof(*c));
@@ -166,14 +141,15 @@ ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, char* err, int 
     return NULL;
   }
   c->api = a;
-  c->gidIndex = gidIndex;
+  c->gidIndex = -1;
   snprintf(c->name, sizeof(c->name), "%s", name);
   c->ctx = openByName(a, name, err, errLen);
   if (c->ctx == NULL) {
     free(c);
     return NULL;
   }
-  if (pickPort(c, err, errLen) != 0 || pickGid(c, gidIndex, err, errLen) != 0) goto bad;
+  /* a negative index: the caller picks one once the port is known (ibCtxSetGid, gid.c) */
+  if (pickPort(c, err, errLen) != 0 || (gidIndex >= 0 && ibCtxSetGid(c, gidIndex, err, errLen) != 0)) goto bad;
   errno = 0;
   c->pd = a->alloc_pd(c->ctx);
   if (c->pd == NULL) {
@@ -354,6 +330,7 @@ ibQp* ibQpCreate(ibCtx* c, ibCq* cq, uint32_t maxSendWr, const char* peer, char*
   ia.cap.max_recv_wr = 1; /* nothing is received; some providers refuse 0 */
   ia.cap.max_send_sge = 1;
   ia.cap.max_recv_sge = 1;
+  ia.cap.max_inline_data = sizeof(uint64_t); /* the signal; a provider may grant less, then none goes inline */
   ia.sq_sig_all = 0;
   errno = 0;
   q->qp = c->api->create_qp(c->pd, &ia);
@@ -362,6 +339,7 @@ ibQp* ibQpCreate(ibCtx* c, ibCq* cq, uint32_t maxSendWr, const char* peer, char*
          errno ? strerror(errno) : "failed");
     goto bad;
   }
+  q->maxInline = ia.cap.max_inline_data;
   pthread_mutex_lock(&cq->lock);
   cq->qps[cq->nqp++] = q;
   cq->committed += (int)maxSendWr;

@@ -52,6 +52,13 @@ typedef struct ibApi {
 /* The entry points of ibApi at IBVERBS_1.1, for impl/dynlib's loader (NULL-terminated). */
 extern const dynSym ibSyms[];
 
+/* Entry points a libibverbs may lack, in a table of their own (mrdev.c): failing to load it means
+ * "not offered". ibv_reg_dmabuf_mr is at IBVERBS_1.12. */
+typedef struct ibDmabufApi {
+  iba_reg_dmabuf_mr_fn reg_dmabuf_mr;
+} ibDmabufApi;
+extern const dynSym ibDmabufSyms[];
+
 /* Names of the devices the library sees: fills names[i] (up to max), returns
  * the count, or -1 with err. Never calls ibv_free_device_list(NULL). */
 int ibDeviceNames(const ibApi* a, char (*names)[IBA_SYSFS_NAME_MAX], int max, char* err, int errLen);
@@ -63,20 +70,26 @@ typedef struct ibCtx {
   struct iba_pd* pd;
   char name[IBA_SYSFS_NAME_MAX];
   int port;     /* first ACTIVE port */
-  int gidIndex; /* MSCCLPP_IB_GID_INDEX */
+  int gidIndex; /* MSCCLPP_IB_GID_INDEX, or picked from sysfs (gid.go); -1 until set */
   struct iba_port_attr portAttr;
   struct iba_device_attr devAttr;
   union iba_gid gid;
 } ibCtx;
 
 /* Opens device name (exact verbs name), picks the first ACTIVE port, reads
- * GID gidIndex, allocates a PD. NULL with err on failure. */
+ * GID gidIndex (negative: later, ibCtxSetGid), allocates a PD. NULL with err on failure. */
 ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, char* err, int errLen);
+/* Reads GID gidIndex of c's port (gid.c): 0, or -1 with err (out of range, empty on RoCE, no LID on IB). */
+int ibCtxSetGid(ibCtx* c, int gidIndex, char* err, int errLen);
 void ibCtxClose(ibCtx* c);
 
 /* Registers [addr, addr+size) with LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ (no relaxed ordering). */
 struct iba_mr* ibMrReg(ibCtx* c, uint64_t addr, uint64_t size, char* err, int errLen);
 int ibMrDereg(ibCtx* c, struct iba_mr* mr, char* err, int errLen);
+/* Registers length bytes at offset of dma-buf fd (GPU memory), addressed at iova, with the access
+ * of ibMrReg (mrdev.c). */
+struct iba_mr* ibMrRegDmabuf(ibCtx* c, const ibDmabufApi* d, uint64_t offset, uint64_t length, uint64_t iova, int fd,
+                             char* err, int errLen);
 
 typedef struct ibQp ibQp;
 
@@ -116,6 +129,7 @@ struct ibQp {
   ibCq* cq;
   struct iba_qp* qp;
   uint32_t maxSendWr;
+  uint32_t maxInline;   /* max_inline_data the QP granted: signals go inline when >= 8 */
   uint32_t signalEvery; /* max_send_wr/2, at least 1 */
   uint32_t psn;
   char peer[64];        /* who is on the other side, for messages ("rank 3") */
@@ -149,7 +163,8 @@ void ibQpSetFailed(ibQp* q, const char* fmt, ...) __attribute__((format(printf, 
 /* RDMA-writes size bytes from mr+loff to raddr+roff (rkey); size may exceed 2 GiB (split into WRs). */
 int ibWrite(ibQp* q, const struct iba_mr* mr, uint64_t loff, uint64_t raddr, uint32_t rkey, uint64_t roff,
             uint64_t size, int signaled);
-/* RDMA-writes the 8-byte value to raddr (rkey) after every earlier WR of the QP. */
+/* RDMA-writes the 8-byte value to raddr (rkey) after every earlier WR of the QP; inline
+ * (IBV_SEND_INLINE, the value copied at post time) when the QP's max_inline_data allows. */
 int ibWriteSignal(ibQp* q, uint64_t value, uint64_t raddr, uint32_t rkey, int signaled);
 /* Waits until every posted WR completed (polling the QP's CQ); timeoutMs <= 0: no limit. */
 int ibFlush(ibQp* q, int timeoutMs);

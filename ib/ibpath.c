@@ -58,7 +58,7 @@ static int waitRoom(ibQp* q)
 }
 
 /* Posts one WR (q->lock held). sge may be NULL for a zero-length write. */
-static int postOne(ibQp* q, struct iba_sge* sge, uint64_t raddr, uint32_t rkey, int signaled)
+static int postOne(ibQp* q, struct iba_sge* sge, uint64_t raddr, uint32_t rkey, int signaled, int inl)
 {
   if (__atomic_load_n(&q->failed, __ATOMIC_ACQUIRE)) return -1;
   if (waitRoom(q) != 0) return -1;
@@ -70,7 +70,7 @@ static int postOne(ibQp* q, struct iba_sge* sge, uint64_t raddr, uint32_t rkey, 
   wr.sg_list = sge;
   wr.num_sge = sge != NULL ? 1 : 0;
   wr.opcode = IBA_WR_RDMA_WRITE;
-  wr.send_flags = signaled ? IBA_SEND_SIGNALED : 0;
+  wr.send_flags = (signaled ? IBA_SEND_SIGNALED : 0) | (inl ? IBA_SEND_INLINE : 0);
   wr.wr.rdma.remote_addr = raddr;
   wr.wr.rdma.rkey = rkey;
   int rc = iba_post_send(q->qp, &wr, &bad);
@@ -105,7 +105,7 @@ int ibWrite(ibQp* q, const struct iba_mr* mr, uint64_t loff, uint64_t raddr, uin
     uint64_t n = size - done < IB_MAX_WR_BYTES ? size - done : IB_MAX_WR_BYTES;
     struct iba_sge sge = {(uint64_t)(uintptr_t)mr->addr + loff + done, (uint32_t)n, mr->lkey};
     int last = done + n == size;
-    rc = postOne(q, n > 0 ? &sge : NULL, raddr + roff + done, rkey, signaled && last);
+    rc = postOne(q, n > 0 ? &sge : NULL, raddr + roff + done, rkey, signaled && last, 0);
     done += n;
   } while (rc == 0 && done < size);
   pthread_mutex_unlock(&q->lock);
@@ -122,7 +122,7 @@ int ibWriteSignal(ibQp* q, uint64_t value, uint64_t raddr, uint32_t rkey, int si
     uint64_t* slot = &q->sigBuf[(q->posted + 1) % q->maxSendWr];
     *slot = value;
     struct iba_sge sge = {(uint64_t)(uintptr_t)slot, sizeof(uint64_t), q->sigMr->lkey};
-    rc = postOne(q, &sge, raddr, rkey, signaled);
+    rc = postOne(q, &sge, raddr, rkey, signaled, q->maxInline >= sizeof(uint64_t));
   }
   pthread_mutex_unlock(&q->lock);
   return rc;
@@ -137,7 +137,7 @@ int ibFlush(ibQp* q, int timeoutMs)
   }
   /* the last WR's completion is the one that says all are done */
   if (!q->lastSignaled && q->posted > __atomic_load_n(&q->completed, __ATOMIC_ACQUIRE)) {
-    if (postOne(q, NULL, q->lastRaddr, q->lastRkey, 1) != 0) {
+    if (postOne(q, NULL, q->lastRaddr, q->lastRkey, 1, 0) != 0) {
       pthread_mutex_unlock(&q->lock);
       return -1;
     }

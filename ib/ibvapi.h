@@ -500,6 +500,9 @@ typedef struct iba_pd* (*iba_alloc_pd_fn)(struct iba_context* context);
 typedef int (*iba_dealloc_pd_fn)(struct iba_pd* pd);
 typedef struct iba_mr* (*iba_reg_mr_fn)(struct iba_pd* pd, void* addr, size_t length, int access);
 typedef int (*iba_dereg_mr_fn)(struct iba_mr* mr);
+/* IBVERBS_1.12 (rdma-core 34): a dma-buf registration (GPU memory exported by the CUDA driver) */
+typedef struct iba_mr* (*iba_reg_dmabuf_mr_fn)(struct iba_pd* pd, uint64_t offset, size_t length, uint64_t iova,
+                                               int fd, int access);
 typedef struct iba_cq* (*iba_create_cq_fn)(struct iba_context* context, int cqe, void* cq_context,
                                             struct iba_comp_channel* channel, int comp_vector);
 typedef int (*iba_destroy_cq_fn)(struct iba_cq* cq);

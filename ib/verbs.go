@@ -23,7 +23,8 @@ const errLen = 512
 type Options struct {
 	// Discovery maps interface names and PCI addresses to devices (nil: Sysfs).
 	Discovery Discovery
-	// GIDIndex is the GID table index; negative: MSCCLPP_IB_GID_INDEX (default 0).
+	// GIDIndex is the GID table index; negative: MSCCLPP_IB_GID_INDEX, and where that is unset
+	// the first RoCE v2 IPv4-mapped entry on RoCE (sysfs, as NCCL does), else 0.
 	GIDIndex int
 }
 
@@ -44,7 +45,7 @@ func Open(lib *Lib, ibDev string, opt Options) (*Context, error) {
 	}
 	gid := opt.GIDIndex
 	if gid < 0 {
-		if gid, err = GIDIndex(); err != nil {
+		if gid, err = gidIndexEnv(); err != nil {
 			return nil, err
 		}
 	}
@@ -55,7 +56,14 @@ func Open(lib *Lib, ibDev string, opt Options) (*Context, error) {
 	if c == nil {
 		return nil, status.Errorf(status.SystemError, "%s", cerr(&msg[0]))
 	}
-	return &Context{c: c, lib: lib}, nil
+	x := &Context{c: c, lib: lib}
+	if gid < 0 { // unset: chosen from the port's GID table (gid.go)
+		if err := x.pickGID(); err != nil {
+			x.Close()
+			return nil, err
+		}
+	}
+	return x, nil
 }
 
 // Name is the verbs device name; Port the ACTIVE port in use.

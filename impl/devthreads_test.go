@@ -180,9 +180,7 @@ func TestDevConnPlacement(t *testing.T) {
 		out, err := fakeChild(lib, "TestDevConnPlacement", "placement-ib",
 			"MSCCLPP_IBV_SO="+filepath.Join(dir, "libibverbs.so.1"), "MSCCLPP_IBV_DOUBLE_DIR="+dir)
 		if err != nil {
-			// expected until IB connections in CUDA mode use the CUDA-mode proxy and register
-			// device buffers (issue 15 item 3): counted as a skip, with what failed
-			t.Skipf("expected failure until issue 15 item 3 (IB with GPU buffers): %s", firstFailure(out))
+			t.Fatalf("IB in CUDA mode: %s\n%s", firstFailure(out), out)
 		}
 		t.Logf("child:\n%s", out)
 	})

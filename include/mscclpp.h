@@ -402,7 +402,12 @@ const char* mscclppGetErrorString(mscclppResult_t result);
  *                  memory through CUDA IPC; in host mode -- no CUDA driver in
  *                  use, or MSCCLPP_DEVICE=host -- host memory, carried exactly
  *                  like SHM), mscclppTransportIB (RDMA writes through
- *                  libibverbs, loaded at run time; any node),
+ *                  libibverbs, loaded at run time; any node; in CUDA mode
+ *                  device memory is registered for GPUDirect RDMA: a
+ *                  dma-buf (cuMemGetHandleForAddressRange +
+ *                  ibv_reg_dmabuf_mr) where offered, else ibv_reg_mr on the
+ *                  device pointer (nvidia-peermem); neither: setup fails
+ *                  with mscclppSystemError naming both, nothing is staged),
  *                  mscclppTransportEthernet (extension: TCP; any node)
  *   ibDev          the IB device for mscclppTransportIB (a verbs name such
  *                  as "mlx5_0", a network interface or a PCI address), else

@@ -9,6 +9,7 @@
 #define CUW_NVML_RETURN nvmlReturn_t
 #define CUW_POINTER_ATTRIBUTE CUpointer_attribute
 #define CUW_IPC_HANDLE CUipcMemHandle
+#define CUW_RANGE_HANDLE_TYPE CUmemRangeHandleType
 #include "cuapi.h"
 
 #define SAME(a, b) _Static_assert(__builtin_types_compatible_p(a, b), #a " != " #b)
@@ -61,6 +62,9 @@ FN(cuwApi, pointerGetAttribute, cuPointerGetAttribute);
 FN(cuwApi, primaryCtxRetain, cuDevicePrimaryCtxRetain);
 FN(cuwApi, primaryCtxRelease, cuDevicePrimaryCtxRelease_v2);
 FN(cuwApi, primaryCtxGetState, cuDevicePrimaryCtxGetState);
+
+FN(cuwDmabufApi, getHandleForAddressRange, cuMemGetHandleForAddressRange);
+_Static_assert(CUW_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD == CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, "DMA_BUF_FD");
 
 FN(cuwNvml, init, nvmlInit_v2);
 FN(cuwNvml, shutdown, nvmlShutdown);

@@ -23,6 +23,16 @@
  *     memory itself), or 0 where a kernel could not reach it (pageable host
  *     memory, a freed allocation). tests/devthreads runs the header's device
  *     methods on CPU threads through it.
+ *   - cuMemGetHandleForAddressRange exports device memory as a "dma-buf": a memfd named
+ *     "fakecuda-dmabuf:<start address>", from which the libibverbs double
+ *     (tests/ib/double) learns the range and reaches its bytes through
+ *     fakeKernelView; fakeFail("cuMemGetHandleForAddressRange") is a driver
+ *     without dma-buf support.
+ *   - CUDA IPC works between processes of one host: the shadow of each
+ *     allocation is a shared mapping of a memfd, and a handle names the
+ *     owner's pid and fd, so cuIpcOpenMemHandle in another process maps the
+ *     same bytes (through /proc/<pid>/fd) behind a reservation of its own;
+ *     in the owner's process it returns the owner's address, as before.
  *   - Primary contexts are reference counted (cuDevicePrimaryCtxRetain /
  *     Release); fakePrimaryRefs reads the count.
  */
@@ -33,7 +43,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -56,6 +68,8 @@ struct alloc {
   size_t size;
   size_t mapLen;
   void* ctx; /* the context it was allocated in */
+  int fd;    /* the memfd holding the shadow (shared with importers) */
+  int ipc;   /* 1: another process's allocation, mapped by cuIpcOpenMemHandle */
 };
 static struct alloc allocs[MAX_ALLOCS];
 
@@ -377,19 +391,29 @@ CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n)
   if (len == 0) len = 4096;
   void* dev = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (dev == MAP_FAILED) return 2;
-  char* shadow = calloc(1, n ? n : 1);
+  /* the shadow: a shared mapping of a memfd, so that another process can open it (IPC) */
+  int fd = memfd_create("fakecuda-device", MFD_CLOEXEC);
+  char* shadow = fd >= 0 && ftruncate(fd, (off_t)len) == 0
+                     ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                     : MAP_FAILED;
+  if (shadow == MAP_FAILED) {
+    if (fd >= 0) close(fd);
+    munmap(dev, len);
+    return 2;
+  }
   CUresult rc = 2;
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAX_ALLOCS; i++)
     if (allocs[i].dev == NULL) {
-      allocs[i] = (struct alloc){dev, shadow, n, len, curCtx()};
+      allocs[i] = (struct alloc){dev, shadow, n, len, curCtx(), fd, 0};
       rc = 0;
       break;
     }
   pthread_mutex_unlock(&mu);
   if (rc != 0) {
     munmap(dev, len);
-    free(shadow);
+    munmap(shadow, len);
+    close(fd);
     return rc;
   }
   *p = (CUdeviceptr)(uintptr_t)dev;
@@ -409,7 +433,8 @@ CUresult cuMemFree_v2(CUdeviceptr p)
   pthread_mutex_unlock(&mu);
   if (found.dev == NULL) return 1;
   munmap(found.dev, found.mapLen);
-  free(found.shadow);
+  munmap(found.shadow, found.mapLen);
+  close(found.fd);
   return 0;
 }
 CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n)
@@ -504,13 +529,84 @@ CUresult cuPointerGetAttribute(void* data, int attr, CUdeviceptr p)
   pthread_mutex_unlock(&mu);
   return rc;
 }
+/* Maps another process's allocation named by h (its memfd through /proc/<pid>/fd) behind a fresh
+ * reservation; *p becomes the address of h's pointer in it. 0, or -1. */
+static int ipcMap(const CUipcMemHandle* h, CUdeviceptr* p)
+{
+  int pid, fd;
+  uint64_t base, len;
+  size_t size;
+  memcpy(&pid, h->reserved + 16, 4);
+  memcpy(&fd, h->reserved + 20, 4);
+  memcpy(&base, h->reserved + 24, 8);
+  memcpy(&len, h->reserved + 32, 8);
+  memcpy(&size, h->reserved + 40, sizeof(size_t));
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+  int mine = open(path, O_RDWR | O_CLOEXEC);
+  if (mine < 0) return -1;
+  char* shadow = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mine, 0);
+  char* dev = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  int rc = -1;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < MAX_ALLOCS && shadow != MAP_FAILED && dev != MAP_FAILED && rc != 0; i++)
+    if (allocs[i].dev == NULL) {
+      allocs[i] = (struct alloc){dev, shadow, size, len, curCtx(), mine, 1};
+      rc = 0;
+    }
+  pthread_mutex_unlock(&mu);
+  if (rc != 0) {
+    if (shadow != MAP_FAILED) munmap(shadow, len);
+    if (dev != MAP_FAILED) munmap(dev, len);
+    close(mine);
+    return -1;
+  }
+  *p = (CUdeviceptr)(uintptr_t)dev + (*p - base);
+  return 0;
+}
+
+/* Unmaps the mapping ipcMap made at p, if p is one. */
+static void ipcUnmap(CUdeviceptr p)
+{
+  struct alloc found = {0};
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < MAX_ALLOCS; i++)
+    if (allocs[i].dev != NULL && allocs[i].ipc && allocs[i].dev == (char*)(uintptr_t)p) {
+      found = allocs[i];
+      allocs[i] = (struct alloc){0};
+    }
+  pthread_mutex_unlock(&mu);
+  if (found.dev == NULL) return;
+  munmap(found.dev, found.mapLen);
+  munmap(found.shadow, found.mapLen);
+  close(found.fd);
+}
+
 CUresult cuIpcGetMemHandle(CUipcMemHandle* h, CUdeviceptr p)
 {
   FAILS("cuIpcGetMemHandle");
   memset(h, 0, sizeof(*h));
   memcpy(h->reserved, "FAKEIPC", 7);
   memcpy(h->reserved + 8, &p, sizeof(p));
-  return 0;
+  /* the owner and its allocation's memfd, for another process to map: pid, fd, base, size */
+  int pid = getpid(), fd = -1;
+  uint64_t base = 0, len = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < MAX_ALLOCS; i++) {
+    char* b = allocs[i].dev;
+    if (b != NULL && !allocs[i].ipc && (char*)(uintptr_t)p >= b && (char*)(uintptr_t)p < b + allocs[i].mapLen) {
+      fd = allocs[i].fd;
+      base = (uint64_t)(uintptr_t)b;
+      len = allocs[i].mapLen;
+      memcpy(h->reserved + 40, &allocs[i].size, sizeof(size_t));
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  memcpy(h->reserved + 16, &pid, 4);
+  memcpy(h->reserved + 20, &fd, 4);
+  memcpy(h->reserved + 24, &base, 8);
+  memcpy(h->reserved + 32, &len, 8);
+  return fd < 0 ? 1 : 0;
 }
 #ifdef FAKE_OLD_IPC
 CUresult cuIpcOpenMemHandle(
@@ -522,6 +618,9 @@ CUdeviceptr* p, CUipcMemHandle h, unsigned int flags)
   FAILS("cuIpcOpenMemHandle_v2");
   if (memcmp(h.reserved, "FAKEIPC", 7) != 0 || flags != 1) return 1;
   memcpy(p, h.reserved + 8, sizeof(*p));
+  int pid;
+  memcpy(&pid, h.reserved + 16, 4);
+  if (pid != getpid() && ipcMap(&h, p) != 0) return 1;
   __atomic_fetch_add(&ipcOpen, 1, __ATOMIC_RELAXED);
   pthread_mutex_lock(&mu);
   logLine("cuIpcOpenMemHandle ptr=%#llx", (unsigned long long)*p);
@@ -531,6 +630,7 @@ CUdeviceptr* p, CUipcMemHandle h, unsigned int flags)
 CUresult cuIpcCloseMemHandle(CUdeviceptr p)
 {
   FAILS("cuIpcCloseMemHandle");
+  ipcUnmap(p);
   __atomic_fetch_sub(&ipcOpen, 1, __ATOMIC_RELAXED);
   pthread_mutex_lock(&mu);
   int pending = 0;
@@ -540,6 +640,30 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr p)
   pthread_mutex_unlock(&mu);
   return 0;
 }
+/* CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD (1) of [p, p+n), which must lie in the pages of one device
+ * allocation, p page-aligned, no flags: a memfd whose name carries p (see the header). */
+CUresult cuMemGetHandleForAddressRange(void* handle, CUdeviceptr p, size_t n, int type, unsigned long long flags)
+{
+  FAILS("cuMemGetHandleForAddressRange");
+  if (type != 1 || flags != 0 || (p & 4095) != 0 || n == 0) return 1;
+  int ok = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < MAX_ALLOCS; i++) {
+    char* b = allocs[i].dev;
+    char* a = (char*)(uintptr_t)p;
+    if (b != NULL && a >= b && a < b + allocs[i].mapLen && n <= allocs[i].mapLen - (size_t)(a - b)) ok = 1;
+  }
+  logLine("cuMemGetHandleForAddressRange ptr=%#llx size=%zu", (unsigned long long)p, n);
+  pthread_mutex_unlock(&mu);
+  if (!ok) return 1;
+  char name[64];
+  snprintf(name, sizeof(name), "fakecuda-dmabuf:%#llx", (unsigned long long)p);
+  int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return 2;
+  *(int*)handle = fd;
+  return 0;
+}
+
 /* A stream remembers its context: copies on it need that context current. */
 CUresult cuStreamCreate(void** s, unsigned int flags)
 {
@@ -615,6 +739,7 @@ CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, void* st)
     rc = (CUresult)runOp(&o);
   } else {
     rc = enqueue(st, d, s, n);
+    logLine("cuMemcpyAsync stream=%d bytes=%zu", ((fakeStream*)st)->id, n);
   }
   pthread_mutex_unlock(&mu);
   return rc;

@@ -211,3 +211,4 @@ SAME_VAL(SYSFS_NAME_MAX);
 #define SAME_FN(f) _Static_assert(sizeof(iba_##f##_fn) == sizeof(&ibv_##f), #f)
 SAME_FN(get_device_list);
 SAME_FN(open_device);
+SAME_FN(reg_dmabuf_mr);

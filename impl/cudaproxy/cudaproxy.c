@@ -1,7 +1,7 @@
 /*
  * cudaproxy.c: a CUDA-mode proxy context's threadInit and publishTail over cuda's P2P
  * state (cuda/p2p.c makes the driver calls), reporting failures through engFail. Shared
- * by the transports whose proxies run in CUDA mode (impl/p2p, impl/eth).
+ * by the transports whose proxies run in CUDA mode (impl/p2p, impl/eth, impl/ib).
  */
 #include <stdio.h>
 

@@ -1,6 +1,6 @@
 /*
  * cudaproxy.h: what every CUDA-mode transport's engOps table needs of cuda's P2P state
- * on the proxy thread (impl/p2p, impl/eth): its threadInit and publishTail, with the
+ * on the proxy thread (impl/p2p, impl/eth, impl/ib): its threadInit and publishTail, with the
  * driver's failures turned into the communicator's error.
  */
 #ifndef MSCCLPP_CUDAPROXY_H

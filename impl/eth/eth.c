@@ -87,7 +87,7 @@ void ethPutHeader(unsigned char* h, uint32_t type, uint64_t a, uint64_t b, uint6
   memcpy(h + 24, &c, 8);
 }
 
-static int sendFailed(engConn* c, ethConn* s, int err)
+int ethSendFailed(engConn* c, ethConn* s, int err)
 {
   if (s->closing || err == ESHUTDOWN) return mscclppInvalidUsage;
   char what[200];
@@ -102,36 +102,6 @@ static int sendFailed(engConn* c, ethConn* s, int err)
   int rc = engConnFail(c, mscclppRemoteError, "%s", what);
   ethMarkDead(s);
   return rc;
-}
-
-/* A put from device memory: the header, then the payload chunk by chunk through the pinned
- * staging buffer (copied from the device, then sent), all under the send lock. */
-static int sendStaged(engConn* c, ethConn* s, unsigned char* hdr, uint64_t src, uint64_t size)
-{
-  struct cudaP2PState* cuda = ctxState(c)->cuda;
-  if (cuda == NULL || s->sendStage == NULL)
-    return engConnFail(c, mscclppInvalidUsage, "Ethernet put from memory the host cannot read (not CUDA mode)");
-  char what[300];
-  int rc = mscclppSuccess;
-  pthread_mutex_lock(&s->sendLock);
-  struct iovec iov[1] = {{hdr, ETH_HDR_BYTES}};
-  int err = ethSendAll(s, iov, 1);
-  for (uint64_t off = 0; err == 0 && off < size; off += s->stageBytes) {
-    size_t n = (size_t)(size - off < s->stageBytes ? size - off : s->stageBytes);
-    char why[200];
-    if (cudaStageToHost(cuda, s->sendStage, src + off, n, why, sizeof(why)) != mscclppSuccess) {
-      snprintf(what, sizeof(what), "Ethernet put from device memory: %s", why);
-      rc = mscclppUnhandledCudaError;
-      /* the header promised size bytes: keep the stream in step with zeros, the peer gets them */
-      memset(s->sendStage, 0, n);
-    }
-    struct iovec d[1] = {{s->sendStage, n}};
-    err = ethSendAll(s, d, 1);
-  }
-  pthread_mutex_unlock(&s->sendLock);
-  if (err != 0) return sendFailed(c, s, err);
-  if (rc != mscclppSuccess) return engConnFail(c, rc, "%s", what);
-  return mscclppSuccess;
 }
 
 static int ethOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
@@ -150,9 +120,9 @@ static int ethOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff,
       pthread_mutex_lock(&s->sendLock);
       int err = ethSendAll(s, iov, 2);
       pthread_mutex_unlock(&s->sendLock);
-      if (err != 0) return sendFailed(c, s, err);
+      if (err != 0) return ethSendFailed(c, s, err);
     } else {
-      rc = sendStaged(c, s, hdr, src->addr + srcOff, size);
+      rc = ethSendStaged(c, s, hdr, src->addr + srcOff, size);
       if (rc != mscclppSuccess) return rc;
     }
   }
@@ -165,7 +135,7 @@ static int ethOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff,
     struct iovec iov[1] = {{hdr, ETH_HDR_BYTES}};
     int err = ethSendAll(s, iov, 1);
     pthread_mutex_unlock(&s->sendLock);
-    if (err != 0) return sendFailed(c, s, err);
+    if (err != 0) return ethSendFailed(c, s, err);
   }
   /* Sync: every send above returned, so the sources may be reused; nothing else to wait for */
   return mscclppSuccess;
@@ -199,7 +169,7 @@ int ethWriteReg(engConn* c, uint64_t idx, uint64_t off, const void* src, uint64_
   pthread_mutex_lock(&s->sendLock);
   int err = ethSendAll(s, iov, 2);
   pthread_mutex_unlock(&s->sendLock);
-  return err != 0 ? sendFailed(c, s, err) : mscclppSuccess;
+  return err != 0 ? ethSendFailed(c, s, err) : mscclppSuccess;
 }
 
 /* The tick of a connection whose peer is declared unreachable after deadMs: an eighth of it
@@ -218,9 +188,13 @@ int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t 
   struct ethCtx* e = c == NULL || c->ctx == NULL ? NULL : ctxState(c);
   if (e == NULL || c->connId < 0 || c->connId >= ENG_MAX_CONNS || e->conns[c->connId] != NULL)
     return mscclppInternalError;
-  if (e->cuda != NULL && (sendStage == NULL || recvStage == NULL || stageBytes < 8)) return mscclppInternalError;
+  if (e->cuda != NULL && (sendStage == NULL || recvStage == NULL || stageBytes < 16)) return mscclppInternalError;
   ethConn* s = (ethConn*)calloc(1, sizeof(ethConn));
   if (s == NULL) return mscclppSystemError;
+  if (ethConnStreamsNew(e, s) != mscclppSuccess) {
+    free(s);
+    return mscclppUnhandledCudaError;
+  }
   s->fd = fd;
   s->c = c;
   s->sendStage = (char*)sendStage;
@@ -233,12 +207,14 @@ int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t 
                        .tv_usec = (suseconds_t)(s->pingNs % 1000000000ull / 1000)};
   if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0 ||
       setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) {
+    ethConnStreamsFree(e, s);
     free(s);
     return mscclppSystemError;
   }
   pthread_mutex_init(&s->sendLock, NULL);
   if (pthread_create(&s->rx, NULL, ethRxMain, s) != 0) {
     pthread_mutex_destroy(&s->sendLock);
+    ethConnStreamsFree(e, s);
     free(s);
     return mscclppSystemError;
   }
@@ -317,6 +293,7 @@ static void ethClose(engCtx* ctx)
     pthread_mutex_unlock(&s->sendLock);
     shutdown(s->fd, SHUT_RDWR);
     if (s->rxStarted) pthread_join(s->rx, NULL);
+    ethConnStreamsFree(e, s);
     close(s->fd);
     pthread_mutex_destroy(&s->sendLock);
     free(s);

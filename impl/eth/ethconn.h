@@ -19,9 +19,11 @@ typedef struct ethConn {
   volatile int closing; /* set by close: EOF and errors from here on are expected */
   volatile int peerBye; /* the peer said it closes on purpose */
   uint64_t fenceSeen;   /* the last fence number received */
-  char* sendStage;      /* CUDA mode: pinned buffers device memory travels through */
-  char* recvStage;
+  char* sendStage;      /* CUDA mode: pinned buffers device memory travels through, each */
+  char* recvStage;      /* used as two halves (double buffering, stage.c) */
   uint64_t stageBytes;
+  void* sendStream;     /* CUDA mode: the connection's own streams for its staging copies */
+  void* recvStream;
   engConn* c;
   uint64_t deadNs;     /* no progress (send) or nothing received for this long: the peer is unreachable */
   uint64_t pingNs;     /* the tick: a PING goes out when nothing else did for this long */
@@ -59,5 +61,19 @@ void ethPutHeader(unsigned char* h, uint32_t type, uint64_t a, uint64_t b, uint6
 void ethMarkDead(ethConn* s);
 /* The receive thread of connection s (ethrx.c). */
 void* ethRxMain(void* arg);
+/* Reads exactly n bytes (ethrx.c); 0, -1 on a clean end of stream before the first byte, else an
+ * errno (ETIMEDOUT: nothing came in for deadMs). */
+int ethRecvAll(ethConn* s, void* buf, size_t n);
+/* Records a failed send on c (a peer unreachable, or gone) and returns its code (eth.c). */
+int ethSendFailed(engConn* c, ethConn* s, int err);
+
+/* stage.c, CUDA mode: a put from device memory (the header, then size bytes at device address
+ * src) under the send lock; a put of n bytes into device memory at dst; a signal's count into my
+ * device epoch after the data it counts; the connection's streams made and freed. */
+int ethSendStaged(engConn* c, ethConn* s, unsigned char* hdr, uint64_t src, uint64_t size);
+int ethRecvStaged(engConn* c, ethConn* s, uint64_t dst, uint64_t n);
+int ethFlagStaged(engConn* c, ethConn* s, uint64_t epoch, uint64_t count);
+int ethConnStreamsNew(struct ethCtx* e, ethConn* s);
+void ethConnStreamsFree(struct ethCtx* e, ethConn* s);
 
 #endif

@@ -38,7 +38,7 @@ static int rxTick(ethConn* s)
 
 /* Reads exactly n bytes; 0, -1 on a clean end of stream before the first byte, else an errno
  * (ETIMEDOUT: nothing came in for deadMs). A blocked recv returns every tick (SO_RCVTIMEO). */
-static int recvAll(ethConn* s, void* buf, size_t n)
+int ethRecvAll(ethConn* s, void* buf, size_t n)
 {
   size_t got = 0;
   while (got < n) {
@@ -64,7 +64,7 @@ static int skip(ethConn* s, uint64_t n)
   char buf[4096];
   while (n > 0) {
     size_t k = n < sizeof(buf) ? (size_t)n : sizeof(buf);
-    int rc = recvAll(s, buf, k);
+    int rc = ethRecvAll(s, buf, k);
     if (rc != 0) return rc;
     n -= k;
   }
@@ -85,7 +85,7 @@ static int recvReg(engConn* c, ethConn* s, uint64_t idx, uint64_t off, uint64_t 
 {
   const engReg* r = regAt(c, idx);
   const char* bad = ethRegBad(r, off, n);
-  if (bad == NULL) return recvAll(s, r->mapped + off, (size_t)n);
+  if (bad == NULL) return ethRecvAll(s, r->mapped + off, (size_t)n);
   char what[300];
   snprintf(what, sizeof(what), "rank %d wrote %llu bytes at offset %llu of registered buffer %llu: %s; dropped",
            c->peerRank, (unsigned long long)n, (unsigned long long)off, (unsigned long long)idx, bad);
@@ -130,16 +130,9 @@ static void rxFlag(ethConn* s, uint64_t a)
   engConn* c = s->c;
   volatile uint64_t* epoch = &c->dev->localSignalEpochId->proxy;
   struct cudaP2PState* cuda = ctxState(c)->cuda;
-  char what[300];
   if (cuda != NULL) {
     /* the epoch is device memory: one in-order receive thread, so the counts only grow */
-    char why[200];
-    memcpy(s->recvStage, &a, sizeof(a));
-    if (cudaStageToDevice(cuda, (uint64_t)(uintptr_t)epoch, s->recvStage, sizeof(a), why, sizeof(why)) !=
-        mscclppSuccess) {
-      snprintf(what, sizeof(what), "signal from rank %d into device memory: %s", c->peerRank, why);
-      engConnFail(c, mscclppUnhandledCudaError, "%s", what);
-    }
+    (void)ethFlagStaged(c, s, (uint64_t)(uintptr_t)epoch, a);
     return;
   }
   uint64_t cur = __atomic_load_n(epoch, __ATOMIC_RELAXED);
@@ -157,7 +150,6 @@ static int rxData(ethConn* s, const ethHdr* h)
   struct cudaP2PState* cuda = ctxState(c)->cuda;
   uint64_t a = h->a, b = h->b, n = h->n;
   char what[300];
-  int rc = 0;
   const char* bad = ethDataBad(h, c->local, c->nLocal, cuda != NULL && s->recvStage != NULL);
   if (bad != NULL) {
     snprintf(what, sizeof(what), "rank %d put %llu bytes at offset %llu of handle %llu: %s; dropped", c->peerRank,
@@ -165,19 +157,8 @@ static int rxData(ethConn* s, const ethHdr* h)
     engConnFail(c, mscclppRemoteError, "%s", what);
     return skip(s, n);
   }
-  if (c->local[a].mapped != NULL) return recvAll(s, c->local[a].mapped + b, (size_t)n);
-  /* device memory: chunk by chunk through the pinned staging buffer */
-  for (uint64_t off = 0; rc == 0 && off < n; off += s->stageBytes) {
-    size_t k = (size_t)(n - off < s->stageBytes ? n - off : s->stageBytes);
-    rc = recvAll(s, s->recvStage, k);
-    char why[200];
-    if (rc == 0 &&
-        cudaStageToDevice(cuda, c->local[a].addr + b + off, s->recvStage, k, why, sizeof(why)) != mscclppSuccess) {
-      snprintf(what, sizeof(what), "put from rank %d into device memory: %s", c->peerRank, why);
-      engConnFail(c, mscclppUnhandledCudaError, "%s", what);
-    }
-  }
-  return rc;
+  if (c->local[a].mapped != NULL) return ethRecvAll(s, c->local[a].mapped + b, (size_t)n);
+  return ethRecvStaged(c, s, c->local[a].addr + b, n); /* device memory, double-buffered (stage.c) */
 }
 
 /* The receive thread: data straight into the registered buffers, counts into my epoch. */
@@ -188,7 +169,7 @@ void* ethRxMain(void* arg)
   unsigned char hdr[ETH_HDR_BYTES];
   char what[300];
   for (;;) {
-    int rc = recvAll(s, hdr, sizeof(hdr));
+    int rc = ethRecvAll(s, hdr, sizeof(hdr));
     if (rc != 0) {
       if (!s->closing && !s->dead) rxFailed(s, rc, 0);
       return NULL;

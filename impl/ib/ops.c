@@ -11,6 +11,8 @@
  */
 #include "ops.h"
 
+#include "cudaproxy.h" /* the CUDA-mode proxy thread's setup and tail publication */
+
 #include <stddef.h>
 #include <stdio.h>
 
@@ -59,5 +61,23 @@ const engOps ibEngOps = {
     .op = ibEngOp,
     .threadInit = engOpsNoThreadInit,
     .publishTail = engOpsNoPublishTail,
+    .close = engOpsNoClose,
+};
+
+/* CUDA mode: the context is a CUDA-mode proxy's (impl/cudaproxy) and its transport state that
+ * proxy's cudaP2PState (cuda/calls.h): the proxy thread runs in the GPU's context and publishes
+ * the FIFO tail to device memory; the writes themselves are the same RDMA writes, from and into
+ * device memory registered for GPUDirect RDMA. */
+static int ibCudaThreadInit(engCtx* ctx) { return cudaProxyThreadInit(ctx, (cudaP2PState*)ctx->transport); }
+static int ibCudaPublishTail(engCtx* ctx, uint64_t tail)
+{
+  return cudaProxyPublishTail(ctx, (cudaP2PState*)ctx->transport, tail);
+}
+const engOps ibCudaEngOps = {
+    .size = sizeof(engOps),
+    .name = "IB",
+    .op = ibEngOp,
+    .threadInit = ibCudaThreadInit,
+    .publishTail = ibCudaPublishTail,
     .close = engOpsNoClose,
 };

@@ -1,7 +1,7 @@
 package ib
 
 /*
-#cgo CFLAGS: -I${SRCDIR} -I${SRCDIR}/../../ib -I${SRCDIR}/../engine -I${SRCDIR}/../dynlib -I${SRCDIR}/../../include -O2 -Wall
+#cgo CFLAGS: -I${SRCDIR} -I${SRCDIR}/../../ib -I${SRCDIR}/../engine -I${SRCDIR}/../cudaproxy -I${SRCDIR}/../../cuda -I${SRCDIR}/../dynlib -I${SRCDIR}/../../include -O2 -Wall
 #include <stdlib.h>
 #include "ops.h"
 
@@ -13,6 +13,7 @@ static void ibRemoteSet(ibRemoteMr* a, int i, uint64_t addr, uint64_t size, uint
 }
 static void ibConnStateFree(ibConnState* s) { if (s) { free(s->localMr); free(s->remote); free(s); } }
 static const engOps* ibOpsTable(void) { return &ibEngOps; }
+static const engOps* ibCudaOpsTable(void) { return &ibCudaEngOps; }
 */
 import "C"
 
@@ -63,3 +64,6 @@ func (s *ConnState) Free() {
 
 // EngOps is &ibEngOps, the engOps table of the IB transport (a const engOps*).
 func EngOps() unsafe.Pointer { return unsafe.Pointer(C.ibOpsTable()) }
+
+// CudaEngOps is &ibCudaEngOps, the table of IB connections served by a CUDA-mode proxy.
+func CudaEngOps() unsafe.Pointer { return unsafe.Pointer(C.ibCudaOpsTable()) }

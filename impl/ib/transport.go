@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	verbs "github.com/mscclpp-go/mscclpp/ib"
+	"github.com/mscclpp-go/mscclpp/impl/cudaproxy"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
@@ -50,6 +51,8 @@ type ibt struct {
 	conns map[int]*ibConn
 	wr    int
 	beats beats
+	cu    *cudaproxy.Proxy // CUDA mode: the proxy of connections over device memory (cudamode.go)
+	gdr   string           // how device memory was last registered (an INFO line when it changes)
 }
 
 func newIBT(h *transport.Host) (transport.Transport, error) {
@@ -114,6 +117,9 @@ func (t *ibt) Declare(d transport.Decl) (transport.Endpoint, error) {
 		return transport.Endpoint{}, err
 	}
 	t.conns[idx] = &ibConn{dev: x, cq: cq, qp: qp, beat: slot}
+	if dv, ok := deviceOf(local); ok || (local == nil && t.cu != nil) {
+		return t.connectCUDA(idx, peer, tag, local, dv)
+	}
 	return t.h.HostSlot(idx, peer, tag, local, t.ctx), nil
 }
 
@@ -121,7 +127,7 @@ func (t *ibt) Declare(d transport.Decl) (transport.Endpoint, error) {
 // the QP's address and the connection's heartbeat slot (QPInfo, then two MRInfos).
 func (t *ibt) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 	c := t.conns[idx]
-	mr, err := c.dev.RegisterMR(uint64(uintptr(b.Ptr)), b.Size)
+	mr, err := t.register(c.dev, b)
 	if err != nil {
 		return nil, fmt.Errorf("IB registration of handle %d (%d bytes): %w", h, b.Size, err)
 	}
@@ -177,6 +183,9 @@ func (t *ibt) Finish(s transport.Setup) (transport.Connected, error) {
 		return transport.Connected{}, err
 	}
 	local := transport.LocalRegs(s, func(b transport.Buffer) engine.Reg {
+		if _, dev := deviceOf(b.Ptr); dev {
+			return engine.Reg{Addr: uint64(uintptr(b.Ptr)), Size: b.Size} // device memory: the NIC's alone
+		}
 		return engine.Reg{Mapped: b.Ptr, Addr: uint64(uintptr(b.Ptr)), Size: b.Size}
 	})
 	conn := t.h.Wire(s, local, remote, nil) // the peer's memory is reachable through the NIC only
@@ -241,6 +250,9 @@ func (t *ibt) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointe
 
 // Stopped completes every write this rank posted (completed == posted on every QP).
 func (t *ibt) Stopped() error {
+	if err := t.stopCUDA(); err != nil {
+		return err
+	}
 	for idx, c := range t.conns {
 		if c.state == nil {
 			continue
@@ -260,6 +272,9 @@ func (t *ibt) Close() error {
 		t.ctx.Free()
 		t.ctx = nil
 	}
+	if t.cu != nil {
+		t.cu.Ctx.Close() // no call inside the proxy context: the states below may go
+	}
 	for _, c := range t.conns {
 		if c.state != nil {
 			c.state.Free()
@@ -274,6 +289,8 @@ func (t *ibt) Close() error {
 		c.cq.Close()
 	}
 	t.conns = nil
+	t.cu.Free() // after the MRs on its device memory are gone
+	t.cu = nil
 	for _, x := range t.devs {
 		x.Close()
 	}

@@ -14,6 +14,11 @@
  *       offset, with every trigger type and zero-size puts (see sendOne)
  *   devRecv("conn=ADDR size=N threads=T")  one thread waits for every signal
  *       of the peer's devSend, then checks [N, 2N) of my buffer
+ *   devAllgather("conns=ADDR n=K rank=R nranks=N chunk=C peers=P0,P1,...")
+ *       upstream's allgather over K connections (entry i to rank Pi): thread i
+ *       writes part i of my chunk [R*C, (R+1)*C), pushes it to every peer with
+ *       putWithSignal, waits for the K signals of connection i and checks Pi's
+ *       chunk
  * Each returns 0, or a negative count of what failed (reported on stderr).
  */
 #include <stdarg.h>
@@ -229,4 +234,94 @@ extern "C" int devRecv(const char* spec)
   int rc = run(spec, 1, recvAll, &mismatches);
   if (mismatches) fprintf(stderr, "devthreads: %ld bytes differ from what the peer's threads wrote\n", mismatches);
   return rc - (mismatches != 0);
+}
+
+/* ---- devAllgather ---- */
+
+#define AG_MAX 16
+struct agArgs {
+  int n, rank, nranks, peers[AG_MAX];
+  uint64_t chunk;
+  mscclppDevConn view[AG_MAX]; /* each connection as the kernel sees it */
+};
+struct agLaunch {
+  devKernel* k;
+  agArgs* a;
+  int tid;
+};
+
+static uint8_t agPattern(int rank, uint64_t j) { return (uint8_t)(rank * 53 + j * 13 + 7); }
+
+static void* agThread(void* p)
+{
+  agLaunch* l = (agLaunch*)p;
+  agArgs* a = l->a;
+  devTls = devOrder{l->k, 0, 0, 0};
+  int i = l->tid;
+  uint64_t part = a->chunk / (uint64_t)a->n, off = (uint64_t)a->rank * a->chunk + (uint64_t)i * part;
+  uint64_t len = i == a->n - 1 ? a->chunk - (uint64_t)i * part : part;
+  uint8_t* buf = (uint8_t*)a->view[i].localBuff;
+  for (uint64_t j = 0; j < len; j++) devStore(buf + off + j, agPattern(a->rank, off - (uint64_t)a->rank * a->chunk + j));
+  for (int c = 0; c < a->n; c++) a->view[c].putWithSignal(off, off, len);
+  for (int s = 0; s < a->n; s++) a->view[i].wait();
+  long bad = 0;
+  const uint8_t* theirs = (const uint8_t*)a->view[i].localBuff + (uint64_t)a->peers[i] * a->chunk;
+  for (uint64_t j = 0; j < a->chunk; j++) bad += devLoad(theirs + j) != agPattern(a->peers[i], j);
+  __atomic_add_fetch(&l->k->result, bad, __ATOMIC_RELAXED);
+  return NULL;
+}
+
+static int agParse(const char* spec, agArgs* a, uint64_t* conns)
+{
+  memset(a, 0, sizeof(*a));
+  int used = 0;
+  if (sscanf(spec, "conns=%lx n=%d rank=%d nranks=%d chunk=%lu peers=%n", conns, &a->n, &a->rank, &a->nranks,
+             &a->chunk, &used) < 5 || used == 0 || a->n < 1 || a->n > AG_MAX || a->chunk < (uint64_t)a->n)
+    return -1;
+  const char* p = spec + used;
+  for (int i = 0; i < a->n; i++) {
+    char* end;
+    a->peers[i] = (int)strtol(p, &end, 10);
+    if (end == p || a->peers[i] < 0 || a->peers[i] >= a->nranks) return -1;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return 0;
+}
+
+extern "C" int devAllgather(const char* spec)
+{
+  agArgs* a = (agArgs*)calloc(1, sizeof(agArgs));
+  uint64_t conns = 0;
+  if (agParse(spec, a, &conns) != 0) {
+    fprintf(stderr, "devthreads: bad spec %s\n", spec);
+    free(a);
+    return -1;
+  }
+  for (int i = 0; i < a->n; i++) {
+    args one = {conns + (uint64_t)i * sizeof(mscclppDevConn), (uint64_t)a->nranks * a->chunk, 1};
+    if (kernelView(one, &a->view[i]) != 0) {
+      free(a);
+      return -1;
+    }
+  }
+  devKernel* k = (devKernel*)calloc(1, sizeof(*k));
+  pthread_mutex_init(&k->mu, NULL);
+  k->deadline = devNowNs() + 60ull * 1000000000ull;
+  agLaunch ls[AG_MAX];
+  pthread_t ts[AG_MAX];
+  int started = 0;
+  for (int i = 0; i < a->n; i++) {
+    ls[i] = agLaunch{k, a, i};
+    if (pthread_create(&ts[i], NULL, agThread, &ls[i]) != 0) break;
+    started++;
+  }
+  for (int i = 0; i < started; i++) pthread_join(ts[i], NULL);
+  int failed = k->violations + k->hung + (started < a->n) + (k->result != 0);
+  if (failed)
+    fprintf(stderr, "devthreads: %s: %d violations, %d hung threads, %ld bytes differ: %s\n", spec, k->violations,
+            k->hung, k->result, k->first);
+  pthread_mutex_destroy(&k->mu);
+  free(k);
+  free(a);
+  return -failed;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# build.sh BUILD_DIR OUTDIR: compile the GPU checks (allgather, latency) with
+# build.sh BUILD_DIR OUTDIR: compile the GPU checks (allgather, latency, devpaths) with
 # nvcc against the library in BUILD_DIR (made by `make` at the repository
 # root), using only its headers and pkg-config (BUILD_DIR/lib/pkgconfig),
 # plus tests/c/launch.c (the rank launcher) with cc, into OUTDIR.
@@ -54,7 +54,7 @@ done
 
 status=0
 "${CC:-cc}" -O2 -Wall -o "$out/launch" "$root/tests/c/launch.c" || status=1
-for prog in allgather latency; do
+for prog in allgather latency devpaths; do
   # shellcheck disable=SC2086
   if "$nvcc" -std=c++14 -O2 ${NVCC_FLAGS:-} $cflags -I"$here" -o "$out/$prog" "$here/$prog.cu" \
       "${nvlibs[@]}"; then

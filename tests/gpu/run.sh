@@ -8,11 +8,20 @@
 #   2. allgather over P2P with 2 and then 4 processes: every byte checked,
 #      algorithm and bus bandwidth per size;
 #   3. latency with 2 processes: signal->wait one-way latency, and P2P put
-#      bandwidth beside cudaMemcpy device-to-device bandwidth (same run).
+#      bandwidth beside cudaMemcpy device-to-device bandwidth (same run); the
+#      case p2p-bandwidth-goal passes when P2P reaches 0.9x of D2D at 256 MiB;
+#   4. devpaths with 2 processes (devpaths.cu): 256 threads (more than the
+#      FIFO's 128 slots) each writing and pushing its data in the same kernel
+#      with putWithSignal, put+signal, putWithSignalAndFlush and zero-size
+#      puts, every byte checked by a waiting kernel, over P2P and over
+#      Ethernet in CUDA mode; putWithSignal+wait captured in a CUDA graph and
+#      launched 10 times; a process that returns from main without
+#      mscclppProxyStop must still exit.
 #
 # Prints PASS/FAIL per case and last "N passed, M failed"; exits non-zero on
-# a failure. Without a GPU (or nvcc) it says so and exits 0. Takes well under
-# 5 minutes: each case has a timeout (launch -t).
+# a failure. Without a GPU (or nvcc) it says so and exits 0. Takes under 5
+# minutes, build included: each case has a timeout (launch -t), cut to what
+# is left of a 280 s budget for the cases.
 #
 # Environment: MSCCLPP_GPU_MAX_CHUNK (allgather's largest chunk, default
 # 64 MiB), NVCC_FLAGS (default -arch=native where nvcc knows it),
@@ -85,14 +94,21 @@ log=$(mktemp "${TMPDIR:-/tmp}/mscclpp-gpu.XXXXXX")
 trap 'rm -f "$log"' EXIT
 
 # run NAME TIMEOUT NRANKS PROG ARGS...: one case; its result lines are kept, the rest shown on failure
+budget=$((SECONDS + 280))
 run() {
   local name=$1 timeout=$2 n=$3
   shift 3
   local t0=$SECONDS
+  if [ $((budget - SECONDS)) -lt 10 ]; then
+    echo "FAIL $name (not run: the 280 s budget is spent)"
+    failed=$((failed + 1))
+    return
+  fi
+  [ "$timeout" -gt $((budget - SECONDS)) ] && timeout=$((budget - SECONDS))
   "$out/launch" -n "$n" -t "$timeout" -- "$@" >"$log" 2>&1
   local rc=$?
   if [ $rc -eq 0 ]; then
-    grep -E '\] (allgather|latency|bandwidth):' "$log" | grep -v ' PASS$' | sed 's/^/  /'
+    grep -E '\] (allgather|latency|bandwidth|pushers|graph|exit):' "$log" | grep -v ' PASS$' | sed 's/^/  /'
     echo "PASS $name ($((SECONDS - t0)) s)"
     passed=$((passed + 1))
   else
@@ -103,9 +119,22 @@ run() {
   fi
 }
 
-run allgather-2 90 2 "$out/allgather" "$maxChunk"
-run allgather-4 120 4 "$out/allgather" "$maxChunk"
-run latency-2 60 2 "$out/latency"
+run allgather-2 60 2 "$out/allgather" "$maxChunk"
+run allgather-4 75 4 "$out/allgather" "$maxChunk"
+run latency-2 45 2 "$out/latency"
+# the goal: P2P puts at 0.9x or more of cudaMemcpy device-to-device (256 MiB, the latency run's line)
+ratio=$(sed -n 's/.*bandwidth: *256 MiB:.*(P2P\/D2D \([0-9.]*\);.*/\1/p' "$log" | head -1)
+if [ -n "$ratio" ] && awk -v r="$ratio" 'BEGIN { exit !(r >= 0.9) }'; then
+  echo "PASS p2p-bandwidth-goal (P2P/D2D $ratio at 256 MiB, goal 0.9)"
+  passed=$((passed + 1))
+else
+  echo "FAIL p2p-bandwidth-goal (P2P/D2D ${ratio:-not measured} at 256 MiB, goal 0.9)"
+  failed=$((failed + 1))
+fi
+run pushers-p2p 30 2 "$out/devpaths" pushers p2p
+run pushers-eth-cuda 40 2 "$out/devpaths" pushers eth
+run graph-p2p 30 2 "$out/devpaths" graph p2p
+run exit-without-proxystop 20 2 "$out/devpaths" exit p2p
 
 echo "run.sh: $((SECONDS - start)) s"
 echo "$passed passed, $failed failed"

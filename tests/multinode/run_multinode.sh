@@ -20,6 +20,10 @@
 #   mn-eth-devthreads-2x2                tests/devthreads/mnrank.cc: the header's device
 #       methods on CPU threads ("kernels" in the stand-in driver) over Ethernet in CUDA mode,
 #       each rank with its partner on the other node: 150 pushing threads, every byte checked
+#   mn-ib-p2p-allgather-devthreads-2x2   tests/devthreads/mnallgather.cc: upstream's
+#       multi-node allgather in CUDA mode, P2P inside a node (CUDA IPC between processes of
+#       the stand-in driver) and IB between (the IB double, GPUDirect RDMA through the
+#       driver's dma-bufs), device buffers, the kernel on CPU threads: every byte checked
 #   mn-ib-sigstop-2x2                    the same for an IB peer (the IB double) that stops
 #       answering: its heartbeats stop
 #   mn-eth-sigcont-2x2, mn-eth-flap-2x1   a SIGCONT / link up within the timeout: every
@@ -117,6 +121,7 @@ compile stop "$root/tests/c/shm/stop.cc" &
 compile linkfault "$here/linkfault.cc" &
 wait
 compile mnrank "$root/tests/devthreads/mnrank.cc" &
+compile mnallgather "$root/tests/devthreads/mnallgather.cc" &
 # the stand-in libcuda with the device-threads kernels linked in (as impl/devthreads_test.go builds it)
 { gcc -c -fPIC -O1 -o "$out/fakecuda.o" "$root/cuda/testdata/fakecuda.c" &&
   g++ -c -std=c++17 -fPIC -O1 -I"$root/include" -I"$root/tests/devthreads" -o "$out/kernels.o" "$root/tests/devthreads/kernels.cc" &&
@@ -127,7 +132,7 @@ wait
 if bash "$root/tests/ib/double/build.sh" "$out/ibdouble" >"$out/build-ibdouble.log" 2>&1; then
   : >"$out/built-ibdouble"
 fi
-for b in launch bootstrap nodeshm perf allgather fifo kill stop linkfault mnrank devthreads ibdouble; do
+for b in launch bootstrap nodeshm perf allgather fifo kill stop linkfault mnrank mnallgather devthreads ibdouble; do
   if [ -e "$out/built-$b" ]; then
     built[$b]=1
   else
@@ -310,6 +315,11 @@ if [ "${built[ibdouble]:-0}" = 1 ]; then
   # an IB peer that stops answering (SIGSTOP: the double, like a NIC, still takes writes into
   # it, but its heartbeats stop): the same bound as over Ethernet
   ranks_case mn-ib-sigstop-2x2 40 linkfault -k 2 -n 4 --expect-fail 3 "${ibenv[@]}" -- "$out/linkfault" stop "${lf[@]}"
+  # upstream's multi-node pattern: P2P inside a node, IB between, device buffers, kernels on CPU threads
+  if [ "${built[devthreads]:-0}" = 1 ]; then
+    ranks_case mn-ib-p2p-allgather-devthreads-2x2 90 mnallgather -k 2 -n 4 "${ibenv[@]}" \
+      -e "MSCCLPP_CUDA_LIBRARY=$out/libfakecuda-devthreads.so" -- "$out/mnallgather"
+  fi
 fi
 
 # ---- cleanup after a timeout, SIGTERM and SIGKILL ----

@@ -8,4 +8,4 @@ root=$(cd "$here/../../.." && pwd)
 out=${1:?usage: build.sh OUTDIR}
 mkdir -p "$out"
 exec gcc -shared -fPIC -O2 -Wall -I "$root/ib" -o "$out/libibverbs.so.1" -Wl,-soname,libibverbs.so.1 \
-  -Wl,--version-script="$here/ibverbs_double.map" "$here/ibverbs_double.c" -lpthread
+  -Wl,--version-script="$here/ibverbs_double.map" "$here/ibverbs_double.c" -lpthread -ldl

@@ -30,7 +30,10 @@
  *  - one device "double_0" (MSCCLPP_IBV_DOUBLE_DEVICES=n: double_0..n-1),
  *    one port, ACTIVE (MSCCLPP_IBV_DOUBLE_PORT_DOWN=1: DOWN), LID 1+index,
  *    link layer InfiniBand (MSCCLPP_IBV_DOUBLE_LINK=eth: Ethernet/RoCE,
- *    LID 0, GID index 0 populated, the others empty);
+ *    LID 0, GID index 0 populated (fe80:: link-local), the others empty;
+ *    MSCCLPP_IBV_DOUBLE_GIDS=n: indices 1..n-1 too, each IPv4-mapped
+ *    ::ffff:10.0.<device>.<index>; an RTR must name a populated local index
+ *    and a populated GID of a device);
  *  - ibv_modify_qp enforces RESET->INIT->RTR->RTS with the attribute
  *    masks an RC QP requires (EINVAL otherwise), any state -> RESET/ERR;
  *  - ibv_post_send (through context->ops.post_send) refuses WRs unless the
@@ -45,9 +48,22 @@
  *    completion, signaled or not, and moves the QP to ERR, where later WRs
  *    complete with WR_FLUSH_ERR;
  *  - completions of signaled WRs go to the send CQ; a CQ overrun makes
- *    poll_cq fail.
+ *    poll_cq fail;
+ *  - IBV_SEND_INLINE: the QP grants up to 64 bytes of max_inline_data (what
+ *    it was asked, at most that); an inline WR longer than the QP's grant is
+ *    refused (EINVAL), its lkey is not checked, and its bytes are read at
+ *    post time; ibv_double_inline_writes() counts the inline WRs executed;
+ *  - GPU memory (GPUDirect RDMA) through the stand-in CUDA driver
+ *    (cuda/testdata/fakecuda.c, found in the process or through
+ *    MSCCLPP_CUDA_LIBRARY): ibv_reg_dmabuf_mr takes its dma-buf fds (a memfd
+ *    naming the device address; MSCCLPP_IBV_DOUBLE_DMABUF=0: EOPNOTSUPP, a
+ *    provider without dma-buf support), and ibv_reg_mr takes a device
+ *    address only with MSCCLPP_IBV_DOUBLE_PEERMEM=1 (nvidia-peermem loaded;
+ *    else EFAULT, as without it). An MR records where its bytes live in the
+ *    owner (the driver's fakeKernelView), which the writes use.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -67,7 +83,7 @@
 #define DBL_MAX_DEVS 4
 #define DBL_MAX_MR 4096
 #define DBL_MAX_QP 1024
-#define DBL_MAGIC 0x444f55424c453031ull /* "DOUBLE01" */
+#define DBL_MAGIC 0x444f55424c453032ull /* "DOUBLE02" */
 #define DBL_GID_TBL 4
 
 typedef struct dblMr {
@@ -76,6 +92,7 @@ typedef struct dblMr {
   uint32_t inflight; /* accesses of other processes under way (mrEnter) */
   uint64_t pd;       /* (pid << 24) | local PD number */
   uint64_t addr, len;
+  uint64_t backing; /* where addr's bytes live in the owner (differs for GPU memory) */
 } dblMr;
 
 typedef struct dblQp {
@@ -124,7 +141,7 @@ typedef struct dblCq {
 
 typedef struct dblQpL {
   struct iba_qp qp;
-  uint32_t maxSendWr, maxSendSge, slot;
+  uint32_t maxSendWr, maxSendSge, maxInline, slot;
   uint64_t posted, retired; /* send queue occupancy: posted - retired */
   uint64_t pdId;
 } dblQpL;
@@ -136,6 +153,31 @@ static int gFabFd = -1;
 static char gFabDir[4096]; /* the directory of the fabric mapped (a test may switch jobs in one process) */
 static pthread_mutex_t gInitLock = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t gPdCount;
+static uint64_t gInline; /* inline WRs executed */
+#define DBL_MAX_INLINE 64
+
+/* The inline WRs this process executed (for tests). */
+uint64_t ibv_double_inline_writes(void) { return __atomic_load_n(&gInline, __ATOMIC_ACQUIRE); }
+
+static int envOn(const char* name, int dflt)
+{
+  const char* s = getenv(name);
+  return s == NULL || s[0] == 0 ? dflt : s[0] == '1';
+}
+
+/* Where a GPU thread would find [addr, addr+len) of the stand-in driver's device memory: the
+ * host address of its bytes, or 0 (no such driver loaded, or not its memory). */
+static uint64_t deviceView(uint64_t addr, uint64_t len)
+{
+  typedef uint64_t (*viewFn)(uint64_t, uint64_t);
+  viewFn f = (viewFn)dlsym(RTLD_DEFAULT, "fakeKernelView");
+  const char* lib = getenv("MSCCLPP_CUDA_LIBRARY");
+  if (f == NULL && lib != NULL && lib[0] != 0) {
+    void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
+    if (h != NULL) f = (viewFn)dlsym(h, "fakeKernelView");
+  }
+  return f == NULL ? 0 : f(addr, len);
+}
 
 static int linkEth(void)
 {
@@ -225,7 +267,7 @@ static int findMr(uint32_t key, dblMr* out)
     dblMr* m = &gFab->mrs[i];
     if (__atomic_load_n(&m->key, __ATOMIC_ACQUIRE) != key) continue;
     *out = (dblMr){.used = 1, .key = key, .access = LD(m->access), .pid = LD(m->pid), .pd = LD(m->pd),
-                   .addr = LD(m->addr), .len = LD(m->len)};
+                   .addr = LD(m->addr), .len = LD(m->len), .backing = LD(m->backing)};
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     return LD(m->key) == key ? i + 1 : 0;
   }
@@ -269,6 +311,28 @@ static void devGid(int index, union iba_gid* g)
   g->raw[8] = 0xd0; /* "double" interface ids */
   g->raw[9] = 0x0b;
   g->raw[15] = (uint8_t)(index + 1);
+}
+
+/* The populated GID entries of each port (MSCCLPP_IBV_DOUBLE_GIDS, 1 to DBL_GID_TBL). */
+static int nGids(void)
+{
+  const char* s = getenv("MSCCLPP_IBV_DOUBLE_GIDS");
+  int n = s != NULL ? atoi(s) : 1;
+  return n < 1 ? 1 : n > DBL_GID_TBL ? DBL_GID_TBL : n;
+}
+
+/* GID k of device index dev: devGid for 0, else ::ffff:10.0.dev.k. */
+static void gidAt(int dev, int k, union iba_gid* g)
+{
+  if (k == 0) {
+    devGid(dev, g);
+    return;
+  }
+  memset(g, 0, sizeof(*g));
+  g->raw[10] = g->raw[11] = 0xff;
+  g->raw[12] = 10;
+  g->raw[14] = (uint8_t)dev;
+  g->raw[15] = (uint8_t)k;
 }
 
 /* ------------------------------------------------------------ devices */
@@ -390,8 +454,8 @@ int ibv_query_port(struct iba_context* ctx, uint8_t port, struct iba_port_attr* 
 int ibv_query_gid(struct iba_context* ctx, uint8_t port, int index, union iba_gid* gid)
 {
   if (port != 1 || index < 0 || index >= DBL_GID_TBL) return EINVAL;
-  if (index == 0)
-    devGid(((dblCtx*)ctx)->dev->index, gid);
+  if (index < nGids())
+    gidAt(((dblCtx*)ctx)->dev->index, index, gid);
   else
     memset(gid, 0, sizeof(*gid)); /* unpopulated entries read as zero */
   return 0;
@@ -428,16 +492,57 @@ static int readable(uint64_t addr, uint64_t len)
   return process_vm_readv(getpid(), &l, 1, &r1, 1, 0) == 1 && process_vm_readv(getpid(), &l, 1, &r2, 1, 0) == 1;
 }
 
+static struct iba_mr* regMr(struct iba_pd* pd, uint64_t addr, size_t len, int access, uint64_t backing);
+
 struct iba_mr* ibv_reg_mr(struct iba_pd* pd, void* addr, size_t len, int access)
 {
   if (pd == NULL || len == 0 || ((access & IBA_ACCESS_REMOTE_WRITE) && !(access & IBA_ACCESS_LOCAL_WRITE))) {
     errno = EINVAL;
     return NULL;
   }
-  if (!readable((uint64_t)(uintptr_t)addr, len)) {
+  uint64_t a = (uint64_t)(uintptr_t)addr, backing = a;
+  if (!readable(a, len)) {
+    /* GPU memory: only with nvidia-peermem */
+    backing = envOn("MSCCLPP_IBV_DOUBLE_PEERMEM", 0) ? deviceView(a, len) : 0;
+    if (backing == 0) {
+      errno = EFAULT;
+      return NULL;
+    }
+  }
+  return regMr(pd, a, len, access, backing);
+}
+
+/* ibv_reg_dmabuf_mr (IBVERBS_1.12): length bytes at offset of the dma-buf fd, addressed by WRs
+ * at iova. The fd must be one of the stand-in driver's (see the header). */
+struct iba_mr* ibv_reg_dmabuf_mr(struct iba_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
+                                 int access)
+{
+  if (!envOn("MSCCLPP_IBV_DOUBLE_DMABUF", 1)) {
+    errno = EOPNOTSUPP;
+    return NULL;
+  }
+  if (pd == NULL || length == 0 || ((access & IBA_ACCESS_REMOTE_WRITE) && !(access & IBA_ACCESS_LOCAL_WRITE))) {
+    errno = EINVAL;
+    return NULL;
+  }
+  char link[64], target[256];
+  snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, target, sizeof(target) - 1);
+  unsigned long long start = 0;
+  if (n <= 0 || (target[n] = 0, sscanf(target, "/memfd:fakecuda-dmabuf:%llx", &start)) != 1) {
+    errno = EBADF; /* not a dma-buf this double knows */
+    return NULL;
+  }
+  uint64_t backing = deviceView(start + offset, length);
+  if (backing == 0) {
     errno = EFAULT;
     return NULL;
   }
+  return regMr(pd, iova, length, access, backing);
+}
+
+static struct iba_mr* regMr(struct iba_pd* pd, uint64_t addr, size_t len, int access, uint64_t backing)
+{
   struct iba_mr* mr = calloc(1, sizeof(*mr));
   if (mr == NULL) {
     errno = ENOMEM;
@@ -453,13 +558,14 @@ struct iba_mr* ibv_reg_mr(struct iba_pd* pd, void* addr, size_t len, int access)
   ST(m->access, (uint32_t)access);
   ST(m->pid, getpid());
   ST(m->pd, ((dblPd*)pd)->id);
-  ST(m->addr, (uint64_t)(uintptr_t)addr);
+  ST(m->addr, addr);
   ST(m->len, (uint64_t)len);
+  ST(m->backing, backing);
   uint32_t key = newKey(&gFab->nextKey, 0x1000, UINT32_MAX);
   __atomic_store_n(&m->key, key, __ATOMIC_RELEASE); /* published: readers may use it */
   mr->context = pd->context;
   mr->pd = pd;
-  mr->addr = addr;
+  mr->addr = (void*)(uintptr_t)addr;
   mr->length = len;
   mr->handle = key;
   mr->lkey = key;
@@ -611,7 +717,8 @@ struct iba_qp* ibv_create_qp(struct iba_pd* pd, struct iba_qp_init_attr* ia)
   q->maxSendSge = ia->cap.max_send_sge;
   q->slot = (uint32_t)slot;
   q->pdId = ((dblPd*)pd)->id;
-  ia->cap.max_inline_data = 0;
+  q->maxInline = ia->cap.max_inline_data < DBL_MAX_INLINE ? ia->cap.max_inline_data : DBL_MAX_INLINE;
+  ia->cap.max_inline_data = q->maxInline;
   return &q->qp;
 }
 
@@ -665,10 +772,12 @@ int ibv_modify_qp(struct iba_qp* qp, struct iba_qp_attr* at, int mask)
     int found = 0;
     for (int i = 0; i < gNumDevs && !found; i++) {
       if (linkEth()) {
-        union iba_gid g;
-        devGid(i, &g);
-        found = at->ah_attr.is_global && memcmp(g.raw, at->ah_attr.grh.dgid.raw, 16) == 0 &&
-                at->ah_attr.grh.sgid_index == 0;
+        for (int k = 0; k < nGids() && !found; k++) {
+          union iba_gid g;
+          gidAt(i, k, &g);
+          found = at->ah_attr.is_global && memcmp(g.raw, at->ah_attr.grh.dgid.raw, 16) == 0 &&
+                  at->ah_attr.grh.sgid_index < nGids();
+        }
       } else {
         found = at->ah_attr.dlid == (uint16_t)(1 + i);
       }
@@ -693,7 +802,8 @@ ok:
 
 /* ------------------------------------------------------------ send */
 
-static enum iba_wc_status remoteAccess(struct iba_send_wr* wr, int pid, uint64_t raddr, int atomic);
+static enum iba_wc_status remoteAccess(struct iba_send_wr* wr, const uint64_t* src, int pid, uint64_t raddr,
+                                       int atomic);
 
 /* Executes one WR; returns its completion status. */
 static enum iba_wc_status execute(dblQpL* q, struct iba_send_wr* wr, uint32_t* bytes)
@@ -708,12 +818,18 @@ static enum iba_wc_status execute(dblQpL* q, struct iba_send_wr* wr, uint32_t* b
   if (!findQp(LD(me->destQpn), peer) || peer->destQpn != myQpn ||
       (peer->state != IBA_QPS_RTR && peer->state != IBA_QPS_RTS))
     return IBA_WC_RETRY_EXC_ERR; /* nobody answers */
-  /* the local gather list: lkeys of this process and PD, in bounds */
+  /* the local gather list: lkeys of this process and PD, in bounds (an inline WR's bytes are
+   * copied at post time, its lkey unused); src[i] is where its bytes live */
+  int inl = (wr->send_flags & IBA_SEND_INLINE) != 0;
+  uint64_t src[4];
   for (int i = 0; i < wr->num_sge; i++) {
     uint64_t a = wr->sg_list[i].addr, l = wr->sg_list[i].length;
+    src[i] = a;
+    if (inl) continue;
     if (!findMr(wr->sg_list[i].lkey, m) || m->pid != getpid() || m->pd != q->pdId || a < m->addr || l > m->len ||
         a - m->addr > m->len - l)
       return IBA_WC_LOC_PROT_ERR;
+    src[i] = m->backing + (a - m->addr);
   }
   int atomic = wr->opcode == IBA_WR_ATOMIC_FETCH_AND_ADD;
   uint64_t raddr = atomic ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
@@ -727,13 +843,17 @@ static enum iba_wc_status execute(dblQpL* q, struct iba_send_wr* wr, uint32_t* b
   if (slot < 0 || r->pd != peer->pd || r->pid != peer->pid || !(r->access & need) || raddr < r->addr ||
       rl > r->len || raddr - r->addr > r->len - rl || (atomic && (raddr & 7)) || !mrEnter(slot, rkey))
     return IBA_WC_REM_ACCESS_ERR;
-  enum iba_wc_status st = remoteAccess(wr, r->pid, raddr, atomic);
+  if (inl) __atomic_add_fetch(&gInline, 1, __ATOMIC_RELEASE);
+  /* where the bytes live in the owner (GPU memory: the driver's, see deviceView) */
+  enum iba_wc_status st = remoteAccess(wr, src, r->pid, r->backing + (raddr - r->addr), atomic);
   mrLeave(slot);
   return st;
 }
 
-/* Carries out WR wr on the memory of process pid at raddr (checked: an MR entered). */
-static enum iba_wc_status remoteAccess(struct iba_send_wr* wr, int pid, uint64_t raddr, int atomic)
+/* Carries out WR wr, its bytes at src[], on the memory of process pid at raddr (checked: an MR
+ * entered). */
+static enum iba_wc_status remoteAccess(struct iba_send_wr* wr, const uint64_t* src, int pid, uint64_t raddr,
+                                       int atomic)
 {
   enum iba_wc_status st = IBA_WC_SUCCESS;
   if (atomic) {
@@ -747,7 +867,7 @@ static enum iba_wc_status remoteAccess(struct iba_send_wr* wr, int pid, uint64_t
       uint64_t v = old + wr->wr.atomic.compare_add;
       struct iovec lv = {&v, 8};
       if (process_vm_writev(pid, &lv, 1, &rv, 1, 0) != 8) st = IBA_WC_REM_OP_ERR;
-      if (st == IBA_WC_SUCCESS && wr->num_sge > 0) memcpy((void*)(uintptr_t)wr->sg_list[0].addr, &old, 8);
+      if (st == IBA_WC_SUCCESS && wr->num_sge > 0) memcpy((void*)(uintptr_t)src[0], &old, 8);
     }
     fabUnlock();
     return st;
@@ -756,7 +876,7 @@ static enum iba_wc_status remoteAccess(struct iba_send_wr* wr, int pid, uint64_t
   for (int i = 0; i < wr->num_sge && st == IBA_WC_SUCCESS; i++) {
     uint64_t done = 0, l = wr->sg_list[i].length;
     while (done < l) {
-      struct iovec lv = {(void*)(uintptr_t)(wr->sg_list[i].addr + done), l - done};
+      struct iovec lv = {(void*)(uintptr_t)(src[i] + done), l - done};
       struct iovec rv = {(void*)(uintptr_t)(raddr + off + done), l - done};
       ssize_t n = pid == getpid() ? (memmove(rv.iov_base, lv.iov_base, l - done), (ssize_t)(l - done))
                                   : process_vm_writev(pid, &lv, 1, &rv, 1, 0);
@@ -779,6 +899,12 @@ static int dblPostSend(struct iba_qp* qp, struct iba_send_wr* wr, struct iba_sen
     if (qp->state != IBA_QPS_RTS && qp->state != IBA_QPS_ERR) {
       *bad = wr;
       return EINVAL;
+    }
+    uint64_t total = 0;
+    for (int i = 0; i < wr->num_sge && i < 4; i++) total += wr->sg_list[i].length;
+    if ((wr->send_flags & IBA_SEND_INLINE) && (total > q->maxInline || wr->opcode != IBA_WR_RDMA_WRITE)) {
+      *bad = wr;
+      return EINVAL; /* beyond the QP's max_inline_data */
     }
     if (wr->num_sge < 0 || (uint32_t)wr->num_sge > q->maxSendSge ||
         (wr->opcode != IBA_WR_RDMA_WRITE && wr->opcode != IBA_WR_ATOMIC_FETCH_AND_ADD)) {

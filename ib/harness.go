@@ -1,0 +1,31 @@
+//go:build mscclpp_testhooks
+
+package ib
+
+// A harness for this package's tests (cgo cannot be used in _test.go files): counters the
+// libibverbs test double exports.
+
+/*
+#include <dlfcn.h>
+#include <stdlib.h>
+
+static long long harnessCounter(const char* lib, const char* sym)
+{
+  void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
+  if (h == NULL) return -1;
+  unsigned long long (*f)(void) = (unsigned long long (*)(void))dlsym(h, sym);
+  return f == NULL ? -2 : (long long)f();
+}
+*/
+import "C"
+
+import "unsafe"
+
+// doubleCounter calls the loaded library lib's counter sym (a uint64_t (*)(void) of the test
+// double); -1: lib is not loaded, -2: it has no such counter.
+func doubleCounter(lib, sym string) int64 {
+	cl, cs := C.CString(lib), C.CString(sym)
+	defer C.free(unsafe.Pointer(cl))
+	defer C.free(unsafe.Pointer(cs))
+	return int64(C.harnessCounter(cl, cs))
+}

@@ -1,0 +1,106 @@
+package ib
+
+// CUDA mode: a connection whose buffer is device memory is served by a CUDA-mode proxy
+// (impl/cudaproxy: FIFO, head, tail and epochs where kernels reach them, as for P2P and
+// Ethernet), and its device memory is registered for GPUDirect RDMA, so the NIC reads the
+// source and writes the peer's buffer and then its device epoch (same QP, in order).
+
+import (
+	"fmt"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mscclpp-go/mscclpp/cuda"
+	verbs "github.com/mscclpp-go/mscclpp/ib"
+	"github.com/mscclpp-go/mscclpp/impl/cudaproxy"
+	"github.com/mscclpp-go/mscclpp/impl/logx"
+	"github.com/mscclpp-go/mscclpp/impl/status"
+	"github.com/mscclpp-go/mscclpp/impl/transport"
+)
+
+// deviceOf reports whether p is device memory, and of which GPU (only where the application
+// loaded the driver: device memory cannot exist otherwise).
+func deviceOf(p unsafe.Pointer) (cuda.Device, bool) {
+	if p == nil || !cuda.InUse() {
+		return cuda.Device{}, false
+	}
+	dev, err := cuda.ProbePointer(uint64(uintptr(p)))
+	return dev, err == nil
+}
+
+// connectCUDA attaches connection idx to the CUDA-mode proxy (started on first use): its
+// counters in device memory, its triggers pushed by kernels into the proxy's FIFO.
+func (t *ibt) connectCUDA(idx, peer, tag int, local unsafe.Pointer, dev cuda.Device) (transport.Endpoint, error) {
+	if t.cu == nil {
+		px, err := cudaproxy.New(dev, t.h.Rank)
+		if err != nil {
+			return transport.Endpoint{}, err
+		}
+		if _, err := px.Start(t.h.Eng, CudaEngOps(), func(state unsafe.Pointer) unsafe.Pointer { return state }); err != nil {
+			px.Free()
+			return transport.Endpoint{}, fmt.Errorf("IB transport in CUDA mode: %w", err)
+		}
+		t.cu = px
+		logx.Infof(logx.Net, "rank %d: IB transport in CUDA mode on device %d: RDMA writes from and into device memory (GPUDirect RDMA)", t.h.Rank, dev.Ordinal)
+	}
+	return transport.Endpoint{Ctx: t.cu.Ctx, Epoch: t.cu.Attach(t.h.DevConns, idx, peer, tag, local)}, nil
+}
+
+// Mode says whether device buffers put the transport in CUDA mode.
+func (t *ibt) Mode() string {
+	if t.cu != nil {
+		return "CUDA mode"
+	}
+	return ""
+}
+
+// register registers b with device x: host memory with ibv_reg_mr, device memory for GPUDirect RDMA.
+func (t *ibt) register(x *verbs.Context, b transport.Buffer) (*verbs.MR, error) {
+	if dev, ok := deviceOf(b.Ptr); ok {
+		mr, how, err := registerDevice(t.lib, x, dev, uint64(uintptr(b.Ptr)), b.Size)
+		if err == nil && how != t.gdr {
+			t.gdr = how
+			logx.Infof(logx.Net, "rank %d: IB: device memory of device %d %s for GPUDirect RDMA", t.h.Rank, dev.Ordinal, how)
+		}
+		return mr, err
+	}
+	return x.RegisterMR(uint64(uintptr(b.Ptr)), b.Size)
+}
+
+// registerDevice registers device memory [ptr, ptr+size) of dev for GPUDirect RDMA: through a
+// dma-buf (cuMemGetHandleForAddressRange, ibv_reg_dmabuf_mr) where the driver and libibverbs
+// offer it, else ibv_reg_mr on the device pointer (which works when nvidia-peermem is loaded).
+// Where neither works the error names what is missing; nothing is staged through host memory.
+func registerDevice(lib *verbs.Lib, x *verbs.Context, dev cuda.Device, ptr, size uint64) (*verbs.MR, string, error) {
+	var why []string
+	if err := lib.HasDmabuf(); err != nil {
+		why = append(why, "no dma-buf: this libibverbs lacks ibv_reg_dmabuf_mr (rdma-core 34 or later)")
+	} else if fd, off, err := dev.DmabufFD(ptr, size); err != nil {
+		why = append(why, fmt.Sprintf("no dma-buf: the CUDA driver exports none (%v; needs CUDA 11.7+ and an open kernel module)", err))
+	} else {
+		mr, err := x.RegisterDmabufMR(fd, off, size, ptr)
+		unix.Close(fd)
+		if err == nil {
+			return mr, "registered through a dma-buf", nil
+		}
+		why = append(why, fmt.Sprintf("dma-buf registration refused (%v; needs Linux 5.12+ and a provider with dma-buf support)", err))
+	}
+	mr, err := x.RegisterMR(ptr, size)
+	if err == nil {
+		return mr, "registered with ibv_reg_mr (nvidia-peermem)", nil
+	}
+	why = append(why, fmt.Sprintf("ibv_reg_mr on the device pointer failed (%v): is nvidia-peermem loaded?", err))
+	return nil, "", status.Errorf(status.SystemError, "IB transport: device memory %#x (%d bytes) cannot be registered for GPUDirect RDMA: %s",
+		ptr, size, strings.Join(why, "; "))
+}
+
+// stopCUDA waits for the CUDA-mode proxy's copies (its FIFO tail publications).
+func (t *ibt) stopCUDA() error {
+	if t.cu == nil {
+		return nil
+	}
+	t.cu.LogBinding()
+	return t.cu.Sync()
+}
