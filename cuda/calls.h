@@ -51,8 +51,8 @@ int cuwPrimaryRelease(const cuwApi* a, cuwDevice dev, const char** call);
 const char* cuwErrorName(const cuwApi* a, int code);
 const char* cuwErrorString(const cuwApi* a, int code);
 
-/* The P2P transport's per-context state (engCtx.transport and every
- * engConn.transport of that context point to it). */
+/* The P2P state of one CUDA-mode proxy context (impl/p2p stores it as engCtx.transport and
+ * every engConn.transport of that context). */
 /* Pinned words a signal value is copied from; a slot is reused only after a
  * stream synchronize, forced every CUDA_P2P_FLAG_RING signals. */
 #define CUDA_P2P_FLAG_RING 4096
@@ -80,11 +80,12 @@ int cudaP2PStateNew(const cuwApi* a, cuwContext ctx, const int* cpus, int nCpus,
 int cudaP2PStateSync(cudaP2PState* st, const char** call);
 /* Waits for both streams, then frees everything of st. */
 int cudaP2PStateFree(cudaP2PState* st, const char** call);
-/* What any CUDA-mode proxy context (cudaproxy) needs of its state: the proxy thread's setup
- * (context current, bound near the GPU) and the FIFO tail's publication in device memory. */
-struct engCtx;
-int cudaStateThreadInit(struct engCtx* ctx, cudaP2PState* st);
-int cudaStatePublishTail(struct engCtx* ctx, cudaP2PState* st, uint64_t tail);
+/* What any CUDA-mode proxy context (impl/cudaproxy) needs of its state, on the proxy thread:
+ * its setup (st's context current, the thread bound near the GPU; the binding's result is
+ * kept for cudaP2PBindResult) and the FIFO tail's publication in device memory on the tail
+ * stream. Return a cuwResult; cudaP2PThreadEnter names the failing call. */
+int cudaP2PThreadEnter(cudaP2PState* st, const char** call);
+int cudaP2PPushTail(cudaP2PState* st, uint64_t tail);
 /* Synchronous copies through pinned host memory for host-side transports (Ethernet in CUDA
  * mode): device src to host dst on st's stream, host src to device dst on its tail stream,
  * with st's context current for the call. Return a mscclppResult_t; err says what failed. */
@@ -99,9 +100,6 @@ void cudaStageStreamFree(cudaP2PState* st, void* stream);
 int cudaStageAsync(cudaP2PState* st, void* stream, uint64_t dst, uint64_t src, size_t n, int toDevice, char* err,
                    int errLen);
 int cudaStageWait(cudaP2PState* st, void* stream, char* err, int errLen);
-
-/* &cudaP2POps, as a pointer to the engine's engOps. */
-const void* cudaP2POpsPtr(void);
 
 /* NVML's CPU affinity of the GPU at busId into set[0..words) (bit i of word
  * w: cpu 64*w+i); init and shutdown around it. On failure: the call and

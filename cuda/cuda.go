@@ -1,7 +1,8 @@
 // Package cuda is the CUDA provider of libmscclpp: it loads the driver
 // (libcuda.so.1) and NVML (libnvidia-ml.so.1) at run time with go-nvml's
-// pkg/dl, wraps the few driver calls connection setup needs, and supplies
-// the P2P transport of the C engine (p2p.c). Building it needs no CUDA
+// pkg/dl, wraps the few driver calls connection setup needs, and the driver
+// side of the P2P state (p2p.c: streams, tail words; impl/p2p holds the
+// transport's engine ops). Building it needs no CUDA
 // toolkit: the declarations it uses are written out in cuapi.h.
 //
 // Every wrapper that takes a Device makes the device's context current for
@@ -11,7 +12,7 @@
 package cuda
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../include -I${SRCDIR}/../impl/engine -I${SRCDIR}/../impl/dynlib -O2 -Wall
+#cgo CFLAGS: -I${SRCDIR}/../include -I${SRCDIR}/../impl/dynlib -O2 -Wall
 #cgo LDFLAGS: -ldl
 #include <stdlib.h>
 #include "calls.h"

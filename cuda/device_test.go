@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
@@ -242,4 +243,37 @@ func TestRetainPrimary(t *testing.T) {
 	if _, err := dev.RetainPrimary(); !errors.As(err, &ce) || ce.Call != "cuDevicePrimaryCtxRetain" {
 		t.Errorf("RetainPrimary with the retain failing: %v", err)
 	}
+}
+
+// TestProbePointer: a thread without a current context (CUDA 11 before the runtime's first call
+// on it) finds the GPU from a buffer's context, and keeps having none.
+func TestProbePointer(t *testing.T) {
+	l := fake(t)
+	dev, err := probeOn(t, l, "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := dev.MemAlloc(256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.MemFree(p)
+	onThread("n", func() {
+		got, err := probePointer(l, p+100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Ordinal != 1 || got.Ctx != dev.Ctx || got.BusID != "0000:86:00.0" {
+			t.Errorf("ProbePointer = %+v, want device 1", got)
+		}
+		if c := current(); c != -1 {
+			t.Errorf("the thread has context %d after the probe, want none", c)
+		}
+		host := make([]byte, 8)
+		_, err = probePointer(l, uint64(uintptr(unsafe.Pointer(&host[0]))))
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Call != "cuPointerGetAttribute" {
+			t.Errorf("ProbePointer of host memory: %v", err)
+		}
+	})
 }

@@ -2,17 +2,14 @@
 
 package cuda
 
-// A harness for this package's tests (cgo cannot be used in _test.go files):
-// engine objects around the P2P ops, and calls into a test library.
+// A harness for the tests of this package and of those that run against the stand-in
+// driver of cuda/testdata (cgo cannot be used in _test.go files): calls into a loaded
+// test library and its memory. No engine types: impl/p2p's harness wraps its ops.
 
 /*
 #include <dlfcn.h>
 #include <stdlib.h>
-#include <string.h>
 #include "calls.h"
-#include "engine.h"
-
-extern const engOps cudaP2POps;
 
 static int harnessCall(const char* lib, const char* sym, const char* arg)
 {
@@ -21,65 +18,6 @@ static int harnessCall(const char* lib, const char* sym, const char* arg)
   int (*f)(const char*) = (int (*)(const char*))dlsym(h, sym);
   if (f == NULL) return -1001;
   return f(arg);
-}
-
-typedef struct harnessP2P {
-  engComm* comm;
-  engCtx* ctx;
-  engConn conn;
-  engReg local[2], remote[2];
-  struct mscclppDevConn dev;
-  mscclppDevConnSignalEpochId epoch;
-  uint64_t waitEpoch;
-  uint64_t remoteEpoch[2];
-} harnessP2P;
-
-static harnessP2P* harnessNew(void* state, uint64_t src, uint64_t srcSize, uint64_t dst, uint64_t dstSize)
-{
-  harnessP2P* t = (harnessP2P*)calloc(1, sizeof(*t));
-  t->comm = engCommNew(0);
-  if (posix_memalign((void**)&t->ctx, 64, sizeof(engCtx)) != 0) return NULL;
-  engCtxInit(t->ctx, t->comm, &cudaP2POps);
-  t->ctx->transport = state;
-  t->local[1] = (engReg){ENG_REG_MAGIC, NULL, src, srcSize, 0};
-  t->remote[1] = (engReg){ENG_REG_MAGIC, NULL, dst, dstSize, 0};
-  t->conn.connId = 0;
-  t->conn.peerRank = 1;
-  t->conn.tag = 7;
-  t->conn.dev = &t->dev;
-  t->conn.nLocal = 2;
-  t->conn.local = t->local;
-  t->conn.nRemote = 2;
-  t->conn.remote = t->remote;
-  t->conn.remoteProxyEpoch = &t->remoteEpoch[1];
-  t->conn.comm = t->comm;
-  t->conn.ops = &cudaP2POps;
-  t->conn.transport = state;
-  t->conn.ctx = t->ctx;
-  t->ctx->conns[0] = &t->conn;
-  t->dev.fifo.triggerFifo = &t->ctx->fifo[0];
-  t->dev.fifo.triggerFifoTail = &t->ctx->tail;
-  t->dev.fifo.triggerFifoHead = &t->ctx->head;
-  t->dev.fifo.connId = 0;
-  t->dev.remoteRank = 1;
-  t->dev.tag = 7;
-  t->dev.localSignalEpochId = &t->epoch;
-  t->dev.waitEpochId = &t->waitEpoch;
-  return t;
-}
-
-static int harnessOp(harnessP2P* t, uint64_t type, uint64_t dstH, uint64_t dstOff, uint64_t srcH, uint64_t srcOff,
-                     uint64_t size)
-{
-  return t->conn.ops->op(&t->conn, type, dstH, dstOff, srcH, srcOff, size);
-}
-
-static uint64_t harnessPush(harnessP2P* t, uint64_t type, uint64_t dstOff, uint64_t srcOff, uint64_t size)
-{
-  if (type & mscclppFlag) t->epoch.device++;
-  uint64_t seq = mscclppFifoPush(&t->dev.fifo, type, dstOff, srcOff, size);
-  if (type & mscclppSync) mscclppFifoWaitServed(&t->dev.fifo, seq);
-  return seq;
 }
 
 // Device memory through the test driver's fakeRead / fakeWrite (it is not host-addressable).
@@ -92,42 +30,13 @@ static int harnessMem(const char* lib, const char* sym, uint64_t p, void* buf, s
   return f(p, buf, n);
 }
 
-// What a GPU thread does to a FIFO slot: one word at a time, in the order the test picks.
-static void harnessSlotWord(harnessP2P* t, uint64_t seq, int word, uint64_t v)
-{
-  __atomic_store_n(&t->ctx->fifo[seq % MSCCLPP_PROXY_FIFO_SIZE].value[word], v, __ATOMIC_RELEASE);
-}
-static int harnessSlotBusy(harnessP2P* t, uint64_t seq)
-{
-  return __atomic_load_n(&t->ctx->fifo[seq % MSCCLPP_PROXY_FIFO_SIZE].value[0], __ATOMIC_ACQUIRE) != 0;
-}
-static uint64_t harnessServed(harnessP2P* t) { return __atomic_load_n(&t->ctx->served, __ATOMIC_ACQUIRE); }
-static void harnessSetDevHead(harnessP2P* t, uint64_t p) { t->ctx->devHead = (uint64_t*)(uintptr_t)p; }
-static void harnessProxyBackoff(harnessP2P* t, unsigned spin, unsigned yields, unsigned sleepMax)
-{
-  t->comm->proxyCfg = (engBackoffCfg){spin, yields, sleepMax};
-}
-static uintptr_t harnessStream(void* state, int tail)
-{
-  cudaP2PState* st = (cudaP2PState*)state;
-  return (uintptr_t)(tail ? st->tailStream : st->stream);
-}
-
-static void harnessFree(harnessP2P* t)
-{
-  engProxyStop(t->ctx);
-  engCtxFree(t->ctx);
-  engCommFree(t->comm);
-  free(t);
-}
 */
 import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
-
-	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
 // harnessCall calls int sym(const char* arg) in the already loaded library lib, on the calling thread.
@@ -138,46 +47,6 @@ func harnessCall(lib, sym, arg string) int {
 	defer C.free(unsafe.Pointer(ca))
 	return int(C.harnessCall(cl, cs, ca))
 }
-
-// harnessP2P is one P2P connection (rank 1, tag 7) on its own engine context, with handle 1 = src/dst.
-type harnessP2P struct{ p *C.harnessP2P }
-
-func newHarnessP2P(state unsafe.Pointer, src, srcSize, dst, dstSize uint64) harnessP2P {
-	return harnessP2P{C.harnessNew(state, C.uint64_t(src), C.uint64_t(srcSize), C.uint64_t(dst), C.uint64_t(dstSize))}
-}
-
-// op runs the transport's op on the calling thread and returns its result code.
-func (h harnessP2P) op(typ, dstH, dstOff, srcH, srcOff, size uint64) status.Code {
-	return status.Code(C.harnessOp(h.p, C.uint64_t(typ), C.uint64_t(dstH), C.uint64_t(dstOff), C.uint64_t(srcH),
-		C.uint64_t(srcOff), C.uint64_t(size)))
-}
-
-// push pushes a trigger as a device would (a Flag first increments the epoch); a Sync waits until it was served.
-func (h harnessP2P) push(typ, dstOff, srcOff, size uint64) uint64 {
-	return uint64(C.harnessPush(h.p, C.uint64_t(typ), C.uint64_t(dstOff), C.uint64_t(srcOff), C.uint64_t(size)))
-}
-
-func (h harnessP2P) commErr() (status.Code, string) {
-	var buf [512]C.char
-	code := C.errAsync(&h.p.comm.err, &buf[0], C.int(len(buf)))
-	return status.Code(code), C.GoString(&buf[0])
-}
-
-func (h harnessP2P) start() error {
-	if C.engProxyStart(h.p.ctx) != 0 {
-		return status.Errorf(status.SystemError, "engProxyStart failed")
-	}
-	return nil
-}
-
-func (h harnessP2P) stop()        { C.engProxyStop(h.p.ctx) }
-func (h harnessP2P) free()        { C.harnessFree(h.p) }
-func (h harnessP2P) tail() uint64 { return uint64(h.p.ctx.tail) }
-func (h harnessP2P) epochs() (uint64, uint64) {
-	return uint64(h.p.epoch.device), uint64(h.p.remoteEpoch[1])
-}
-func (h harnessP2P) setEpoch(v uint64) { h.p.epoch.device = C.uint64_t(v) }
-func (h harnessP2P) dropRemoteEpoch()  { h.p.conn.remoteProxyEpoch = nil }
 
 // harnessRead returns n bytes at device (or host) address p through lib's fakeRead.
 func harnessRead(lib string, p uint64, n int) ([]byte, error) {
@@ -208,34 +77,6 @@ func harnessWrite(lib string, p uint64, b []byte) error {
 	return nil
 }
 
-// slotWord stores word (0 or 1) of FIFO slot seq as a GPU thread would.
-func (h harnessP2P) slotWord(seq uint64, word int, v uint64) {
-	C.harnessSlotWord(h.p, C.uint64_t(seq), C.int(word), C.uint64_t(v))
-}
-
-// slotBusy reports whether FIFO slot seq holds a trigger (word 0 non-zero).
-func (h harnessP2P) slotBusy(seq uint64) bool { return C.harnessSlotBusy(h.p, C.uint64_t(seq)) != 0 }
-
-// served is the number of triggers the proxy has served.
-func (h harnessP2P) served() uint64 { return uint64(C.harnessServed(h.p)) }
-
-// setDevHead marks the context as CUDA mode: its FIFO head lives in device memory at p.
-func (h harnessP2P) setDevHead(p uint64) { C.harnessSetDevHead(h.p, C.uint64_t(p)) }
-
-// proxyBackoff sets the idle proxy's back-off knobs.
-func (h harnessP2P) proxyBackoff(spin, yields, sleepMaxUs uint32) {
-	C.harnessProxyBackoff(h.p, C.uint(spin), C.uint(yields), C.uint(sleepMaxUs))
-}
-
-// p2pStream returns the address of a P2P state's data stream (tail false) or tail stream.
-func p2pStream(state unsafe.Pointer, tail bool) uintptr {
-	t := 0
-	if tail {
-		t = 1
-	}
-	return uintptr(C.harnessStream(state, C.int(t)))
-}
-
 // TestDriverCall calls int sym(const char* arg) in the loaded driver library (MSCCLPP_CUDA_LIBRARY):
 // for tests of other packages that run against the stand-in driver of cuda/testdata.
 func TestDriverCall(sym, arg string) int { return harnessCall(libraryName(), sym, arg) }
@@ -248,3 +89,36 @@ func policyMode() int { return int(C.cuwPolicyMode()) }
 
 // TestDriverWrite writes b to (device) memory through the stand-in driver's fakeWrite.
 func TestDriverWrite(p uint64, b []byte) error { return harnessWrite(libraryName(), p, b) }
+
+// TestLoadDevice loads the stand-in driver at lib (apart from the process's driver, which
+// MSCCLPP_CUDA_LIBRARY names) and returns the device current on a thread whose fake context
+// is ctx ("0", "1").
+func TestLoadDevice(lib, ctx string) (dev Device, err error) {
+	l := newCudaLoader(lib)
+	if err := l.load(); err != nil {
+		return Device{}, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		harnessCall(lib, "fakeSetCurrent", ctx)
+		dev, err = probe(l)
+		harnessCall(lib, "fakeSetCurrent", "0")
+	}()
+	<-done
+	return dev, err
+}
+
+// TestLibCall calls int sym(const char* arg) in the loaded library lib, on the calling thread.
+func TestLibCall(lib, sym, arg string) int { return harnessCall(lib, sym, arg) }
+
+// TestLibRead reads n bytes of (device) memory through lib's fakeRead.
+func TestLibRead(lib string, p uint64, n int) ([]byte, error) { return harnessRead(lib, p, n) }
+
+// TestLibWrite writes b to (device) memory through lib's fakeWrite.
+func TestLibWrite(lib string, p uint64, b []byte) error { return harnessWrite(lib, p, b) }
+
+// TestPolicyMode is the calling thread's memory policy mode (get_mempolicy), or -1.
+func TestPolicyMode() int { return policyMode() }

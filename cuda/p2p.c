@@ -1,17 +1,13 @@
 /*
- * p2p.c: the CUDA P2P transport of the C engine (an engOps table). The
- * engine's registrations hold device pointers: mine from cuMemAlloc (or the
- * application's cudaMalloc), the peer's opened with cuIpcOpenMemHandle. A
- * put is a cuMemcpyDtoDAsync on the context's stream; a signal copies the
- * number of signals served on the connection into the peer's proxy epoch on
- * the same stream, so it lands after every earlier put; a flush waits for the
- * stream. The FIFO tail goes to device memory on a stream of its own, as
- * upstream's fifoStream: the tail only frees FIFO slots (the proxy cleared
- * them before publishing), so it need not wait for the copies, and a GPU
- * blocked on a full FIFO is not held up behind megabytes of data. A Sync
- * trigger still waits for every earlier copy (p2pOp synchronizes the data
- * stream) before the proxy publishes the tail that covers it. Runs on the
- * proxy thread (and on host initiators' threads), never calls into Go.
+ * p2p.c: the driver side of the CUDA P2P state (cudaP2PState): a proxy
+ * context's two streams (one for copies in trigger order, one for the FIFO
+ * tail, as upstream's fifoStream), the tail word in device memory with its
+ * pinned staging words, and the proxy thread's setup (context current,
+ * bound near the GPU). Driver calls only, returning a cuwResult and the
+ * failing call's name: the transports that use the state (impl/p2p's engOps
+ * table, impl/eth in CUDA mode, through impl/cudaproxy) turn those into
+ * engine errors. Runs on the proxy thread (and on host initiators' threads),
+ * never calls into Go.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -20,7 +16,7 @@
 #include <stdlib.h>
 
 #include "calls.h"
-#include "engine.h"
+#include "mscclpp.h"
 
 /* The driver's name of rc, or its number. */
 static const char* errName(const cuwApi* a, cuwResult rc, char* buf, size_t len)
@@ -31,113 +27,24 @@ static const char* errName(const cuwApi* a, cuwResult rc, char* buf, size_t len)
   return buf;
 }
 
-static int cudaFail(engConn* c, const cuwApi* a, const char* call, cuwResult rc)
+int cudaP2PThreadEnter(cudaP2PState* st, const char** call)
 {
-  char buf[32];
-  return engConnFail(c, mscclppUnhandledCudaError, "%s: %s", call, errName(a, rc, buf, sizeof(buf)));
-}
-
-static int p2pOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
-                 uint64_t size)
-{
-  cudaP2PState* st = (cudaP2PState*)c->transport;
-  if (st == NULL) return engConnFail(c, mscclppInvalidUsage, "P2P operation before connection setup");
-  const cuwApi* a = st->api;
-  uint64_t srcAddr = 0, dstAddr = 0;
-  if (type & mscclppData) {
-    const engReg *s, *d;
-    int rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &s, &d);
-    if (rc != mscclppSuccess) return rc;
-    srcAddr = s->addr + srcOff;
-    dstAddr = d->addr + dstOff;
-  }
-  if ((type & mscclppFlag) && (c->remoteProxyEpoch == NULL || c->dev == NULL || c->dev->localSignalEpochId == NULL))
-    return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
-
-  /* Host initiators may call from a thread where another context (or none) is current. */
-  cuwContext prev = NULL;
-  cuwResult rc = a->ctxGetCurrent(&prev);
-  if (rc != CUW_SUCCESS) return cudaFail(c, a, "cuCtxGetCurrent", rc);
-  if (prev != st->ctx && (rc = a->ctxSetCurrent(st->ctx)) != CUW_SUCCESS)
-    return cudaFail(c, a, "cuCtxSetCurrent", rc);
-
-  int ret = mscclppSuccess;
-  if ((type & mscclppData) && size > 0) {
-    rc = a->memcpyDtoDAsync((cuwDevicePtr)dstAddr, (cuwDevicePtr)srcAddr, (size_t)size, st->stream);
-    if (rc != CUW_SUCCESS) {
-      ret = cudaFail(c, a, "cuMemcpyDtoDAsync", rc);
-      goto out;
-    }
-  }
-  if (type & mscclppFlag) {
-    /* The value is fixed now, in trigger order: the count of signals served on
-     * this connection. Copying the device epoch instead would send it as it is
-     * when the copy runs, which may already count later signals whose data is
-     * still queued. Each signal increments the epoch once and pushes one Flag,
-     * so the two agree once every trigger is served. Signals come from the
-     * proxy thread only (host threads may not signal a CUDA-mode connection). */
-    if (st->flagPos > 0 && st->flagPos % CUDA_P2P_FLAG_RING == 0 &&
-        (rc = a->streamSynchronize(st->stream)) != CUW_SUCCESS) {
-      ret = cudaFail(c, a, "cuStreamSynchronize", rc);
-      goto out;
-    }
-    uint64_t* slot = &st->flagRing[st->flagPos++ % CUDA_P2P_FLAG_RING];
-    *slot = ++c->signalsDone;
-    rc = a->memcpyHtoDAsync((cuwDevicePtr)(uintptr_t)c->remoteProxyEpoch, slot, sizeof(uint64_t), st->stream);
-    if (rc != CUW_SUCCESS) {
-      ret = cudaFail(c, a, "cuMemcpyHtoDAsync", rc);
-      goto out;
-    }
-  }
-  if (type & mscclppSync) {
-    rc = a->streamSynchronize(st->stream);
-    if (rc != CUW_SUCCESS) ret = cudaFail(c, a, "cuStreamSynchronize", rc);
-  }
-out:
-  if (prev != st->ctx) a->ctxSetCurrent(prev);
-  return ret;
-}
-
-int cudaStateThreadInit(engCtx* ctx, cudaP2PState* st)
-{
-  if (st == NULL) {
-    return engFail(ctx->comm, mscclppInvalidUsage, "proxy: no CUDA state on its context");
-  }
-  int ret = mscclppSuccess;
   cuwResult rc = st->api->ctxSetCurrent(st->ctx);
-  if (rc != CUW_SUCCESS) {
-    char buf[32];
-    ret = engFail(ctx->comm, mscclppUnhandledCudaError, "%s proxy: cuCtxSetCurrent: %s", ctx->ops->name,
-                  errName(st->api, rc, buf, sizeof(buf)));
-  }
+  if (rc != CUW_SUCCESS) *call = "cuCtxSetCurrent";
   if (st->cpus != NULL) {
     /* a refused binding is not an error: Go logs it from bindErr */
     st->bindErr = pthread_setaffinity_np(pthread_self(), st->cpusSize, (cpu_set_t*)st->cpus);
   }
   __atomic_store_n(&st->bindDone, 1, __ATOMIC_RELEASE);
-  return ret;
+  return rc;
 }
 
-int cudaStatePublishTail(engCtx* ctx, cudaP2PState* st, uint64_t tail)
+int cudaP2PPushTail(cudaP2PState* st, uint64_t tail)
 {
-  if (st == NULL) return mscclppInvalidUsage;
   /* hostTail is pinned: the copy reads it when it runs, and a newer tail is
    * always a valid one to publish */
   __atomic_store_n(st->hostTail, tail, __ATOMIC_RELEASE);
-  cuwResult rc = st->api->memcpyHtoDAsync(st->devTail, st->hostTail, sizeof(uint64_t), st->tailStream);
-  if (rc != CUW_SUCCESS) {
-    char buf[32];
-    return engFail(ctx->comm, mscclppUnhandledCudaError, "%s proxy: cuMemcpyHtoDAsync of the FIFO tail: %s",
-                   ctx->ops->name, errName(st->api, rc, buf, sizeof(buf)));
-  }
-  return mscclppSuccess;
-}
-
-static int p2pThreadInit(engCtx* ctx) { return cudaStateThreadInit(ctx, (cudaP2PState*)ctx->transport); }
-
-static int p2pPublishTail(engCtx* ctx, uint64_t tail)
-{
-  return cudaStatePublishTail(ctx, (cudaP2PState*)ctx->transport, tail);
+  return st->api->memcpyHtoDAsync(st->devTail, st->hostTail, sizeof(uint64_t), st->tailStream);
 }
 
 /* A synchronous copy on one of st's streams with st's context current on the calling thread
@@ -180,11 +87,6 @@ int cudaStageToDevice(cudaP2PState* st, uint64_t dst, const void* src, size_t n,
   /* the tail stream: receiving never waits behind the proxy's own copies */
   return stageCopy(st, st->tailStream, (cuwDevicePtr)dst, (cuwDevicePtr)(uintptr_t)src, n, 1, err, errLen);
 }
-
-/* P2P state is the Go side's to free (cuda.FreeP2PState, after the streams are synchronized). */
-const engOps cudaP2POps = ENG_OPS("P2P", p2pOp, p2pThreadInit, p2pPublishTail, engOpsNoClose);
-
-const void* cudaP2POpsPtr(void) { return &cudaP2POps; }
 
 int cudaP2PStateNew(const cuwApi* a, cuwContext ctx, const int* cpus, int nCpus, int numaNode, cudaP2PState** out,
                     const char** call)

@@ -10,12 +10,10 @@ import (
 	"syscall"
 	"unsafe"
 
-	// p2p.c calls the engine's C functions (engFail): link them in.
-	_ "github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
-// NewP2PState creates the P2P transport state of one proxy context on dev: a non-blocking stream for the copies and one for the FIFO tail, the tail word in device memory (zero) with its pinned staging words (on numaNode when >= 0), and the CPUs (none: do not bind) its proxy thread binds to; store it as engCtx.transport and as every engConn.transport of that context.
+// NewP2PState creates the P2P transport state of one proxy context on dev: a non-blocking stream for the copies and one for the FIFO tail, the tail word in device memory (zero) with its pinned staging words (on numaNode when >= 0), and the CPUs (none: do not bind) its proxy thread binds to; the CUDA-mode transports (impl/p2p, impl/eth) hang it on their engine context.
 func NewP2PState(dev Device, cpus []int, numaNode int) (unsafe.Pointer, error) {
 	if err := dev.check(); err != nil {
 		return nil, err
@@ -68,9 +66,6 @@ func FreeP2PState(state unsafe.Pointer) error {
 
 // P2PTail returns the device address of the state's FIFO tail word, which initiators read as triggerFifoTail.
 func P2PTail(state unsafe.Pointer) uint64 { return uint64((*C.cudaP2PState)(state).devTail) }
-
-// P2POps returns the transport's operations, a const engOps* for engCtx.ops and engConn.ops.
-func P2POps() unsafe.Pointer { return unsafe.Pointer(C.cudaP2POpsPtr()) }
 
 // BindResult reports whether the state's proxy thread has run its initialisation and, if it was asked to bind to CPUs and the system refused, why (a refusal is not a failure of the proxy).
 func BindResult(state unsafe.Pointer) (done bool, err error) {

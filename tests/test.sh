@@ -13,7 +13,7 @@
 # Go tests always run all).
 #
 # The Go tests build with -tags mscclpp_testhooks: the test harnesses
-# (cuda/harness.go, ib/harness.go) and the tests that drive them are behind
+# (cuda/harness.go, impl/p2p/harness.go, ib/harness.go) and the tests that drive them are behind
 # that tag, so the shipped library (built without it) holds only the product.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)

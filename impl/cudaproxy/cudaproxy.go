@@ -2,7 +2,15 @@
 // the device block of signal epochs and wait counters, and a proxy context whose trigger FIFO
 // is pinned host memory near the GPU with its head and tail in device memory, served by a
 // thread bound near the GPU with the streams of cuda's P2P state.
+//
+// cudaproxy.c (cudaproxy.h) holds the C side those transports' engOps tables share: the
+// proxy thread's setup and the FIFO tail's publication, over cuda's P2P state.
 package cudaproxy
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../engine -I${SRCDIR}/../../cuda -I${SRCDIR}/../dynlib -I${SRCDIR}/../../include -O2 -Wall
+*/
+import "C"
 
 import (
 	"fmt"

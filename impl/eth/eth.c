@@ -17,6 +17,7 @@
 
 #include "backoff.h"
 #include "calls.h" /* cuda/: the CUDA-mode proxy state and its staging copies (linked into the same library) */
+#include "cudaproxy.h" /* the CUDA-mode proxy thread's setup and tail publication */
 
 #include <errno.h>
 #include <pthread.h>
@@ -311,13 +312,13 @@ static void ethClose(engCtx* ctx)
 static int ethThreadInit(engCtx* ctx)
 {
   struct ethCtx* e = (struct ethCtx*)ctx->transport;
-  return (e != NULL && e->cuda != NULL) ? cudaStateThreadInit(ctx, e->cuda) : mscclppSuccess;
+  return (e != NULL && e->cuda != NULL) ? cudaProxyThreadInit(ctx, e->cuda) : mscclppSuccess;
 }
 
 static int ethPublishTail(engCtx* ctx, uint64_t tail)
 {
   struct ethCtx* e = (struct ethCtx*)ctx->transport;
-  return (e != NULL && e->cuda != NULL) ? cudaStatePublishTail(ctx, e->cuda, tail) : mscclppSuccess;
+  return (e != NULL && e->cuda != NULL) ? cudaProxyPublishTail(ctx, e->cuda, tail) : mscclppSuccess;
 }
 
 const engOps ethOps = {

@@ -11,6 +11,8 @@
  */
 #include "ops.h"
 
+#include "cudaproxy.h" /* the CUDA-mode proxy thread's setup and tail publication */
+
 #include <stddef.h>
 #include <stdio.h>
 
@@ -66,13 +68,10 @@ const engOps ibEngOps = {
  * proxy's cudaP2PState (cuda/calls.h): the proxy thread runs in the GPU's context and publishes
  * the FIFO tail to device memory; the writes themselves are the same RDMA writes, from and into
  * device memory registered for GPUDirect RDMA. */
-struct cudaP2PState;
-int cudaStateThreadInit(struct engCtx* ctx, struct cudaP2PState* st);
-int cudaStatePublishTail(struct engCtx* ctx, struct cudaP2PState* st, uint64_t tail);
-static int ibCudaThreadInit(engCtx* ctx) { return cudaStateThreadInit(ctx, (struct cudaP2PState*)ctx->transport); }
+static int ibCudaThreadInit(engCtx* ctx) { return cudaProxyThreadInit(ctx, (cudaP2PState*)ctx->transport); }
 static int ibCudaPublishTail(engCtx* ctx, uint64_t tail)
 {
-  return cudaStatePublishTail(ctx, (struct cudaP2PState*)ctx->transport, tail);
+  return cudaProxyPublishTail(ctx, (cudaP2PState*)ctx->transport, tail);
 }
 const engOps ibCudaEngOps = {
     .size = sizeof(engOps),

@@ -1,12 +1,21 @@
 // Package p2p is the P2P transport of CUDA mode between GPUs of one node:
 // registrations exchanged as CUDA IPC handles, puts and signals as
-// asynchronous copies on the proxy's streams (cuda/p2p.c), the trigger FIFO
+// asynchronous copies on the proxy's streams (p2p.c, its engOps table, over
+// cuda's P2P state), the trigger FIFO
 // in pinned host memory with its head in device memory. The first P2P
 // connection puts the communicator in CUDA mode, or, in host mode (no CUDA
 // driver in use, or MSCCLPP_DEVICE=host), makes P2P carry host memory
 // exactly as SHM does (hostmode.go), so that programs written for GPUs run
 // unchanged on a machine without one.
 package p2p
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../engine -I${SRCDIR}/../cudaproxy -I${SRCDIR}/../../cuda -I${SRCDIR}/../dynlib -I${SRCDIR}/../../include -O2 -Wall
+#include "p2p.h"
+
+static const void* p2pOpsPtr(void) { return &p2pOps; }
+*/
+import "C"
 
 import (
 	"encoding/binary"
@@ -86,7 +95,7 @@ func (c *p2p) Declare(d transport.Decl) (transport.Endpoint, error) {
 	if err := c.deviceMemory(d.Local); err != nil {
 		return transport.Endpoint{}, err
 	}
-	ctx, err := c.cuda.proxy.Start(c.h.Eng, cuda.P2POps(), func(state unsafe.Pointer) unsafe.Pointer { return state })
+	ctx, err := c.cuda.proxy.Start(c.h.Eng, ops(), func(state unsafe.Pointer) unsafe.Pointer { return state })
 	if err != nil {
 		return transport.Endpoint{}, fmt.Errorf("P2P %w", err)
 	}
@@ -366,3 +375,6 @@ func (c *p2p) freeCUDA() {
 	st.proxy.Free()
 	c.cuda = nil
 }
+
+// ops is the transport's operations (p2p.c), a const engOps* for engCtx.ops and engConn.ops.
+func ops() unsafe.Pointer { return unsafe.Pointer(C.p2pOpsPtr()) }

@@ -96,7 +96,7 @@ func TestExportsAndSoname(t *testing.T) {
 }
 
 // testHook reports whether a symbol of the library's full symbol table (nm, not
-// only nm -D) belongs to a test harness: the cgo wrappers of cuda/harness.go and
+// only nm -D) belongs to a test harness: the cgo wrappers of cuda/harness.go, impl/p2p/harness.go and
 // ib/harness.go, or a Go function of this module named for tests.
 func testHook(name string) bool {
 	return strings.Contains(name, "_Cfunc_harness") || strings.Contains(name, "_Cfunc_ibTest") ||

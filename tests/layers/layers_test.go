@@ -39,9 +39,6 @@ var layer = map[string]int{
 // allowed are the imports that break the rule, each with the reason it stands. The test fails
 // when one is no longer needed, so the list only shrinks.
 var allowed = map[[2]string]string{
-	// P2P's engOps table (p2pOp) is still in cuda/p2p.c, exercised by cuda's fake-driver tests;
-	// moving it to impl/p2p with those tests removes this arrow.
-	{"cuda", "impl/engine"}: "cuda/p2p.c: the P2P transport's ops table",
 	// P2P in host mode is SHM: it makes an SHM transport of its own (impl/p2p/hostmode.go).
 	{"impl/p2p", "impl/shm"}: "P2P's host mode carries its connections as SHM",
 }

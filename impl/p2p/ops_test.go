@@ -1,6 +1,6 @@
 //go:build mscclpp_testhooks
 
-package cuda
+package p2p
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/mscclpp-go/mscclpp/cuda"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -20,7 +21,7 @@ const (
 
 // p2pFixture is a P2P state on fake context 1 and one connection whose handle 1 is src (mine) / dst (the peer's).
 type p2pFixture struct {
-	dev      Device
+	dev      cuda.Device
 	state    unsafe.Pointer
 	h        harnessP2P
 	src, dst uint64
@@ -30,13 +31,12 @@ const bufSize = 1 << 16
 
 func newFixture(t *testing.T, cpus []int) *p2pFixture {
 	t.Helper()
-	l := fake(t)
-	dev, err := probeOn(t, l, "1")
+	dev, err := fakeDev(t, "1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &p2pFixture{dev: dev}
-	if f.state, err = NewP2PState(dev, cpus, -1); err != nil {
+	if f.state, err = cuda.NewP2PState(dev, cpus, -1); err != nil {
 		t.Fatal(err)
 	}
 	if f.src, err = dev.MemAlloc(bufSize); err != nil {
@@ -53,7 +53,7 @@ func newFixture(t *testing.T, cpus []int) *p2pFixture {
 	f.h = newHarnessP2P(f.state, f.src, bufSize, f.dst, bufSize)
 	t.Cleanup(func() {
 		f.h.free()
-		if err := FreeP2PState(f.state); err != nil {
+		if err := cuda.FreeP2PState(f.state); err != nil {
 			t.Error(err)
 		}
 		dev.MemFree(f.src)
@@ -63,55 +63,54 @@ func newFixture(t *testing.T, cpus []int) *p2pFixture {
 }
 
 func TestP2POpsTable(t *testing.T) {
-	if P2POps() == nil {
-		t.Fatal("P2POps() is nil")
+	if ops() == nil {
+		t.Fatal("ops() is nil")
 	}
 	// engOps starts with its size, then its name
-	ops := (*[2]uintptr)(P2POps())
+	ops := (*[2]uintptr)(ops())
 	if ops[0] == 0 || ops[1] == 0 {
 		t.Fatalf("engOps size %d, name %#x", ops[0], ops[1])
 	}
 }
 
 func TestP2PStateLifecycle(t *testing.T) {
-	l := fake(t)
-	dev, err := probeOn(t, l, "1")
+	dev, err := fakeDev(t, "1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	streams := harnessCall(fakeCuda, "fakeStreams", "")
-	allocs := harnessCall(fakeCuda, "fakeLiveAllocs", "")
-	st, err := NewP2PState(dev, []int{0}, -1)
+	streams := fakeCall("fakeStreams", "")
+	allocs := fakeCall("fakeLiveAllocs", "")
+	st, err := cuda.NewP2PState(dev, []int{0}, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tail := P2PTail(st); tail == 0 || !bytes.Equal(peek(tail, 8), make([]byte, 8)) {
+	if tail := cuda.P2PTail(st); tail == 0 || !bytes.Equal(peek(tail, 8), make([]byte, 8)) {
 		t.Errorf("tail word at %#x is not zeroed device memory", tail)
 	}
-	if done, err := BindResult(st); done || err != nil {
+	if done, err := cuda.BindResult(st); done || err != nil {
 		t.Errorf("BindResult before any proxy = %v, %v", done, err)
 	}
-	if err := FreeP2PState(st); err != nil {
+	if err := cuda.FreeP2PState(st); err != nil {
 		t.Fatal(err)
 	}
-	if FreeP2PState(nil) != nil {
-		t.Error("FreeP2PState(nil) failed")
+	if cuda.FreeP2PState(nil) != nil {
+		t.Error("cuda.FreeP2PState(nil) failed")
 	}
 	// each failing step unwinds the earlier ones
 	for _, sym := range []string{"cuStreamCreate", "cuMemAlloc_v2", "cuMemsetD8_v2", "cuStreamSynchronize", "cuMemHostAlloc"} {
 		arm(t, sym)
-		if _, err := NewP2PState(dev, nil, -1); err == nil || status.CodeOf(err) != status.UnhandledCudaError {
+		if _, err := cuda.NewP2PState(dev, nil, -1); err == nil || status.CodeOf(err) != status.UnhandledCudaError {
 			t.Errorf("NewP2PState with %s failing: %v", sym, err)
 		}
 	}
 	arm(t, "")
-	if s, a := harnessCall(fakeCuda, "fakeStreams", ""), harnessCall(fakeCuda, "fakeLiveAllocs", ""); s != streams || a != allocs {
+	if s, a := fakeCall("fakeStreams", ""), fakeCall("fakeLiveAllocs", ""); s != streams || a != allocs {
 		t.Errorf("leaked: streams %d -> %d, allocations %d -> %d", streams, s, allocs, a)
 	}
-	if _, err := NewP2PState(dev, []int{-1}, -1); status.CodeOf(err) != status.InvalidArgument {
+	if _, err := cuda.NewP2PState(dev, []int{-1}, -1); status.CodeOf(err) != status.InvalidArgument {
 		t.Errorf("negative cpu: %v", err)
 	}
-	if _, err := NewP2PState(Device{}, nil, -1); err == nil {
+	if _, err := cuda.NewP2PState(cuda.Device{}, nil, -1); err == nil {
 		t.Error("NewP2PState of a zero Device succeeded")
 	}
 }
@@ -131,14 +130,14 @@ func TestP2POpOnHostThread(t *testing.T) {
 			// a signal sends the count of signals served on the connection, fixed when it is
 			// served, not the device epoch as it is when the copy runs
 			f.h.setEpoch(41)
-			syncs := harnessCall(fakeCuda, "fakeSyncs", "")
+			syncs := fakeCall("fakeSyncs", "")
 			if rc := f.h.op(tFlag|tSync, 1, 0, 1, 0, 0); rc != status.Success {
 				t.Fatalf("Flag|Sync op = %v", rc)
 			}
 			if _, remote := f.h.epochs(); remote != uint64(i+1) {
 				t.Errorf("peer's proxy epoch = %d, want %d (signals served)", remote, i+1)
 			}
-			if n := harnessCall(fakeCuda, "fakeSyncs", ""); n != syncs+1 {
+			if n := fakeCall("fakeSyncs", ""); n != syncs+1 {
 				t.Errorf("Sync ran %d stream synchronizations", n-syncs)
 			}
 			if got := current(); got != want {
@@ -223,7 +222,7 @@ func TestP2PProxy(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		done, err := BindResult(f.state)
+		done, err := cuda.BindResult(f.state)
 		if done {
 			if err != nil {
 				t.Errorf("binding to cpu %d: %v", allowed[0], err)
@@ -239,7 +238,7 @@ func TestP2PProxy(t *testing.T) {
 	if tail := f.h.tail(); tail != n+1 {
 		t.Errorf("tail %d, want %d", tail, n+1)
 	}
-	if got := peek(P2PTail(f.state), 8); !bytes.Equal(got, le64(n+1)) {
+	if got := peek(cuda.P2PTail(f.state), 8); !bytes.Equal(got, le64(n+1)) {
 		t.Errorf("published device tail % x, want %d", got, n+1)
 	}
 	if code, msg := f.h.commErr(); code != status.Success {
@@ -262,7 +261,7 @@ func TestP2PProxyBindRefused(t *testing.T) {
 	}
 	f.h.push(tSync, 0, 0, 1)
 	f.h.stop()
-	done, err := BindResult(f.state)
+	done, err := cuda.BindResult(f.state)
 	if !done || err == nil || !strings.HasPrefix(err.Error(), "pthread_setaffinity_np: ") {
 		t.Errorf("BindResult = %v, %v; want done and a refusal", done, err)
 	}
@@ -291,7 +290,7 @@ func TestP2PProxyFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for done, _ := BindResult(g.state); !done; done, _ = BindResult(g.state) {
+	for done, _ := cuda.BindResult(g.state); !done; done, _ = cuda.BindResult(g.state) {
 		if time.Now().After(deadline) {
 			t.Fatal("the proxy never ran threadInit")
 		}
@@ -310,14 +309,14 @@ func TestP2PProxyFailures(t *testing.T) {
 func TestP2PFlagRing(t *testing.T) {
 	f := newFixture(t, nil)
 	onThread("0", func() {
-		syncs := harnessCall(fakeCuda, "fakeSyncs", "")
+		syncs := fakeCall("fakeSyncs", "")
 		const n = 4096 + 5
 		for i := 1; i <= n; i++ {
 			if rc := f.h.op(tFlag, 1, 0, 1, 0, 0); rc != status.Success {
 				t.Fatalf("signal %d = %v", i, rc)
 			}
 		}
-		if got := harnessCall(fakeCuda, "fakeSyncs", "") - syncs; got != 1 {
+		if got := fakeCall("fakeSyncs", "") - syncs; got != 1 {
 			t.Errorf("%d signals ran %d stream synchronizations, want 1 (the ring wrapped once)", n, got)
 		}
 		if _, remote := f.h.epochs(); remote != n {

@@ -1,6 +1,6 @@
 //go:build mscclpp_testhooks
 
-package cuda
+package p2p
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mscclpp-go/mscclpp/cuda"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -45,7 +46,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func (f *p2pFixture) devTail() uint64 {
-	b := peek(P2PTail(f.state), 8)
+	b := peek(cuda.P2PTail(f.state), 8)
 	var v uint64
 	for i := 7; i >= 0; i-- {
 		v = v<<8 | uint64(b[i])
@@ -68,10 +69,10 @@ func (f *p2pFixture) cudaMode(t *testing.T) {
 func logTo(t *testing.T) func() []string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "calls.log")
-	if harnessCall(fakeCuda, "fakeLogTo", path) != 0 {
+	if fakeCall("fakeLogTo", path) != 0 {
 		t.Fatal("fakeLogTo failed")
 	}
-	t.Cleanup(func() { harnessCall(fakeCuda, "fakeLogTo", "") })
+	t.Cleanup(func() { fakeCall("fakeLogTo", "") })
 	return func() []string {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -83,7 +84,7 @@ func logTo(t *testing.T) func() []string {
 
 func streamID(t *testing.T, state unsafe.Pointer, tail bool) int {
 	t.Helper()
-	id := harnessCall(fakeCuda, "fakeStreamId", strconv.FormatUint(uint64(p2pStream(state, tail)), 10))
+	id := fakeCall("fakeStreamId", strconv.FormatUint(uint64(p2pStream(state, tail)), 10))
 	if id <= 0 {
 		t.Fatalf("the fake does not know the state's stream (tail %v)", tail)
 	}
@@ -92,15 +93,14 @@ func streamID(t *testing.T, state unsafe.Pointer, tail bool) int {
 
 func stall(t *testing.T, state unsafe.Pointer, tail bool) {
 	t.Helper()
-	harnessCall(fakeCuda, "fakeStall", strconv.FormatUint(uint64(p2pStream(state, tail)), 10))
-	t.Cleanup(func() { harnessCall(fakeCuda, "fakeStall", "") })
+	fakeCall("fakeStall", strconv.FormatUint(uint64(p2pStream(state, tail)), 10))
+	t.Cleanup(func() { fakeCall("fakeStall", "") })
 }
 
 // TestFakeDeviceMemoryIsNotHostMemory: the fake's device allocations fault on a host access, as
 // on a GPU, so a host dereference anywhere in the library fails the tests.
 func TestFakeDeviceMemoryIsNotHostMemory(t *testing.T) {
-	l := fake(t)
-	dev, err := probeOn(t, l, "0")
+	dev, err := fakeDev(t, "0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestP2PTailNotBehindCopies(t *testing.T) {
 	}
 	waitFor(t, "the proxy to serve 8 puts", func() bool { return f.h.served() == n })
 	waitFor(t, "the tail of 8 in device memory", func() bool { return f.devTail() == n })
-	if q := harnessCall(fakeCuda, "fakeQueued", ""); q != n {
+	if q := fakeCall("fakeQueued", ""); q != n {
 		t.Errorf("%d operations queued, want the %d copies", q, n)
 	}
 	if !bytes.Equal(peek(f.dst, n*100), make([]byte, n*100)) {
@@ -177,12 +177,11 @@ func TestP2PTailNotBehindCopies(t *testing.T) {
 // TestP2PSyncAndFreeWaitForStreams: SyncP2PState (what ProxyStop calls) returns with every queued
 // copy done; FreeP2PState synchronizes both streams before destroying them.
 func TestP2PSyncAndFreeWaitForStreams(t *testing.T) {
-	l := fake(t)
-	dev, err := probeOn(t, l, "1")
+	dev, err := fakeDev(t, "1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := NewP2PState(dev, nil, -1)
+	st, err := cuda.NewP2PState(dev, nil, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,13 +199,13 @@ func TestP2PSyncAndFreeWaitForStreams(t *testing.T) {
 			t.Fatalf("put = %v", rc)
 		}
 	})
-	if harnessCall(fakeCuda, "fakeQueued", "") != 1 {
+	if fakeCall("fakeQueued", "") != 1 {
 		t.Fatal("the put did not wait on the stalled stream")
 	}
-	if err := SyncP2PState(st); err != nil {
+	if err := cuda.SyncP2PState(st); err != nil {
 		t.Fatal(err)
 	}
-	if q := harnessCall(fakeCuda, "fakeQueued", ""); q != 0 {
+	if q := fakeCall("fakeQueued", ""); q != 0 {
 		t.Errorf("%d operations still queued after SyncP2PState", q)
 	}
 	if !bytes.Equal(peek(dst, 64), peek(src, 64)) {
@@ -215,7 +214,7 @@ func TestP2PSyncAndFreeWaitForStreams(t *testing.T) {
 	calls := logTo(t)
 	data, tail := streamID(t, st, false), streamID(t, st, true)
 	onThread("0", func() { h.op(tData, 1, 0, 1, 0, 64) })
-	if err := FreeP2PState(st); err != nil {
+	if err := cuda.FreeP2PState(st); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -228,7 +227,7 @@ func TestP2PSyncAndFreeWaitForStreams(t *testing.T) {
 	if len(got) < len(want) || strings.Join(got[:len(want)], "\n") != strings.Join(want, "\n") {
 		t.Errorf("FreeP2PState calls:\n%s\nwant first:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if err := SyncP2PState(nil); err != nil {
+	if err := cuda.SyncP2PState(nil); err != nil {
 		t.Error(err)
 	}
 }
@@ -315,8 +314,7 @@ func TestProxyWaitsForTriggerType(t *testing.T) {
 // TestHostAllocOnNode: pinned memory comes from the requested NUMA node, the thread's own memory
 // policy is restored, and an impossible node falls back silently.
 func TestHostAllocOnNode(t *testing.T) {
-	l := fake(t)
-	dev, err := probeOn(t, l, "0")
+	dev, err := fakeDev(t, "0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +331,7 @@ func TestHostAllocOnNode(t *testing.T) {
 	}
 	if !placed {
 		t.Logf("no memory policy here (mode %d): the allocation fell back", mode)
-	} else if node := PageNode(unsafe.Add(p, 1<<15)); node != 0 {
+	} else if node := cuda.PageNode(unsafe.Add(p, 1<<15)); node != 0 {
 		t.Errorf("pinned page on node %d, want 0", node)
 	}
 	q, placed, err := dev.HostAllocOnNode(4096, 1000)
@@ -346,37 +344,4 @@ func TestHostAllocOnNode(t *testing.T) {
 	if after := policyMode(); after != mode {
 		t.Errorf("the thread's memory policy was %d, is %d after the fallback", mode, after)
 	}
-}
-
-// TestProbePointer: a thread without a current context (CUDA 11 before the runtime's first call
-// on it) finds the GPU from a buffer's context, and keeps having none.
-func TestProbePointer(t *testing.T) {
-	l := fake(t)
-	dev, err := probeOn(t, l, "1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := dev.MemAlloc(256)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.MemFree(p)
-	onThread("n", func() {
-		got, err := probePointer(l, p+100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Ordinal != 1 || got.Ctx != dev.Ctx || got.BusID != "0000:86:00.0" {
-			t.Errorf("ProbePointer = %+v, want device 1", got)
-		}
-		if c := current(); c != -1 {
-			t.Errorf("the thread has context %d after the probe, want none", c)
-		}
-		host := make([]byte, 8)
-		_, err = probePointer(l, uint64(uintptr(unsafe.Pointer(&host[0]))))
-		var ce *Error
-		if !errors.As(err, &ce) || ce.Call != "cuPointerGetAttribute" {
-			t.Errorf("ProbePointer of host memory: %v", err)
-		}
-	})
 }

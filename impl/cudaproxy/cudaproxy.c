@@ -1,0 +1,41 @@
+/*
+ * cudaproxy.c: a CUDA-mode proxy context's threadInit and publishTail over cuda's P2P
+ * state (cuda/p2p.c makes the driver calls), reporting failures through engFail. Shared
+ * by the transports whose proxies run in CUDA mode (impl/p2p, impl/eth, impl/ib).
+ */
+#include <stdio.h>
+
+#include "cudaproxy.h"
+
+const char* cudaProxyErrName(const cuwApi* a, int rc, char* buf, size_t len)
+{
+  const char* s = cuwErrorName(a, rc);
+  if (s != NULL) return s;
+  snprintf(buf, len, "CUresult %d", rc);
+  return buf;
+}
+
+int cudaProxyThreadInit(engCtx* ctx, cudaP2PState* st)
+{
+  if (st == NULL) return engFail(ctx->comm, mscclppInvalidUsage, "proxy: no CUDA state on its context");
+  const char* call = "";
+  int rc = cudaP2PThreadEnter(st, &call);
+  if (rc != CUW_SUCCESS) {
+    char buf[32];
+    return engFail(ctx->comm, mscclppUnhandledCudaError, "%s proxy: %s: %s", ctx->ops->name, call,
+                   cudaProxyErrName(st->api, rc, buf, sizeof(buf)));
+  }
+  return mscclppSuccess;
+}
+
+int cudaProxyPublishTail(engCtx* ctx, cudaP2PState* st, uint64_t tail)
+{
+  if (st == NULL) return mscclppInvalidUsage;
+  int rc = cudaP2PPushTail(st, tail);
+  if (rc != CUW_SUCCESS) {
+    char buf[32];
+    return engFail(ctx->comm, mscclppUnhandledCudaError, "%s proxy: cuMemcpyHtoDAsync of the FIFO tail: %s",
+                   ctx->ops->name, cudaProxyErrName(st->api, rc, buf, sizeof(buf)));
+  }
+  return mscclppSuccess;
+}

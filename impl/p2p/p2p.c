@@ -1,0 +1,103 @@
+/*
+ * p2p.c: the CUDA P2P transport of the C engine (its engOps table). The
+ * engine's registrations hold device pointers: mine from cuMemAlloc (or the
+ * application's cudaMalloc), the peer's opened with cuIpcOpenMemHandle. A
+ * put is a cuMemcpyDtoDAsync on the context's stream; a signal copies the
+ * number of signals served on the connection into the peer's proxy epoch on
+ * the same stream, so it lands after every earlier put; a flush waits for the
+ * stream. The FIFO tail goes to device memory on a stream of its own, as
+ * upstream's fifoStream (cuda/p2p.c, through impl/cudaproxy): the tail only
+ * frees FIFO slots (the proxy cleared them before publishing), so it need not
+ * wait for the copies, and a GPU blocked on a full FIFO is not held up behind
+ * megabytes of data. A Sync trigger still waits for every earlier copy (p2pOp
+ * synchronizes the data stream) before the proxy publishes the tail that
+ * covers it. Runs on the proxy thread (and on host initiators' threads),
+ * never calls into Go.
+ */
+#include "p2p.h"
+
+#include "cudaproxy.h"
+
+static int cudaFail(engConn* c, const cuwApi* a, const char* call, cuwResult rc)
+{
+  char buf[32];
+  return engConnFail(c, mscclppUnhandledCudaError, "%s: %s", call, cudaProxyErrName(a, rc, buf, sizeof(buf)));
+}
+
+static int p2pOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+                 uint64_t size)
+{
+  cudaP2PState* st = (cudaP2PState*)c->transport;
+  if (st == NULL) return engConnFail(c, mscclppInvalidUsage, "P2P operation before connection setup");
+  const cuwApi* a = st->api;
+  uint64_t srcAddr = 0, dstAddr = 0;
+  if (type & mscclppData) {
+    const engReg *s, *d;
+    int rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &s, &d);
+    if (rc != mscclppSuccess) return rc;
+    srcAddr = s->addr + srcOff;
+    dstAddr = d->addr + dstOff;
+  }
+  if ((type & mscclppFlag) && (c->remoteProxyEpoch == NULL || c->dev == NULL || c->dev->localSignalEpochId == NULL))
+    return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
+
+  /* Host initiators may call from a thread where another context (or none) is current. */
+  cuwContext prev = NULL;
+  cuwResult rc = a->ctxGetCurrent(&prev);
+  if (rc != CUW_SUCCESS) return cudaFail(c, a, "cuCtxGetCurrent", rc);
+  if (prev != st->ctx && (rc = a->ctxSetCurrent(st->ctx)) != CUW_SUCCESS)
+    return cudaFail(c, a, "cuCtxSetCurrent", rc);
+
+  int ret = mscclppSuccess;
+  if ((type & mscclppData) && size > 0) {
+    rc = a->memcpyDtoDAsync((cuwDevicePtr)dstAddr, (cuwDevicePtr)srcAddr, (size_t)size, st->stream);
+    if (rc != CUW_SUCCESS) {
+      ret = cudaFail(c, a, "cuMemcpyDtoDAsync", rc);
+      goto out;
+    }
+  }
+  if (type & mscclppFlag) {
+    /* The value is fixed now, in trigger order: the count of signals served on
+     * this connection. Copying the device epoch instead would send it as it is
+     * when the copy runs, which may already count later signals whose data is
+     * still queued. Each signal increments the epoch once and pushes one Flag,
+     * so the two agree once every trigger is served. Signals come from the
+     * proxy thread only (host threads may not signal a CUDA-mode connection). */
+    if (st->flagPos > 0 && st->flagPos % CUDA_P2P_FLAG_RING == 0 &&
+        (rc = a->streamSynchronize(st->stream)) != CUW_SUCCESS) {
+      ret = cudaFail(c, a, "cuStreamSynchronize", rc);
+      goto out;
+    }
+    uint64_t* slot = &st->flagRing[st->flagPos++ % CUDA_P2P_FLAG_RING];
+    *slot = ++c->signalsDone;
+    rc = a->memcpyHtoDAsync((cuwDevicePtr)(uintptr_t)c->remoteProxyEpoch, slot, sizeof(uint64_t), st->stream);
+    if (rc != CUW_SUCCESS) {
+      ret = cudaFail(c, a, "cuMemcpyHtoDAsync", rc);
+      goto out;
+    }
+  }
+  if (type & mscclppSync) {
+    rc = a->streamSynchronize(st->stream);
+    if (rc != CUW_SUCCESS) ret = cudaFail(c, a, "cuStreamSynchronize", rc);
+  }
+out:
+  if (prev != st->ctx) a->ctxSetCurrent(prev);
+  return ret;
+}
+
+static int p2pThreadInit(engCtx* ctx) { return cudaProxyThreadInit(ctx, (cudaP2PState*)ctx->transport); }
+
+static int p2pPublishTail(engCtx* ctx, uint64_t tail)
+{
+  return cudaProxyPublishTail(ctx, (cudaP2PState*)ctx->transport, tail);
+}
+
+/* P2P state is the Go side's to free (cuda.FreeP2PState, after the streams are synchronized). */
+const engOps p2pOps = {
+    .size = sizeof(engOps),
+    .name = "P2P",
+    .op = p2pOp,
+    .threadInit = p2pThreadInit,
+    .publishTail = p2pPublishTail,
+    .close = engOpsNoClose,
+};

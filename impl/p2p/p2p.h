@@ -1,0 +1,15 @@
+/*
+ * p2p.h: the CUDA P2P transport of the C engine (CUDA mode, GPUs of one node):
+ * puts and signals as asynchronous copies on the proxy context's stream of
+ * cuda's P2P state (cuda/calls.h), stored as engCtx.transport and every
+ * engConn.transport of the context.
+ */
+#ifndef MSCCLPP_P2P_H_
+#define MSCCLPP_P2P_H_
+
+#include "calls.h"
+#include "engine.h"
+
+extern const engOps p2pOps;
+
+#endif
