@@ -40,18 +40,24 @@ static int64_t nowMs(void)
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* One poll of q's CQ while waiting for its completions: the number of completions reaped, or
+ * -1 once the QP failed (already, or through an error this poll found, recorded as its failure). */
+static int pollStep(ibQp* q)
+{
+  if (__atomic_load_n(&q->failed, __ATOMIC_ACQUIRE)) return -1;
+  char err[IB_ERR_LEN];
+  int got = ibPoll(q->cq, err, sizeof(err));
+  if (got < 0) ibQpSetFailed(q, "%s", err);
+  return got;
+}
+
 /* Polls until the send queue has room for one more WR. Called with q->lock held. */
 static int waitRoom(ibQp* q)
 {
   unsigned n = 0;
   while (q->posted - __atomic_load_n(&q->completed, __ATOMIC_ACQUIRE) >= q->maxSendWr) {
-    if (__atomic_load_n(&q->failed, __ATOMIC_ACQUIRE)) return -1;
-    char err[IB_ERR_LEN];
-    int got = ibPoll(q->cq, err, sizeof(err));
-    if (got < 0) {
-      ibQpSetFailed(q, "%s", err);
-      return -1;
-    }
+    int got = pollStep(q);
+    if (got < 0) return -1;
     if (got == 0) backoff(&n);
   }
   return 0;
@@ -147,13 +153,8 @@ int ibFlush(ibQp* q, int timeoutMs)
   int64_t deadline = timeoutMs > 0 ? nowMs() + timeoutMs : 0;
   unsigned n = 0;
   while (__atomic_load_n(&q->completed, __ATOMIC_ACQUIRE) < target) {
-    if (__atomic_load_n(&q->failed, __ATOMIC_ACQUIRE)) return -1;
-    char err[IB_ERR_LEN];
-    int got = ibPoll(q->cq, err, sizeof(err));
-    if (got < 0) {
-      ibQpSetFailed(q, "%s", err);
-      return -1;
-    }
+    int got = pollStep(q);
+    if (got < 0) return -1;
     if (got == 0) {
       if (deadline && nowMs() > deadline) {
         pthread_mutex_lock(&q->lock);

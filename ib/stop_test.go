@@ -41,6 +41,9 @@ func spinMain() int {
 		return fail(err)
 	}
 	fmt.Println("CONNECTED")
+	if !in.Scan() { // rank 0 connected its side too: a write before that finds no QP to answer it
+		return fail(fmt.Errorf("no go from rank 0"))
+	}
 	for {
 		if err := e.qp.Write(e.dMR, 0, peer.data, 0, childSize, true); err != nil {
 			return fail(err)
@@ -97,13 +100,29 @@ func TestDoubleStoppedPeer(t *testing.T) {
 	if s := readLine(); s != "CONNECTED" {
 		t.Fatalf("rank 1: %q", s)
 	}
+	fmt.Fprintln(stdin, "GO")
 	pid := cmd.Process.Pid
+	quit := make(chan string, 1)
+	go func() { // rank 1 says "ERR ..." when it gives up; its output ends when it exits
+		msg := "exited without a word"
+		for out.Scan() {
+			msg = out.Text()
+		}
+		quit <- msg
+	}()
 	for i := 0; i < 40; i++ {
 		time.Sleep(time.Duration(rand.Intn(3000)) * time.Microsecond) // a random moment of rank 1's posts
 		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
-		waitStopped(t, pid)
+		if !waitStopped(pid) {
+			select {
+			case msg := <-quit:
+				t.Fatalf("stop %d: rank 1 quit: %s", i, msg)
+			case <-time.After(time.Second):
+				t.Fatalf("stop %d: rank 1 (pid %d) not stopped after 5 s", i, pid)
+			}
+		}
 		done := make(chan error, 1)
 		go func() {
 			if err := e.qp.Write(e.dMR, 0, peer.data, 0, 4096, true); err != nil {
@@ -126,18 +145,17 @@ func TestDoubleStoppedPeer(t *testing.T) {
 	}
 }
 
-// waitStopped waits (at most 5 s) until process pid is in the stopped state.
-func waitStopped(t *testing.T, pid int) {
-	t.Helper()
+// waitStopped waits (at most 5 s) until process pid is in the stopped state; false if it never is.
+func waitStopped(pid int) bool {
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
-			t.Fatal(err)
+			return false
 		}
 		s := string(b)
 		if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 && f[0] == "T" {
-			return
+			return true
 		}
 	}
-	t.Fatalf("rank 1 (pid %d) not stopped after 5 s", pid)
+	return false
 }
