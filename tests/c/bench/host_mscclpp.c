@@ -52,6 +52,12 @@
 
 static mscclppComm_t comm;
 
+/* mscclppHostAlloc buffers a connection registered: mscclppHostFree refuses them while the
+ * communicator lives, so they are freed after mscclppCommDestroy. */
+static void* hostBufs[4];
+static int nHostBufs;
+static void freeAfterDestroy(void* p) { hostBufs[nHostBufs++] = p; }
+
 #define CK(call)                                                                                    \
   do {                                                                                              \
     mscclppResult_t r_ = (call);                                                                    \
@@ -243,9 +249,9 @@ static void pair(const char* kind, size_t maxBytes, int rank)
   free(m.buf);
 #endif
   CK(mscclppProxyStop(comm));
-  if (hostAlloc) CK(mscclppHostFree(buf));
+  if (hostAlloc) freeAfterDestroy(buf);
   else free(buf);
-  CK(mscclppHostFree(aux));
+  freeAfterDestroy(aux);
 }
 
 static void ag(int rank, int n)
@@ -304,7 +310,7 @@ static void ag(int rank, int n)
     }
   }
   CK(mscclppProxyStop(comm));
-  CK(mscclppHostFree(buf));
+  freeAfterDestroy(buf);
 }
 
 int main(int argc, char** argv)
@@ -342,6 +348,7 @@ int main(int argc, char** argv)
   if (isPair) pair(argv[2], argc > 3 ? (size_t)atoll(argv[3]) : (256u << 20), rank);
   else ag(rank, n);
   CK(mscclppCommDestroy(comm));
+  for (int i = 0; i < nHostBufs; i++) CK(mscclppHostFree(hostBufs[i]));
 #ifdef BENCH_MPI
   MPI_Finalize();
 #endif
