@@ -449,31 +449,42 @@ func (nopTB) Fatal(args ...any) { panic(fmt.Sprint(args...)) }
 
 const childSize = 1 << 20
 
-// childMain is rank 1: connect, wait for rank 0's writes, check them, write back.
-func childMain() int {
-	fail := func(err error) int { fmt.Printf("ERR %v\n", err); return 1 }
+// childConnect is a re-executed rank 1's side of the handshake over stdin and stdout: an
+// endpoint on dev, its info out, rank 0's in, connected, "CONNECTED" out. It returns the
+// endpoint, rank 0's info and stdin for what follows.
+func childConnect(dev string) (*endpoint, peerInfo, *bufio.Scanner, error) {
 	lib, err := Load() // MSCCLPP_IBV_SO names the double
 	if err != nil {
-		return fail(err)
+		return nil, peerInfo{}, nil, err
 	}
-	e, err := newEndpoint(lib, os.Getenv(childEnv), "rank 0", childSize)
+	e, err := newEndpoint(lib, dev, "rank 0", childSize)
 	if err != nil {
-		return fail(err)
+		return nil, peerInfo{}, nil, err
 	}
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 4096), 4096)
 	fmt.Println(e.info().line())
 	if !in.Scan() {
-		return fail(fmt.Errorf("no peer info"))
+		return nil, peerInfo{}, nil, fmt.Errorf("no peer info")
 	}
 	peer, err := parsePeer(in.Text())
 	if err != nil {
-		return fail(err)
+		return nil, peerInfo{}, nil, err
 	}
 	if err := e.qp.Connect(peer.qp); err != nil {
-		return fail(err)
+		return nil, peerInfo{}, nil, err
 	}
 	fmt.Println("CONNECTED")
+	return e, peer, in, nil
+}
+
+// childMain is rank 1: connect, wait for rank 0's writes, check them, write back.
+func childMain() int {
+	fail := func(err error) int { fmt.Printf("ERR %v\n", err); return 1 }
+	e, peer, in, err := childConnect(os.Getenv(childEnv))
+	if err != nil {
+		return fail(err)
+	}
 	// rank 0 writes 3 blocks at offsets, then signals 3
 	if err := e.waitFlag(3, 20*time.Second); err != nil {
 		return fail(err)

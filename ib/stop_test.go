@@ -19,28 +19,10 @@ const spinEnv = "MSCCLPP_IB_TEST_SPIN"
 // (until killed): at any moment it is likely inside a post.
 func spinMain() int {
 	fail := func(err error) int { fmt.Printf("ERR %v\n", err); return 1 }
-	lib, err := Load()
+	e, peer, in, err := childConnect(os.Getenv(spinEnv))
 	if err != nil {
 		return fail(err)
 	}
-	e, err := newEndpoint(lib, os.Getenv(spinEnv), "rank 0", childSize)
-	if err != nil {
-		return fail(err)
-	}
-	in := bufio.NewScanner(os.Stdin)
-	in.Buffer(make([]byte, 4096), 4096)
-	fmt.Println(e.info().line())
-	if !in.Scan() {
-		return fail(fmt.Errorf("no peer info"))
-	}
-	peer, err := parsePeer(in.Text())
-	if err != nil {
-		return fail(err)
-	}
-	if err := e.qp.Connect(peer.qp); err != nil {
-		return fail(err)
-	}
-	fmt.Println("CONNECTED")
 	if !in.Scan() { // rank 0 connected its side too: a write before that finds no QP to answer it
 		return fail(fmt.Errorf("no go from rank 0"))
 	}

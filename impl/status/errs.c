@@ -81,24 +81,30 @@ int errSet(errRecord* r, int code, const char* msg) { return record(r, code, msg
 
 int errSetAsync(errRecord* r, int code, const char* msg) { return record(r, code, msg, 1); }
 
-int errFail(errRecord* r, int code, const char* fmt, ...)
+/* record with the message formatted from fmt and ap */
+static int vrecord(errRecord* r, int code, int async, const char* fmt, va_list ap)
 {
   char msg[1024];
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  return record(r, code, msg, async);
+}
+
+int errFail(errRecord* r, int code, const char* fmt, ...)
+{
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
+  int rc = vrecord(r, code, 0, fmt, ap);
   va_end(ap);
-  return record(r, code, msg, 0);
+  return rc;
 }
 
 int errFailAsync(errRecord* r, int code, const char* fmt, ...)
 {
-  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
+  int rc = vrecord(r, code, 1, fmt, ap);
   va_end(ap);
-  return record(r, code, msg, 1);
+  return rc;
 }
 
 int errAsync(errRecord* r, char* buf, int len)
