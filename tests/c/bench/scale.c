@@ -1,0 +1,157 @@
+/*
+ * scale: the library at many ranks -- init, the 4-byte allgather and a full
+ * all-to-all connection setup. Started by launch (bench.sh's scale section).
+ *
+ *   launch N scale [noag]
+ *
+ * 1. init: mscclppCommInitRank from the release (reported through
+ *    bench_ready; launch prints LAUNCH init_ns), after one untimed
+ *    mscclppGetVersion as boot_mscclpp.c does;
+ * 2. mscclppBootstrapAllGather of 4 B per rank, timed by boot.h (ag4),
+ *    unless "noag";
+ * 3. the all-to-all setup: after a barrier every rank notes the time,
+ *    mscclppConnect's every other rank (tag 0, a 64-byte mscclppHostAlloc
+ *    buffer of its own per peer; mscclppTransportSHM to a rank of its node,
+ *    mscclppTransportEthernet to a rank of another node) and calls
+ *    mscclppConnectionSetup once, and notes the time again. The figure,
+ *    a2a.setup_ns, is the last rank's return minus the first rank's start
+ *    (CLOCK_MONOTONIC is one clock for every process of the machine, also
+ *    in other network namespaces), as launch measures init; a2a.connect_ns
+ *    is the slowest rank's time in the Connect calls alone.
+ * 4. untimed: the proxies start and every rank puts 8 bytes with a signal
+ *    into every peer's buffer, waits for every peer's and checks them (a
+ *    setup that connected the wrong pairs fails the run).
+ *
+ * The node of each rank: MSCCLPP_TEST_PLACEMENT (a comma list, set by
+ * tests/multinode/rank.sh in a simulated cluster), else all on one node.
+ */
+#define _GNU_SOURCE
+#include <mscclpp.h>
+
+#include "boot.h"
+
+#define CK(x)                                                                                             \
+  do {                                                                                                    \
+    mscclppResult_t r_ = (x);                                                                             \
+    if (r_ != mscclppSuccess)                                                                             \
+      BENCH_DIE("rank %d: %s: %s (%s)", rank, #x, mscclppGetErrorString(r_), mscclppGetLastError(NULL)); \
+  } while (0)
+
+enum { BUFSZ = 64, WAIT_MS = 60000 };
+
+static int rank, nranks;
+
+static int ag(void* ctx, void* data, int size)
+{
+  return mscclppBootstrapAllGather((mscclppComm_t)ctx, data, size) != mscclppSuccess;
+}
+
+static int bar(void* ctx) { return mscclppBootstrapBarrier((mscclppComm_t)ctx) != mscclppSuccess; }
+
+/* node[r] from MSCCLPP_TEST_PLACEMENT, else 0 for every rank */
+static void placement(int* node)
+{
+  const char* p = getenv("MSCCLPP_TEST_PLACEMENT");
+  for (int r = 0; r < nranks; r++) {
+    node[r] = 0;
+    if (p && *p) {
+      node[r] = atoi(p);
+      p = strchr(p, ',');
+      p = p ? p + 1 : NULL;
+    }
+  }
+}
+
+static uint64_t word(int from, int to) { return 0x5ca1e00000000000ull | ((uint64_t)from << 16) | (uint64_t)to; }
+
+/* The timed part: connect to every peer, one setup. t[0], t[1]: start and
+ * end; t[2]: the end of the Connect calls. */
+static void connect_all(mscclppComm_t comm, const int* node, char** bufs, uint64_t* t)
+{
+  t[0] = bench_now_ns();
+  for (int p = 0; p < nranks; p++) {
+    if (p == rank) continue;
+    mscclppTransport_t tr = node[p] == node[rank] ? mscclppTransportSHM : mscclppTransportEthernet;
+    CK(mscclppConnect(comm, p, 0, bufs[p], BUFSZ, tr, NULL));
+  }
+  t[2] = bench_now_ns();
+  CK(mscclppConnectionSetup(comm));
+  t[1] = bench_now_ns();
+}
+
+/* Every rank puts word(rank, p) into every peer p's buffer at offset 8, then
+ * waits for every peer's word in its own buffers. */
+static void check_pairs(mscclppComm_t comm, char** bufs)
+{
+  CK(mscclppProxyLaunch(comm));
+  for (int p = 0; p < nranks; p++) {
+    if (p == rank) continue;
+    uint64_t w = word(rank, p);
+    memcpy(bufs[p], &w, sizeof(w));
+    mscclppDevConn_t* dc = NULL;
+    CK(mscclppGetDeviceConnection(comm, p, 0, &dc));
+    CK(mscclppDevConnPutWithSignal(dc, 8, 0, sizeof(w)));
+  }
+  for (int p = 0; p < nranks; p++) {
+    if (p == rank) continue;
+    mscclppDevConn_t* dc = NULL;
+    CK(mscclppGetDeviceConnection(comm, p, 0, &dc));
+    CK(mscclppDevConnWaitTimeout(dc, WAIT_MS));
+    uint64_t got;
+    memcpy(&got, bufs[p] + 8, sizeof(got));
+    if (got != word(p, rank))
+      BENCH_DIE("rank %d: from rank %d got %#llx, want %#llx", rank, p, (unsigned long long)got,
+                (unsigned long long)word(p, rank));
+  }
+  CK(mscclppBootstrapBarrier(comm));
+  CK(mscclppProxyStop(comm));
+}
+
+int main(int argc, char** argv)
+{
+  rank = bench_env_int("BENCH_RANK", 0), nranks = bench_env_int("BENCH_NRANKS", 1);
+  const char* addr = getenv("BENCH_ADDR");
+  if (!addr) BENCH_DIE("run me through launch");
+  (void)boot_all; /* boot.h's, unused here */
+  int noag = argc > 1 && strcmp(argv[1], "noag") == 0;
+  int v;
+  mscclppGetVersion(&v);
+  bench_start();
+  mscclppComm_t comm = NULL;
+  CK(mscclppCommInitRank(&comm, nranks, addr, rank));
+  bench_ready();
+
+  if (!noag) {
+    boot_ops o = {comm, rank, nranks, ag, bar};
+    boot_measure(&o, "ag4", 4, bench_env_double("BENCH_BUDGET_S", 0.3), 20, 20, 100000);
+  }
+
+  int* node = calloc((size_t)nranks, sizeof(int));
+  char** bufs = calloc((size_t)nranks, sizeof(char*));
+  uint64_t* all = calloc((size_t)nranks * 3, sizeof(uint64_t));
+  if (!node || !bufs || !all) BENCH_DIE("out of memory");
+  placement(node);
+  for (int p = 0; p < nranks; p++)
+    if (p != rank) CK(mscclppHostAlloc((void**)&bufs[p], BUFSZ));
+  CK(mscclppBootstrapBarrier(comm));
+  connect_all(comm, node, bufs, all + 3 * rank);
+  CK(mscclppBootstrapAllGather(comm, all, 3 * sizeof(uint64_t)));
+  if (rank == 0) {
+    uint64_t first = all[0], last = all[1], conn = 0;
+    for (int r = 0; r < nranks; r++) {
+      if (all[3 * r] < first) first = all[3 * r];
+      if (all[3 * r + 1] > last) last = all[3 * r + 1];
+      if (all[3 * r + 2] - all[3 * r] > conn) conn = all[3 * r + 2] - all[3 * r];
+    }
+    bench_result("a2a.setup_ns", (double)(last - first));
+    bench_result("a2a.connect_ns", (double)conn);
+  }
+  check_pairs(comm, bufs);
+  CK(mscclppCommDestroy(comm));
+  for (int p = 0; p < nranks; p++)
+    if (p != rank) CK(mscclppHostFree(bufs[p]));
+  free(node);
+  free(bufs);
+  free(all);
+  return 0;
+}
