@@ -36,6 +36,8 @@ func forgedSetup(t *testing.T, forge func(m *setupMsg)) error {
 func forgedSetupOver(t *testing.T, connect func(c *Comm) (func(), error), forge func(m *setupMsg)) error {
 	t.Helper()
 	t.Setenv("MSCCLPP_BOOTSTRAP_TIMEOUT", "10") // where the forgery is accepted, rank 1 fails in its barrier
+	setupPointToPoint.Store(true)               // rank 0 sends its forged message by hand
+	defer setupPointToPoint.Store(false)
 	addr := freeAddr(t)
 	var got error
 	done := make(chan struct{})

@@ -107,6 +107,7 @@ func (c *Comm) ConnectionSetup() error {
 			fresh = append(fresh, cn)
 		}
 	}
+	out := make([]outMsg, 0, len(fresh))
 	for _, cn := range fresh {
 		hs := make([]int, len(cn.bufs))
 		for h := range hs {
@@ -116,14 +117,16 @@ func (c *Comm) ConnectionSetup() error {
 		if err != nil {
 			return fmt.Errorf("connection setup with rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
 		}
-		if err := c.boot.Send(cn.remoteRank, cn.tag, m.encode()); err != nil {
-			return fmt.Errorf("connection setup: send to rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
-		}
+		out = append(out, outMsg{peer: cn.remoteRank, tag: cn.tag, msg: m.encode()})
+	}
+	reply, err := c.exchangeSetup(out)
+	if err != nil {
+		return err
 	}
 	for _, cn := range fresh {
-		raw, err := c.boot.RecvLimit(cn.remoteRank, cn.tag, maxSetupMsg)
+		raw, err := reply(cn)
 		if err != nil {
-			return c.remoteFailure(fmt.Errorf("connection setup: rank %d never answered for tag %d (did it declare the mirror connection before this mscclppConnectionSetup?): %w", cn.remoteRank, cn.tag, err))
+			return err
 		}
 		if err := c.finishConn(cn, raw); err != nil {
 			return fmt.Errorf("connection setup with rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
@@ -139,7 +142,7 @@ func (c *Comm) ConnectionSetup() error {
 			c.logProxy(true, n, t0)
 		}
 	}
-	err := c.Barrier()
+	err = c.Barrier()
 	c.logSetup(len(fresh), len(c.conns), start, err)
 	if err != nil {
 		return err

@@ -17,7 +17,9 @@
  *    a2a.setup_ns, is the last rank's return minus the first rank's start
  *    (CLOCK_MONOTONIC is one clock for every process of the machine, also
  *    in other network namespaces), as launch measures init; a2a.connect_ns
- *    is the slowest rank's time in the Connect calls alone.
+ *    is the slowest rank's time in the Connect calls alone; a2a.fds the
+ *    most file descriptors a rank holds open after the setup (against
+ *    ulimit -n).
  * 4. untimed: the proxies start and every rank puts 8 bytes with a signal
  *    into every peer's buffer, waits for every peer's and checks them (a
  *    setup that connected the wrong pairs fails the run).
@@ -26,6 +28,7 @@
  * tests/multinode/rank.sh in a simulated cluster), else all on one node.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <mscclpp.h>
 
 #include "boot.h"
@@ -37,7 +40,7 @@
       BENCH_DIE("rank %d: %s: %s (%s)", rank, #x, mscclppGetErrorString(r_), mscclppGetLastError(NULL)); \
   } while (0)
 
-enum { BUFSZ = 64, WAIT_MS = 60000 };
+enum { BUFSZ = 64, WAIT_MS = 60000, NFIG = 4 };
 
 static int rank, nranks;
 
@@ -77,6 +80,17 @@ static void connect_all(mscclppComm_t comm, const int* node, char** bufs, uint64
   t[2] = bench_now_ns();
   CK(mscclppConnectionSetup(comm));
   t[1] = bench_now_ns();
+}
+
+/* The file descriptors this process holds open. */
+static uint64_t open_fds(void)
+{
+  DIR* d = opendir("/proc/self/fd");
+  uint64_t n = 0;
+  if (!d) return 0;
+  while (readdir(d)) n++;
+  closedir(d);
+  return n > 3 ? n - 3 : 0; /* ., .. and the directory's own */
 }
 
 /* Every rank puts word(rank, p) into every peer p's buffer at offset 8, then
@@ -128,23 +142,28 @@ int main(int argc, char** argv)
 
   int* node = calloc((size_t)nranks, sizeof(int));
   char** bufs = calloc((size_t)nranks, sizeof(char*));
-  uint64_t* all = calloc((size_t)nranks * 3, sizeof(uint64_t));
+  uint64_t* all = calloc((size_t)nranks * NFIG, sizeof(uint64_t));
   if (!node || !bufs || !all) BENCH_DIE("out of memory");
   placement(node);
   for (int p = 0; p < nranks; p++)
     if (p != rank) CK(mscclppHostAlloc((void**)&bufs[p], BUFSZ));
   CK(mscclppBootstrapBarrier(comm));
-  connect_all(comm, node, bufs, all + 3 * rank);
-  CK(mscclppBootstrapAllGather(comm, all, 3 * sizeof(uint64_t)));
+  uint64_t* t = all + NFIG * rank;
+  connect_all(comm, node, bufs, t);
+  t[3] = open_fds();
+  CK(mscclppBootstrapAllGather(comm, all, NFIG * sizeof(uint64_t)));
   if (rank == 0) {
-    uint64_t first = all[0], last = all[1], conn = 0;
+    uint64_t first = all[0], last = all[1], conn = 0, fds = 0;
     for (int r = 0; r < nranks; r++) {
-      if (all[3 * r] < first) first = all[3 * r];
-      if (all[3 * r + 1] > last) last = all[3 * r + 1];
-      if (all[3 * r + 2] - all[3 * r] > conn) conn = all[3 * r + 2] - all[3 * r];
+      t = all + NFIG * r;
+      if (t[0] < first) first = t[0];
+      if (t[1] > last) last = t[1];
+      if (t[2] - t[0] > conn) conn = t[2] - t[0];
+      if (t[3] > fds) fds = t[3];
     }
     bench_result("a2a.setup_ns", (double)(last - first));
     bench_result("a2a.connect_ns", (double)conn);
+    bench_result("a2a.fds", (double)fds);
   }
   check_pairs(comm, bufs);
   CK(mscclppCommDestroy(comm));
