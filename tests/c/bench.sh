@@ -19,9 +19,17 @@
 # plain function call and the same function in another shared library,
 # measured in the same process.
 #
+# Section 4 (scale) times, at N = 16, 32 and 64 local ranks (scale.c):
+# init, the 4-byte mscclppBootstrapAllGather and a full all-to-all
+# mscclppConnectionSetup, init and allgather beside boot_tcp.c; then the
+# same over 4 simulated nodes x 4 ranks (tests/multinode/cluster.sh: SHM
+# inside a node, Ethernet between nodes; n/a, saying why, where nodes
+# cannot be simulated), and how each figure grows per added rank.
+#
 # Environment: BENCH_REPS (3), BENCH_BUDGET_S (0.3 s per figure and run),
 # BENCH_NS ("2 4 8 16": bootstrap sizes), BENCH_SKIP_MPI=1 (no Open MPI
-# references), BENCH_SECTIONS ("boot host eth tools": the sections to run).
+# references), BENCH_SECTIONS ("boot host eth tools scale": the sections to
+# run), BENCH_SCALE_NS ("16 32 64": the scale section's sizes).
 # Open MPI is installed with apt-get when missing and we are root.
 set -u -o pipefail
 
@@ -37,7 +45,7 @@ export BENCH_BUDGET_S=${BENCH_BUDGET_S:-0.3}
 RES=$OUT/results.txt
 LOG=$OUT/bench.log
 T_START=$(date +%s)
-SECTIONS=${BENCH_SECTIONS:-"boot host eth tools"}
+SECTIONS=${BENCH_SECTIONS:-"boot host eth tools scale"}
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -79,6 +87,7 @@ build libtools_ref.so tools_ref.c -shared -fPIC
 build tools_pass1.so tools_pass.c -shared -fPIC -DPASS_NAME='"pass1"' $PC
 build tools_pass2.so tools_pass.c -shared -fPIC -DPASS_NAME='"pass2"' $PC
 build tools_bench tools_bench.c -L"$OUT" -Wl,-rpath,"$OUT" -ltools_ref $PC
+build scale scale.c $PC
 if [ $MPI = 1 ]; then
   { mpicc $CFLAGS -o "$OUT/mpi_ref" "$SRC/mpi_ref.c" &&
     mpicc $CFLAGS -DBENCH_MPI -o "$OUT/host_mpi" "$SRC/host_mscclpp.c" $PC; } >>"$LOG" 2>&1 ||
@@ -176,6 +185,35 @@ if want tools; then
     run t1 env MSCCLPP_TOOLS="$OUT/tools_pass1.so" "$OUT/tools_bench"
     run t2 env MSCCLPP_TOOLS="$OUT/tools_pass1.so:$OUT/tools_pass2.so" "$OUT/tools_bench"
   done
+fi
+
+# ---- 4. scale ----
+# At most 3 reps (each N=64 run starts 64 processes on this machine), and no
+# new rep once the section ran 120 s: the section stays under 3 minutes.
+SCALE_NS=${BENCH_SCALE_NS:-"16 32 64"}
+SREPS=$((REPS < 3 ? REPS : 3))
+MN_WHY=
+if want scale; then
+  echo "running the scale benchmarks (N = $SCALE_NS local; 4 simulated nodes x 4 ranks) ..."
+  S_START=$(date +%s)
+  MN_WHY=$(bash "$ROOT/tests/multinode/cluster.sh" --check)
+  cluster() { # PREFIX PROG [ARGS]: 16 ranks over 4 simulated nodes
+    local prefix=$1; shift
+    run "$prefix" env BENCH_LAUNCH="$OUT/launch" bash "$ROOT/tests/multinode/cluster.sh" -k 4 -n 16 -t 60 \
+      --launch "$SRC/cluster_launch.sh" -e 'BENCH_ADDR={ADDR}' -- "$@"
+  }
+  for rep in $(seq "$SREPS"); do
+    [ "$rep" -gt 1 ] && [ $(($(date +%s) - S_START)) -gt 120 ] && { echo "bench: scale: rep $rep skipped (the section ran 120 s)"; break; }
+    for n in $SCALE_NS; do
+      run "sc.$n" "$OUT/launch" -t 60 "$n" "$OUT/scale"
+      run "sctcp.$n" env BENCH_ONLY=ag4 "$OUT/launch" -t 60 "$n" "$OUT/boot_tcp"
+    done
+    if [ -z "$MN_WHY" ]; then
+      cluster mn "$OUT/scale"
+      cluster mntcp env BENCH_ONLY=ag4 "$OUT/boot_tcp"
+    fi
+  done
+  S_SECS=$(($(date +%s) - S_START))
 fi
 
 # ---- tables ----
@@ -310,6 +348,60 @@ if want tools; then
     l=$(get t$k.tools.layers)
     [ "$l" = "$k" ] || { echo "bench: the run with $k tools had ${l:-no} layers"; FAILED=$((FAILED + 1)); }
   done
+fi
+
+# growth A B K: (B - A) / K, empty when either is
+growth() {
+  [ -z "$1" ] || [ -z "$2" ] && return
+  awk -v a="$1" -v b="$2" -v k="$3" 'BEGIN{ printf "%.6g", (b - a) / k }'
+}
+if want scale; then
+  echo
+  echo "== 4. Scale: init, 4-byte allgather, all-to-all connection setup ($SREPS reps, medians; section took ${S_SECS} s)"
+  echo "   reference: boot_tcp.c (C ring); all-to-all: every rank mscclppConnect's every other (a 64 B HostAlloc"
+  echo "   buffer each) and calls mscclppConnectionSetup once: first rank's start to last rank's return"
+  for n in $SCALE_NS; do
+    echo
+    hdr "N = $n local processes"
+    g=""; c=""; ga=""; ca=""; gs=""; cs=""
+    [ "$n" -ge 32 ] && { g="<= 3 x C ring"; c="le 3"; ga="<= 1 x C ring"; ca="le 1"; }
+    [ "$n" = 64 ] && { gs="< 1 s"; cs="abs 1e9"; }
+    row "init (release -> last rank ready)" t "$(get sc.$n.init_ns)" "$(get sctcp.$n.init_ns)" "$g" "$c"
+    row "mscclppBootstrapAllGather 4 B/rank" t "$(get sc.$n.ag4.median_ns)" "$(get sctcp.$n.ag4.median_ns)" "$ga" "$ca"
+    row "all-to-all mscclppConnectionSetup" t "$(get sc.$n.a2a.setup_ns)" "" "$gs" "$cs"
+    row "  its Connect calls (slowest rank)" t "$(get sc.$n.a2a.connect_ns)" "" "(diagnostic)" ""
+    printf "  file descriptors a rank holds after it: %s (ulimit -n: %s)\n" "$(get sc.$n.a2a.fds)" "$(ulimit -n)"
+  done
+  set -- $SCALE_NS
+  echo
+  hdr "growth per added rank"
+  prev=""
+  for n in $SCALE_NS; do
+    if [ -n "$prev" ]; then
+      k=$((n - prev))
+      row "init, N $prev -> $n" t "$(growth "$(get sc.$prev.init_ns)" "$(get sc.$n.init_ns)" $k)" "$(growth "$(get sctcp.$prev.init_ns)" "$(get sctcp.$n.init_ns)" $k)" "" ""
+      row "allgather 4 B, N $prev -> $n" t "$(growth "$(get sc.$prev.ag4.median_ns)" "$(get sc.$n.ag4.median_ns)" $k)" "$(growth "$(get sctcp.$prev.ag4.median_ns)" "$(get sctcp.$n.ag4.median_ns)" $k)" "" ""
+      row "all-to-all setup, N $prev -> $n" t "$(growth "$(get sc.$prev.a2a.setup_ns)" "$(get sc.$n.a2a.setup_ns)" $k)" "" "" ""
+    fi
+    prev=$n
+  done
+  printf "  all-to-all setup per connection (N*(N-1) of them):"
+  for n in $SCALE_NS; do
+    a=$(get sc.$n.a2a.setup_ns)
+    printf "  N=%s %s" "$n" "$(ftime "$([ -n "$a" ] && awk -v a="$a" -v n="$n" 'BEGIN{ printf "%.6g", a / (n * (n - 1)) }')")"
+  done
+  echo
+  echo
+  hdr "4 simulated nodes x 4 ranks"
+  [ -n "$MN_WHY" ] && echo "  n/a: nodes cannot be simulated here: $MN_WHY"
+  echo "  (tests/multinode/cluster.sh: a network namespace, veth and private /dev/shm per node; SHM inside, Ethernet between)"
+  row "init (release -> last rank ready)" t "$(get mn.init_ns)" "$(get mntcp.init_ns)" "<= 3 x C ring" "le 3"
+  row "mscclppBootstrapAllGather 4 B/rank" t "$(get mn.ag4.median_ns)" "$(get mntcp.ag4.median_ns)" "<= 1 x C ring" "le 1"
+  row "all-to-all mscclppConnectionSetup" t "$(get mn.a2a.setup_ns)" "" "< 1 s" "abs 1e9"
+  row "  its Connect calls (slowest rank)" t "$(get mn.a2a.connect_ns)" "" "(diagnostic)" ""
+  row "init vs 16 ranks on one node" t "$(get mn.init_ns)" "$(get sc.16.init_ns)" "(diagnostic)" ""
+  row "allgather 4 B vs 16 ranks on one node" t "$(get mn.ag4.median_ns)" "$(get sc.16.ag4.median_ns)" "(diagnostic)" ""
+  row "all-to-all setup vs 16 ranks on one node" t "$(get mn.a2a.setup_ns)" "$(get sc.16.a2a.setup_ns)" "(diagnostic)" ""
 fi
 
 echo

@@ -4,10 +4,12 @@
  *
  *   launch N boot_tcp [init]
  *
- * Init: every rank opens a ring listener on 127.0.0.1, connects to rank 0
- * (which listens at BENCH_ADDR; refused connects are retried every 100 µs)
- * and sends its listener's port; rank 0 answers everyone with the table of
- * ports; each rank then connects to rank+1's listener and accepts rank-1.
+ * Init: every rank opens a ring listener on its address (127.0.0.1, or
+ * MSCCLPP_TEST_NODE_ADDR, which tests/multinode/rank.sh sets in a simulated
+ * cluster), connects to rank 0 (which listens at BENCH_ADDR; refused
+ * connects are retried every 100 µs) and sends its listener's address;
+ * rank 0 answers everyone with the table of addresses; each rank then
+ * connects to rank+1's listener and accepts rank-1.
  * Allgather: ring allgather over the two ring sockets, raw blocking
  * write/read (TCP_NODELAY) for slots up to 64 KiB; larger slots send and
  * receive each step concurrently with poll() so that no rank blocks in
@@ -160,7 +162,9 @@ int main(int argc, char** argv)
   int initOnly = argc > 1 && strcmp(argv[1], "init") == 0;
   struct sockaddr_in root = {0};
   root.sin_family = AF_INET;
-  root.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  char rootIP[64];
+  snprintf(rootIP, sizeof(rootIP), "%.*s", (int)(strchr(addr, ':') - addr), addr);
+  if (inet_pton(AF_INET, rootIP, &root.sin_addr) != 1) BENCH_DIE("bad BENCH_ADDR %s", addr);
   root.sin_port = htons((uint16_t)atoi(strchr(addr, ':') + 1));
   bench_start();
 
@@ -168,9 +172,14 @@ int main(int argc, char** argv)
   struct sockaddr_in mine = {0};
   mine.sin_family = AF_INET;
   mine.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const char* myIP = getenv("MSCCLPP_TEST_NODE_ADDR");
+  if (myIP && *myIP && inet_pton(AF_INET, myIP, &mine.sin_addr) != 1) BENCH_DIE("bad MSCCLPP_TEST_NODE_ADDR %s", myIP);
   int lfd = listener(&mine);
-  int32_t* ports = calloc((size_t)n, sizeof(int32_t));
+  /* the table: rank r's listener at ips[r]:ports[r], network order, one message */
+  int32_t* ports = calloc((size_t)n * 2, sizeof(int32_t));
+  uint32_t* ips = (uint32_t*)ports + n;
   ports[rank] = ntohs(mine.sin_port);
+  ips[rank] = mine.sin_addr.s_addr;
   const char* topo = getenv("BENCH_TOPO");
   int star = topo && !strcmp(topo, "star");
   int* c = NULL;
@@ -180,20 +189,21 @@ int main(int argc, char** argv)
     for (int i = 1; i < n; i++) {
       int s = accept(rl, NULL, NULL);
       nodelay(s);
-      int32_t msg[2];
-      if (s < 0 || readall(s, msg, sizeof(msg))) BENCH_DIE("root: registration");
+      int32_t msg[3];
+      if (s < 0 || readall(s, msg, sizeof(msg)) || msg[0] < 1 || msg[0] >= n) BENCH_DIE("root: registration");
       c[msg[0]] = s;
       ports[msg[0]] = msg[1];
+      ips[msg[0]] = (uint32_t)msg[2];
     }
     for (int i = 1; i < n; i++) {
-      if (writeall(c[i], ports, (size_t)n * sizeof(int32_t))) BENCH_DIE("root: reply");
+      if (writeall(c[i], ports, (size_t)n * 2 * sizeof(int32_t))) BENCH_DIE("root: reply");
       if (!star) close(c[i]);
     }
     close(rl);
   } else {
     int s = dial(&root);
-    int32_t msg[2] = {rank, ports[rank]};
-    if (writeall(s, msg, sizeof(msg)) || readall(s, ports, (size_t)n * sizeof(int32_t))) BENCH_DIE("rank %d: root", rank);
+    int32_t msg[3] = {rank, ports[rank], (int32_t)ips[rank]};
+    if (writeall(s, msg, sizeof(msg)) || readall(s, ports, (size_t)n * 2 * sizeof(int32_t))) BENCH_DIE("rank %d: root", rank);
     if (star) c = calloc(1, sizeof(int)), c[0] = s;
     else close(s);
   }
@@ -201,6 +211,7 @@ int main(int argc, char** argv)
   if (n > 1) {
     struct sockaddr_in nx = mine;
     nx.sin_port = htons((uint16_t)ports[(rank + 1) % n]);
+    nx.sin_addr.s_addr = ips[(rank + 1) % n];
     g.next = dial(&nx);
     g.prev = accept(lfd, NULL, NULL);
     if (g.prev < 0) BENCH_DIE("accept: %s", strerror(errno));
