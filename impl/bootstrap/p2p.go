@@ -259,3 +259,17 @@ func readChunked(r io.Reader, n int) ([]byte, error) {
 	}
 	return msg, nil
 }
+
+// PeerConns is how many point-to-point connections this rank opened (one per peer it sent to).
+func (b *Bootstrap) PeerConns() int {
+	n := 0
+	for i := range b.out {
+		o := &b.out[i]
+		o.mu.Lock()
+		if o.c != nil {
+			n++
+		}
+		o.mu.Unlock()
+	}
+	return n
+}

@@ -149,6 +149,9 @@ func (d DevConns) SetRemote(i int, remoteEpoch, remoteBuff unsafe.Pointer) {
 	e.remoteBuff = remoteBuff
 }
 
+// RemoteBuff is entry i's remoteBuff.
+func (d DevConns) RemoteBuff(i int) unsafe.Pointer { return d.at(i).remoteBuff }
+
 // Ctx is one proxy context: a trigger FIFO, its head and tail, the connections it serves, a proxy thread.
 type Ctx struct{ p *C.engCtx }
 

@@ -51,7 +51,7 @@ out="$build/tests/c"
 mkdir -p "$out" || exit 1
 # clean what an earlier run left (only ours: others may build here too)
 (cd "$out" && rm -rf launch abi_layout_c abi_layout_cc11 abi_layout_cc14 abi_layout_cc17 abi_layout_cc20 \
-  error_strings bootstrap connections datapath bad_input hardening timeouts stranger adversary init_failures logging fork threads_cc \
+  error_strings bootstrap connections alltoall datapath bad_input hardening timeouts stranger adversary init_failures logging fork threads_cc \
   perf perf.out perf.csv perf.json readme_example readme_example.inc \
   build-*.log ./*.log ./*.short only-mscclpp*.c only-mscclpp*.cc logging-file.d logging-link.d cmake-prefix cmake-build-prefix \
   cmake-build-tree)
@@ -177,7 +177,7 @@ build_start=$(date +%s.%N)
 jobs_max=$(nproc 2>/dev/null || echo 2)
 builds=(
   "c abi_layout_c abi_layout.c" "c error_strings error_strings.c" "c bootstrap bootstrap.c"
-  "c connections connections.c" "c datapath datapath.c" "c bad_input bad_input.c" "c timeouts timeouts.c"
+  "c connections connections.c" "c alltoall alltoall.c" "c datapath datapath.c" "c bad_input bad_input.c" "c timeouts timeouts.c"
   "c stranger stranger.c" "c adversary adversary.c" "c init_failures init_failures.c" "c logging logging.c" "c fork fork.c" "c hardening hardening.c" "c mode mode.c" "cxx threads_cc threads.cc c++17"
   "c perf perf.c" "readme readme_example readme_example.cc"
   "cxx abi_layout_cc11 abi_layout.cc c++11" "cxx abi_layout_cc14 abi_layout.cc c++14"
@@ -587,6 +587,8 @@ case_lenv=("MSCCLPP_HOSTID=host{RANK}")
 run_case bootstrap-n4-hosts 4 40 bootstrap
 run_case connections-n2 2 30 connections
 run_case connections-n3 3 30 connections
+# a full all-to-all setup (16 ranks, 480 connections): every pair's data arrives
+run_case alltoall-n16 16 60 alltoall
 run_case datapath-n2 2 30 datapath
 run_case datapath-n3 3 30 datapath
 run_case bad_input 2 30 bad_input
