@@ -456,10 +456,14 @@ mscclppResult_t mscclppRegisterBufferForConnection(mscclppComm_t comm, int connI
  * connections, and ends with a barrier. Connections set up earlier keep
  * working, untouched, at the same address; with nothing new it is a
  * barrier. It may be called any number of times, also while the proxies
- * run: they serve the new connections at once. Errors: the two ends
+ * run: they serve the new connections at once. The registrations travel
+ * in two bootstrap allgathers (every rank's table of them), so the cost
+ * does not include a bootstrap connection per pair. Errors: the two ends
  * declaring different transports: mscclppInvalidUsage; a peer that did not
- * declare the mirror connection before this setup, or died:
- * mscclppRemoteError (after the bootstrap timeout). */
+ * declare the mirror connection before this setup: mscclppRemoteError
+ * naming it and the tag, at once (the other ranks fail in the closing
+ * barrier); a peer that died: mscclppRemoteError (after the bootstrap
+ * timeout). */
 mscclppResult_t mscclppConnectionSetup(mscclppComm_t comm);
 
 /* mscclppGetAllDeviceConnections: every connection, in Connect order.
