@@ -372,7 +372,6 @@ if want scale; then
     row "  its Connect calls (slowest rank)" t "$(get sc.$n.a2a.connect_ns)" "" "(diagnostic)" ""
     printf "  file descriptors a rank holds after it: %s (ulimit -n: %s)\n" "$(get sc.$n.a2a.fds)" "$(ulimit -n)"
   done
-  set -- $SCALE_NS
   echo
   hdr "growth per added rank"
   prev=""
