@@ -103,3 +103,40 @@ func TestSetupTable(t *testing.T) {
 		}
 	}
 }
+
+// TestSetupSomeRanksIdle: ranks with nothing new take part in the gathered exchange: a setup
+// where only ranks 0 and 1 connect, then one where only 2 and 3 do (0 and 1 keep theirs).
+func TestSetupSomeRanksIdle(t *testing.T) {
+	forRanks(t, 4, func(c *Comm) error {
+		var bufs []unsafe.Pointer
+		defer func() {
+			for _, b := range bufs {
+				hostmem.Free(b)
+			}
+		}()
+		for round, pair := range [][2]int{{0, 1}, {2, 3}} {
+			me := c.Rank()
+			if me == pair[0] || me == pair[1] {
+				b, err := hostmem.Alloc(64)
+				if err != nil {
+					return err
+				}
+				bufs = append(bufs, b)
+				*(*byte)(b) = byte(me)
+				if err := c.Connect(pair[0]+pair[1]-me, round, b, 64, TransportSHM, nil, true); err != nil {
+					return err
+				}
+			}
+			if err := c.ConnectionSetup(); err != nil {
+				return fmt.Errorf("round %d: %w", round, err)
+			}
+			if err := checkPeers(c); err != nil {
+				return fmt.Errorf("round %d: %w", round, err)
+			}
+		}
+		if _, n := c.DeviceConnections(); n != 1 {
+			return fmt.Errorf("%d connections, want 1", n)
+		}
+		return c.Barrier()
+	})
+}
