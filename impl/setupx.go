@@ -19,7 +19,10 @@ import (
 //
 // The gathered tables cost every rank N * (the longest table) bytes: past maxGatheredSetup
 // the messages go point to point as before (the ranks decide alike: on the gathered lengths).
-const maxGatheredSetup = 32 << 20
+// A variable for the tests.
+var maxGatheredSetup atomic.Uint64
+
+func init() { maxGatheredSetup.Store(32 << 20) }
 
 // A table entry: peer (uint32), tag (int64), message length (uint32), the message.
 const setupEntryHdr = 16
@@ -86,7 +89,7 @@ func (c *Comm) gatherSetup(out []outMsg) (in []map[int][]byte, ok bool, err erro
 	if slot == 0 { // nothing new anywhere
 		return make([]map[int][]byte, c.nranks), true, nil
 	}
-	if slot*uint64(c.nranks) > maxGatheredSetup {
+	if slot*uint64(c.nranks) > maxGatheredSetup.Load() {
 		return nil, false, nil
 	}
 	all := make([]byte, int(slot)*c.nranks)

@@ -67,16 +67,20 @@ func TestAllToAllSetupGathered(t *testing.T) {
 	})
 }
 
-// TestAllToAllSetupPointToPoint: the point-to-point exchange (tables too large to gather) sets
-// up the same all-to-all.
+// TestAllToAllSetupPointToPoint: where the tables are too large to gather, every rank sends its
+// messages point to point (one connection per peer) and sets up the same all-to-all.
 func TestAllToAllSetupPointToPoint(t *testing.T) {
-	setupPointToPoint.Store(true)
-	defer setupPointToPoint.Store(false)
+	old := maxGatheredSetup.Load()
+	maxGatheredSetup.Store(64) // 4 ranks' tables of 3 messages are larger
+	defer maxGatheredSetup.Store(old)
 	forRanks(t, 4, func(c *Comm) error {
 		release, err := allToAll(c)
 		defer release()
 		if err != nil {
 			return err
+		}
+		if n := c.boot.PeerConns(); n != 3 {
+			return fmt.Errorf("%d point-to-point connections, want 3 (one per peer)", n)
 		}
 		if err := checkPeers(c); err != nil {
 			return err
