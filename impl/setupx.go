@@ -65,7 +65,7 @@ func tableFor(b []byte, p, me int) (map[int][]byte, error) {
 			if _, dup := got[tag]; dup {
 				return nil, status.Errorf(status.RemoteError, "connection setup: rank %d sent two setup messages for tag %d", p, tag)
 			}
-			got[tag] = b[setupEntryHdr : setupEntryHdr+int(l)]
+			got[tag] = append([]byte{}, b[setupEntryHdr:setupEntryHdr+int(l)]...) // not the whole gathered buffer
 		}
 		b = b[setupEntryHdr+int(l):]
 	}
