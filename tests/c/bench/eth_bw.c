@@ -2,14 +2,18 @@
  * eth_bw: the Ethernet transport's put bandwidth beside a raw TCP stream
  * between the same two processes, interleaved block by block.
  *
- *   launch -p 2 eth_bw [sizeBytes...]      (default 1 MiB, 16 MiB, 256 MiB)
+ *   launch -p 2 eth_bw [sizeBytes...]  (default 64 KiB, 256 KiB, 1 MiB, 16 MiB, 256 MiB)
  *
  * ours: rank 0 putWithSignal's size bytes to rank 1 over
  *       mscclppTransportEthernet, rank 1 waits and signals back;
  * tcp:  rank 0 sends size bytes on a plain TCP socket to rank 1, which
  *       receives them into its buffer and sends one byte back.
  * Both include the one small message back, so the ratio compares like with
- * like. Figures: eth.<size>.ours.gbps and eth.<size>.tcp.gbps (medians).
+ * like. Each size starts with two unrecorded warm-up blocks, then runs blocks
+ * (one of each) until BENCH_BUDGET_S passed (at least 5, at most 256).
+ * Figures: eth.<size>.ours.gbps and eth.<size>.tcp.gbps (medians over the
+ * blocks) and eth.<size>.ratio, the median over blocks of the block's
+ * ours/tcp bandwidth ratio (a load change between blocks moves both).
  * The socket address comes from MSCCLPP_TEST_ETH_IP (default 127.0.0.1) so
  * the same program measures across simulated nodes.
  */
@@ -89,8 +93,8 @@ int main(int argc, char** argv)
   int rank = bench_env_int("BENCH_RANK", 0);
   const char* addr = getenv("BENCH_ADDR");
   if (addr == NULL) BENCH_DIE("no BENCH_ADDR: start me with launch -p 2");
-  size_t sizes[8] = {1 << 20, 16 << 20, 256 << 20};
-  int nsizes = 3;
+  size_t sizes[8] = {64 << 10, 256 << 10, 1 << 20, 16 << 20, 256 << 20};
+  int nsizes = 5;
   if (argc > 1) {
     nsizes = 0;
     for (int i = 1; i < argc && nsizes < 8; i++) sizes[nsizes++] = (size_t)strtoull(argv[i], NULL, 0);
@@ -113,8 +117,9 @@ int main(int argc, char** argv)
   double budget = bench_env_double("BENCH_BUDGET_S", 0.3);
   for (int si = 0; si < nsizes; si++) {
     size_t size = sizes[si];
-    uint64_t ours[64], tcp[64];
-    int n = 0;
+    enum { WARM = 2, MAXN = 256 };
+    uint64_t ours[MAXN], tcp[MAXN], ratio[MAXN];
+    int n = 0, warm = 0;
     uint64_t start = bench_now_ns();
     for (;;) {
       /* ours */
@@ -138,9 +143,15 @@ int main(int argc, char** argv)
         sendAll(fd, &ack, 1);
       }
       tcp[n] = bench_now_ns() - t0;
-      n++;
+      if (warm < WARM) {
+        warm++;
+        start = bench_now_ns();
+      } else {
+        ratio[n] = tcp[n] * 1000000 / (ours[n] ? ours[n] : 1); /* bandwidth ratio, parts per million */
+        n++;
+      }
       /* rank 0 decides when to stop; rank 1 learns it through the bootstrap */
-      int stop = (rank == 0) && (n >= 64 || (n >= 3 && (double)(bench_now_ns() - start) * 1e-9 > budget));
+      int stop = (rank == 0) && (n >= MAXN || (n >= 5 && (double)(bench_now_ns() - start) * 1e-9 > budget));
       int both[2] = {0, 0};
       both[rank] = stop;
       CK(mscclppBootstrapAllGather(comm, both, sizeof(int)));
@@ -152,6 +163,8 @@ int main(int argc, char** argv)
       bench_result(key, (double)size / (double)bench_median(ours, (size_t)n));
       snprintf(key, sizeof(key), "eth.%zu.tcp.gbps", size);
       bench_result(key, (double)size / (double)bench_median(tcp, (size_t)n));
+      snprintf(key, sizeof(key), "eth.%zu.ratio", size);
+      bench_result(key, (double)bench_median(ratio, (size_t)n) * 1e-6);
     }
   }
   close(fd);
