@@ -231,6 +231,7 @@ int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t 
   }
   s->rxStarted = 1;
   e->conns[c->connId] = s;
+  c->yieldFirst = 1; /* signals arrive through the receive thread, maybe pinned with the waiter */
   return mscclppSuccess;
 }
 
