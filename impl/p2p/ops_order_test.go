@@ -345,29 +345,3 @@ func TestHostAllocOnNode(t *testing.T) {
 		t.Errorf("the thread's memory policy was %d, is %d after the fallback", mode, after)
 	}
 }
-
-// TestHostProxySleepsUntilPushed: an idle host-mode proxy sleeps (here its back-off would sleep a
-// second at a time) but a mscclppFifoPush wakes it at once, and so does mscclppProxyStop.
-func TestHostProxySleepsUntilPushed(t *testing.T) {
-	f := newFixture(t, nil)
-	f.h.proxyBackoff(0, 0, 1000000)
-	if err := f.h.start(); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 3; i++ {
-		before := f.h.served()
-		time.Sleep(100 * time.Millisecond) // asleep by now: nothing to serve
-		start := time.Now()
-		f.h.push(tData, 0, 0, 8)
-		waitFor(t, "the pushed trigger to be served", func() bool { return f.h.served() > before })
-		if lat := time.Since(start); lat > 500*time.Millisecond {
-			t.Errorf("push %d: an idle host-mode proxy served it after %v: the push did not wake it", i, lat)
-		}
-	}
-	time.Sleep(100 * time.Millisecond)
-	start := time.Now()
-	f.h.stop()
-	if d := time.Since(start); d > 500*time.Millisecond {
-		t.Errorf("stopping an idle host-mode proxy took %v: the stop did not wake it", d)
-	}
-}
