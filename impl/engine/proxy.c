@@ -22,10 +22,9 @@
 
 #define ENG_TYPELESS_NS 1000000000ull
 
-/* A host-mode proxy asleep on its futex wakes by itself after this long, or after its
- * configured sleepMaxUs where that is longer (every push and engProxyStop wake it; this only
- * bounds a wake that was missed, e.g. a slot written without mscclppFifoPush). */
-#define ENG_PROXY_NAP_NS 50000000ull
+/* A host-mode proxy asleep on its futex wakes by itself after this long (every push and
+ * engProxyStop wake it; this only bounds a wake that was missed). */
+#define ENG_PROXY_NAP_NS 50000000l
 
 /* One idle step: a pause while GPU threads may push (they cannot wake a sleeper), else back-off;
  * once the back-off would sleep, a host-mode proxy whose next slot (empty) is known sleeps on
@@ -48,9 +47,7 @@ static void idle(engCtx* ctx, engBackoff* b, const mscclppTrigger* slot)
   __atomic_store_n(&ctx->proxyAsleep, 1, __ATOMIC_SEQ_CST);
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
   if (__atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE) == 0 && !__atomic_load_n(&ctx->stop, __ATOMIC_ACQUIRE)) {
-    uint64_t ns = (uint64_t)cfg->sleepMaxUs * 1000ull;
-    if (ns < ENG_PROXY_NAP_NS) ns = ENG_PROXY_NAP_NS;
-    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    struct timespec ts = {0, ENG_PROXY_NAP_NS};
     syscall(SYS_futex, &ctx->proxyWake, FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
   }
   __atomic_store_n(&ctx->proxyAsleep, 0, __ATOMIC_RELAXED);
