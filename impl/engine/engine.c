@@ -373,8 +373,6 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
   while (__atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE) != 0) engWaitStep(&w, cfg);
   __atomic_store_n(&slot->value[1], MSCCLPP_TRIGGER_WORD1(type, fifo->connId, dstDataOffset), __ATOMIC_RELAXED);
   __atomic_store_n(&slot->value[0], MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize), __ATOMIC_RELEASE);
-  __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the slot before proxyAsleep (see proxy.c's idle) */
-  if (__atomic_load_n(&ctx->proxyAsleep, __ATOMIC_RELAXED)) engProxyWake(ctx);
   engLeave(ctx);
   return h;
 }

@@ -94,12 +94,7 @@ typedef struct engCtx {
   volatile int closing; /* set by engCtxClose: host calls still inside leave with InvalidUsage */
   int slot;             /* index in the table of live contexts, or -1 */
   uint64_t served;      /* triggers served, for tests and stats */
-  uint32_t proxyWake;   /* host mode: the futex word an idle proxy sleeps on, bumped to wake it */
-  int proxyAsleep;      /* host mode: the proxy sleeps (or is about to): a push wakes it */
 } engCtx;
-
-/* Wakes ctx's proxy if it sleeps (host mode: after a push, or to stop it). */
-void engProxyWake(engCtx* ctx);
 
 /* Live contexts. A host call on a mscclppDevConn first looks its FIFO pointer
  * up in a process-wide table of live contexts (engEnter), so a pointer that

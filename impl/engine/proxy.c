@@ -12,8 +12,6 @@
  * non-zero: a GPU's 16-byte store may become visible to the host as two
  * 8-byte writes, word 0 first. A slot whose type stays zero for
  * ENG_TYPELESS_NS is reported (a trigger pushed with type 0) and dropped.
- * An idle host-mode proxy ends its back-off asleep on a futex that every
- * push (mscclppFifoPush) and engProxyStop wake.
  */
 #include <stdio.h>
 
@@ -22,41 +20,13 @@
 
 #define ENG_TYPELESS_NS 1000000000ull
 
-/* A host-mode proxy asleep on its futex wakes by itself after this long (every push and
- * engProxyStop wake it; this only bounds a wake that was missed). */
-#define ENG_PROXY_NAP_NS 50000000l
-
-/* One idle step: a pause while GPU threads may push (they cannot wake a sleeper), else back-off;
- * once the back-off would sleep, a host-mode proxy whose next slot (empty) is known sleeps on
- * its futex until a push wakes it, rather than waking every sleepMaxUs on the CPU the
- * application's threads (pinned with it) need. */
-static void idle(engCtx* ctx, engBackoff* b, const mscclppTrigger* slot)
+/* One idle step: a pause while GPU threads may push (they cannot wake a sleeper), else back-off. */
+static void idle(engCtx* ctx, engBackoff* b)
 {
-  const engBackoffCfg* cfg = &ctx->comm->proxyCfg;
-  if (ctx->devHead != NULL) {
+  if (ctx->devHead != NULL)
     engPause();
-    return;
-  }
-  if (slot == NULL || b->n < cfg->spin + cfg->yields) {
-    engBackoffStep(b, cfg);
-    return;
-  }
-  /* Dekker with mscclppFifoPush: it stores the slot, then reads proxyAsleep; we store
-   * proxyAsleep, then read the slot: one of us sees the other's store */
-  uint32_t seq = __atomic_load_n(&ctx->proxyWake, __ATOMIC_ACQUIRE);
-  __atomic_store_n(&ctx->proxyAsleep, 1, __ATOMIC_SEQ_CST);
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE) == 0 && !__atomic_load_n(&ctx->stop, __ATOMIC_ACQUIRE)) {
-    struct timespec ts = {0, ENG_PROXY_NAP_NS};
-    syscall(SYS_futex, &ctx->proxyWake, FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
-  }
-  __atomic_store_n(&ctx->proxyAsleep, 0, __ATOMIC_RELAXED);
-}
-
-void engProxyWake(engCtx* ctx)
-{
-  __atomic_fetch_add(&ctx->proxyWake, 1, __ATOMIC_SEQ_CST);
-  syscall(SYS_futex, &ctx->proxyWake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  else
+    engBackoffStep(b, &ctx->comm->proxyCfg);
 }
 
 static void publish(engCtx* ctx, uint64_t tail)
@@ -86,7 +56,7 @@ static void* proxyMain(void* arg)
     if (v0 == 0) {
       if (__atomic_load_n(&ctx->tail, __ATOMIC_RELAXED) != tail) publish(ctx, tail);
       if (__atomic_load_n(&ctx->stop, __ATOMIC_ACQUIRE) && drained(ctx, tail)) break;
-      idle(ctx, &b, slot);
+      idle(ctx, &b);
       continue;
     }
     uint64_t v1 = __atomic_load_n(&slot->value[1], __ATOMIC_ACQUIRE);
@@ -96,7 +66,7 @@ static void* proxyMain(void* arg)
       uint64_t now = engNowNs();
       if (typelessSince == 0) typelessSince = now;
       if (now - typelessSince < ENG_TYPELESS_NS) {
-        idle(ctx, &b, NULL);
+        idle(ctx, &b);
         continue;
       }
       engFail(ctx->comm, mscclppInvalidUsage, "proxy: trigger %llu has no type (pushed with type 0?); dropped",
@@ -140,8 +110,7 @@ int engProxyStart(engCtx* ctx)
 void engProxyStop(engCtx* ctx)
 {
   if (!ctx->running) return;
-  __atomic_store_n(&ctx->stop, 1, __ATOMIC_SEQ_CST);
-  if (ctx->devHead == NULL) engProxyWake(ctx);
+  __atomic_store_n(&ctx->stop, 1, __ATOMIC_RELEASE);
   pthread_join(ctx->thread, NULL);
   ctx->running = 0;
 }
