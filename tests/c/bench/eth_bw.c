@@ -10,7 +10,8 @@
  *       receives them into its buffer and sends one byte back.
  * Both include the one small message back, so the ratio compares like with
  * like. Each size starts with two unrecorded warm-up blocks, then runs blocks
- * (one of each) until BENCH_BUDGET_S passed (at least 5, at most 256).
+ * (one of each, in alternating order) until BENCH_BUDGET_S passed (at least
+ * 5, at most 256).
  * Figures: eth.<size>.ours.gbps and eth.<size>.tcp.gbps (medians over the
  * blocks) and eth.<size>.ratio, the median over blocks of the block's
  * ours/tcp bandwidth ratio (a load change between blocks moves both).
@@ -48,6 +49,35 @@ static void recvAll(int fd, char* p, size_t n)
     if (k <= 0) BENCH_DIE("recv: %s", k == 0 ? "end of stream" : strerror(errno));
     p += k, n -= (size_t)k;
   }
+}
+
+/* ours: rank 0 putWithSignal's size bytes and waits for the signal back; ns. */
+static uint64_t timeOurs(mscclppDevConn_t* conn, int rank, size_t size)
+{
+  uint64_t t0 = bench_now_ns();
+  if (rank == 0) {
+    CK(mscclppDevConnPutWithSignal(conn, 0, 0, size));
+    CK(mscclppDevConnWaitTimeout(conn, 60000));
+  } else {
+    CK(mscclppDevConnWaitTimeout(conn, 60000));
+    CK(mscclppDevConnSignal(conn));
+  }
+  return bench_now_ns() - t0;
+}
+
+/* tcp: rank 0 sends size bytes, rank 1 receives them into buf and sends one byte back; ns. */
+static uint64_t timeTcp(int fd, int rank, char* buf, size_t size)
+{
+  char ack = 1;
+  uint64_t t0 = bench_now_ns();
+  if (rank == 0) {
+    sendAll(fd, buf, size);
+    recvAll(fd, &ack, 1);
+  } else {
+    recvAll(fd, buf, size);
+    sendAll(fd, &ack, 1);
+  }
+  return bench_now_ns() - t0;
 }
 
 /* A TCP socket between the two ranks: rank 1 listens, rank 0 connects. */
@@ -122,27 +152,14 @@ int main(int argc, char** argv)
     int n = 0, warm = 0;
     uint64_t start = bench_now_ns();
     for (;;) {
-      /* ours */
-      uint64_t t0 = bench_now_ns();
-      if (rank == 0) {
-        CK(mscclppDevConnPutWithSignal(conn, 0, 0, size));
-        CK(mscclppDevConnWaitTimeout(conn, 60000));
+      /* ours and tcp, in alternating order: neither always runs first after the bootstrap's stop vote */
+      if ((n + warm) % 2 == 0) {
+        ours[n] = timeOurs(conn, rank, size);
+        tcp[n] = timeTcp(fd, rank, buf, size);
       } else {
-        CK(mscclppDevConnWaitTimeout(conn, 60000));
-        CK(mscclppDevConnSignal(conn));
+        tcp[n] = timeTcp(fd, rank, buf, size);
+        ours[n] = timeOurs(conn, rank, size);
       }
-      ours[n] = bench_now_ns() - t0;
-      /* tcp */
-      char ack = 1;
-      t0 = bench_now_ns();
-      if (rank == 0) {
-        sendAll(fd, buf, size);
-        recvAll(fd, &ack, 1);
-      } else {
-        recvAll(fd, buf, size);
-        sendAll(fd, &ack, 1);
-      }
-      tcp[n] = bench_now_ns() - t0;
       if (warm < WARM) {
         warm++;
         start = bench_now_ns();
