@@ -264,6 +264,13 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
   volatile uint64_t* proxy = &conn->localSignalEpochId->proxy;
   uint64_t want = *conn->waitEpochId;
   const engBackoffCfg* cfg = &c->comm->waitCfg;
+  engBackoffCfg yielding;
+  if (c->yieldFirst) { /* a pause-spin would keep the CPU from the thread that delivers the signal */
+    yielding = *cfg;
+    yielding.yields = cfg->yields > UINT32_MAX - cfg->spin ? UINT32_MAX : cfg->yields + cfg->spin;
+    yielding.spin = 0;
+    cfg = &yielding;
+  }
   engWait w;
   engWaitInit(&w, timeoutMs);
   for (;;) {

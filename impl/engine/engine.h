@@ -70,6 +70,8 @@ typedef struct engConn {
   volatile int peerClosed;  /* set by a transport when the peer's side of the connection is gone */
   uint32_t* localSleepers;  /* threads asleep (futex) on my epoch slot of this connection, or NULL */
   uint32_t* remoteSleepers; /* threads asleep on the peer's slot I signal, or NULL: wake them after a signal */
+  int yieldFirst; /* a thread of this process (a transport's receive thread) delivers the signals a
+                   * wait looks for and may share the waiter's CPU: waits yield from the start */
   struct engComm* comm;
   const engOps* ops;
   void* transport; /* the transport's own state: for CUDA P2P, its context's state */

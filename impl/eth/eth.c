@@ -104,6 +104,24 @@ int ethSendFailed(engConn* c, ethConn* s, int err)
   return rc;
 }
 
+/* A put from host memory: header and payload in one sendmsg and, for a put with a signal, the
+ * count too (ETH_DATASIG: one frame, so the peer's receive thread wakes once for both). The count
+ * is taken under the lock that orders the stream, as a lone signal's is. */
+static int sendPut(engConn* c, ethConn* s, uint64_t type, uint64_t dstHandle, uint64_t dstOff, char* src, uint64_t size)
+{
+  unsigned char hdr[ETH_HDR_BYTES];
+  uint64_t count = 0;
+  int sig = (type & mscclppFlag) != 0;
+  struct iovec iov[3] = {{hdr, ETH_HDR_BYTES}, {src, (size_t)size}, {&count, ETH_SIG_BYTES}};
+  pthread_mutex_lock(&s->sendLock);
+  if (sig) count = ++c->signalsDone;
+  ethPutHeader(hdr, sig ? ETH_DATASIG : ETH_DATA, dstHandle, dstOff, size);
+  int err = ethSendAll(s, iov, sig ? 3 : 2);
+  pthread_mutex_unlock(&s->sendLock);
+  /* Sync: the send returned, so the source may be reused */
+  return err != 0 ? ethSendFailed(c, s, err) : mscclppSuccess;
+}
+
 static int ethOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
                  uint64_t size)
 {
@@ -114,17 +132,10 @@ static int ethOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff,
     const engReg *src, *dst;
     int rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &src, &dst);
     if (rc != mscclppSuccess) return rc;
+    if (src->mapped != NULL) return sendPut(c, s, type, dstHandle, dstOff, src->mapped + srcOff, size);
     ethPutHeader(hdr, ETH_DATA, dstHandle, dstOff, size);
-    if (src->mapped != NULL) {
-      struct iovec iov[2] = {{hdr, ETH_HDR_BYTES}, {src->mapped + srcOff, (size_t)size}};
-      pthread_mutex_lock(&s->sendLock);
-      int err = ethSendAll(s, iov, 2);
-      pthread_mutex_unlock(&s->sendLock);
-      if (err != 0) return ethSendFailed(c, s, err);
-    } else {
-      rc = ethSendStaged(c, s, hdr, src->addr + srcOff, size);
-      if (rc != mscclppSuccess) return rc;
-    }
+    rc = ethSendStaged(c, s, hdr, src->addr + srcOff, size); /* device memory: the signal follows alone */
+    if (rc != mscclppSuccess) return rc;
   }
   if (type & mscclppFlag) {
     /* the count is taken after this operation's data went out, under the lock that orders the
@@ -220,6 +231,7 @@ int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t 
   }
   s->rxStarted = 1;
   e->conns[c->connId] = s;
+  c->yieldFirst = 1; /* signals arrive through the receive thread, maybe pinned with the waiter */
   return mscclppSuccess;
 }
 

@@ -13,6 +13,9 @@
  * FENCE marks the end of what a rank sent before its proxies stopped; BYE
  * that a close is on purpose (an end of stream without it means the peer died);
  * PING that the sender is alive (sent when a tick passed with nothing else).
+ * DATASIG is a put with its signal in one frame (one sendmsg, one segment
+ * where it fits): a DATA header and payload, then the 8-byte signal count
+ * FLAG would have carried; the receiver lands the payload, then the count.
  * A signal sends the count of signals completed on the connection, after the
  * data of every counted signal (the stream is ordered), so it never announces
  * data still in flight. flush() needs no round trip: a put returns once the
@@ -30,6 +33,8 @@
 #define ETH_BYE 4u   /* the sender is closing the connection on purpose */
 #define ETH_REG 5u   /* [8:16] the receiver's mscclppRegisterBuffer index, [16:24] offset, [24:32] size; payload */
 #define ETH_PING 6u  /* nothing else went out for a tick: the sender and the link are alive */
+#define ETH_DATASIG 7u /* as DATA, then the payload, then an 8-byte signal count (as FLAG's [8:16]) */
+#define ETH_SIG_BYTES 8 /* the count after a DATASIG payload */
 #define ETH_HDR_BYTES 32
 
 struct ethCtx;

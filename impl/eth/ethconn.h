@@ -64,6 +64,8 @@ void* ethRxMain(void* arg);
 /* Reads exactly n bytes (ethrx.c); 0, -1 on a clean end of stream before the first byte, else an
  * errno (ETIMEDOUT: nothing came in for deadMs). */
 int ethRecvAll(ethConn* s, void* buf, size_t n);
+/* The same for every byte of iov (advancing it): one recvmsg for a payload and what follows it. */
+int ethRecvIov(ethConn* s, struct iovec* iov, int n);
 /* Records a failed send on c (a peer unreachable, or gone) and returns its code (eth.c). */
 int ethSendFailed(engConn* c, ethConn* s, int err);
 

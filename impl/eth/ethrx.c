@@ -36,14 +36,17 @@ static int rxTick(ethConn* s)
   return 0;
 }
 
-/* Reads exactly n bytes; 0, -1 on a clean end of stream before the first byte, else an errno
- * (ETIMEDOUT: nothing came in for deadMs). A blocked recv returns every tick (SO_RCVTIMEO). */
-int ethRecvAll(ethConn* s, void* buf, size_t n)
+/* Fills every byte of iov (advancing it); 0, -1 on a clean end of stream before the first byte,
+ * else an errno (ETIMEDOUT: nothing came in for deadMs). A blocked recvmsg returns every tick
+ * (SO_RCVTIMEO). */
+int ethRecvIov(ethConn* s, struct iovec* iov, int n)
 {
-  size_t got = 0;
-  while (got < n) {
-    ssize_t k = recv(s->fd, (char*)buf + got, n - got, MSG_WAITALL);
-    if (k == 0) return got == 0 ? -1 : ECONNRESET;
+  int started = 0;
+  for (;;) {
+    while (n > 0 && iov->iov_len == 0) iov++, n--;
+    if (n == 0) return 0;
+    ssize_t k = recvmsg(s->fd, &(struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)n}, MSG_WAITALL);
+    if (k == 0) return started ? ECONNRESET : -1;
     if (k < 0) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) return errno;
@@ -51,11 +54,23 @@ int ethRecvAll(ethConn* s, void* buf, size_t n)
       if (rc != 0) return rc;
       continue;
     }
-    got += (size_t)k;
+    started = 1;
     __atomic_store_n(&s->lastRecvNs, engNowNs(), __ATOMIC_RELAXED);
-    if (got < n && rxTick(s) != 0) return ETIMEDOUT; /* a long receive still pings */
+    while (n > 0 && (size_t)k >= iov->iov_len) {
+      k -= (ssize_t)iov->iov_len;
+      iov++, n--;
+    }
+    if (n == 0) return 0;
+    iov->iov_base = (char*)iov->iov_base + k;
+    iov->iov_len -= (size_t)k;
+    if (rxTick(s) != 0) return ETIMEDOUT; /* a long receive still pings */
   }
-  return 0;
+}
+
+int ethRecvAll(ethConn* s, void* buf, size_t n)
+{
+  struct iovec iov[1] = {{buf, n}};
+  return ethRecvIov(s, iov, 1);
 }
 
 /* Drops n bytes of a rejected message so the stream stays in step. */
@@ -143,22 +158,29 @@ static void rxFlag(ethConn* s, uint64_t a)
 
 /* A put: h->a is my handle, h->b the offset, h->n the size; checked against my registrations
  * (ethDataBad), then received straight into the registration (device memory: through the
- * staging buffer). A put that fails the checks is skipped. Returns 0 or what recvAll returned. */
-static int rxData(ethConn* s, const ethHdr* h)
+ * staging buffer). A put that fails the checks is skipped. A DATASIG's count (sig non-NULL)
+ * follows its payload: received with it in one call into host memory, else after it. Returns 0
+ * or what recvAll returned. */
+static int rxData(ethConn* s, const ethHdr* h, uint64_t* sig)
 {
   engConn* c = s->c;
   struct cudaP2PState* cuda = ctxState(c)->cuda;
   uint64_t a = h->a, b = h->b, n = h->n;
   char what[300];
+  int rc;
   const char* bad = ethDataBad(h, c->local, c->nLocal, cuda != NULL && s->recvStage != NULL);
   if (bad != NULL) {
     snprintf(what, sizeof(what), "rank %d put %llu bytes at offset %llu of handle %llu: %s; dropped", c->peerRank,
              (unsigned long long)n, (unsigned long long)b, (unsigned long long)a, bad);
     engConnFail(c, mscclppRemoteError, "%s", what);
-    return skip(s, n);
+    rc = skip(s, n);
+  } else if (c->local[a].mapped != NULL) {
+    struct iovec iov[2] = {{c->local[a].mapped + b, (size_t)n}, {sig, ETH_SIG_BYTES}};
+    return ethRecvIov(s, iov, sig != NULL ? 2 : 1);
+  } else {
+    rc = ethRecvStaged(c, s, c->local[a].addr + b, n); /* device memory, double-buffered (stage.c) */
   }
-  if (c->local[a].mapped != NULL) return ethRecvAll(s, c->local[a].mapped + b, (size_t)n);
-  return ethRecvStaged(c, s, c->local[a].addr + b, n); /* device memory, double-buffered (stage.c) */
+  return rc == 0 && sig != NULL ? ethRecvAll(s, sig, ETH_SIG_BYTES) : rc;
 }
 
 /* The receive thread: data straight into the registered buffers, counts into my epoch. */
@@ -205,10 +227,12 @@ void* ethRxMain(void* arg)
       if (!s->closing && !s->dead) rxFailed(s, rc, n);
       return NULL;
     }
-    rc = rxData(s, &h);
-    if (rc != 0 && !s->closing && !s->dead) {
-      rxFailed(s, rc, n);
+    uint64_t count = 0;
+    rc = rxData(s, &h, type == ETH_DATASIG ? &count : NULL);
+    if (rc != 0) {
+      if (!s->closing && !s->dead) rxFailed(s, rc, n);
       return NULL;
     }
+    if (type == ETH_DATASIG) rxFlag(s, count); /* after its data, even a dropped put's: as a FLAG */
   }
 }

@@ -27,10 +27,10 @@ static inline int ethHdrDecode(const unsigned char* p, ethHdr* h)
   memcpy(&h->a, p + 8, 8);
   memcpy(&h->b, p + 16, 8);
   memcpy(&h->n, p + 24, 8);
-  return h->magic == ETH_MAGIC && h->type >= ETH_DATA && h->type <= ETH_PING ? 0 : -1;
+  return h->magic == ETH_MAGIC && h->type >= ETH_DATA && h->type <= ETH_DATASIG ? 0 : -1;
 }
 
-/* Why the n bytes of a DATA header (handle a, offset b) cannot land in this
+/* Why the n bytes of a DATA or DATASIG header (handle a, offset b) cannot land in this
  * rank's registrations local[0..nLocal), or NULL when [b, b+n) lies inside
  * registration a. staged: memory the host cannot map is written through a
  * staging buffer (CUDA mode). */

@@ -1,5 +1,7 @@
 /*
- * datapath.c: the SHM data path in host mode (run with N = 2 and 3).
+ * datapath.c: the SHM data path in host mode (run with N = 2 and 3);
+ * `datapath eth`: the same over mscclppTransportEthernet (TCP), where a put
+ * with a signal travels as one frame (rounds 1, 3 and the last trigger of 5).
  *
  * Every rank connects to every other rank twice over mscclppTransportSHM:
  * tag 0 with a mscclppHostAlloc buffer (node shared memory: a put is a
@@ -76,8 +78,14 @@ static int check_landed(struct conn_state* c, size_t off, size_t srcOff, size_t 
                c->peer, c->tag, wrong, len, H + off + first);
 }
 
-int main(void)
+int main(int argc, char** argv)
 {
+  mscclppTransport_t tr = mscclppTransportSHM;
+  const char* trName = "SHM";
+  if (argc > 1 && strcmp(argv[1], "eth") == 0) {
+    tr = mscclppTransportEthernet;
+    trName = "Ethernet";
+  }
   test_init("datapath");
   rank = test_rank();
   nranks = test_nranks();
@@ -103,15 +111,16 @@ int main(void)
       for (size_t k = 0; k < H; k++)
         c->buf[k] = pattern(rank, p, tag, k);
       memset(c->buf + H, 0, H);
-      mscclppResult_t r = mscclppConnect(comm, p, tag, c->buf, BUFSZ, mscclppTransportSHM, NULL);
-      if (nconns == 0 && r == mscclppInvalidUsage && test_stristr(test_last_error(comm), "SHM")) {
+      mscclppResult_t r = mscclppConnect(comm, p, tag, c->buf, BUFSZ, tr, NULL);
+      if (nconns == 0 && r == mscclppInvalidUsage && tr == mscclppTransportSHM && test_stristr(test_last_error(comm), "SHM")) {
         printf("SKIP-NOTE: the SHM transport is not implemented yet (\"%s\"): no data path to test\n",
                test_last_error(comm));
         MCHECK(mscclppCommDestroy(comm));
         return test_finish();
       }
       if (r != mscclppSuccess) {
-        test_report_res(__FILE__, __LINE__, "mscclppConnect(SHM)", r, mscclppSuccess, comm, 1);
+        test_report_res(__FILE__, __LINE__, tr == mscclppTransportSHM ? "mscclppConnect(SHM)" : "mscclppConnect(Ethernet)", r,
+                        mscclppSuccess, comm, 1);
         test_abort();
       }
       mscclppBufferHandle_t h = 0;
@@ -131,7 +140,7 @@ int main(void)
             all[i].remoteRank, all[i].tag);
     REQUIRE(all[i].localSignalEpochId != NULL && all[i].waitEpochId != NULL, "connection %d has no epochs", i);
   }
-  printf("ok   %d SHM connections set up (remoteBuff: tag 0 %s, tag 1 %s)\n", nconns,
+  printf("ok   %d %s connections set up (remoteBuff: tag 0 %s, tag 1 %s)\n", nconns, trName,
          conns[0].dc->remoteBuff ? "mapped" : "NULL", conns[1].dc->remoteBuff ? "mapped" : "NULL");
   int ok;
 

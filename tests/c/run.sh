@@ -591,6 +591,8 @@ run_case connections-n3 3 30 connections
 run_case alltoall-n16 16 60 alltoall
 run_case datapath-n2 2 30 datapath
 run_case datapath-n3 3 30 datapath
+run_case datapath-eth-n2 2 30 datapath eth
+run_case datapath-eth-n3 3 30 datapath eth
 run_case bad_input 2 30 bad_input
 run_case timeouts-missing-rank 3 20 timeouts missing
 case_env=(MSCCLPP_BOOTSTRAP_TIMEOUT=1)

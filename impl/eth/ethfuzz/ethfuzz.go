@@ -25,7 +25,7 @@ static int decode(const unsigned char* p, const uint64_t* sizes, const unsigned 
   }
   *why = NULL;
   int rc = ethHdrDecode(p, h);
-  if (rc == 0 && h->type == ETH_DATA) *why = ethDataBad(h, local, nLocal, staged);
+  if (rc == 0 && (h->type == ETH_DATA || h->type == ETH_DATASIG)) *why = ethDataBad(h, local, nLocal, staged);
   if (rc == 0 && h->type == ETH_REG) *why = ethRegBad(h->a < (uint64_t)nLocal ? &local[h->a] : NULL, h->b, h->n);
   return rc;
 }
@@ -42,8 +42,10 @@ const (
 	Flag     = C.ETH_FLAG
 	Fence    = C.ETH_FENCE
 	Bye      = C.ETH_BYE
-	RegWrite = C.ETH_REG  // a write into a buffer of mscclppRegisterBuffer
-	Ping     = C.ETH_PING // the heartbeat
+	RegWrite = C.ETH_REG       // a write into a buffer of mscclppRegisterBuffer
+	Ping     = C.ETH_PING      // the heartbeat
+	DataSig  = C.ETH_DATASIG   // a put and its signal in one frame
+	SigBytes = C.ETH_SIG_BYTES // the count after a DATASIG payload
 )
 
 // Reg is one registration of the receiving rank.
@@ -60,7 +62,7 @@ type Hdr struct {
 
 // Decode decodes hdr (HdrBytes long) as the receive thread does and, for a
 // DATA frame, checks it against regs (at most 8; handle 0 is the signal
-// slot), for an ETH_REG frame against regs as registered buffers 0..7.
+// slot; a DATASIG frame the same), for an ETH_REG frame against regs as registered buffers 0..7.
 // ok: a header of this protocol; why: "" when a DATA or ETH_REG frame's
 // bytes may be written, else the reason it is dropped.
 func Decode(hdr []byte, regs []Reg, staged bool) (h Hdr, ok bool, why string) {

@@ -15,7 +15,7 @@ func header(magic, typ uint32, a, b, n uint64) []byte {
 
 // FuzzHeader feeds the Ethernet receive thread's decoder any header and any
 // registrations: it must accept only this protocol's frames, and a DATA
-// frame only when its bytes lie inside a registration the host can write
+// or DATASIG frame only when its bytes lie inside a registration the host can write
 // (no overflow of offset + size), whatever the peer claims.
 func FuzzHeader(f *testing.F) {
 	f.Add(header(Magic, Data, 1, 0, 4096), uint64(4096), uint64(16), uint8(2), uint8(3), false)
@@ -25,7 +25,11 @@ func FuzzHeader(f *testing.F) {
 	f.Add(header(Magic, Data, 0, 0, 8), uint64(4096), uint64(16), uint8(2), uint8(3), false)
 	f.Add(header(Magic, Flag, 7, 0, 0), uint64(0), uint64(0), uint8(1), uint8(0), false)
 	f.Add(header(Magic, Ping, 0, 0, 0), uint64(0), uint64(0), uint8(1), uint8(0), false)
-	f.Add(header(Magic, Ping+1, 0, 0, 0), uint64(0), uint64(0), uint8(1), uint8(0), true)
+	f.Add(header(Magic, DataSig+1, 0, 0, 0), uint64(0), uint64(0), uint8(1), uint8(0), true)
+	f.Add(header(Magic, DataSig, 1, 0, 4096), uint64(4096), uint64(16), uint8(2), uint8(3), false)
+	f.Add(header(Magic, DataSig, 1, 8, ^uint64(0)-7), uint64(4096), uint64(16), uint8(2), uint8(3), false)
+	f.Add(header(Magic, DataSig, 0, 0, 8), uint64(4096), uint64(16), uint8(2), uint8(3), false)
+	f.Add(header(Magic, DataSig, 2, 0, 16), uint64(4096), uint64(16), uint8(3), uint8(1), false)
 	f.Add(header(Magic, RegWrite, 1, 0, 4096), uint64(4096), uint64(16), uint8(2), uint8(0), false)
 	f.Add(header(Magic, RegWrite, 0, 8, 9), uint64(4096), uint64(16), uint8(1), uint8(0), false)
 	f.Add(header(Magic, RegWrite, 1, 1, ^uint64(0)), uint64(4096), uint64(16), uint8(2), uint8(0), false)
@@ -41,7 +45,7 @@ func FuzzHeader(f *testing.F) {
 			regs[i] = Reg{Size: []uint64{16, size1, size2, size1 ^ size2}[i%4], Mapped: mappedBits&(1<<i) != 0}
 		}
 		h, ok, why := Decode(hdr, regs, staged)
-		wantOK := binary.LittleEndian.Uint32(hdr) == Magic && h.Type >= Data && h.Type <= Ping
+		wantOK := binary.LittleEndian.Uint32(hdr) == Magic && h.Type >= Data && h.Type <= DataSig
 		if ok != wantOK {
 			t.Fatalf("header %x: accepted=%v", hdr, ok)
 		}
@@ -53,7 +57,7 @@ func FuzzHeader(f *testing.F) {
 			}
 			return
 		}
-		if !ok || h.Type != Data || why != "" {
+		if !ok || (h.Type != Data && h.Type != DataSig) || why != "" {
 			return
 		}
 		// accepted for writing: check it by arbitrary-precision reasoning

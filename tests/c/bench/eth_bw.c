@@ -2,14 +2,19 @@
  * eth_bw: the Ethernet transport's put bandwidth beside a raw TCP stream
  * between the same two processes, interleaved block by block.
  *
- *   launch -p 2 eth_bw [sizeBytes...]      (default 1 MiB, 16 MiB, 256 MiB)
+ *   launch -p 2 eth_bw [sizeBytes...]  (default 64 KiB, 256 KiB, 1 MiB, 16 MiB, 256 MiB)
  *
  * ours: rank 0 putWithSignal's size bytes to rank 1 over
  *       mscclppTransportEthernet, rank 1 waits and signals back;
  * tcp:  rank 0 sends size bytes on a plain TCP socket to rank 1, which
  *       receives them into its buffer and sends one byte back.
  * Both include the one small message back, so the ratio compares like with
- * like. Figures: eth.<size>.ours.gbps and eth.<size>.tcp.gbps (medians).
+ * like. Each size starts with two unrecorded warm-up blocks, then runs blocks
+ * (one of each, in alternating order) until BENCH_BUDGET_S passed (at least
+ * 5, at most 256).
+ * Figures: eth.<size>.ours.gbps and eth.<size>.tcp.gbps (medians over the
+ * blocks) and eth.<size>.ratio, the median over blocks of the block's
+ * ours/tcp bandwidth ratio (a load change between blocks moves both).
  * The socket address comes from MSCCLPP_TEST_ETH_IP (default 127.0.0.1) so
  * the same program measures across simulated nodes.
  */
@@ -44,6 +49,35 @@ static void recvAll(int fd, char* p, size_t n)
     if (k <= 0) BENCH_DIE("recv: %s", k == 0 ? "end of stream" : strerror(errno));
     p += k, n -= (size_t)k;
   }
+}
+
+/* ours: rank 0 putWithSignal's size bytes and waits for the signal back; ns. */
+static uint64_t timeOurs(mscclppDevConn_t* conn, int rank, size_t size)
+{
+  uint64_t t0 = bench_now_ns();
+  if (rank == 0) {
+    CK(mscclppDevConnPutWithSignal(conn, 0, 0, size));
+    CK(mscclppDevConnWaitTimeout(conn, 60000));
+  } else {
+    CK(mscclppDevConnWaitTimeout(conn, 60000));
+    CK(mscclppDevConnSignal(conn));
+  }
+  return bench_now_ns() - t0;
+}
+
+/* tcp: rank 0 sends size bytes, rank 1 receives them into buf and sends one byte back; ns. */
+static uint64_t timeTcp(int fd, int rank, char* buf, size_t size)
+{
+  char ack = 1;
+  uint64_t t0 = bench_now_ns();
+  if (rank == 0) {
+    sendAll(fd, buf, size);
+    recvAll(fd, &ack, 1);
+  } else {
+    recvAll(fd, buf, size);
+    sendAll(fd, &ack, 1);
+  }
+  return bench_now_ns() - t0;
 }
 
 /* A TCP socket between the two ranks: rank 1 listens, rank 0 connects. */
@@ -89,8 +123,8 @@ int main(int argc, char** argv)
   int rank = bench_env_int("BENCH_RANK", 0);
   const char* addr = getenv("BENCH_ADDR");
   if (addr == NULL) BENCH_DIE("no BENCH_ADDR: start me with launch -p 2");
-  size_t sizes[8] = {1 << 20, 16 << 20, 256 << 20};
-  int nsizes = 3;
+  size_t sizes[8] = {64 << 10, 256 << 10, 1 << 20, 16 << 20, 256 << 20};
+  int nsizes = 5;
   if (argc > 1) {
     nsizes = 0;
     for (int i = 1; i < argc && nsizes < 8; i++) sizes[nsizes++] = (size_t)strtoull(argv[i], NULL, 0);
@@ -113,34 +147,28 @@ int main(int argc, char** argv)
   double budget = bench_env_double("BENCH_BUDGET_S", 0.3);
   for (int si = 0; si < nsizes; si++) {
     size_t size = sizes[si];
-    uint64_t ours[64], tcp[64];
-    int n = 0;
+    enum { WARM = 2, MAXN = 256 };
+    uint64_t ours[MAXN], tcp[MAXN], ratio[MAXN];
+    int n = 0, warm = 0;
     uint64_t start = bench_now_ns();
     for (;;) {
-      /* ours */
-      uint64_t t0 = bench_now_ns();
-      if (rank == 0) {
-        CK(mscclppDevConnPutWithSignal(conn, 0, 0, size));
-        CK(mscclppDevConnWaitTimeout(conn, 60000));
+      /* ours and tcp, in alternating order: neither always runs first after the bootstrap's stop vote */
+      if ((n + warm) % 2 == 0) {
+        ours[n] = timeOurs(conn, rank, size);
+        tcp[n] = timeTcp(fd, rank, buf, size);
       } else {
-        CK(mscclppDevConnWaitTimeout(conn, 60000));
-        CK(mscclppDevConnSignal(conn));
+        tcp[n] = timeTcp(fd, rank, buf, size);
+        ours[n] = timeOurs(conn, rank, size);
       }
-      ours[n] = bench_now_ns() - t0;
-      /* tcp */
-      char ack = 1;
-      t0 = bench_now_ns();
-      if (rank == 0) {
-        sendAll(fd, buf, size);
-        recvAll(fd, &ack, 1);
+      if (warm < WARM) {
+        warm++;
+        start = bench_now_ns();
       } else {
-        recvAll(fd, buf, size);
-        sendAll(fd, &ack, 1);
+        ratio[n] = tcp[n] * 1000000 / (ours[n] ? ours[n] : 1); /* bandwidth ratio, parts per million */
+        n++;
       }
-      tcp[n] = bench_now_ns() - t0;
-      n++;
       /* rank 0 decides when to stop; rank 1 learns it through the bootstrap */
-      int stop = (rank == 0) && (n >= 64 || (n >= 3 && (double)(bench_now_ns() - start) * 1e-9 > budget));
+      int stop = (rank == 0) && (n >= MAXN || (n >= 5 && (double)(bench_now_ns() - start) * 1e-9 > budget));
       int both[2] = {0, 0};
       both[rank] = stop;
       CK(mscclppBootstrapAllGather(comm, both, sizeof(int)));
@@ -152,6 +180,8 @@ int main(int argc, char** argv)
       bench_result(key, (double)size / (double)bench_median(ours, (size_t)n));
       snprintf(key, sizeof(key), "eth.%zu.tcp.gbps", size);
       bench_result(key, (double)size / (double)bench_median(tcp, (size_t)n));
+      snprintf(key, sizeof(key), "eth.%zu.ratio", size);
+      bench_result(key, (double)bench_median(ratio, (size_t)n) * 1e-6);
     }
   }
   close(fd);
