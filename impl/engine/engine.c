@@ -45,48 +45,37 @@ void engCommFree(engComm* c)
 #define ENG_CUDA_MODE \
   "this connection runs in CUDA mode: its counters and FIFO are in device memory, so its methods are for device code"
 
-/* connEnter's failure: leaves ctx (when entered), records why and returns NULL. Out of
- * line, so that the entry points' fast path stays small. */
-static __attribute__((noinline, cold)) engConn* connEnterFail(struct mscclppDevConn* dev, const char* fn, int hostOnly,
-                                                              engCtx* ctx)
+/* Enters the live context of a device connection (engEnter) and finds its engine
+ * connection; NULL, with the process-wide last error set, when there is none.
+ * hostOnly refuses CUDA-mode contexts. On success the caller must engLeave(c->ctx). */
+static engConn* connEnter(struct mscclppDevConn* dev, const char* fn, int hostOnly)
 {
   if (__builtin_expect(errForkedChild, 0)) {
     errForked(fn);
     return NULL;
   }
+  if (dev == NULL) {
+    engFail(NULL, mscclppInvalidUsage, "%s: conn is NULL", fn);
+    return NULL;
+  }
+  engCtx* ctx = engEnter(dev->fifo.triggerFifo);
   const char* why = NULL;
-  if (dev == NULL)
-    why = "conn is NULL";
-  else if (ctx == NULL)
+  engConn* c = NULL;
+  if (ctx == NULL)
     why = ENG_NOT_OURS;
   else if (hostOnly && ctx->devHead != NULL)
     why = ENG_CUDA_MODE;
   else if (dev->fifo.connId < 0 || dev->fifo.connId >= ENG_MAX_CONNS)
     why = "fifo.connId out of range";
-  else
+  else if ((c = ctx->conns[dev->fifo.connId]) == NULL)
     why = "connection not set up: call mscclppConnectionSetup first";
-  if (ctx != NULL) engLeave(ctx);
+  if (why == NULL) return c;
+  engLeave(ctx);
   engFail(NULL, mscclppInvalidUsage, "%s: %s", fn, why);
   return NULL;
 }
 
-/* Enters the live context of a device connection (engEnter) and finds its engine
- * connection; NULL, with the process-wide last error set, when there is none.
- * hostOnly refuses CUDA-mode contexts. On success the caller must engLeave(c->ctx). */
-static inline __attribute__((always_inline)) engConn* connEnter(struct mscclppDevConn* dev, const char* fn,
-                                                                int hostOnly)
-{
-  if (__builtin_expect(errForkedChild || dev == NULL, 0)) return connEnterFail(dev, fn, hostOnly, NULL);
-  engCtx* ctx = engEnter(dev->fifo.triggerFifo);
-  engConn* c;
-  if (__builtin_expect(ctx == NULL || (hostOnly && ctx->devHead != NULL) || dev->fifo.connId < 0 ||
-                           dev->fifo.connId >= ENG_MAX_CONNS || (c = ctx->conns[dev->fifo.connId]) == NULL,
-                       0))
-    return connEnterFail(dev, fn, hostOnly, ctx);
-  return c;
-}
-
-int engWriteSlow(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen)
+int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen)
 {
   if (r->mapped != NULL) {
     if (comm != NULL && comm->streamBytes != 0 && size >= comm->streamBytes && size < comm->streamMaxBytes)
@@ -116,8 +105,8 @@ int engWriteSlow(engComm* comm, const engReg* r, uint64_t off, const void* src, 
   return mscclppSuccess;
 }
 
-int engCheckPutSlow(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff, uint64_t size,
-                    const engReg** src, const engReg** dst)
+int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff, uint64_t size,
+                const engReg** src, const engReg** dst)
 {
   if (srcHandle == 0 || dstHandle == 0) /* handle 0 is the connection's signal slot: only signals write it */
     return engConnFail(c, mscclppInvalidArgument,

@@ -18,7 +18,6 @@
 
 #include <pthread.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "../status/errs.h" /* impl/status: the one home of error text (a path from here: no -I needed) */
 #include "mscclpp.h"
@@ -146,49 +145,20 @@ void engProxyStop(engCtx* ctx);
   engFail((c)->comm, (code), "connection %d (rank %d, tag %d): " fmt, (c)->connId, (c)->peerRank, (c)->tag, \
           ##__VA_ARGS__)
 /* Checks a put's handles and ranges against the registrations; on success sets
- * *src and *dst, else records the failure (engConnFail) and returns its code.
- * engCheckPutSlow checks everything again and says what is wrong. */
-int engCheckPutSlow(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff, uint64_t size,
-                    const engReg** src, const engReg** dst);
-static inline int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
-                              uint64_t size, const engReg** src, const engReg** dst)
-{
-  /* handle 0 is the signal slot; nLocal, nRemote > 0 before the unsigned compares */
-  if (__builtin_expect(srcHandle != 0 && dstHandle != 0 && c->nLocal > 0 && c->nRemote > 0 &&
-                           srcHandle < (uint64_t)c->nLocal && dstHandle < (uint64_t)c->nRemote,
-                       1)) {
-    const engReg* s = &c->local[srcHandle];
-    const engReg* d = &c->remote[dstHandle];
-    if (__builtin_expect(srcOff <= s->size && size <= s->size - srcOff && dstOff <= d->size && size <= d->size - dstOff, 1)) {
-      *src = s;
-      *dst = d;
-      return mscclppSuccess;
-    }
-  }
-  return engCheckPutSlow(c, dstHandle, dstOff, srcHandle, srcOff, size, src, dst);
-}
+ * *src and *dst, else records the failure (engConnFail) and returns its code. */
+int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff, uint64_t size,
+                const engReg** src, const engReg** dst);
 /* 1 when pid no longer runs (gone, or a zombie nobody reaped yet). */
 int engProcessGone(int pid);
 /* Waits (backoff.h, comm's waitCfg) until *seq reaches want, published by process pid:
  * ENG_SEQ_REACHED, or why not: timeoutMs passed, pid is gone, or comm recorded a remote error. */
 enum { ENG_SEQ_REACHED = 0, ENG_SEQ_TIMEOUT = 1, ENG_SEQ_GONE = 2, ENG_SEQ_REMOTE = 3 };
 int engWaitSeq(engComm* comm, volatile uint64_t* seq, uint64_t want, int pid, int64_t timeoutMs);
-/* Copies size bytes from src to the registration r at off (memcpy or process_vm_writev).
- * Inline for what a plain memcpy does (mapped, below comm's streaming size); engWriteSlow
- * for the rest. */
 /* Copies a put of [streamBytes, streamMaxBytes) bytes into mapped memory (copy.c). */
 void engCopyLarge(engComm* comm, char* dst, const char* src, uint64_t size);
 /* The way engCopyLarge copies size bytes now: -1 while timing both, 0 memcpy, 1 streaming. */
 int engCopyChoice(engComm* comm, uint64_t size);
-int engWriteSlow(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen);
-static inline int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err,
-                           int errLen)
-{
-  if (r->mapped != NULL && comm != NULL && size < comm->streamBytes) {
-    memcpy(r->mapped + off, src, size);
-    return mscclppSuccess;
-  }
-  return engWriteSlow(comm, r, off, src, size, err, errLen);
-}
+/* Copies size bytes from src to the registration r at off (memcpy or process_vm_writev). */
+int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen);
 
 #endif
