@@ -46,7 +46,9 @@ typedef struct engThread {
 static engThread* threadList;
 static int useMembarrier = -1; /* decided once, at the first context */
 static pthread_key_t threadKey;
-static __thread engThread* threadSelf;
+/* initial-exec: a plain %fs-relative load instead of a __tls_get_addr call on every host call
+ * (the library is STATIC_TLS already: the Go runtime's own TLS is initial-exec) */
+static __thread engThread* threadSelf __attribute__((tls_model("initial-exec")));
 
 static void threadExit(void* rec)
 {

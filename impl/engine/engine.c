@@ -16,16 +16,13 @@
 
 #include "backoff.h"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 engComm* engCommNew(int rank)
 {
   engComm* c = (engComm*)calloc(1, sizeof(engComm));
   if (c == NULL) return NULL;
   errRecordInit(&c->err);
   c->rank = rank;
+  c->streamAuto = 1;
   c->waitCfg = (engBackoffCfg){.spin = 4000, .yields = 2000, .sleepMaxUs = 1000};
   c->proxyCfg = (engBackoffCfg){.spin = 1000, .yields = 100, .sleepMaxUs = 200};
   return c;
@@ -78,36 +75,11 @@ static engConn* connEnter(struct mscclppDevConn* dev, const char* fn, int hostOn
   return NULL;
 }
 
-/* A copy that bypasses the cache with non-temporal stores: for large puts the
- * destination is the peer's, and pulling it through this core's cache only
- * evicts useful lines. glibc switches to such stores only far above the L3
- * size (192 MiB here), and from there its own copy is faster than this one:
- * measured here, memcpy 5.6 / this 7.3 GB/s at 16 MiB, 7.3 / 6.4 at 256 MiB. */
-static void copyStreaming(char* dst, const char* src, size_t n)
-{
-#if defined(__SSE2__)
-  size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
-  if (head > n) head = n;
-  memcpy(dst, src, head);
-  dst += head, src += head, n -= head;
-  for (; n >= 64; n -= 64, dst += 64, src += 64) {
-    __m128i a = _mm_loadu_si128((const __m128i*)src), b = _mm_loadu_si128((const __m128i*)(src + 16));
-    __m128i c = _mm_loadu_si128((const __m128i*)(src + 32)), d = _mm_loadu_si128((const __m128i*)(src + 48));
-    _mm_stream_si128((__m128i*)dst, a);
-    _mm_stream_si128((__m128i*)(dst + 16), b);
-    _mm_stream_si128((__m128i*)(dst + 32), c);
-    _mm_stream_si128((__m128i*)(dst + 48), d);
-  }
-  _mm_sfence(); /* the streamed data is visible before any later signal store */
-#endif
-  memcpy(dst, src, n);
-}
-
 int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen)
 {
   if (r->mapped != NULL) {
     if (comm != NULL && comm->streamBytes != 0 && size >= comm->streamBytes && size < comm->streamMaxBytes)
-      copyStreaming(r->mapped + off, (const char*)src, (size_t)size);
+      engCopyLarge(comm, r->mapped + off, (const char*)src, size);
     else
       memcpy(r->mapped + off, src, size);
     return mscclppSuccess;

@@ -63,6 +63,23 @@ func (c *Comm) SetStreamBytes(min, max uint64) {
 	c.p.streamBytes, c.p.streamMaxBytes = C.uint64_t(min), C.uint64_t(max)
 }
 
+// probes is how many puts of each way a size band times before it keeps one (copy.c).
+const probes = C.ENG_COPY_PROBES
+
+// SetStreamAuto chooses how puts in the SetStreamBytes range copy: on (the default), each
+// power-of-two size band times its first puts with memcpy and with non-temporal stores and then
+// keeps the faster (copy.c); off, they always use non-temporal stores.
+func (c *Comm) SetStreamAuto(on bool) {
+	c.p.streamAuto = 0
+	if on {
+		c.p.streamAuto = 1
+	}
+}
+
+// CopyChoice is the way puts of size bytes in the streaming range copy now: -1 while both are
+// still being timed, 0 memcpy, 1 non-temporal stores.
+func (c *Comm) CopyChoice(size uint64) int { return int(C.engCopyChoice(c.p, C.uint64_t(size))) }
+
 // Free releases c; no context of c may be in use.
 func (c *Comm) Free() { C.engCommFree(c.p); c.p = nil }
 

@@ -34,13 +34,24 @@ typedef struct engBackoffCfg {
   uint32_t sleepMaxUs; /* cap of the doubling sleep */
 } engBackoffCfg;
 
+/* Large puts into mapped memory (copy.c): per power-of-two size band from 1 MiB, the
+ * best time per byte seen of each way (0 memcpy, 1 non-temporal stores) and the samples. */
+#define ENG_COPY_BANDS 12
+#define ENG_COPY_PROBES 3
+typedef struct engCopyBand {
+  uint64_t best[2]; /* picoseconds per byte, 0 before the first sample */
+  uint32_t n[2];
+} engCopyBand;
+
 typedef struct engComm {
   errRecord err;          /* its first asynchronous and its last error (impl/status/errs.h) */
   engBackoffCfg waitCfg;  /* host waits and FIFO pushes */
   engBackoffCfg proxyCfg; /* the idle proxy */
   int rank;
-  uint64_t streamBytes;    /* puts of [streamBytes, streamMaxBytes) bytes into mapped memory bypass */
+  uint64_t streamBytes;    /* puts of [streamBytes, streamMaxBytes) bytes into mapped memory may bypass */
   uint64_t streamMaxBytes; /* the cache with this library's copy (streamBytes 0: never) */
+  int streamAuto;          /* 1: there, the faster of memcpy and that copy, timed (copy.c); 0: always that copy */
+  engCopyBand copyBands[ENG_COPY_BANDS];
 } engComm;
 
 /* A registration as seen from this process. */
@@ -145,6 +156,10 @@ int engProcessGone(int pid);
  * ENG_SEQ_REACHED, or why not: timeoutMs passed, pid is gone, or comm recorded a remote error. */
 enum { ENG_SEQ_REACHED = 0, ENG_SEQ_TIMEOUT = 1, ENG_SEQ_GONE = 2, ENG_SEQ_REMOTE = 3 };
 int engWaitSeq(engComm* comm, volatile uint64_t* seq, uint64_t want, int pid, int64_t timeoutMs);
+/* Copies a put of [streamBytes, streamMaxBytes) bytes into mapped memory (copy.c). */
+void engCopyLarge(engComm* comm, char* dst, const char* src, uint64_t size);
+/* The way engCopyLarge copies size bytes now: -1 while timing both, 0 memcpy, 1 streaming. */
+int engCopyChoice(engComm* comm, uint64_t size);
 /* Copies size bytes from src to the registration r at off (memcpy or process_vm_writev). */
 int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen);
 

@@ -31,6 +31,7 @@ func TestWriteStreamingEdges(t *testing.T) {
 	defer comm.Free()
 	rec := NewRegRecord(Reg{Mapped: dstP, Size: n})
 	defer rec.Free()
+	comm.SetStreamAuto(false) // every put in the range streams: the non-temporal path itself
 	for _, stream := range []uint64{0, 64} {
 		comm.SetStreamBytes(stream, 1<<20)
 		for _, off := range []uint64{0, 1, 7, 15, 16, 33} {
@@ -55,6 +56,68 @@ func TestWriteStreamingEdges(t *testing.T) {
 	}
 	if err := rec.Write(comm, n-1, srcP, 2); status.CodeOf(err) != status.InvalidArgument {
 		t.Fatalf("write past the end: %v", err)
+	}
+}
+
+// TestCopyLargeAuto puts into mapped memory through the timed choice (copy.c): while both
+// ways are timed and after one is kept, every put lands whole and nothing around it is
+// touched; each size band decides on its own, after the same number of puts.
+func TestCopyLargeAuto(t *testing.T) {
+	const n = 1 << 22
+	srcP, err := hostmem.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostmem.Free(srcP)
+	dstP, err := hostmem.Alloc(n + 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostmem.Free(dstP)
+	src := unsafe.Slice((*byte)(srcP), n)
+	dst := unsafe.Slice((*byte)(dstP), n+64)
+	comm := NewComm(0, Backoff{1, 1, 1}, Backoff{1, 1, 1})
+	defer comm.Free()
+	comm.SetStreamBytes(1<<20, 1<<30)
+	rec := NewRegRecord(Reg{Mapped: dstP, Size: n + 64})
+	defer rec.Free()
+	sizes := []uint64{1<<20 + 3, 1<<22 - 5} // bands 0 and 2
+	for _, size := range sizes {
+		if got := comm.CopyChoice(size); got != -1 {
+			t.Fatalf("size %d: choice %d before any put, want -1 (timing)", size, got)
+		}
+	}
+	for round := 0; round < 2*probes+2; round++ {
+		for _, size := range sizes {
+			for i := range src {
+				src[i] = byte(i*13 + round)
+			}
+			for i := range dst {
+				dst[i] = 0xee
+			}
+			if err := rec.Write(comm, 7, srcP, size); err != nil {
+				t.Fatal(err)
+			}
+			for i := range dst {
+				want := byte(0xee)
+				if i >= 7 && uint64(i) < 7+size {
+					want = src[i-7]
+				}
+				if dst[i] != want {
+					t.Fatalf("round %d size %d: byte %d = %#x, want %#x", round, size, i, dst[i], want)
+				}
+			}
+			got := comm.CopyChoice(size)
+			if round+1 < 2*probes && got != -1 {
+				t.Fatalf("round %d size %d: choice %d after %d puts, want -1 (still timing)", round, size, got, round+1)
+			}
+			if round+1 >= 2*probes && got != 0 && got != 1 {
+				t.Fatalf("round %d size %d: choice %d after %d puts, want 0 or 1", round, size, got, round+1)
+			}
+		}
+	}
+	if got := comm.CopyChoice(1 << 25); got != -1 {
+		t.Fatalf("an untouched band: choice %d, want -1", got)
 	}
 }
 
