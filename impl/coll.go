@@ -51,7 +51,7 @@ func (c *Comm) shmRound(buf []byte, size, off, n int) error {
 	mine := c.rank*size + off
 	copy(c.host.Node.CollSlot(c.rank, parity), buf[mine:mine+n])
 	atomic.StoreUint64(c.host.Node.CollSize(c.rank, parity), uint64(size))
-	atomic.StoreUint64(c.host.Node.CollSeq(c.rank), k)
+	engine.PublishSeq(c.host.Node.CollSeq(c.rank), k, c.host.Node.CollSleepers(c.rank))
 	deadline := time.Now().Add(BootstrapTimeout()) // per round: a long gather that makes progress never times out
 	for p := 0; p < c.nranks; p++ {
 		if p == c.rank {
@@ -73,10 +73,10 @@ func (c *Comm) shmRound(buf []byte, size, off, n int) error {
 }
 
 // waitSeq waits until rank p published collective k (engine.WaitSeq: the back-off of every
-// host wait), and fails when p's process is gone, a remote error was recorded, or deadline passes.
+// host wait, whose sleeping phase p's engine.PublishSeq ends at once), and fails when p's process is gone, a remote error was recorded, or deadline passes.
 func (c *Comm) waitSeq(p int, k uint64, deadline time.Time) error {
 	pid := c.host.Node.Pid(p)
-	switch c.host.Eng.WaitSeq(c.host.Node.CollSeq(p), k, pid, time.Until(deadline)) {
+	switch c.host.Eng.WaitSeq(c.host.Node.CollSeq(p), k, pid, time.Until(deadline), c.host.Node.CollSleepers(p)) {
 	case engine.SeqReached:
 		return nil
 	case engine.SeqGone:

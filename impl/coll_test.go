@@ -5,10 +5,12 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/nodeshm"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
@@ -140,13 +142,18 @@ func TestAllGatherShmPeerDiesMidGather(t *testing.T) {
 	forRanks(t, n, func(c *Comm) error {
 		buf := make([]byte, n*size)
 		if c.Rank() == victim {
-			// the first three chunks of the gather, then "exit": its pid names a process that is gone
-			for off := 0; off < 3*nodeshm.CollSlotBytes; off += nodeshm.CollSlotBytes {
+			// two chunk rounds of the gather, then "exit" (its pid names a process that is gone)
+			// and publish a third chunk without waiting: a survivor that reads the pid for the
+			// fourth round saw the third, so it sees the dead pid (a real pid never changes)
+			for off := 0; off < 2*nodeshm.CollSlotBytes; off += nodeshm.CollSlotBytes {
 				if err := c.shmRound(buf, size, off, nodeshm.CollSlotBytes); err != nil {
 					return fmt.Errorf("victim's chunk at %d: %w", off, err)
 				}
 			}
 			c.host.Node.SetPid(victim, deadPid)
+			c.collSeq++
+			atomic.StoreUint64(c.host.Node.CollSize(victim, int(c.collSeq&1)), size)
+			engine.PublishSeq(c.host.Node.CollSeq(victim), c.collSeq, c.host.Node.CollSleepers(victim))
 			// stay (sockets open, nothing said over TCP) until the survivors saw it in the segment
 			for i := 0; i < n-1; i++ {
 				select {

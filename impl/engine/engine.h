@@ -142,7 +142,9 @@ int engProcessGone(int pid);
 /* Waits (backoff.h, comm's waitCfg) until *seq reaches want, published by process pid:
  * ENG_SEQ_REACHED, or why not: timeoutMs passed, pid is gone, or comm recorded a remote error. */
 enum { ENG_SEQ_REACHED = 0, ENG_SEQ_TIMEOUT = 1, ENG_SEQ_GONE = 2, ENG_SEQ_REMOTE = 3 };
-int engWaitSeq(engComm* comm, volatile uint64_t* seq, uint64_t want, int pid, int64_t timeoutMs);
+int engWaitSeq(engComm* comm, volatile uint64_t* seq, uint64_t want, int pid, int64_t timeoutMs, uint32_t* sleepers);
+/* Stores v into *seq and wakes the threads asleep on it (engWaitSeq) when *sleepers counts any. */
+void engPublishSeq(volatile uint64_t* seq, uint64_t v, uint32_t* sleepers);
 /* Copies size bytes from src to the registration r at off (memcpy or process_vm_writev). */
 int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen);
 

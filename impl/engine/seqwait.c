@@ -1,17 +1,28 @@
 /*
  * seqwait.c: a host wait for a counter another process of the node publishes
  * (the node segment's collective sequence numbers, impl/coll.go), under the
- * policy of every host wait (backoff.h) rather than a copy of it in Go.
+ * policy of every host wait (backoff.h) rather than a copy of it in Go. Once
+ * the back-off would sleep, the wait sleeps on a futex on the counter instead,
+ * counted in the publisher's sleeper word, and the publisher (engPublishSeq)
+ * wakes it at once, as a socket read would be woken.
  */
 #include "backoff.h"
 #include "engine.h"
 
-int engWaitSeq(engComm* comm, volatile uint64_t* seq, uint64_t want, int pid, int64_t timeoutMs)
+void engPublishSeq(volatile uint64_t* seq, uint64_t v, uint32_t* sleepers)
 {
+  /* seq-cst store, then load: a waiter counts itself in, then loads the counter (engWaitFutex) */
+  __atomic_store_n(seq, v, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(sleepers, __ATOMIC_SEQ_CST) != 0) engFutexWake(seq);
+}
+
+int engWaitSeq(engComm* comm, volatile uint64_t* seq, uint64_t want, int pid, int64_t timeoutMs, uint32_t* sleepers)
+{
+  const engBackoffCfg* cfg = &comm->waitCfg;
   engWait w;
   engWaitInit(&w, timeoutMs);
   while (__atomic_load_n(seq, __ATOMIC_ACQUIRE) < want) {
-    int st = engWaitStep(&w, &comm->waitCfg);
+    int st = w.b.n >= cfg->spin + cfg->yields ? engWaitFutex(&w, seq, want, sleepers) : engWaitStep(&w, cfg);
     if (st == ENG_WAIT_GO) continue;
     /* the peer may publish and exit (or fail) between the load above and a check: look again */
     if (st == ENG_WAIT_TIMEOUT)
