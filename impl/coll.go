@@ -57,7 +57,7 @@ func (c *Comm) shmRound(buf []byte, size, off, n int) error {
 		if p == c.rank {
 			continue
 		}
-		if err := c.waitSeq(p, k, deadline); err != nil {
+		if err := c.waitSeq(p, k, deadline, size > n); err != nil {
 			c.boot.Abort(err) // peers waiting over TCP learn it too
 			return c.remoteFailure(err)
 		}
@@ -73,10 +73,12 @@ func (c *Comm) shmRound(buf []byte, size, off, n int) error {
 }
 
 // waitSeq waits until rank p published collective k (engine.WaitSeq: the back-off of every
-// host wait, whose sleeping phase p's engine.PublishSeq ends at once), and fails when p's process is gone, a remote error was recorded, or deadline passes.
-func (c *Comm) waitSeq(p int, k uint64, deadline time.Time) error {
+// host wait, whose sleeping phase p's engine.PublishSeq ends at once; brief for the chunk
+// rounds of a large gather: a short spin and yield phase), and fails when p's process is
+// gone, a remote error was recorded, or deadline passes.
+func (c *Comm) waitSeq(p int, k uint64, deadline time.Time, brief bool) error {
 	pid := c.host.Node.Pid(p)
-	switch c.host.Eng.WaitSeq(c.host.Node.CollSeq(p), k, pid, time.Until(deadline), c.host.Node.CollSleepers(p)) {
+	switch c.host.Eng.WaitSeq(c.host.Node.CollSeq(p), k, pid, time.Until(deadline), c.host.Node.CollSleepers(p), brief) {
 	case engine.SeqReached:
 		return nil
 	case engine.SeqGone:

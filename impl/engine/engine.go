@@ -222,13 +222,18 @@ const (
 // shared with process pid, which publishes it) reaches want, or timeout passes; it returns why
 // it stopped (SeqReached ...).
 // Once it would sleep, it sleeps on a futex on *seq, counted in *sleepers (the publisher's,
-// see PublishSeq).
-func (c *Comm) WaitSeq(seq *uint64, want uint64, pid int, timeout time.Duration, sleepers *uint32) int {
+// see PublishSeq). A brief wait (one chunk round of a large collective) spins and yields only
+// briefly before that.
+func (c *Comm) WaitSeq(seq *uint64, want uint64, pid int, timeout time.Duration, sleepers *uint32, brief bool) int {
+	b := C.int(0)
+	if brief {
+		b = 1
+	}
 	ms := timeout.Milliseconds()
 	if ms < 0 {
 		ms = 0
 	}
-	return int(C.engWaitSeq(c.p, (*C.uint64_t)(unsafe.Pointer(seq)), C.uint64_t(want), C.int(pid), C.int64_t(ms), (*C.uint32_t)(unsafe.Pointer(sleepers))))
+	return int(C.engWaitSeq(c.p, (*C.uint64_t)(unsafe.Pointer(seq)), C.uint64_t(want), C.int(pid), C.int64_t(ms), (*C.uint32_t)(unsafe.Pointer(sleepers)), b))
 }
 
 // PublishSeq stores v into *seq (shared memory) and wakes the WaitSeq callers asleep on it,

@@ -15,7 +15,7 @@ func TestWaitSeqSleepsUntilPublished(t *testing.T) {
 	var seq uint64
 	var sleepers uint32
 	done := make(chan int, 1)
-	go func() { done <- comm.WaitSeq(&seq, 1, os.Getpid(), 20*time.Second, &sleepers) }()
+	go func() { done <- comm.WaitSeq(&seq, 1, os.Getpid(), 20*time.Second, &sleepers, false) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for atomic.LoadUint32(&sleepers) == 0 {
 		if time.Now().After(deadline) {
@@ -45,7 +45,7 @@ func TestWaitSeqTimesOutAsleep(t *testing.T) {
 	var seq uint64
 	var sleepers uint32
 	start := time.Now()
-	if st := comm.WaitSeq(&seq, 1, os.Getpid(), 50*time.Millisecond, &sleepers); st != SeqTimeout {
+	if st := comm.WaitSeq(&seq, 1, os.Getpid(), 50*time.Millisecond, &sleepers, true); st != SeqTimeout {
 		t.Errorf("WaitSeq = %d, want SeqTimeout (%d)", st, SeqTimeout)
 	}
 	if dt := time.Since(start); dt < 50*time.Millisecond || dt > 5*time.Second {
