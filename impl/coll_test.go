@@ -178,3 +178,42 @@ func TestAllGatherShmPeerDiesMidGather(t *testing.T) {
 		t.Errorf("noticing the dead rank took %v (timeout 30 s)", dt)
 	}
 }
+
+// A rank that stops (alive) after some chunk rounds of a large gather: the others give up at
+// the bootstrap timeout, counted per round, with RemoteError naming it, and do not hang.
+func TestAllGatherShmPeerStallsMidGather(t *testing.T) {
+	const n, victim, size = 3, 1, 1 << 20
+	old := bootstrapTimeoutNs.Load()
+	defer bootstrapTimeoutNs.Store(old)
+	if err := SetBootstrapTimeout(1); err != nil {
+		t.Fatal(err)
+	}
+	survivors := make(chan struct{}, n-1)
+	forRanks(t, n, func(c *Comm) error {
+		buf := make([]byte, n*size)
+		if c.Rank() == victim {
+			if err := c.shmRound(buf, size, 0, nodeshm.CollSlotBytes); err != nil {
+				return fmt.Errorf("victim's first chunk: %w", err)
+			}
+			for i := 0; i < n-1; i++ { // stalls, sockets open, until the others gave up
+				select {
+				case <-survivors:
+				case <-time.After(40 * time.Second):
+					return fmt.Errorf("the survivors did not return")
+				}
+			}
+			return nil
+		}
+		defer func() { survivors <- struct{}{} }()
+		start := time.Now()
+		err := c.AllGather(unsafe.Pointer(&buf[0]), size)
+		dt := time.Since(start)
+		if status.CodeOf(err) != status.RemoteError || !strings.Contains(err.Error(), fmt.Sprintf("rank %d did not reach", victim)) {
+			return fmt.Errorf("gather with a stalled rank: %v, want RemoteError naming rank %d", err, victim)
+		}
+		if dt < 500*time.Millisecond || dt > 10*time.Second {
+			return fmt.Errorf("gave up after %v, timeout 1 s", dt)
+		}
+		return nil
+	})
+}
