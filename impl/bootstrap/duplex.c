@@ -9,6 +9,8 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -28,9 +30,17 @@ static int rest(struct iovec* iov, void* hdr, size_t hdrLen, void* slot, size_t 
   return n;
 }
 
-int bootDuplex(bootDuplexStep* d, void* shdr, void* sslot, void* rhdr, void* rslot, int sliceMs)
+static long long nowNs(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+int bootDuplex(bootDuplexStep* d, void* shdr, void* sslot, void* rhdr, void* rslot, int sliceMs, int spinUs)
 {
   size_t sTotal = d->hdrLen + d->slotLen, rTotal = d->hdrLen + d->slotLen;
+  long long idleSince = 0; /* start of the current stretch without progress (0: none) */
   for (;;) {
     int progress = 0;
     struct iovec iov[2];
@@ -52,7 +62,21 @@ int bootDuplex(bootDuplexStep* d, void* shdr, void* sslot, void* rhdr, void* rsl
       else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return d->err = errno, BOOT_DUPLEX_RECV_ERR;
     }
     if (d->sent == sTotal && d->recvd == rTotal) return BOOT_DUPLEX_DONE;
-    if (!progress) {
+    if (progress) {
+      idleSince = 0;
+      continue;
+    }
+    /* no progress: yield the CPU for up to spinUs (a peer that shares it may be the one to
+     * send), then sleep in poll */
+    if (spinUs > 0) {
+      long long now = nowNs();
+      if (idleSince == 0) idleSince = now;
+      if (now - idleSince < (long long)spinUs * 1000) {
+        sched_yield();
+        continue;
+      }
+    }
+    {
       struct pollfd p[2];
       nfds_t np = 0;
       if (d->sent < sTotal) p[np].fd = d->sfd, p[np].events = POLLOUT, p[np].revents = 0, np++;

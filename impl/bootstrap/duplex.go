@@ -45,7 +45,7 @@ func (b *Bootstrap) duplexStep(shdr, sslot, rhdr, rslot []byte, op uint32, step 
 			rerr = b.prev.raw.Read(func(rfd uintptr) bool {
 				st.sfd, st.rfd = C.int(sfd), C.int(rfd)
 				rc = C.bootDuplex(&st, unsafe.Pointer(&shdr[0]), unsafe.Pointer(&sslot[0]),
-					unsafe.Pointer(&rhdr[0]), unsafe.Pointer(&rslot[0]), C.int(duplexSlice/time.Millisecond))
+					unsafe.Pointer(&rhdr[0]), unsafe.Pointer(&rslot[0]), C.int(duplexSlice/time.Millisecond), C.int(b.spin/time.Microsecond))
 				return true
 			})
 			return true

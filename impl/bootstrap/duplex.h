@@ -15,7 +15,8 @@ typedef struct {
 enum { BOOT_DUPLEX_DONE = 0, BOOT_DUPLEX_SLICE = 1, BOOT_DUPLEX_SEND_ERR = 2, BOOT_DUPLEX_RECV_ERR = 3, BOOT_DUPLEX_EOF = 4 };
 
 /* Sends {shdr, sslot} on d->sfd while receiving {rhdr, rslot} from d->rfd until both are
- * complete, one fails, or no byte moves for sliceMs. */
-int bootDuplex(bootDuplexStep* d, void* shdr, void* sslot, void* rhdr, void* rslot, int sliceMs);
+ * complete, one fails, or no byte moves for sliceMs; with nothing to do it yields the CPU for up
+ * to spinUs before it sleeps in poll. */
+int bootDuplex(bootDuplexStep* d, void* shdr, void* sslot, void* rhdr, void* rslot, int sliceMs, int spinUs);
 
 #endif
