@@ -2,7 +2,6 @@ package bootstrap
 
 import (
 	"encoding/binary"
-	"net"
 	"time"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
@@ -160,55 +159,21 @@ func (b *Bootstrap) ringSmall(data []byte, size int, op uint32) error {
 	return nil
 }
 
-// ringLarge sends from a second goroutine while receiving, so that ranks
-// whose slots exceed the socket buffers do not all block in write. It sends
-// no abort frames: the writer may be in the middle of a message.
+// ringLarge runs each step in one thread that polls both ring sockets
+// (duplexStep): it sends the slot it received in the step before while
+// receiving the next, as the plain-TCP reference does, without a second
+// goroutine or the netpoller's wake-ups. It sends no abort frames: its
+// writes may stop in the middle of a message.
 func (b *Bootstrap) ringLarge(data []byte, size int, op uint32) error {
 	n, me := b.nranks, b.rank
-	ready := make(chan struct{}, n)
-	werr := make(chan error, 1)
-	seq := b.seq
-	go func() {
-		hdr := make([]byte, ringHdrLen)
-		for s := 0; s < n-1; s++ {
-			if s > 0 {
-				select {
-				case <-ready:
-				case <-b.done:
-					werr <- nil
-					return
-				}
-			}
-			slot := (me - s + n) % n
-			putRingHdr(hdr, seq, size, op, s)
-			bufs := net.Buffers{hdr, data[slot*size : (slot+1)*size]}
-			if _, err := bufs.WriteTo(b.next.c); err != nil {
-				werr <- b.failColl(b.ioErr(op, b.next.peer, true, err), "", nil, nil)
-				return
-			}
+	shdr, rhdr := make([]byte, ringHdrLen), make([]byte, ringHdrLen)
+	deadline := time.Now().Add(b.timeout)
+	for s := 0; s < n-1; s++ {
+		so, ro := (me-s+n)%n, (me-s-1+n)%n
+		putRingHdr(shdr, b.seq, size, op, s)
+		if err := b.duplexStep(shdr, data[so*size:(so+1)*size], rhdr, data[ro*size:(ro+1)*size], op, s, deadline); err != nil {
+			return b.failColl(err, "", nil, nil)
 		}
-		werr <- nil
-	}()
-	rerr := func() error {
-		hdr := make([]byte, ringHdrLen)
-		for s := 0; s < n-1; s++ {
-			slot := (me - s - 1 + n) % n
-			if origin, err := b.recvMsg(b.prev, hdr, size, op, s); err != nil {
-				return b.failColl(err, origin, nil, nil)
-			}
-			if err := b.prev.readFull(data[slot*size:(slot+1)*size], b.spin); err != nil {
-				return b.failColl(b.ioErr(op, b.prev.peer, false, err), "", nil, nil)
-			}
-			ready <- struct{}{}
-		}
-		return nil
-	}()
-	if rerr != nil {
-		<-werr
-		return rerr
-	}
-	if err := <-werr; err != nil {
-		return err
 	}
 	return b.failed()
 }
@@ -223,11 +188,8 @@ func (b *Bootstrap) recvMsg(c *ringConn, buf []byte, want int, op uint32, step i
 	if err != nil {
 		return "", b.ioErr(op, c.peer, false, err)
 	}
-	seq := binary.LittleEndian.Uint64(buf[0:8])
 	gotSize := binary.LittleEndian.Uint64(buf[8:16])
-	gotOp := binary.LittleEndian.Uint32(buf[16:20])
-	gotStep := int(binary.LittleEndian.Uint32(buf[20:24]))
-	if gotOp == opAbort && gotSize <= maxAbortText {
+	if binary.LittleEndian.Uint32(buf[16:20]) == opAbort && gotSize <= maxAbortText {
 		text := make([]byte, gotSize)
 		have := copy(text, buf[ringHdrLen:got])
 		if err := c.readFull(text[have:], 0); err != nil {
@@ -235,10 +197,8 @@ func (b *Bootstrap) recvMsg(c *ringConn, buf []byte, want int, op uint32, step i
 		}
 		return string(text), b.errorf(status.RemoteError, "%s failed on another rank: %s", opName(op), text)
 	}
-	if seq != b.seq || gotSize != uint64(want) || gotOp != op || gotStep != step {
-		return "", b.errorf(status.InvalidUsage,
-			"%s: rank %d is in collective #%d (%s of %d bytes, step %d) while this rank is in collective #%d (%s of %d bytes, step %d)",
-			opName(op), c.peer, seq, opName(gotOp), gotSize, gotStep, b.seq, opName(op), want, step)
+	if err := b.hdrMismatch(buf, c.peer, want, op, step); err != nil {
+		return "", err
 	}
 	if got < len(buf) {
 		if err := c.readFull(buf[got:], b.spin); err != nil {
@@ -246,6 +206,21 @@ func (b *Bootstrap) recvMsg(c *ringConn, buf []byte, want int, op uint32, step i
 		}
 	}
 	return "", nil
+}
+
+// hdrMismatch is the error for a ring header (hdr) from peer that is not the one this rank
+// expects (step of collective b.seq, op, want bytes), or nil.
+func (b *Bootstrap) hdrMismatch(hdr []byte, peer, want int, op uint32, step int) error {
+	seq := binary.LittleEndian.Uint64(hdr[0:8])
+	gotSize := binary.LittleEndian.Uint64(hdr[8:16])
+	gotOp := binary.LittleEndian.Uint32(hdr[16:20])
+	gotStep := int(binary.LittleEndian.Uint32(hdr[20:24]))
+	if seq != b.seq || gotSize != uint64(want) || gotOp != op || gotStep != step {
+		return b.errorf(status.InvalidUsage,
+			"%s: rank %d is in collective #%d (%s of %d bytes, step %d) while this rank is in collective #%d (%s of %d bytes, step %d)",
+			opName(op), peer, seq, opName(gotOp), gotSize, gotStep, b.seq, opName(op), want, step)
+	}
+	return nil
 }
 
 // ioErr explains an I/O error with peer during a collective.

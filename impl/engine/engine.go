@@ -29,6 +29,7 @@ static void* engDevPtr(uint64_t a) { return (void*)(uintptr_t)a; }
 import "C"
 
 import (
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -240,12 +241,28 @@ const (
 // WaitSeq waits, as every host wait does (backoff.h, c's wait back-off), until *seq (in memory
 // shared with process pid, which publishes it) reaches want, or timeout passes; it returns why
 // it stopped (SeqReached ...).
-func (c *Comm) WaitSeq(seq *uint64, want uint64, pid int, timeout time.Duration) int {
+// Once it would sleep, it sleeps on a futex on *seq, counted in *sleepers (the publisher's,
+// see PublishSeq). A brief wait (one chunk round of a large collective) spins and yields only
+// briefly before that.
+func (c *Comm) WaitSeq(seq *uint64, want uint64, pid int, timeout time.Duration, sleepers *uint32, brief bool) int {
+	b := C.int(0)
+	if brief {
+		b = 1
+	}
 	ms := timeout.Milliseconds()
 	if ms < 0 {
 		ms = 0
 	}
-	return int(C.engWaitSeq(c.p, (*C.uint64_t)(unsafe.Pointer(seq)), C.uint64_t(want), C.int(pid), C.int64_t(ms)))
+	return int(C.engWaitSeq(c.p, (*C.uint64_t)(unsafe.Pointer(seq)), C.uint64_t(want), C.int(pid), C.int64_t(ms), (*C.uint32_t)(unsafe.Pointer(sleepers)), b))
+}
+
+// PublishSeq stores v into *seq (shared memory) and wakes the WaitSeq callers asleep on it,
+// counted in *sleepers; with none asleep it makes no system call and no C call.
+func PublishSeq(seq *uint64, v uint64, sleepers *uint32) {
+	atomic.StoreUint64(seq, v) // sequentially consistent, as the load below
+	if atomic.LoadUint32(sleepers) != 0 {
+		C.engPublishSeq((*C.uint64_t)(unsafe.Pointer(seq)), C.uint64_t(v), (*C.uint32_t)(unsafe.Pointer(sleepers)))
+	}
 }
 
 // DevPtr turns a device address into the pointer type the ABI's structs hold.

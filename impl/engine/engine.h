@@ -152,10 +152,14 @@ int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHan
                 const engReg** src, const engReg** dst);
 /* 1 when pid no longer runs (gone, or a zombie nobody reaped yet). */
 int engProcessGone(int pid);
-/* Waits (backoff.h, comm's waitCfg) until *seq reaches want, published by process pid:
+/* Waits (backoff.h, comm's waitCfg; brief: a short spin and yield phase) until *seq reaches want,
+ * published by process pid (asleep on a futex counted in *sleepers once the back-off would sleep):
  * ENG_SEQ_REACHED, or why not: timeoutMs passed, pid is gone, or comm recorded a remote error. */
 enum { ENG_SEQ_REACHED = 0, ENG_SEQ_TIMEOUT = 1, ENG_SEQ_GONE = 2, ENG_SEQ_REMOTE = 3 };
-int engWaitSeq(engComm* comm, volatile uint64_t* seq, uint64_t want, int pid, int64_t timeoutMs);
+int engWaitSeq(engComm* comm, volatile uint64_t* seq, uint64_t want, int pid, int64_t timeoutMs, uint32_t* sleepers,
+               int brief);
+/* Stores v into *seq and wakes the threads asleep on it (engWaitSeq) when *sleepers counts any. */
+void engPublishSeq(volatile uint64_t* seq, uint64_t v, uint32_t* sleepers);
 /* Copies a put of [streamBytes, streamMaxBytes) bytes into mapped memory (copy.c). */
 void engCopyLarge(engComm* comm, char* dst, const char* src, uint64_t size);
 /* The way engCopyLarge copies size bytes now: -1 while timing both, 0 memcpy, 1 streaming. */

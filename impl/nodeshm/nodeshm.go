@@ -32,7 +32,8 @@ const (
 const CollSlotBytes = 64 << 10
 
 // collRegion is one local rank's collective area: a sequence word on its own
-// cache line, then two data slots used alternately (see Comm.allGatherShm).
+// cache line (with the two sizes and the sleeper count), then two data slots used
+// alternately (see Comm.allGatherShm).
 const collRegion = 64 + 2*CollSlotBytes
 
 // Segment is one mapping of a node's segment.
@@ -221,6 +222,12 @@ func (s *Segment) collOff(local int) int { return headerBytes + s.nLocal*s.regio
 
 // CollSeq is local rank local's collective sequence word.
 func (s *Segment) CollSeq(local int) *uint64 { return s.word(s.collOff(local)) }
+
+// CollSleepers counts the threads asleep on local rank local's collective sequence word (on its
+// cache line: the rank reads it right after publishing).
+func (s *Segment) CollSleepers(local int) *uint32 {
+	return (*uint32)(unsafe.Pointer(&s.mem[s.collOff(local)+24]))
+}
 
 // CollSize is where local rank local records the size of its collective of the given parity.
 func (s *Segment) CollSize(local, parity int) *uint64 { return s.word(s.collOff(local) + 8 + 8*parity) }

@@ -599,6 +599,9 @@ case_env=(MSCCLPP_BOOTSTRAP_TIMEOUT=1)
 run_case timeouts-missing-rank-env 3 20 timeouts missing-env
 case_expect_fail=2
 run_case timeouts-killed-rank 3 30 timeouts killed
+# the same with 1 MiB gathers (chunk rounds through the node segment), the victim dying mid-gather
+case_expect_fail=2
+run_case timeouts-killed-rank-large 3 30 timeouts killed-large
 case_env=(MSCCLPP_DEBUG=WARN)
 run_case stranger 2 30 stranger
 case_env=(MSCCLPP_DEBUG=WARN)

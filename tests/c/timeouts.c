@@ -13,8 +13,14 @@
  *                      failing call must return mscclppRemoteError in < 10 s,
  *                      later calls must fail promptly too, and destroy must
  *                      not hang.
+ *   timeouts killed-large  the same with gathers of 1 MiB + 3 bytes per rank
+ *                      (on one node: many chunk rounds through the node
+ *                      segment); the victim dies from a second thread while
+ *                      its main thread is inside an AllGather (or just after
+ *                      it), so the survivors may find it gone mid-gather.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <signal.h>
 
 #include "check.h"
@@ -49,7 +55,16 @@ static uint8_t pattern(int r, int i, int it)
   return (uint8_t)(r * 31 + i * 3 + it * 7);
 }
 
-static int killed(int rank, int nranks)
+/* The victim's killer thread: SIGKILL as soon as it runs (its main thread is entering a gather). */
+static void* kill_self(void* arg)
+{
+  (void)arg;
+  raise(SIGKILL);
+  return NULL;
+}
+
+/* large: SZ = 1 MiB + 3 and the victim dies from a thread started just before AllGather killAt + 1 */
+static int killed(int rank, int nranks, int large)
 {
   const int timeout = 20;
   const int victim = nranks - 1;
@@ -57,7 +72,7 @@ static int killed(int rank, int nranks)
   MCHECK(mscclppSetBootstrapConnTimeout(timeout));
   mscclppComm_t comm = NULL;
   MCHECK(mscclppCommInitRank(&comm, nranks, test_addr(), rank));
-  enum { SZ = 64 };
+  const int SZ = large ? (1 << 20) + 3 : 64;
   uint8_t* buf = (uint8_t*)malloc((size_t)nranks * SZ);
   int failedAt = -1;
   const char* failedIn = "";
@@ -67,6 +82,12 @@ static int killed(int rank, int nranks)
     memset(buf, 0, (size_t)nranks * SZ);
     for (int i = 0; i < SZ; i++)
       buf[rank * SZ + i] = pattern(rank, i, it);
+    if (large && rank == victim && it == killAt + 1) {
+      printf("rank %d: killing myself from a thread while in AllGather %d\n", rank, it);
+      fflush(stdout);
+      pthread_t th;
+      REQUIRE(pthread_create(&th, NULL, kill_self, NULL) == 0, "pthread_create");
+    }
     double t0 = test_now();
     res = mscclppBootstrapAllGather(comm, buf, SZ);
     dt = test_now() - t0;
@@ -80,7 +101,7 @@ static int killed(int rank, int nranks)
       for (int i = 0; i < SZ; i++)
         wrong += buf[s * SZ + i] != pattern(s, i, it);
     CHECK(wrong == 0, "iteration %d: %d wrong bytes", it, wrong);
-    if (rank == victim && it == killAt) {
+    if (!large && rank == victim && it == killAt) {
       printf("rank %d: killing myself after AllGather %d\n", rank, it);
       fflush(stdout);
       raise(SIGKILL);
@@ -99,7 +120,7 @@ static int killed(int rank, int nranks)
   printf("survivor: %s %d failed with %s after %.2f s: \"%s\"\n", failedIn, failedAt, mscclppGetErrorString(res), dt,
          msg);
   CHECK(failedAt >= 0, "no call failed in 1000 rounds although rank %d was killed", victim);
-  CHECK(failedAt <= killAt + 1, "the first failure came at round %d, rank %d died at round %d", failedAt, victim,
+  CHECK(failedAt <= killAt + 1 + large, "the first failure came at round %d, rank %d died at round %d", failedAt, victim,
         killAt);
   CHECK(res == mscclppRemoteError, "the failing call returned %d (%s), expected mscclppRemoteError", (int)res,
         mscclppGetErrorString(res));
@@ -134,14 +155,16 @@ int main(int argc, char** argv)
 {
   test_init("timeouts");
   int rank = test_rank(), nranks = test_nranks();
-  REQUIRE(argc == 2, "usage: timeouts missing|missing-env|killed");
+  REQUIRE(argc == 2, "usage: timeouts missing|missing-env|killed|killed-large");
   REQUIRE(nranks >= 3, "run with N >= 3");
   if (strcmp(argv[1], "missing") == 0)
     return missing(rank, nranks, 0);
   if (strcmp(argv[1], "missing-env") == 0)
     return missing(rank, nranks, 1);
   if (strcmp(argv[1], "killed") == 0)
-    return killed(rank, nranks);
+    return killed(rank, nranks, 0);
+  if (strcmp(argv[1], "killed-large") == 0)
+    return killed(rank, nranks, 1);
   REQUIRE(0, "unknown mode %s", argv[1]);
   return 1;
 }
