@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
+	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
 )
 
 const (
@@ -97,7 +98,7 @@ func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, al
 				_ = os.Remove(path) // its leader is gone or stuck: nobody will use it
 				return nil, status.Errorf(status.RemoteError, "node shared memory %s never became ready", path)
 			}
-			time.Sleep(20 * time.Microsecond)
+			sysinfo.Nap(20 * time.Microsecond)
 		}
 	}
 	if err := s.awaitMapped(path, deadline, alive); err != nil {
@@ -161,7 +162,7 @@ func awaitCreated(path string, size int, deadline time.Time, alive func() error)
 			_ = os.Remove(path)
 			return nil, err
 		}
-		time.Sleep(sleep)
+		sysinfo.Nap(sleep)
 		if sleep < time.Millisecond {
 			sleep *= 2
 		}
@@ -169,32 +170,34 @@ func awaitCreated(path string, size int, deadline time.Time, alive func() error)
 }
 
 // awaitMapped counts this rank in and waits until every local rank mapped the segment (the
-// last one removes its name); on failure s is closed.
+// last one removes its name and wakes the others); on failure s is closed.
 func (s *Segment) awaitMapped(path string, deadline time.Time, alive func() error) error {
 	nLocal := s.nLocal
-	if int(atomic.AddUint64(s.word(8), 1)) == nLocal {
+	count := s.word(8)
+	if int(atomic.AddUint64(count, 1)) == nLocal {
 		_ = os.Remove(path)
+		wakeAll(count)
+		return nil
 	}
-	sleep := 5 * time.Microsecond
-	for int(atomic.LoadUint64(s.word(8))) < nLocal {
+	for {
+		n := atomic.LoadUint64(count)
+		if int(n) >= nLocal {
+			return nil
+		}
 		err := alive()
-		if err != nil && int(atomic.LoadUint64(s.word(8))) == nLocal {
-			break // every rank mapped it before one of them exited
+		if err != nil && int(atomic.LoadUint64(count)) == nLocal {
+			return nil // every rank mapped it before one of them exited
 		}
 		if err == nil && time.Now().After(deadline) {
-			err = status.Errorf(status.RemoteError, "only %d of %d local ranks mapped node shared memory %s in time", atomic.LoadUint64(s.word(8)), nLocal, path)
+			err = status.Errorf(status.RemoteError, "only %d of %d local ranks mapped node shared memory %s in time", atomic.LoadUint64(count), nLocal, path)
 		}
 		if err != nil {
 			_ = os.Remove(path) // nobody else will map it now
 			s.Close()
 			return err
 		}
-		time.Sleep(sleep)
-		if sleep < time.Millisecond {
-			sleep *= 2
-		}
+		waitChange(count, n, time.Millisecond) // alive is asked about every millisecond
 	}
-	return nil
 }
 
 func (s *Segment) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&s.mem[off])) }
