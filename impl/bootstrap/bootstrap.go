@@ -59,6 +59,13 @@ type Options struct {
 	// goroutines at once; nil discards them. Dropped strangers are reported
 	// here with warn=true.
 	Logf func(warn bool, format string, args ...any)
+	// Joined, when set, runs on a rank of two or more once the root's table
+	// is known (HostIDs, Pids and Nonce answer), before the rank connects its
+	// ring and star. The root answers a rank only when every rank has
+	// reported ready, which each does after its Joined: what Joined did on
+	// every rank is done when Init returns. Its error fails the
+	// communicator on every rank, as a failed connection does.
+	Joined func(b *Bootstrap) error
 }
 
 type logFunc func(warn bool, format string, args ...any)

@@ -42,6 +42,12 @@ func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySour
 	// While the ring and star form, the root's verdict may come at any
 	// time: a failure aborts this rank at once.
 	verdict := b.watchVerdict(rs)
+	if opts.Joined != nil {
+		if err := opts.Joined(b); err != nil {
+			b.joinFailed(rs, verdict, err) // tells the others, through the root
+			return nil, err
+		}
+	}
 	if err := b.connectCollectives(); err != nil {
 		return nil, b.joinFailed(rs, verdict, err)
 	}

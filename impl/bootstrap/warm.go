@@ -9,6 +9,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"time"
 )
 
 // listenTCP listens at ap. Listeners are plain TCP: Go would make them
@@ -24,13 +25,55 @@ func listenTCP(ap netip.AddrPort) (*net.TCPListener, error) {
 	return ln.(*net.TCPListener), nil
 }
 
-// Warm makes the net package do its once-per-process work now (by opening
-// and closing a loopback listener), so that the first mscclppCommInitRank
-// does not wait for it. It changes nothing a communicator sees; errors (a
-// machine without IPv4 loopback) are ignored: the first listener then does
-// the work as before.
+// Warm does now what the first mscclppCommInitRank of a process would pay
+// for on top of its real work: the net package's once-per-process probes,
+// and the first run of the code of a handshake (the pages of this library
+// that hold it, the Go runtime's first allocations and threads, the first
+// random numbers). It opens a loopback listener, connects to it and
+// exchanges a challenge and a hello under a throwaway key, then closes
+// both; at most warmTimeout. It changes nothing a communicator sees; errors
+// (a machine without IPv4 loopback) are ignored: the first communicator
+// then does the work as before.
 func Warm() {
-	if ln, err := listenTCP(netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0)); err == nil {
-		ln.Close()
+	ln, err := listenTCP(netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0))
+	if err != nil {
+		return
 	}
+	defer ln.Close()
+	deadline := time.Now().Add(warmTimeout)
+	ln.SetDeadline(deadline)
+	var key [keyBytes]byte
+	const magic = 0x7761726d // "warm"
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		c, err := ln.AcceptTCP()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(deadline)
+		if challenge, err := writeChallenge(c); err == nil {
+			_, _ = readHello(c, magic, &key, &challenge)
+		}
+	}()
+	defer func() { <-accepted }()
+	d := net.Dialer{Deadline: deadline}
+	c, err := d.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		return
+	}
+	defer c.Close()
+	tc := c.(*net.TCPConn)
+	tc.SetNoDelay(true)
+	tc.SetDeadline(deadline)
+	if challenge, err := readChallenge(tc); err == nil {
+		h := hello{kind: kindRing, magic: magic, nonce: newNonce()}
+		_, _ = tc.Write(h.encode(&key, &challenge))
+	}
+	_ = randomNonce()
 }
+
+// warmTimeout bounds Warm.
+const warmTimeout = 2 * time.Second

@@ -65,6 +65,25 @@ func Name(magic, nonce uint64, node int) string {
 // local rank that exited) ends the wait.
 func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, alive func() error) (*Segment, error) {
 	alive = throttle(alive, time.Millisecond)
+	s, err := join(name, leader, nLocal, maxConns, deadline, alive)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.awaitMapped(shmDir+name, deadline, alive); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Join is Open without the wait for the other local ranks: it returns once this rank has
+// mapped the segment and counted itself in (the last to count in unlinks the name). For a
+// caller that learns from elsewhere that every local rank joined (the bootstrap's last
+// answer, see impl's nodeJoin), and that calls Unlink (then Close) when that never comes.
+func Join(name string, leader bool, nLocal, maxConns int, deadline time.Time, alive func() error) (*Segment, error) {
+	return join(name, leader, nLocal, maxConns, deadline, throttle(alive, time.Millisecond))
+}
+
+func join(name string, leader bool, nLocal, maxConns int, deadline time.Time, alive func() error) (*Segment, error) {
 	size := headerBytes + nLocal*(regionSize(maxConns)+collRegion)
 	path := shmDir + name
 	var f *os.File
@@ -101,8 +120,9 @@ func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, al
 			sysinfo.Nap(20 * time.Microsecond)
 		}
 	}
-	if err := s.awaitMapped(path, deadline, alive); err != nil {
-		return nil, err
+	if int(atomic.AddUint64(s.word(8), 1)) == nLocal {
+		_ = os.Remove(path)
+		wakeAll(s.word(8))
 	}
 	return s, nil
 }
@@ -169,16 +189,11 @@ func awaitCreated(path string, size int, deadline time.Time, alive func() error)
 	}
 }
 
-// awaitMapped counts this rank in and waits until every local rank mapped the segment (the
+// awaitMapped waits until every local rank mapped the segment and counted itself in (the
 // last one removes its name and wakes the others); on failure s is closed.
 func (s *Segment) awaitMapped(path string, deadline time.Time, alive func() error) error {
 	nLocal := s.nLocal
 	count := s.word(8)
-	if int(atomic.AddUint64(count, 1)) == nLocal {
-		_ = os.Remove(path)
-		wakeAll(count)
-		return nil
-	}
 	for {
 		n := atomic.LoadUint64(count)
 		if int(n) >= nLocal {
