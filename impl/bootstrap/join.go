@@ -33,7 +33,10 @@ func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySour
 		return nil, err
 	}
 	defer b.untrack(rs.c)
-	if err := b.listen(rs.c); err != nil {
+	if err := b.listen(rs.c); err != nil { // while the root's challenge is on its way
+		return nil, err
+	}
+	if err := b.readRootChallenge(rs); err != nil {
 		return nil, err
 	}
 	if err := b.register(rs, opts.HostID); err != nil {
@@ -83,7 +86,7 @@ type rootVerdict struct {
 	fromRoot bool // the root answered (rather than the connection failing)
 }
 
-// dialRootSession connects to the root (tracked: the caller untracks rs.c) and reads its challenge.
+// dialRootSession connects to the root (tracked: the caller untracks rs.c).
 func (b *Bootstrap) dialRootSession(rs *rootSession) error {
 	deadline := time.Now().Add(rs.wait)
 	rc, err := dialRoot(rs.addr, deadline, rs.wait)
@@ -97,8 +100,13 @@ func (b *Bootstrap) dialRootSession(rs *rootSession) error {
 	rs.c = rc
 	rc.SetNoDelay(true)
 	rc.SetDeadline(deadline)
-	if rs.challenge, err = readChallenge(rc); err != nil {
-		b.untrack(rc)
+	return nil
+}
+
+// readRootChallenge reads the root's challenge.
+func (b *Bootstrap) readRootChallenge(rs *rootSession) error {
+	var err error
+	if rs.challenge, err = readChallenge(rs.c); err != nil {
 		return b.rootErr(rs.addr, rs.wait, err)
 	}
 	return nil
@@ -225,6 +233,11 @@ func (b *Bootstrap) connectCollectives() error {
 	n := b.nranks
 	deadline := time.Now().Add(b.timeout)
 	nextRank, prevRank := (b.rank+1)%n, (b.rank+n-1)%n
+	useStar := n >= starMinRanks
+	var hub <-chan dialed
+	if useStar && b.rank != 0 {
+		hub = b.dialAsync(0, kindStar, deadline) // at the same time as the ring's: one wait, not two
+	}
 	c, err := b.dialPeer(nextRank, kindRing, deadline)
 	if err != nil {
 		return err
@@ -232,17 +245,16 @@ func (b *Bootstrap) connectCollectives() error {
 	if b.next, err = newRingConn(c, nextRank); err != nil {
 		return b.errorf(status.SystemError, "ring connection to rank %d: %w", nextRank, err)
 	}
-	useStar := n >= starMinRanks
-	if useStar && b.rank != 0 {
-		c, err := b.dialPeer(0, kindStar, deadline)
-		if err != nil {
-			return err
+	if hub != nil {
+		d := <-hub
+		if d.err != nil {
+			return d.err
 		}
-		hub, err := newRingConn(c, 0)
+		rc, err := newRingConn(d.c, 0)
 		if err != nil {
 			return b.errorf(status.SystemError, "star connection to rank 0: %w", err)
 		}
-		b.star = []*ringConn{hub}
+		b.star = []*ringConn{rc}
 	}
 	spokes := 0
 	if useStar && b.rank == 0 {
@@ -278,6 +290,24 @@ func (b *Bootstrap) connectCollectives() error {
 		}
 	}
 	return nil
+}
+
+// dialed is the outcome of dialAsync.
+type dialed struct {
+	c   *net.TCPConn
+	err error
+}
+
+// dialAsync runs dialPeer in a goroutine of b (Close waits for it) and delivers its outcome.
+func (b *Bootstrap) dialAsync(peer int, kind byte, deadline time.Time) <-chan dialed {
+	out := make(chan dialed, 1)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		c, err := b.dialPeer(peer, kind, deadline)
+		out <- dialed{c, err}
+	}()
+	return out
 }
 
 // dialRoot connects to the root, retrying (the root may not listen yet)
@@ -336,8 +366,11 @@ func (b *Bootstrap) dialPeer(peer int, kind byte, deadline time.Time) (*net.TCPC
 		what = "point-to-point"
 	}
 	d := net.Dialer{Deadline: deadline}
-	c, err := d.Dial("tcp", addr)
+	c, err := d.DialContext(b.dialCtx, "tcp", addr)
 	if err != nil {
+		if ferr := b.failed(); ferr != nil {
+			return nil, ferr // aborted while dialling (dialCtx)
+		}
 		if isTimeout(err) {
 			return nil, b.errorf(status.RemoteError, "cannot open a %s connection to rank %d at %s within %v", what, peer, addr, b.timeout)
 		}
