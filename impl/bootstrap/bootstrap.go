@@ -67,6 +67,12 @@ type Options struct {
 	// every rank is done when Init returns. Its error fails the
 	// communicator on every rank, as a failed connection does.
 	Joined func(b *Bootstrap) error
+	// RingOnlyOnOneHost makes no star connections when every rank has the
+	// same HostID: for a caller that moves the small collectives of a
+	// single-host communicator elsewhere (impl: through the node's shared
+	// memory), the star would only cost init 2 (N-1) handshakes. AllGather
+	// and Barrier then take the ring at every size.
+	RingOnlyOnOneHost bool
 }
 
 type logFunc func(warn bool, format string, args ...any)
@@ -101,6 +107,7 @@ type Bootstrap struct {
 	logf         logFunc
 	spin         time.Duration
 	listenAddr   string
+	ringOnly     bool // no star (see Options.RingOnlyOnOneHost)
 	table        []peerEntry
 	nonce        uint64 // the root's: names this instance of the communicator
 

@@ -42,6 +42,7 @@ func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySour
 	if err := b.register(rs, opts.HostID); err != nil {
 		return nil, err
 	}
+	b.ringOnly = opts.RingOnlyOnOneHost && oneHost(b.table)
 	// While the ring and star form, the root's verdict may come at any
 	// time: a failure aborts this rank at once.
 	verdict := b.watchVerdict(rs)
@@ -233,7 +234,7 @@ func (b *Bootstrap) connectCollectives() error {
 	n := b.nranks
 	deadline := time.Now().Add(b.timeout)
 	nextRank, prevRank := (b.rank+1)%n, (b.rank+n-1)%n
-	useStar := n >= starMinRanks
+	useStar := n >= starMinRanks && !b.ringOnly
 	var hub <-chan dialed
 	if useStar && b.rank != 0 {
 		hub = b.dialAsync(0, kindStar, deadline) // at the same time as the ring's: one wait, not two
@@ -290,6 +291,16 @@ func (b *Bootstrap) connectCollectives() error {
 		}
 	}
 	return nil
+}
+
+// oneHost reports whether every rank of table has the same host id.
+func oneHost(table []peerEntry) bool {
+	for _, e := range table {
+		if e.hostID != table[0].hostID {
+			return false
+		}
+	}
+	return true
 }
 
 // dialed is the outcome of dialAsync.

@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -58,4 +59,33 @@ func TestJoinedErrorFailsEveryRank(t *testing.T) {
 		}
 	}
 	wantCode(t, errs[1], status.SystemError)
+}
+
+// With RingOnlyOnOneHost, a communicator whose ranks share one host id makes no star
+// connections and gathers small slots over the ring; one spanning hosts keeps its star.
+func TestRingOnlyOnOneHost(t *testing.T) {
+	const n = 4
+	for _, tc := range []struct {
+		what     string
+		hosts    func(r int) string
+		wantStar bool
+	}{
+		{"one host", func(int) string { return "h" }, false},
+		{"two hosts", func(r int) string { return "h" + strconv.Itoa(r%2) }, true},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			addr := loopbackAddr(t)
+			bs := form(t, n, func(r int) (*Bootstrap, error) {
+				return InitAddr(addr, r, n, Options{HostID: tc.hosts(r), RingOnlyOnOneHost: true})
+			})
+			for _, b := range bs {
+				if got := b.star != nil; got != tc.wantStar {
+					t.Fatalf("rank %d: star connections %v, want %v", b.Rank(), got, tc.wantStar)
+				}
+			}
+			checkAllGather(t, bs, 4, 3)
+			checkAllGather(t, bs, 1000, 2)
+			noErrs(t, "barrier", each(bs, func(b *Bootstrap) error { return b.Barrier() }))
+		})
+	}
 }
