@@ -92,7 +92,9 @@ func InitRank(nranks int, addr string, rank int) (*Comm, error) {
 	}
 	start := time.Now()
 	node := &nodeJoin{start: start}
-	b, err := bootstrap.InitAddrPort(ap, addr, rank, nranks, node.options())
+	b, err := offThread(func() (*bootstrap.Bootstrap, error) {
+		return bootstrap.InitAddrPort(ap, addr, rank, nranks, node.options())
+	})
 	if err != nil {
 		node.drop()
 		return nil, fmt.Errorf("rank %d of %d: bootstrap at %s: %w", rank, nranks, addr, err)
@@ -107,7 +109,7 @@ func InitRankFromID(nranks int, id bootstrap.ID, rank int) (*Comm, error) {
 	}
 	start := time.Now()
 	node := &nodeJoin{start: start}
-	b, err := bootstrap.Init(id, rank, nranks, node.options())
+	b, err := offThread(func() (*bootstrap.Bootstrap, error) { return bootstrap.Init(id, rank, nranks, node.options()) })
 	if err != nil {
 		node.drop()
 		return nil, fmt.Errorf("rank %d of %d: bootstrap: %w", rank, nranks, err)

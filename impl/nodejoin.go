@@ -91,3 +91,30 @@ func openNode(b *bootstrap.Bootstrap, local map[int]int, leader int, start time.
 	seg.SetPid(local[rank], os.Getpid())
 	return seg, nil
 }
+
+// offThread runs f in a goroutine of its own and waits for it (a panic in f becomes an
+// InternalError, as the C entry points report theirs). The bootstrap blocks on the network
+// a dozen times; the goroutine of a C thread that called into the library is locked to
+// that thread, so that each of its blocks and wake-ups hands the scheduler's P between the
+// thread and another one (two more thread switches each, which cost most when ranks
+// outnumber CPUs). A plain goroutine blocks and wakes on whichever thread is free, and the
+// calling thread waits once.
+func offThread[T any](f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				var zero T
+				ch <- result{zero, status.Errorf(status.InternalError, "internal error (recovered panic): %v", r)}
+			}
+		}()
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	r := <-ch
+	return r.v, r.err
+}
