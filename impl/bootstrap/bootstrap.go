@@ -139,12 +139,13 @@ type Bootstrap struct {
 	closed bool
 	wg     sync.WaitGroup // accept loop, handshakes, point-to-point readers
 
-	abortOnce  sync.Once
-	err        error         // why the bootstrap is unusable; set before done is closed
-	done       chan struct{} // closed by Abort or Close
-	dialCtx    context.Context
-	dialCancel context.CancelFunc // with done: a dial in progress gives up
-	closeOnce  sync.Once
+	abortOnce sync.Once
+	err       error         // why the bootstrap is unusable; set before done is closed
+	done      chan struct{} // closed by Abort or Close
+	closeOnce sync.Once
+
+	dialCtx    context.Context // cancelled with done: a dial in progress gives up
+	dialCancel context.CancelFunc
 }
 
 // outConn is the connection this rank sends point-to-point messages to one
@@ -177,32 +178,31 @@ func checkArgs(rank, nranks int, opts *Options) (time.Duration, error) {
 }
 
 func newBootstrap(magic uint64, key [keyBytes]byte, rank, nranks int, timeout time.Duration, opts *Options) *Bootstrap {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Bootstrap{
-		dialCtx:    ctx,
-		dialCancel: cancel,
-		rank:       rank,
-		nranks:     nranks,
-		magic:      magic,
-		key:        key,
-		timeout:    timeout,
-		hsTimeout:  handshakeTimeout(timeout),
-		logf:       opts.logger(),
-		ringCh:     make(chan *net.TCPConn, 1),
-		starCh:     make(chan starConnection, nranks),
-		starIn:     make([]bool, nranks),
-		out:        make([]outConn, nranks),
-		box:        make(map[boxKey][][]byte),
-		waiters:    make(map[boxKey]chan struct{}),
-		inFrom:     make([]bool, nranks),
-		inErr:      make([]error, nranks),
-		queued:     make([]int, nranks),
-		conns:      make(map[*net.TCPConn]struct{}),
-		done:       make(chan struct{}),
-		table:      []peerEntry{{hostID: opts.HostID, pid: uint64(os.Getpid())}},
-		nonce:      randomNonce(), // a communicator of one; the root's table brings the others'
+	b := &Bootstrap{
+		rank:      rank,
+		nranks:    nranks,
+		magic:     magic,
+		key:       key,
+		timeout:   timeout,
+		hsTimeout: handshakeTimeout(timeout),
+		logf:      opts.logger(),
+		ringCh:    make(chan *net.TCPConn, 1),
+		starCh:    make(chan starConnection, nranks),
+		starIn:    make([]bool, nranks),
+		out:       make([]outConn, nranks),
+		box:       make(map[boxKey][][]byte),
+		waiters:   make(map[boxKey]chan struct{}),
+		inFrom:    make([]bool, nranks),
+		inErr:     make([]error, nranks),
+		queued:    make([]int, nranks),
+		conns:     make(map[*net.TCPConn]struct{}),
+		done:      make(chan struct{}),
+		table:     []peerEntry{{hostID: opts.HostID, pid: uint64(os.Getpid())}},
+		nonce:     randomNonce(), // a communicator of one; the root's table brings the others'
 
 	}
+	b.dialCtx, b.dialCancel = context.WithCancel(context.Background())
+	return b
 }
 
 // Init joins the communicator of id as rank of nranks; it is collective and
