@@ -76,6 +76,9 @@ type segOpener func(name string, leader bool, nLocal, maxConns int, deadline tim
 func openNode(b *bootstrap.Bootstrap, local map[int]int, leader int, start time.Time, open segOpener) (*nodeshm.Segment, error) {
 	rank, pids := b.Rank(), b.Pids()
 	alive := func() error {
+		if err := b.Failed(); err != nil {
+			return err // the communicator failed elsewhere (from Joined: its leader may never get here)
+		}
 		for r := range local {
 			if pid := pids[r]; r != rank && engine.ProcessGone(pid) {
 				return status.Errorf(status.RemoteError, "rank %d (pid %d) on this node exited during mscclppCommInitRank", r, pid)

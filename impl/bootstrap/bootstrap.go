@@ -362,6 +362,10 @@ func randomNonce() uint64 {
 // ListenAddr returns the address of this rank's listener ("" for one rank).
 func (b *Bootstrap) ListenAddr() string { return b.listenAddr }
 
+// Failed returns why the bootstrap is unusable (it failed to form, was
+// aborted or closed), or nil.
+func (b *Bootstrap) Failed() error { return b.failed() }
+
 // failed returns why the bootstrap is unusable, or nil.
 func (b *Bootstrap) failed() error {
 	select {

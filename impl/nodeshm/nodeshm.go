@@ -112,10 +112,14 @@ func join(name string, leader bool, nLocal, maxConns int, deadline time.Time, al
 		atomic.StoreUint64(s.word(0), segMagic)
 	} else {
 		for atomic.LoadUint64(s.word(0)) != segMagic {
-			if time.Now().After(deadline) {
+			err := alive()
+			if err == nil && time.Now().After(deadline) {
+				err = status.Errorf(status.RemoteError, "node shared memory %s never became ready", path)
+			}
+			if err != nil {
 				s.Close()
 				_ = os.Remove(path) // its leader is gone or stuck: nobody will use it
-				return nil, status.Errorf(status.RemoteError, "node shared memory %s never became ready", path)
+				return nil, err
 			}
 			sysinfo.Nap(20 * time.Microsecond)
 		}
