@@ -5,7 +5,6 @@ package impl
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"sync"
 	"time"
 	"unsafe"
@@ -54,6 +53,9 @@ func bootOptions() bootstrap.Options {
 	return bootstrap.Options{
 		Timeout: BootstrapTimeout(),
 		HostID:  hostID(),
+		// a single-node communicator gathers up to nodeshm.CollSlotBytes per rank through
+		// the node segment (shmCollectives), and larger gathers never take the star
+		RingOnlyOnOneHost: true,
 		Logf: func(warn bool, format string, args ...any) {
 			if warn {
 				logx.WarnfDepth(1, format, args...)
@@ -89,11 +91,15 @@ func InitRank(nranks int, addr string, rank int) (*Comm, error) {
 		return nil, err
 	}
 	start := time.Now()
-	b, err := bootstrap.InitAddrPort(ap, addr, rank, nranks, bootOptions())
+	node := &nodeJoin{start: start}
+	b, err := offThread(func() (*bootstrap.Bootstrap, error) {
+		return bootstrap.InitAddrPort(ap, addr, rank, nranks, node.options())
+	})
 	if err != nil {
+		node.drop()
 		return nil, fmt.Errorf("rank %d of %d: bootstrap at %s: %w", rank, nranks, addr, err)
 	}
-	return newComm(b, start)
+	return newComm(b, start, node)
 }
 
 // InitRankFromID forms a communicator from an id made by NewUniqueID.
@@ -102,16 +108,18 @@ func InitRankFromID(nranks int, id bootstrap.ID, rank int) (*Comm, error) {
 		return nil, err
 	}
 	start := time.Now()
-	b, err := bootstrap.Init(id, rank, nranks, bootOptions())
+	node := &nodeJoin{start: start}
+	b, err := offThread(func() (*bootstrap.Bootstrap, error) { return bootstrap.Init(id, rank, nranks, node.options()) })
 	if err != nil {
+		node.drop()
 		return nil, fmt.Errorf("rank %d of %d: bootstrap: %w", rank, nranks, err)
 	}
-	return newComm(b, start)
+	return newComm(b, start, node)
 }
 
 var versionOnce sync.Once
 
-func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
+func newComm(b *bootstrap.Bootstrap, start time.Time, node *nodeJoin) (*Comm, error) {
 	versionOnce.Do(func() { logx.Versionf("MSCCL++ version 0.1.0 (Go implementation)") })
 	c := &Comm{rank: b.Rank(), nranks: b.Size(), boot: b, transports: map[Transport]transport.Transport{}}
 	c.host = transport.Host{Rank: c.rank, NRanks: c.nranks, HostIDs: b.HostIDs(), ListenIP: listenIP(b.ListenAddr()), Timeout: BootstrapTimeout()}
@@ -121,7 +129,7 @@ func newComm(b *bootstrap.Bootstrap, start time.Time) (*Comm, error) {
 		b.Close()
 		return nil, err
 	}
-	if err := c.initNode(start); err != nil {
+	if err := c.initNode(start, node); err != nil {
 		return fail(err)
 	}
 	c.waitCfg = waitBackoff(len(c.host.LocalOf))
@@ -164,37 +172,20 @@ func listenIP(addr string) string {
 	return addr
 }
 
-// initNode finds the ranks of this node and maps the node's shared-memory segment.
-func (c *Comm) initNode(start time.Time) error {
-	c.host.LocalOf = map[int]int{}
-	leader := -1
-	for r, h := range c.host.HostIDs {
-		if h == c.host.HostIDs[c.rank] {
-			if leader < 0 {
-				leader = r
-			}
-			c.host.LocalOf[r] = len(c.host.LocalOf)
-		}
-	}
+// initNode finds the ranks of this node and maps the node's shared-memory segment (unless
+// the bootstrap did already: node).
+func (c *Comm) initNode(start time.Time, node *nodeJoin) error {
+	var leader int
+	c.host.LocalOf, leader = localRanks(c.host.HostIDs, c.rank)
 	c.host.LocalIdx = c.host.LocalOf[c.rank]
-	// The root's per-instance nonce names the segment, so a communicator re-formed at the
-	// same address never meets a stale segment of an earlier one; every rank's pid (in the
-	// root's table too) lets local ranks notice one that exits while they wait for it.
-	nonce, pids := c.boot.Nonce(), c.boot.Pids()
-	alive := func() error {
-		for r := range c.host.LocalOf {
-			if pid := pids[r]; r != c.rank && engine.ProcessGone(pid) {
-				return status.Errorf(status.RemoteError, "rank %d (pid %d) on this node exited during mscclppCommInitRank", r, pid)
-			}
-		}
+	if node.seg != nil {
+		c.host.Node = node.seg
 		return nil
 	}
-	name := nodeshm.Name(c.boot.Magic(), nonce, leader)
-	seg, err := nodeshm.Open(name, leader == c.rank, len(c.host.LocalOf), engine.MaxConns, start.Add(BootstrapTimeout()), alive)
+	seg, err := openNode(c.boot, c.host.LocalOf, leader, start, nodeshm.Open)
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", c.rank, err)
 	}
-	seg.SetPid(c.host.LocalIdx, os.Getpid())
 	c.host.Node = seg
 	return nil
 }

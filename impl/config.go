@@ -2,7 +2,6 @@ package impl
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -130,9 +129,7 @@ func hostID() string {
 	if v := env.Get("MSCCLPP_HOSTID"); v != "" {
 		return v
 	}
-	h, _ := os.Hostname()
-	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return h + "/" + string(trimSpace(boot))
+	return machineID()
 }
 
 func trimSpace(b []byte) []byte {

@@ -21,6 +21,7 @@
 package bootstrap
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"net"
@@ -59,6 +60,19 @@ type Options struct {
 	// goroutines at once; nil discards them. Dropped strangers are reported
 	// here with warn=true.
 	Logf func(warn bool, format string, args ...any)
+	// Joined, when set, runs on a rank of two or more once the root's table
+	// is known (HostIDs, Pids and Nonce answer), before the rank connects its
+	// ring and star. The root answers a rank only when every rank has
+	// reported ready, which each does after its Joined: what Joined did on
+	// every rank is done when Init returns. Its error fails the
+	// communicator on every rank, as a failed connection does.
+	Joined func(b *Bootstrap) error
+	// RingOnlyOnOneHost makes no star connections when every rank has the
+	// same HostID: for a caller that moves the small collectives of a
+	// single-host communicator elsewhere (impl: through the node's shared
+	// memory), the star would only cost init 2 (N-1) handshakes. AllGather
+	// and Barrier then take the ring at every size.
+	RingOnlyOnOneHost bool
 }
 
 type logFunc func(warn bool, format string, args ...any)
@@ -93,6 +107,7 @@ type Bootstrap struct {
 	logf         logFunc
 	spin         time.Duration
 	listenAddr   string
+	ringOnly     bool // no star (see Options.RingOnlyOnOneHost)
 	table        []peerEntry
 	nonce        uint64 // the root's: names this instance of the communicator
 
@@ -128,6 +143,9 @@ type Bootstrap struct {
 	err       error         // why the bootstrap is unusable; set before done is closed
 	done      chan struct{} // closed by Abort or Close
 	closeOnce sync.Once
+
+	dialCtx    context.Context // cancelled with done: a dial in progress gives up
+	dialCancel context.CancelFunc
 }
 
 // outConn is the connection this rank sends point-to-point messages to one
@@ -160,7 +178,7 @@ func checkArgs(rank, nranks int, opts *Options) (time.Duration, error) {
 }
 
 func newBootstrap(magic uint64, key [keyBytes]byte, rank, nranks int, timeout time.Duration, opts *Options) *Bootstrap {
-	return &Bootstrap{
+	b := &Bootstrap{
 		rank:      rank,
 		nranks:    nranks,
 		magic:     magic,
@@ -183,6 +201,8 @@ func newBootstrap(magic uint64, key [keyBytes]byte, rank, nranks int, timeout ti
 		nonce:     randomNonce(), // a communicator of one; the root's table brings the others'
 
 	}
+	b.dialCtx, b.dialCancel = context.WithCancel(context.Background())
+	return b
 }
 
 // Init joins the communicator of id as rank of nranks; it is collective and
@@ -342,6 +362,10 @@ func randomNonce() uint64 {
 // ListenAddr returns the address of this rank's listener ("" for one rank).
 func (b *Bootstrap) ListenAddr() string { return b.listenAddr }
 
+// Failed returns why the bootstrap is unusable (it failed to form, was
+// aborted or closed), or nil.
+func (b *Bootstrap) Failed() error { return b.failed() }
+
 // failed returns why the bootstrap is unusable, or nil.
 func (b *Bootstrap) failed() error {
 	select {
@@ -359,6 +383,7 @@ func (b *Bootstrap) fail(err error) error {
 	b.abortOnce.Do(func() {
 		b.err = err
 		close(b.done)
+		b.dialCancel()
 		b.mu.Lock()
 		b.closed = true
 		conns := b.conns

@@ -10,7 +10,8 @@ import (
 // Collectives. AllGather and Barrier (an AllGather of nothing) run over one
 // of two topologies:
 //
-//   - star, for small messages and 3 or more ranks: every rank sends its slot
+//   - star, for small messages and 3 or more ranks (unless
+//     Options.RingOnlyOnOneHost applies): every rank sends its slot
 //     to rank 0, which answers everyone with all slots. Two hops, and every
 //     rank wakes up about once per operation, which is what matters when
 //     ranks outnumber CPUs (a ring needs N-1 hops and N(N-1) wake-ups:
@@ -69,7 +70,7 @@ func (b *Bootstrap) collective(data []byte, size int, op uint32) error {
 	b.seq++
 	now := time.Now()
 	switch {
-	case b.nranks >= starMinRanks && ringHdrLen+size*b.nranks <= starMax:
+	case b.star != nil && ringHdrLen+size*b.nranks <= starMax: // 3 or more ranks, unless ringOnly
 		if b.rank == 0 {
 			for _, c := range b.star[1:] {
 				c.setDeadline(now, b.timeout)

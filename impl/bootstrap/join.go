@@ -33,15 +33,25 @@ func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySour
 		return nil, err
 	}
 	defer b.untrack(rs.c)
-	if err := b.listen(rs.c); err != nil {
+	if err := b.listen(rs.c); err != nil { // while the root's challenge is on its way
+		return nil, err
+	}
+	if err := b.readRootChallenge(rs); err != nil {
 		return nil, err
 	}
 	if err := b.register(rs, opts.HostID); err != nil {
 		return nil, err
 	}
+	b.ringOnly = opts.RingOnlyOnOneHost && oneHost(b.table)
 	// While the ring and star form, the root's verdict may come at any
 	// time: a failure aborts this rank at once.
 	verdict := b.watchVerdict(rs)
+	if opts.Joined != nil {
+		if err := opts.Joined(b); err != nil {
+			b.joinFailed(rs, verdict, err) // tells the others, through the root
+			return nil, err
+		}
+	}
 	if err := b.connectCollectives(); err != nil {
 		return nil, b.joinFailed(rs, verdict, err)
 	}
@@ -77,7 +87,7 @@ type rootVerdict struct {
 	fromRoot bool // the root answered (rather than the connection failing)
 }
 
-// dialRootSession connects to the root (tracked: the caller untracks rs.c) and reads its challenge.
+// dialRootSession connects to the root (tracked: the caller untracks rs.c).
 func (b *Bootstrap) dialRootSession(rs *rootSession) error {
 	deadline := time.Now().Add(rs.wait)
 	rc, err := dialRoot(rs.addr, deadline, rs.wait)
@@ -91,8 +101,13 @@ func (b *Bootstrap) dialRootSession(rs *rootSession) error {
 	rs.c = rc
 	rc.SetNoDelay(true)
 	rc.SetDeadline(deadline)
-	if rs.challenge, err = readChallenge(rc); err != nil {
-		b.untrack(rc)
+	return nil
+}
+
+// readRootChallenge reads the root's challenge.
+func (b *Bootstrap) readRootChallenge(rs *rootSession) error {
+	var err error
+	if rs.challenge, err = readChallenge(rs.c); err != nil {
 		return b.rootErr(rs.addr, rs.wait, err)
 	}
 	return nil
@@ -112,7 +127,7 @@ func (b *Bootstrap) listen(rootConn *net.TCPConn) error {
 		lip = rootConn.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
 	}
 	var err error
-	b.ln, err = net.ListenTCP("tcp", net.TCPAddrFromAddrPort(netip.AddrPortFrom(lip, 0)))
+	b.ln, err = listenTCP(netip.AddrPortFrom(lip, 0))
 	if err != nil {
 		return b.errorf(status.SystemError, "cannot listen at %s: %w", lip, err)
 	}
@@ -219,6 +234,11 @@ func (b *Bootstrap) connectCollectives() error {
 	n := b.nranks
 	deadline := time.Now().Add(b.timeout)
 	nextRank, prevRank := (b.rank+1)%n, (b.rank+n-1)%n
+	useStar := n >= starMinRanks && !b.ringOnly
+	var hub <-chan dialed
+	if useStar && b.rank != 0 {
+		hub = b.dialAsync(0, kindStar, deadline) // at the same time as the ring's: one wait, not two
+	}
 	c, err := b.dialPeer(nextRank, kindRing, deadline)
 	if err != nil {
 		return err
@@ -226,17 +246,16 @@ func (b *Bootstrap) connectCollectives() error {
 	if b.next, err = newRingConn(c, nextRank); err != nil {
 		return b.errorf(status.SystemError, "ring connection to rank %d: %w", nextRank, err)
 	}
-	useStar := n >= starMinRanks
-	if useStar && b.rank != 0 {
-		c, err := b.dialPeer(0, kindStar, deadline)
-		if err != nil {
-			return err
+	if hub != nil {
+		d := <-hub
+		if d.err != nil {
+			return d.err
 		}
-		hub, err := newRingConn(c, 0)
+		rc, err := newRingConn(d.c, 0)
 		if err != nil {
 			return b.errorf(status.SystemError, "star connection to rank 0: %w", err)
 		}
-		b.star = []*ringConn{hub}
+		b.star = []*ringConn{rc}
 	}
 	spokes := 0
 	if useStar && b.rank == 0 {
@@ -274,10 +293,41 @@ func (b *Bootstrap) connectCollectives() error {
 	return nil
 }
 
+// oneHost reports whether every rank of table has the same host id.
+func oneHost(table []peerEntry) bool {
+	for _, e := range table {
+		if e.hostID != table[0].hostID {
+			return false
+		}
+	}
+	return true
+}
+
+// dialed is the outcome of dialAsync.
+type dialed struct {
+	c   *net.TCPConn
+	err error
+}
+
+// dialAsync runs dialPeer in a goroutine of b (Close waits for it) and delivers its outcome.
+func (b *Bootstrap) dialAsync(peer int, kind byte, deadline time.Time) <-chan dialed {
+	out := make(chan dialed, 1)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		c, err := b.dialPeer(peer, kind, deadline)
+		out <- dialed{c, err}
+	}()
+	return out
+}
+
 // dialRoot connects to the root, retrying (the root may not listen yet)
-// until deadline; wait is as in rootErr.
+// until deadline; wait is as in rootErr. Ranks started together usually
+// find the root a fraction of a millisecond before it listens: the first
+// retries come after 50 µs, 100 µs, ... (sysinfo.Nap: time.Sleep would wait
+// a millisecond at least), then every 4 ms.
 func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*net.TCPConn, error) {
-	backoff := 250 * time.Microsecond
+	backoff := 50 * time.Microsecond
 	var last error // the last error other than a timeout
 	for {
 		d := net.Dialer{Deadline: deadline}
@@ -295,7 +345,7 @@ func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*net
 			}
 			return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within the bootstrap timeout (%v)", addr, wait-rootGrace)
 		}
-		time.Sleep(min(backoff, left))
+		sysinfo.Nap(min(backoff, left))
 		backoff = min(2*backoff, 4*time.Millisecond)
 	}
 }
@@ -327,8 +377,11 @@ func (b *Bootstrap) dialPeer(peer int, kind byte, deadline time.Time) (*net.TCPC
 		what = "point-to-point"
 	}
 	d := net.Dialer{Deadline: deadline}
-	c, err := d.Dial("tcp", addr)
+	c, err := d.DialContext(b.dialCtx, "tcp", addr)
 	if err != nil {
+		if ferr := b.failed(); ferr != nil {
+			return nil, ferr // aborted while dialling (dialCtx)
+		}
 		if isTimeout(err) {
 			return nil, b.errorf(status.RemoteError, "cannot open a %s connection to rank %d at %s within %v", what, peer, addr, b.timeout)
 		}

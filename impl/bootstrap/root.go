@@ -88,7 +88,7 @@ type rootReg struct {
 }
 
 func startRoot(addr netip.AddrPort, magic uint64, key [keyBytes]byte, timeout time.Duration, logf logFunc) (*root, error) {
-	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
+	ln, err := listenTCP(addr)
 	if err != nil {
 		return nil, status.Errorf(status.SystemError, "bootstrap: the root cannot listen at %s: %w", addr, err)
 	}

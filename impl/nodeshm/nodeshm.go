@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
+	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
 )
 
 const (
@@ -65,6 +66,25 @@ func Name(magic, nonce uint64, node int) string {
 // local rank that exited) ends the wait.
 func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, alive func() error) (*Segment, error) {
 	alive = throttle(alive, time.Millisecond)
+	s, err := join(name, leader, nLocal, maxConns, deadline, alive)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.awaitMapped(shmDir+name, deadline, alive); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Join is Open without the wait for the other local ranks: it returns once this rank has
+// mapped the segment and counted itself in (the last to count in unlinks the name). For a
+// caller that learns from elsewhere that every local rank joined (the bootstrap's last
+// answer, see impl's nodeJoin), and that calls Unlink (then Close) when that never comes.
+func Join(name string, leader bool, nLocal, maxConns int, deadline time.Time, alive func() error) (*Segment, error) {
+	return join(name, leader, nLocal, maxConns, deadline, throttle(alive, time.Millisecond))
+}
+
+func join(name string, leader bool, nLocal, maxConns int, deadline time.Time, alive func() error) (*Segment, error) {
 	size := headerBytes + nLocal*(regionSize(maxConns)+collRegion)
 	path := shmDir + name
 	var f *os.File
@@ -93,16 +113,21 @@ func Open(name string, leader bool, nLocal, maxConns int, deadline time.Time, al
 		atomic.StoreUint64(s.word(0), segMagic)
 	} else {
 		for atomic.LoadUint64(s.word(0)) != segMagic {
-			if time.Now().After(deadline) {
+			err := alive()
+			if err == nil && time.Now().After(deadline) {
+				err = status.Errorf(status.RemoteError, "node shared memory %s never became ready", path)
+			}
+			if err != nil {
 				s.Close()
 				_ = os.Remove(path) // its leader is gone or stuck: nobody will use it
-				return nil, status.Errorf(status.RemoteError, "node shared memory %s never became ready", path)
+				return nil, err
 			}
-			time.Sleep(20 * time.Microsecond)
+			sysinfo.Nap(20 * time.Microsecond)
 		}
 	}
-	if err := s.awaitMapped(path, deadline, alive); err != nil {
-		return nil, err
+	if int(atomic.AddUint64(s.word(8), 1)) == nLocal {
+		_ = os.Remove(path)
+		wakeAll(s.word(8))
 	}
 	return s, nil
 }
@@ -162,40 +187,37 @@ func awaitCreated(path string, size int, deadline time.Time, alive func() error)
 			_ = os.Remove(path)
 			return nil, err
 		}
-		time.Sleep(sleep)
+		sysinfo.Nap(sleep)
 		if sleep < time.Millisecond {
 			sleep *= 2
 		}
 	}
 }
 
-// awaitMapped counts this rank in and waits until every local rank mapped the segment (the
-// last one removes its name); on failure s is closed.
+// awaitMapped waits until every local rank mapped the segment and counted itself in (the
+// last one removes its name and wakes the others); on failure s is closed.
 func (s *Segment) awaitMapped(path string, deadline time.Time, alive func() error) error {
 	nLocal := s.nLocal
-	if int(atomic.AddUint64(s.word(8), 1)) == nLocal {
-		_ = os.Remove(path)
-	}
-	sleep := 5 * time.Microsecond
-	for int(atomic.LoadUint64(s.word(8))) < nLocal {
+	count := s.word(8)
+	for {
+		n := atomic.LoadUint64(count)
+		if int(n) >= nLocal {
+			return nil
+		}
 		err := alive()
-		if err != nil && int(atomic.LoadUint64(s.word(8))) == nLocal {
-			break // every rank mapped it before one of them exited
+		if err != nil && int(atomic.LoadUint64(count)) == nLocal {
+			return nil // every rank mapped it before one of them exited
 		}
 		if err == nil && time.Now().After(deadline) {
-			err = status.Errorf(status.RemoteError, "only %d of %d local ranks mapped node shared memory %s in time", atomic.LoadUint64(s.word(8)), nLocal, path)
+			err = status.Errorf(status.RemoteError, "only %d of %d local ranks mapped node shared memory %s in time", atomic.LoadUint64(count), nLocal, path)
 		}
 		if err != nil {
 			_ = os.Remove(path) // nobody else will map it now
 			s.Close()
 			return err
 		}
-		time.Sleep(sleep)
-		if sleep < time.Millisecond {
-			sleep *= 2
-		}
+		waitChange(count, n, time.Millisecond) // alive is asked about every millisecond
 	}
-	return nil
 }
 
 func (s *Segment) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&s.mem[off])) }

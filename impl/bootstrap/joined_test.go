@@ -1,0 +1,91 @@
+package bootstrap
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+// Options.Joined runs once on every rank, with the root's table known, and every rank's
+// Joined has finished by the time any rank's Init returns.
+func TestJoinedDoneEverywhereWhenInitReturns(t *testing.T) {
+	const n = 4
+	var calls atomic.Int32
+	seen := make([]int32, n)
+	opts := Options{Joined: func(b *Bootstrap) error {
+		if len(b.Pids()) != n || b.Nonce() == 0 || len(b.HostIDs()) != n {
+			return errors.New("joined before the table was known")
+		}
+		calls.Add(1)
+		return nil
+	}}
+	addr := loopbackAddr(t)
+	form(t, n, func(r int) (*Bootstrap, error) {
+		b, err := InitAddr(addr, r, n, opts)
+		seen[r] = calls.Load()
+		return b, err
+	})
+	if got := calls.Load(); got != n {
+		t.Fatalf("Joined ran %d times for %d ranks", got, n)
+	}
+	for r, s := range seen {
+		if s != n {
+			t.Fatalf("rank %d's Init returned when %d of %d ranks had joined", r, s, n)
+		}
+	}
+}
+
+// An error of one rank's Joined fails Init on every rank, and says why.
+func TestJoinedErrorFailsEveryRank(t *testing.T) {
+	const n = 3
+	opts := Options{Joined: func(b *Bootstrap) error {
+		if b.Rank() == 1 {
+			return status.Errorf(status.SystemError, "rank 1 cannot map its node segment")
+		}
+		return nil
+	}}
+	addr := loopbackAddr(t)
+	errs, _ := initSome([]int{0, 1, 2}, func(r int) (*Bootstrap, error) { return InitAddr(addr, r, n, opts) })
+	for r, err := range errs {
+		if err == nil {
+			t.Fatalf("rank %d formed a communicator whose rank 1 failed", r)
+		}
+		if !strings.Contains(err.Error(), "rank 1 cannot map its node segment") {
+			t.Fatalf("rank %d: %v (does not say why)", r, err)
+		}
+	}
+	wantCode(t, errs[1], status.SystemError)
+}
+
+// With RingOnlyOnOneHost, a communicator whose ranks share one host id makes no star
+// connections and gathers small slots over the ring; one spanning hosts keeps its star.
+func TestRingOnlyOnOneHost(t *testing.T) {
+	const n = 4
+	for _, tc := range []struct {
+		what     string
+		hosts    func(r int) string
+		wantStar bool
+	}{
+		{"one host", func(int) string { return "h" }, false},
+		{"two hosts", func(r int) string { return "h" + strconv.Itoa(r%2) }, true},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			addr := loopbackAddr(t)
+			bs := form(t, n, func(r int) (*Bootstrap, error) {
+				return InitAddr(addr, r, n, Options{HostID: tc.hosts(r), RingOnlyOnOneHost: true})
+			})
+			for _, b := range bs {
+				if got := b.star != nil; got != tc.wantStar {
+					t.Fatalf("rank %d: star connections %v, want %v", b.Rank(), got, tc.wantStar)
+				}
+			}
+			checkAllGather(t, bs, 4, 3)
+			checkAllGather(t, bs, 1000, 2)
+			noErrs(t, "barrier", each(bs, func(b *Bootstrap) error { return b.Barrier() }))
+		})
+	}
+}

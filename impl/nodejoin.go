@@ -1,0 +1,123 @@
+package impl
+
+// The node's shared-memory segment, mapped while the bootstrap forms: a rank
+// maps it once the root's table names the ranks of its node, before it
+// reports ready, so that the root's last answer (which waits for every rank's
+// ready) also says that every local rank has mapped it; nobody waits for the
+// others a second time.
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/mscclpp-go/mscclpp/impl/bootstrap"
+	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/nodeshm"
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+// nodeJoin is the segment a rank mapped from inside the bootstrap (Options.Joined).
+type nodeJoin struct {
+	start time.Time
+	seg   *nodeshm.Segment // nil until joined (and for a communicator of one)
+}
+
+// options are the bootstrap options of a communicator that maps its node segment while
+// it forms.
+func (j *nodeJoin) options() bootstrap.Options {
+	o := bootOptions()
+	o.Joined = j.joined
+	return o
+}
+
+func (j *nodeJoin) joined(b *bootstrap.Bootstrap) error {
+	local, leader := localRanks(b.HostIDs(), b.Rank())
+	seg, err := openNode(b, local, leader, j.start, nodeshm.Join)
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", b.Rank(), err)
+	}
+	j.seg = seg
+	return nil
+}
+
+// drop gives up the segment of a communicator that did not form: the other local ranks
+// may never map it, so its name goes too.
+func (j *nodeJoin) drop() {
+	if j.seg != nil {
+		j.seg.Unlink()
+		j.seg.Close()
+		j.seg = nil
+	}
+}
+
+// localRanks maps the ranks on the node of rank (same host id) to their index there, and
+// names the node's lowest rank, which creates the segment.
+func localRanks(hostIDs []string, rank int) (map[int]int, int) {
+	local, leader := map[int]int{}, -1
+	for r, h := range hostIDs {
+		if h == hostIDs[rank] {
+			if leader < 0 {
+				leader = r
+			}
+			local[r] = len(local)
+		}
+	}
+	return local, leader
+}
+
+type segOpener func(name string, leader bool, nLocal, maxConns int, deadline time.Time, alive func() error) (*nodeshm.Segment, error)
+
+// openNode maps the node segment of b's communicator with open (nodeshm.Open or Join) and
+// records this rank's pid in it. The root's per-instance nonce names the segment, so a
+// communicator re-formed at the same address never meets a stale segment of an earlier
+// one; every rank's pid (in the root's table too) lets local ranks notice one that exits
+// while they wait for it.
+func openNode(b *bootstrap.Bootstrap, local map[int]int, leader int, start time.Time, open segOpener) (*nodeshm.Segment, error) {
+	rank, pids := b.Rank(), b.Pids()
+	alive := func() error {
+		if err := b.Failed(); err != nil {
+			return err // the communicator failed elsewhere (from Joined: its leader may never get here)
+		}
+		for r := range local {
+			if pid := pids[r]; r != rank && engine.ProcessGone(pid) {
+				return status.Errorf(status.RemoteError, "rank %d (pid %d) on this node exited during mscclppCommInitRank", r, pid)
+			}
+		}
+		return nil
+	}
+	name := nodeshm.Name(b.Magic(), b.Nonce(), leader)
+	seg, err := open(name, leader == rank, len(local), engine.MaxConns, start.Add(BootstrapTimeout()), alive)
+	if err != nil {
+		return nil, err
+	}
+	seg.SetPid(local[rank], os.Getpid())
+	return seg, nil
+}
+
+// offThread runs f in a goroutine of its own and waits for it (a panic in f becomes an
+// InternalError, as the C entry points report theirs). The bootstrap blocks on the network
+// a dozen times; the goroutine of a C thread that called into the library is locked to
+// that thread, so that each of its blocks and wake-ups hands the scheduler's P between the
+// thread and another one (two more thread switches each, which cost most when ranks
+// outnumber CPUs). A plain goroutine blocks and wakes on whichever thread is free, and the
+// calling thread waits once.
+func offThread[T any](f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				var zero T
+				ch <- result{zero, status.Errorf(status.InternalError, "internal error (recovered panic): %v", r)}
+			}
+		}()
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	r := <-ch
+	return r.v, r.err
+}

@@ -1,0 +1,81 @@
+package impl
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mscclpp-go/mscclpp/impl/bootstrap"
+	"github.com/mscclpp-go/mscclpp/impl/nodeshm"
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+// offThread hands back f's value and error, and turns a panic of f into an InternalError
+// (it would otherwise end the process: the C entry point's recover cannot see it).
+func TestOffThread(t *testing.T) {
+	v, err := offThread(func() (int, error) { return 7, nil })
+	if v != 7 || err != nil {
+		t.Fatalf("got %d, %v", v, err)
+	}
+	boom := errors.New("boom")
+	if _, err := offThread(func() (int, error) { return 0, boom }); !errors.Is(err, boom) {
+		t.Fatalf("error %v, want %v", err, boom)
+	}
+	_, err = offThread(func() (*int, error) { panic("kaput") })
+	if status.CodeOf(err) != status.InternalError || !strings.Contains(err.Error(), "kaput") {
+		t.Fatalf("a panic gave %v", err)
+	}
+}
+
+// localRanks: the ranks sharing rank's host id, numbered in rank order, and the lowest of them.
+func TestLocalRanks(t *testing.T) {
+	local, leader := localRanks([]string{"a", "b", "a", "b", "b"}, 3)
+	if leader != 1 || len(local) != 3 || local[1] != 0 || local[3] != 1 || local[4] != 2 {
+		t.Fatalf("local %v leader %d", local, leader)
+	}
+}
+
+// A rank waiting inside the bootstrap for its node's leader to create the segment stops
+// waiting, with the communicator's failure, once the bootstrap failed (the leader, which
+// fails too, will never create it), not at the bootstrap timeout.
+func TestNodeJoinEndsWithTheBootstrap(t *testing.T) {
+	opts := bootstrap.Options{Timeout: time.Minute, HostID: "one-host"}
+	id, err := bootstrap.NewID(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := make([]*bootstrap.Bootstrap, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range bs {
+		wg.Go(func() { bs[r], errs[r] = bootstrap.Init(id, r, 2, opts) })
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+		defer bs[r].Close()
+	}
+	local, leader := localRanks(bs[1].HostIDs(), 1)
+	bs[1].Abort(status.Errorf(status.RemoteError, "rank 0 failed elsewhere"))
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { // rank 1 joins; rank 0, the leader, never creates the segment
+		seg, err := openNode(bs[1], local, leader, start, nodeshm.Join)
+		if seg != nil {
+			seg.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "rank 0 failed elsewhere") {
+			t.Fatalf("joined with %v, want the bootstrap's failure", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("still waiting for the segment 20 s after the bootstrap failed (its timeout is a minute)")
+	}
+}
