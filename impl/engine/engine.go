@@ -63,6 +63,16 @@ func (c *Comm) SetStreamBytes(min, max uint64) {
 	c.p.streamBytes, c.p.streamMaxBytes = C.uint64_t(min), C.uint64_t(max)
 }
 
+// SetEagerBytes makes SHM puts of up to n bytes into memory the peer cannot map (malloc)
+// go through the connection's eager ring instead of process_vm_writev (0: never).
+func (c *Comm) SetEagerBytes(n uint64) { c.p.eagerBytes = C.uint64_t(n) }
+
+// EagerBytes is what SetEagerBytes set.
+func (c *Comm) EagerBytes() uint64 { return uint64(c.p.eagerBytes) }
+
+// Ptr is the engComm's address, for a transport's C code.
+func (c *Comm) Ptr() unsafe.Pointer { return unsafe.Pointer(c.p) }
+
 // Free releases c; no context of c may be in use.
 func (c *Comm) Free() { C.engCommFree(c.p); c.p = nil }
 
@@ -350,6 +360,13 @@ func (c *Conn) SetSleepers(local, remote unsafe.Pointer) {
 
 // SetTransport sets c's own transport state (engConn.transport), for transports with per-connection state.
 func (c *Conn) SetTransport(p unsafe.Pointer) { c.p.transport = p }
+
+// SetLand installs the C functions (int (*)(engConn*)) that land what the peer queued for c
+// and say whether anything is queued (engConn.land, engConn.landPending); waits call them.
+func (c *Conn) SetLand(land, pending unsafe.Pointer) {
+	c.p.land = (*[0]byte)(land)
+	c.p.landPending = (*[0]byte)(pending)
+}
 
 // PeerRank is the rank at the other end of c.
 func (c *Conn) PeerRank() int { return int(c.p.peerRank) }

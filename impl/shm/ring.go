@@ -1,0 +1,173 @@
+package shm
+
+// The eager ring of a connection (ring.h): the receiver creates it when it describes a
+// buffer the peer cannot map (malloc), names it in that buffer's blob (fd, ino, regSize of a
+// regRaw desc), and lands what arrives; the sender maps it in Finish after checking it is
+// what the blob claims, and queues small puts into it.
+
+/*
+#include <stdlib.h>
+#include "ring.h"
+static void* shmLandFn(void) { return (void*)shmLand; }
+static void* shmLandPendingFn(void) { return (void*)shmLandPending; }
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/hostmem"
+	"github.com/mscclpp-go/mscclpp/impl/status"
+	"github.com/mscclpp-go/mscclpp/impl/transport"
+)
+
+// inRing is a ring this rank created for a connection's incoming puts.
+type inRing struct {
+	mem   *hostmem.Shared
+	wired bool // Finish handed it to the lander: the peer mapped it (or never will)
+}
+
+// eagerBytes is the communicator's eager threshold (MSCCLPP_EAGER_BYTES), at most SHM_EAGER_MAX.
+func (s *shm) eagerBytes() uint64 { return min(s.h.Eng.EagerBytes(), uint64(C.SHM_EAGER_MAX)) }
+
+// ringGeometry is the number of slots of a ring for entries of up to eager bytes: room for 8
+// of the largest, and at least 1024 slots (64 KiB).
+func ringGeometry(eager uint64) (nslots uint64, bytes uint64) {
+	need := 8 * uint64(C.shmEntrySlots(C.uint64_t(eager)))
+	for nslots = 1024; nslots < need; nslots *= 2 {
+	}
+	return nslots, C.SHM_RING_HDR + nslots*C.SHM_SLOT
+}
+
+// ringFor is connection idx's incoming ring, created at the first call; nil when eager puts are off.
+func (s *shm) ringFor(idx int) (*hostmem.Shared, error) {
+	if r, ok := s.rings[idx]; ok {
+		return r.mem, nil
+	}
+	eager := s.eagerBytes()
+	if eager == 0 {
+		return nil, nil
+	}
+	nslots, bytes := ringGeometry(eager)
+	mem, err := hostmem.NewShared("mscclpp-eager", bytes)
+	if err != nil {
+		return nil, err
+	}
+	hdr := (*C.shmRingHdr)(mem.Ptr())
+	hdr.magic, hdr.nslots, hdr.maxBytes = C.SHM_RING_MAGIC, C.uint32_t(nslots), C.uint32_t(eager)
+	if s.rings == nil {
+		s.rings = map[int]*inRing{}
+	}
+	s.rings[idx] = &inRing{mem: mem}
+	return mem, nil
+}
+
+// peerRing is the ring the peer named in its blobs (handles 1 and up), or ok false.
+func peerRing(blobs [][]byte) (hostmem.Share, bool, error) {
+	var sh hostmem.Share
+	found := false
+	for h := 1; h < len(blobs); h++ {
+		d, err := decode(blobs[h])
+		if err != nil || d.kind != regRaw || d.regSize == 0 {
+			continue
+		}
+		r := hostmem.Share{Fd: int(d.fd), Ino: d.ino, Size: d.regSize}
+		if found && r != sh {
+			return sh, false, status.Errorf(status.RemoteError, "the peer names two eager rings (handles 1 to %d)", h)
+		}
+		sh, found = r, true
+	}
+	return sh, found, nil
+}
+
+// mapRing maps the peer's ring (pid) into out after checking its header, unless eager puts are off.
+func (s *shm) mapRing(pid int, blobs [][]byte, out *C.shmOut) error {
+	sh, ok, err := peerRing(blobs)
+	if err != nil || !ok || s.eagerBytes() == 0 {
+		return err
+	}
+	p, m, err := hostmem.MapRemote(pid, sh, sh.Size)
+	if err != nil {
+		return err
+	}
+	s.mappings = append(s.mappings, m)
+	hdr := (*C.shmRingHdr)(p)
+	n, maxBytes := uint64(hdr.nslots), uint64(hdr.maxBytes)
+	if hdr.magic != C.SHM_RING_MAGIC || n < 64 || n&(n-1) != 0 || sh.Size != C.SHM_RING_HDR+n*C.SHM_SLOT ||
+		maxBytes > C.SHM_EAGER_MAX || 4*uint64(C.shmEntrySlots(C.uint64_t(maxBytes))) > n {
+		return status.Errorf(status.RemoteError, "the peer's eager ring (%d bytes, %d slots, entries of up to %d bytes) is malformed", sh.Size, n, maxBytes)
+	}
+	out.hdr, out.slots, out.nslots = hdr, (*C.char)(unsafe.Add(p, C.SHM_RING_HDR)), C.uint32_t(n)
+	out.maxBytes = C.uint32_t(min(maxBytes, s.eagerBytes()))
+	return nil
+}
+
+// newIn is the landing side of connection st.Idx's ring r, for the lander and the waits.
+func (s *shm) newIn(st transport.Setup, r *inRing, local []engine.Reg) *C.shmIn {
+	in := (*C.shmIn)(C.calloc(1, C.sizeof_shmIn))
+	hdr := (*C.shmRingHdr)(r.mem.Ptr())
+	in.hdr, in.slots, in.nslots, in.maxBytes = hdr, (*C.char)(unsafe.Add(r.mem.Ptr(), C.SHM_RING_HDR)), hdr.nslots, hdr.maxBytes
+	in.nLocal = C.int(len(local))
+	in.local = (*C.engReg)(C.calloc(C.size_t(len(local)), C.sizeof_engReg))
+	for i, l := range local {
+		e := (*C.engReg)(unsafe.Add(unsafe.Pointer(in.local), i*C.sizeof_engReg))
+		e.magic, e.mapped, e.addr, e.size, e.pid = C.ENG_REG_MAGIC, (*C.char)(l.Mapped), C.uint64_t(l.Addr), C.uint64_t(l.Size), C.int(l.Pid)
+	}
+	in.epoch = (*C.uint64_t)(unsafe.Add(s.h.Node.Epoch(s.h.LocalIdx, st.Idx), 8))
+	in.sleepers = (*C.uint32_t)(s.h.Node.Sleepers(s.h.LocalIdx, st.Idx))
+	in.comm = (*C.engComm)(s.h.Eng.Ptr())
+	in.connId, in.peerRank, in.tag = C.int(st.Idx), C.int(st.Peer), C.int(st.Tag)
+	return in
+}
+
+// wireRings gives conn its rings: the peer's to queue into, this rank's to land from (the
+// lander thread starts with the first). It returns the eager threshold of puts to the peer
+// (0: no ring to the peer).
+func (s *shm) wireRings(st transport.Setup, conn *engine.Conn, local []engine.Reg) (uint64, error) {
+	sc := (*C.shmConn)(C.calloc(1, C.sizeof_shmConn))
+	s.conns = append(s.conns, sc)
+	if err := s.mapRing(st.Pid, st.Blobs, &sc.out); err != nil {
+		return 0, err
+	}
+	if r, ok := s.rings[st.Idx]; ok && !r.wired {
+		if s.lander == nil {
+			if s.lander = C.shmLanderNew(); s.lander == nil {
+				return 0, status.Errorf(status.SystemError, "cannot allocate the SHM lander")
+			}
+		}
+		r.wired = true
+		sc.in = s.newIn(st, r, local)
+		if rc := C.shmLanderAdd(s.lander, sc.in); rc != 0 {
+			return 0, status.Errorf(status.SystemError, "cannot start the SHM lander thread (errno %d)", int(rc))
+		}
+		conn.SetLand(C.shmLandFn(), C.shmLandPendingFn())
+	}
+	if sc.out.hdr != nil || sc.in != nil {
+		conn.SetTransport(unsafe.Pointer(sc))
+	}
+	return uint64(sc.out.maxBytes), nil
+}
+
+// SetUp closes the descriptors of rings the peers have mapped: every peer finished its setup.
+func (s *shm) SetUp() {
+	for _, r := range s.rings {
+		if r.wired {
+			r.mem.CloseFd()
+		}
+	}
+}
+
+// closeRings stops the lander (landing what is left) and frees every ring and connection state.
+func (s *shm) closeRings() {
+	C.shmLanderFree(s.lander) // frees the shmIn of each ring
+	s.lander = nil
+	for _, r := range s.rings {
+		r.mem.Free()
+	}
+	s.rings = nil
+	for _, sc := range s.conns {
+		C.free(unsafe.Pointer(sc))
+	}
+	s.conns = nil
+}
