@@ -216,6 +216,16 @@ func ConnWait(dev unsafe.Pointer, timeoutMs int64) status.Code {
 	return status.Code(C.mscclppConnWait((*C.struct_mscclppDevConn)(dev), C.int64_t(timeoutMs)))
 }
 
+// ConnOp is mscclppConnOp on entry dev (a host put, signal or flush on handle 1): a result code.
+func ConnOp(dev unsafe.Pointer, typ, dstOff, srcOff, size uint64) status.Code {
+	return status.Code(C.mscclppConnOp((*C.struct_mscclppDevConn)(dev), C.uint64_t(typ), C.uint64_t(dstOff), C.uint64_t(srcOff), C.uint64_t(size)))
+}
+
+// ConnWaitNext is mscclppConnWaitNext on entry dev (wait() on a host thread, bounded): a result code.
+func ConnWaitNext(dev unsafe.Pointer, timeoutMs int64) status.Code {
+	return status.Code(C.mscclppConnWaitNext((*C.struct_mscclppDevConn)(dev), C.int64_t(timeoutMs)))
+}
+
 // ProcessGone reports whether pid no longer runs (gone, or a zombie nobody reaped yet).
 func ProcessGone(pid int) bool { return C.engProcessGone(C.int(pid)) != 0 }
 

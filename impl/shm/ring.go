@@ -10,6 +10,7 @@ package shm
 #include "ring.h"
 static void* shmLandFn(void) { return (void*)shmLand; }
 static void* shmLandPendingFn(void) { return (void*)shmLandPending; }
+static uint64_t shmQueued(shmRingHdr* h) { return __atomic_load_n(&h->head, __ATOMIC_ACQUIRE); }
 */
 import "C"
 
@@ -126,7 +127,10 @@ func (s *shm) newIn(st transport.Setup, r *inRing, local []engine.Reg) *C.shmIn 
 // (0: no ring to the peer).
 func (s *shm) wireRings(st transport.Setup, conn *engine.Conn, local []engine.Reg) (uint64, error) {
 	sc := (*C.shmConn)(C.calloc(1, C.sizeof_shmConn))
-	s.conns = append(s.conns, sc)
+	if s.conns == nil {
+		s.conns = map[int]*C.shmConn{}
+	}
+	s.conns[st.Idx] = sc
 	if err := s.mapRing(st.Pid, st.Blobs, &sc.out); err != nil {
 		return 0, err
 	}
@@ -170,4 +174,20 @@ func (s *shm) closeRings() {
 		C.free(unsafe.Pointer(sc))
 	}
 	s.conns = nil
+}
+
+// EagerRing is the peer's ring that connection idx queues into, mapped here, or nil. For tests.
+func (s *shm) EagerRing(idx int) unsafe.Pointer {
+	if sc, ok := s.conns[idx]; ok && sc.out.hdr != nil {
+		return unsafe.Pointer(sc.out.hdr)
+	}
+	return nil
+}
+
+// EagerQueued is the number of ring slots connection idx has queued so far (0: no ring). For tests.
+func (s *shm) EagerQueued(idx int) uint64 {
+	if p := s.EagerRing(idx); p != nil {
+		return uint64(C.shmQueued((*C.shmRingHdr)(p)))
+	}
+	return 0
 }

@@ -64,10 +64,10 @@ func decode(b []byte) (desc, error) {
 type shm struct {
 	h        *transport.Host
 	ctx      *engine.Ctx
-	mappings []hostmem.Mapping // peers' mscclppHostAlloc regions and eager rings mapped here
-	rings    map[int]*inRing   // this rank's eager rings, by connection
-	lander   *C.shmLander      // lands what peers queue in them, or nil
-	conns    []*C.shmConn      // connections' transport states (ring.h)
+	mappings []hostmem.Mapping  // peers' mscclppHostAlloc regions and eager rings mapped here
+	rings    map[int]*inRing    // this rank's eager rings, by connection
+	lander   *C.shmLander       // lands what peers queue in them, or nil
+	conns    map[int]*C.shmConn // connections' transport states (ring.h), by connection
 }
 
 func newSHM(h *transport.Host) (transport.Transport, error) { return &shm{h: h}, nil }
