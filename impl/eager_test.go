@@ -283,3 +283,35 @@ func TestForgedEagerRing(t *testing.T) {
 		t.Fatalf("genuine setup: %v", err)
 	}
 }
+
+// TestEagerSleepingWaiter: with waits that sleep at once (futex on the epoch, sleepers counted
+// in the ring's header), round trips of eager puts with signals each arrive intact: a signal
+// queued in the ring wakes the waiter or is seen by it before it sleeps.
+func TestEagerSleepingWaiter(t *testing.T) {
+	t.Setenv("MSCCLPP_WAIT_SPIN", "0")
+	t.Setenv("MSCCLPP_WAIT_YIELD", "0")
+	eagerPair(t, func(c *Comm, buf []byte, dev unsafe.Pointer) error {
+		const rounds = 300
+		for i := 0; i < rounds; i++ {
+			if c.Rank() == i%2 { // the ranks take turns sending
+				fill(buf[eagerBuf/2:eagerBuf/2+24], i)
+				if err := op(dev, opData|opFlag, 8, eagerBuf/2, 24); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := waitNext(dev); err != nil {
+				return fmt.Errorf("round %d: %w", i, err)
+			}
+			want := make([]byte, 24)
+			fill(want, i)
+			if !bytes.Equal(buf[8:32], want) {
+				return fmt.Errorf("round %d: received %v, want %v", i, buf[8:32], want)
+			}
+		}
+		if eagerOf(c).EagerQueued(0) == 0 {
+			return fmt.Errorf("no put went through the eager ring")
+		}
+		return nil
+	})
+}

@@ -67,9 +67,13 @@ static int outPut(engConn* c, shmOut* o, uint64_t handle, uint64_t off, const ch
 {
   uint64_t k = shmEntrySlots(size);
   uint64_t pos = __atomic_load_n(&o->hdr->head, __ATOMIC_RELAXED); /* senders hold the lock */
-  if ((int64_t)(pos + k - __atomic_load_n(&o->hdr->tail, __ATOMIC_ACQUIRE)) > (int64_t)o->nslots) {
-    int rc = outWaitTail(c, o, pos + k - o->nslots, "a put waited for room in its eager ring");
-    if (rc != mscclppSuccess) return rc;
+  if ((int64_t)(pos + k - o->tailSeen) > (int64_t)o->nslots) {
+    o->tailSeen = __atomic_load_n(&o->hdr->tail, __ATOMIC_ACQUIRE);
+    if ((int64_t)(pos + k - o->tailSeen) > (int64_t)o->nslots) {
+      int rc = outWaitTail(c, o, pos + k - o->nslots, "a put waited for room in its eager ring");
+      if (rc != mscclppSuccess) return rc;
+      o->tailSeen = __atomic_load_n(&o->hdr->tail, __ATOMIC_ACQUIRE);
+    }
   }
   __atomic_store_n(&o->hdr->head, pos + k, __ATOMIC_RELEASE);
   uint64_t at = (pos & (o->nslots - 1)) * SHM_SLOT;
@@ -179,8 +183,12 @@ int shmInLand(shmIn* in)
   while (!in->failed) {
     volatile shmEntry* e = inHead(in, in->tail);
     if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != in->tail + 1) break;
+    int signalled = e->signal != 0;
     if (inLandOne(in, e) != 0) break;
     n++;
+    /* a signal may be what a wait waits for: let it look before reading the next slot, a line
+     * the sender wrote last (a cache miss on the way to the wait's return) */
+    if (signalled) break;
   }
   __atomic_store_n(&in->lock, 0, __ATOMIC_RELEASE);
   return n;

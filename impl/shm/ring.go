@@ -82,26 +82,30 @@ func peerRing(blobs [][]byte) (hostmem.Share, bool, error) {
 	return sh, found, nil
 }
 
-// mapRing maps the peer's ring (pid) into out after checking its header, unless eager puts are off.
-func (s *shm) mapRing(pid int, blobs [][]byte, out *C.shmOut) error {
+// mapRing maps the peer's ring (pid) after checking its header and returns it, or nil when the
+// peer named none; out gets it unless eager puts are off here (the ring's sleeper count is
+// used either way).
+func (s *shm) mapRing(pid int, blobs [][]byte, out *C.shmOut) (*C.shmRingHdr, error) {
 	sh, ok, err := peerRing(blobs)
-	if err != nil || !ok || s.eagerBytes() == 0 {
-		return err
+	if err != nil || !ok {
+		return nil, err
 	}
 	p, m, err := hostmem.MapRemote(pid, sh, sh.Size)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.mappings = append(s.mappings, m)
 	hdr := (*C.shmRingHdr)(p)
 	n, maxBytes := uint64(hdr.nslots), uint64(hdr.maxBytes)
 	if hdr.magic != C.SHM_RING_MAGIC || n < 64 || n&(n-1) != 0 || sh.Size != C.SHM_RING_HDR+n*C.SHM_SLOT ||
 		maxBytes > C.SHM_EAGER_MAX || 4*uint64(C.shmEntrySlots(C.uint64_t(maxBytes))) > n {
-		return status.Errorf(status.RemoteError, "the peer's eager ring (%d bytes, %d slots, entries of up to %d bytes) is malformed", sh.Size, n, maxBytes)
+		return nil, status.Errorf(status.RemoteError, "the peer's eager ring (%d bytes, %d slots, entries of up to %d bytes) is malformed", sh.Size, n, maxBytes)
 	}
-	out.hdr, out.slots, out.nslots = hdr, (*C.char)(unsafe.Add(p, C.SHM_RING_HDR)), C.uint32_t(n)
-	out.maxBytes = C.uint32_t(min(maxBytes, s.eagerBytes()))
-	return nil
+	if s.eagerBytes() > 0 {
+		out.hdr, out.slots, out.nslots = hdr, (*C.char)(unsafe.Add(p, C.SHM_RING_HDR)), C.uint32_t(n)
+		out.maxBytes = C.uint32_t(min(maxBytes, s.eagerBytes()))
+	}
+	return hdr, nil
 }
 
 // newIn is the landing side of connection st.Idx's ring r, for the lander and the waits.
@@ -116,25 +120,31 @@ func (s *shm) newIn(st transport.Setup, r *inRing, local []engine.Reg) *C.shmIn 
 		e.magic, e.mapped, e.addr, e.size, e.pid = C.ENG_REG_MAGIC, (*C.char)(l.Mapped), C.uint64_t(l.Addr), C.uint64_t(l.Size), C.int(l.Pid)
 	}
 	in.epoch = (*C.uint64_t)(unsafe.Add(s.h.Node.Epoch(s.h.LocalIdx, st.Idx), 8))
-	in.sleepers = (*C.uint32_t)(s.h.Node.Sleepers(s.h.LocalIdx, st.Idx))
+	in.sleepers = &hdr.sleepers
 	in.comm = (*C.engComm)(s.h.Eng.Ptr())
 	in.connId, in.peerRank, in.tag = C.int(st.Idx), C.int(st.Peer), C.int(st.Tag)
 	return in
 }
 
 // wireRings gives conn its rings: the peer's to queue into, this rank's to land from (the
-// lander thread starts with the first). It returns the eager threshold of puts to the peer
-// (0: no ring to the peer).
-func (s *shm) wireRings(st transport.Setup, conn *engine.Conn, local []engine.Reg) (uint64, error) {
+// lander thread starts with the first), and its sleeper counts: those of the rings where there
+// are rings, else sleepers (this rank's, the peer's) in the node segment. It returns the eager
+// threshold of puts to the peer (0: no ring to the peer).
+func (s *shm) wireRings(st transport.Setup, conn *engine.Conn, local []engine.Reg, sleepers [2]unsafe.Pointer) (uint64, error) {
 	sc := (*C.shmConn)(C.calloc(1, C.sizeof_shmConn))
 	if s.conns == nil {
 		s.conns = map[int]*C.shmConn{}
 	}
 	s.conns[st.Idx] = sc
-	if err := s.mapRing(st.Pid, st.Blobs, &sc.out); err != nil {
+	peer, err := s.mapRing(st.Pid, st.Blobs, &sc.out)
+	if err != nil {
 		return 0, err
 	}
+	if peer != nil {
+		sleepers[1] = unsafe.Pointer(&peer.sleepers)
+	}
 	if r, ok := s.rings[st.Idx]; ok && !r.wired {
+		sleepers[0] = unsafe.Pointer(&(*C.shmRingHdr)(r.mem.Ptr()).sleepers)
 		if s.lander == nil {
 			if s.lander = C.shmLanderNew(); s.lander == nil {
 				return 0, status.Errorf(status.SystemError, "cannot allocate the SHM lander")
@@ -147,6 +157,7 @@ func (s *shm) wireRings(st transport.Setup, conn *engine.Conn, local []engine.Re
 		}
 		conn.SetLand(C.shmLandFn(), C.shmLandPendingFn())
 	}
+	conn.SetSleepers(sleepers[0], sleepers[1])
 	if sc.out.hdr != nil || sc.in != nil {
 		conn.SetTransport(unsafe.Pointer(sc))
 	}

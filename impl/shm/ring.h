@@ -14,6 +14,9 @@
  * tail + nslots; the receiver lands in order, then publishes tail. A signal
  * queued in an entry is published after the entry's data landed.
  *
+ * Waits on the receiver's epoch of a connection with a ring count their
+ * sleepers in the ring's header (both sides use that count, see shmRingHdr).
+ *
  * Ordering: while the ring holds entries not landed, a signal goes into the
  * ring too and a direct put (process_vm_writev, memcpy) first waits until
  * the ring is empty; with the ring empty both keep their direct path.
@@ -38,6 +41,10 @@ typedef struct shmRingHdr {
   uint32_t maxBytes; /* the largest payload of an entry */
   uint64_t head __attribute__((aligned(64))); /* positions claimed by senders */
   uint64_t tail __attribute__((aligned(64))); /* positions landed by the receiver */
+  /* Threads of the receiver asleep on its epoch of the connection: with a ring, this count
+   * replaces the one beside the epoch in the node segment, so that a put, which must look at
+   * it, reads a line that changes only when a wait sleeps, not the epoch's line. */
+  uint32_t sleepers __attribute__((aligned(64)));
 } shmRingHdr;
 
 typedef struct shmEntry {
@@ -63,7 +70,7 @@ typedef struct shmIn {
   int nLocal;
   engReg* local;            /* the receiver's registrations by handle (a copy) */
   volatile uint64_t* epoch; /* the receiver's proxy epoch of the connection */
-  uint32_t* sleepers;       /* threads asleep on it, or NULL */
+  uint32_t* sleepers;       /* threads asleep on it (&hdr->sleepers) */
   engComm* comm;
   int connId, peerRank, tag;
   struct shmIn* next; /* the lander's list */
@@ -76,6 +83,8 @@ typedef struct shmOut {
   uint32_t nslots;
   uint32_t maxBytes; /* the smaller of this side's threshold and the ring's */
   int lock;          /* held by the thread queueing or signalling: positions and signal counts agree */
+  uint64_t tailSeen; /* hdr->tail as last read (under lock): read again only when the ring looks full,
+                      * so that a put does not pull the line the receiver writes at every landing */
 } shmOut;
 
 /* An SHM connection's transport state (engConn.transport): either side may be absent. */

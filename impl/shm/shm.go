@@ -164,9 +164,10 @@ func (s *shm) Finish(st transport.Setup) (transport.Connected, error) {
 	}
 	localRegs := transport.LocalRegs(st, localReg)
 	conn := s.h.Wire(st, localRegs, remote, remote[0].Mapped)
-	conn.SetSleepers(s.h.Node.Sleepers(s.h.LocalIdx, st.Idx), s.h.Node.Sleepers(local, peerConn))
+	sleepers := [2]unsafe.Pointer{s.h.Node.Sleepers(s.h.LocalIdx, st.Idx), s.h.Node.Sleepers(local, peerConn)}
+	conn.SetSleepers(sleepers[0], sleepers[1])
 	out := transport.Connected{Eng: conn, RemoteEpoch: remote[0].Mapped, Path: putPath(remote)}
-	eager, err := s.wireRings(st, conn, localRegs)
+	eager, err := s.wireRings(st, conn, localRegs, sleepers)
 	if err != nil {
 		return out, err
 	}
