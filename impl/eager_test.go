@@ -315,3 +315,59 @@ func TestEagerSleepingWaiter(t *testing.T) {
 		return nil
 	})
 }
+
+// TestEagerThroughFifo: triggers the proxy serves (pushed into the FIFO) take the eager path
+// too, in order with a host signal: small puts to the same bytes (the later wins), a large
+// one between them, then a signal from the host thread.
+func TestEagerThroughFifo(t *testing.T) {
+	eagerPair(t, func(c *Comm, buf []byte, dev unsafe.Pointer) error {
+		if err := c.ProxyLaunch(); err != nil {
+			return err
+		}
+		if c.Rank() == 0 {
+			fill(buf[eagerBuf/2:], 1)
+			for _, p := range [][3]uint64{{0, 0, 64}, {0, 4096, 65536}, {8, 100, 16}, {8, 200, 8}} {
+				if seq := engine.FifoPush(dev, opData, p[0], eagerBuf/2+p[1], p[2]); seq == engine.PushFailed {
+					return fmt.Errorf("push %v failed", p)
+				}
+			}
+			if err := op(dev, opFlag, 0, 0, 1); err != nil { // covers the triggers pushed before it
+				return err
+			}
+		} else {
+			if err := waitNext(dev); err != nil {
+				return err
+			}
+			src := make([]byte, eagerBuf/2)
+			fill(src, 1)
+			want := make([]byte, 65536)
+			copy(want, src[4096:4096+65536])
+			copy(want[8:], src[200:208])
+			copy(want[16:], src[108:116])
+			if k := firstDiff(buf[:65536], want); k >= 0 {
+				return fmt.Errorf("byte %d is %d, want %d", k, buf[k], want[k])
+			}
+		}
+		if err := c.ProxyStop(); err != nil {
+			return err
+		}
+		if c.Rank() == 0 && eagerOf(c).EagerQueued(0) == 0 {
+			return fmt.Errorf("no put went through the eager ring")
+		}
+		return nil
+	})
+}
+
+// TestEagerBytesEnv: MSCCLPP_EAGER_BYTES is read through getenv, 0 turns eager puts off, a
+// value above the cap is capped and a malformed one falls back to the default.
+func TestEagerBytesEnv(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want uint64
+	}{{"", defaultEagerBytes}, {"0", 0}, {"100", 100}, {"100000", maxEagerBytes}, {"abc", defaultEagerBytes}} {
+		t.Setenv("MSCCLPP_EAGER_BYTES", tc.v)
+		if got := eagerBytes(); got != tc.want {
+			t.Errorf("MSCCLPP_EAGER_BYTES=%q: %d, want %d", tc.v, got, tc.want)
+		}
+	}
+}
