@@ -14,17 +14,18 @@
 
 /* One step of a sender's wait for the receiver to land up to position need: wakes the
  * receiver's sleeping waits (they land) and fails when waiting cannot help. */
-static int outWaitStep(engConn* c, engWait* w, int st, const char* what)
+static int outWaitStep(engConn* c, int st, const char* what)
 {
   if (c->remoteSleepers != NULL && __atomic_load_n(c->remoteSleepers, __ATOMIC_SEQ_CST) != 0)
     engFutexWake(c->remoteProxyEpoch);
   if (st == ENG_WAIT_SLOW && engProcessGone(c->peerPid))
     return engConnFail(c, mscclppRemoteError, "rank %d (pid %d) exited while %s", c->peerRank, c->peerPid, what);
+  if (__atomic_load_n(&((shmConn*)c->transport)->out.hdr->closed, __ATOMIC_ACQUIRE))
+    return engConnFail(c, mscclppRemoteError, "rank %d destroyed its communicator while %s", c->peerRank, what);
   if (__atomic_load_n(&c->peerClosed, __ATOMIC_ACQUIRE))
     return engConnFail(c, mscclppRemoteError, "rank %d closed its connection while %s", c->peerRank, what);
   if (__atomic_load_n(&c->ctx->closing, __ATOMIC_ACQUIRE))
     return engConnFail(c, mscclppInvalidUsage, "communicator destroyed while %s", what);
-  (void)w;
   return mscclppSuccess;
 }
 
@@ -36,7 +37,7 @@ static int outWaitTail(engConn* c, shmOut* o, uint64_t need, const char* what)
   while ((int64_t)(__atomic_load_n(&o->hdr->tail, __ATOMIC_ACQUIRE) - need) < 0) {
     int st = engWaitStep(&w, &c->comm->waitCfg);
     if (st == ENG_WAIT_GO) continue;
-    int rc = outWaitStep(c, &w, st, what);
+    int rc = outWaitStep(c, st, what);
     if (rc != mscclppSuccess) return rc;
   }
   return mscclppSuccess;

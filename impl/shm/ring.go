@@ -11,6 +11,7 @@ package shm
 static void* shmLandFn(void) { return (void*)shmLand; }
 static void* shmLandPendingFn(void) { return (void*)shmLandPending; }
 static uint64_t shmQueued(shmRingHdr* h) { return __atomic_load_n(&h->head, __ATOMIC_ACQUIRE); }
+static void shmRingClose(shmRingHdr* h) { __atomic_store_n(&h->closed, 1, __ATOMIC_RELEASE); }
 */
 import "C"
 
@@ -25,8 +26,9 @@ import (
 
 // inRing is a ring this rank created for a connection's incoming puts.
 type inRing struct {
-	mem   *hostmem.Shared
-	wired bool // Finish handed it to the lander: the peer mapped it (or never will)
+	mem              *hostmem.Shared
+	nslots, maxBytes uint64 // its geometry as made here (the peer can write the header's copy)
+	wired            bool   // Finish handed it to the lander: the peer mapped it (or never will)
 }
 
 // eagerBytes is the communicator's eager threshold (MSCCLPP_EAGER_BYTES), at most SHM_EAGER_MAX.
@@ -60,7 +62,7 @@ func (s *shm) ringFor(idx int) (*hostmem.Shared, error) {
 	if s.rings == nil {
 		s.rings = map[int]*inRing{}
 	}
-	s.rings[idx] = &inRing{mem: mem}
+	s.rings[idx] = &inRing{mem: mem, nslots: nslots, maxBytes: eager}
 	return mem, nil
 }
 
@@ -112,7 +114,8 @@ func (s *shm) mapRing(pid int, blobs [][]byte, out *C.shmOut) (*C.shmRingHdr, er
 func (s *shm) newIn(st transport.Setup, r *inRing, local []engine.Reg) *C.shmIn {
 	in := (*C.shmIn)(C.calloc(1, C.sizeof_shmIn))
 	hdr := (*C.shmRingHdr)(r.mem.Ptr())
-	in.hdr, in.slots, in.nslots, in.maxBytes = hdr, (*C.char)(unsafe.Add(r.mem.Ptr(), C.SHM_RING_HDR)), hdr.nslots, hdr.maxBytes
+	in.hdr, in.slots = hdr, (*C.char)(unsafe.Add(r.mem.Ptr(), C.SHM_RING_HDR))
+	in.nslots, in.maxBytes = C.uint32_t(r.nslots), C.uint32_t(r.maxBytes)
 	in.nLocal = C.int(len(local))
 	in.local = (*C.engReg)(C.calloc(C.size_t(len(local)), C.sizeof_engReg))
 	for i, l := range local {
@@ -175,9 +178,10 @@ func (s *shm) SetUp() {
 
 // closeRings stops the lander (landing what is left) and frees every ring and connection state.
 func (s *shm) closeRings() {
-	C.shmLanderFree(s.lander) // frees the shmIn of each ring
+	C.shmLanderFree(s.lander) // lands what is left, frees the shmIn of each ring
 	s.lander = nil
 	for _, r := range s.rings {
+		C.shmRingClose((*C.shmRingHdr)(r.mem.Ptr())) // a sender that waits for room stops waiting
 		r.mem.Free()
 	}
 	s.rings = nil

@@ -45,6 +45,7 @@ typedef struct shmRingHdr {
    * replaces the one beside the epoch in the node segment, so that a put, which must look at
    * it, reads a line that changes only when a wait sleeps, not the epoch's line. */
   uint32_t sleepers __attribute__((aligned(64)));
+  uint32_t closed; /* set by the receiver at destroy: nothing more lands */
 } shmRingHdr;
 
 typedef struct shmEntry {
