@@ -424,3 +424,40 @@ func TestEagerReceiverDestroyed(t *testing.T) {
 		}
 	}
 }
+
+// TestEagerSignalAfterData: a signal that follows eager puts is published only once their
+// data landed, also to a receiver that makes no call and reads its epoch directly (as a
+// device-style wait does): it never sees the signal before the data.
+func TestEagerSignalAfterData(t *testing.T) {
+	eagerPair(t, func(c *Comm, buf []byte, dev unsafe.Pointer) error {
+		epoch := (*uint64)(unsafe.Add(c.host.DevConns.LocalEpoch(0), 8))
+		for i := uint64(1); i <= 200; i++ {
+			if c.Rank() == 0 {
+				binary.LittleEndian.PutUint64(buf[eagerBuf/2:], i)
+				if err := op(dev, opData, 64, eagerBuf/2, 8); err != nil {
+					return err
+				}
+				if err := op(dev, opFlag, 0, 0, 1); err != nil {
+					return err
+				}
+				if err := waitNext(dev); err != nil { // rank 1 looked
+					return err
+				}
+				continue
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for atomic.LoadUint64(epoch) < i {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("round %d: no signal", i)
+				}
+			}
+			if got := atomic.LoadUint64((*uint64)(unsafe.Pointer(&buf[64]))); got != i {
+				return fmt.Errorf("round %d: the signal arrived before the data (%d)", i, got)
+			}
+			if err := op(dev, opFlag, 0, 0, 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
