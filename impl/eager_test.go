@@ -251,12 +251,14 @@ func TestEagerForgedEntry(t *testing.T) {
 }
 
 // TestForgedEagerRing: what a peer claims about its eager ring is checked against the memory
-// before the ring is used: a size larger than the memfd, another file, or a size that does
-// not match the ring's header fail setup with RemoteError naming the rank.
+// before the ring is used: an arena larger than the memfd, another file, a ring that does not
+// fit in the arena (by its size or its offset) or whose header is not one fail setup with
+// RemoteError naming the rank.
 func TestForgedEagerRing(t *testing.T) {
 	const (
 		wIno     = 4 // the ring's inode (regRaw blobs of shm's desc)
-		wRegSize = 5 // the ring's size
+		wRegSize = 5 // the size of the rings' arena
+		wOffset  = 6 // the ring's offset in it
 	)
 	word := func(m *setupMsg, i int) uint64 { return binary.LittleEndian.Uint64(m.blobs[1][8*i:]) }
 	cases := []struct {
@@ -265,7 +267,9 @@ func TestForgedEagerRing(t *testing.T) {
 	}{
 		{"size-1GiB", "claims a region of 1073741824 bytes", func(m *setupMsg) { setWord(m, 1, wRegSize, 1<<30) }},
 		{"other-file", "is not the region the peer registered", func(m *setupMsg) { setWord(m, 1, wIno, word(m, wIno)+1) }},
-		{"size-4KiB", "eager ring (4096 bytes", func(m *setupMsg) { setWord(m, 1, wRegSize, 4096) }},
+		{"size-4KiB", "eager ring (at offset 0 of 4096 bytes, 1024 slots, entries of up to 4096 bytes) is malformed", func(m *setupMsg) { setWord(m, 1, wRegSize, 4096) }},
+		{"offset-past-end", "lies outside its", func(m *setupMsg) { setWord(m, 1, wOffset, 1<<40) }},
+		{"offset-in-last-ring", "is malformed", func(m *setupMsg) { setWord(m, 1, wOffset, word(m, wRegSize)-4096) }},
 	}
 	malloced := func(c *Comm) (func(), error) {
 		buf := make([]byte, 4096)

@@ -191,14 +191,6 @@ func (c *p2p) Finish(s transport.Setup) (transport.Connected, error) {
 	return out, nil
 }
 
-// SetUp passes the end of a setup on to the SHM transport of host mode (it closes what the
-// peers no longer need to open).
-func (c *p2p) SetUp() {
-	if s, ok := c.host.(transport.SetUpper); ok {
-		s.SetUp()
-	}
-}
-
 // ImportRegistered opens a peer's buffer of mscclppRegisterBuffer (in host mode: as SHM).
 func (c *p2p) ImportRegistered(idx, pid int, blob []byte) (engine.Reg, unsafe.Pointer, error) {
 	if c.host != nil {

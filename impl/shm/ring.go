@@ -1,9 +1,10 @@
 package shm
 
 // The eager ring of a connection (ring.h): the receiver creates it when it describes a
-// buffer the peer cannot map (malloc), names it in that buffer's blob (fd, ino, regSize of a
-// regRaw desc), and lands what arrives; the sender maps it in Finish after checking it is
-// what the blob claims, and queues small puts into it.
+// buffer the peer cannot map (malloc), in its arena, names it in that buffer's blob (the
+// arena's fd, ino and size, the ring's offset: a regRaw desc), and lands what arrives; the
+// sender maps the arena in Finish after checking it is what the blob claims (once per peer
+// process: hostmem.MapRemote shares mappings), and queues small puts into the ring.
 
 /*
 #include <stdlib.h>
@@ -26,9 +27,19 @@ import (
 
 // inRing is a ring this rank created for a connection's incoming puts.
 type inRing struct {
+	ptr              unsafe.Pointer // its header, in the arena
+	off              uint64         // its offset in the arena
+	nslots, maxBytes uint64         // its geometry as made here (the peer can write the header's copy)
+	wired            bool           // Finish handed it to the lander
+}
+
+// The rings of a communicator lie in one arena, a sealed memfd with room for a ring per
+// connection (engine.MaxConns), made at the first and sparse until used: a peer maps it once
+// for all its connections to this rank, and a connection costs no system call of its own.
+type arena struct {
 	mem              *hostmem.Shared
-	nslots, maxBytes uint64 // its geometry as made here (the peer can write the header's copy)
-	wired            bool   // Finish handed it to the lander: the peer mapped it (or never will)
+	nslots, maxBytes uint64 // the geometry of every ring in it
+	ringBytes        uint64
 }
 
 // eagerBytes is the communicator's eager threshold (MSCCLPP_EAGER_BYTES), at most SHM_EAGER_MAX.
@@ -43,27 +54,34 @@ func ringGeometry(eager uint64) (nslots uint64, bytes uint64) {
 	return nslots, C.SHM_RING_HDR + nslots*C.SHM_SLOT
 }
 
-// ringFor is connection idx's incoming ring, created at the first call; nil when eager puts are off.
-func (s *shm) ringFor(idx int) (*hostmem.Shared, error) {
+// ringFor is connection idx's incoming ring, created at the first call (and the arena with
+// the first ring); nil when eager puts are off.
+func (s *shm) ringFor(idx int) (*inRing, error) {
 	if r, ok := s.rings[idx]; ok {
-		return r.mem, nil
+		return r, nil
 	}
 	eager := s.eagerBytes()
-	if eager == 0 {
+	if eager == 0 || idx < 0 || idx >= engine.MaxConns {
 		return nil, nil
 	}
-	nslots, bytes := ringGeometry(eager)
-	mem, err := hostmem.NewShared("mscclpp-eager", bytes)
-	if err != nil {
-		return nil, err
+	if s.arena == nil {
+		nslots, bytes := ringGeometry(eager)
+		mem, err := hostmem.NewShared("mscclpp-eager", bytes*engine.MaxConns)
+		if err != nil {
+			return nil, err
+		}
+		s.arena = &arena{mem: mem, nslots: nslots, maxBytes: eager, ringBytes: bytes}
 	}
-	hdr := (*C.shmRingHdr)(mem.Ptr())
-	hdr.magic, hdr.nslots, hdr.maxBytes = C.SHM_RING_MAGIC, C.uint32_t(nslots), C.uint32_t(eager)
+	a := s.arena
+	r := &inRing{off: uint64(idx) * a.ringBytes, nslots: a.nslots, maxBytes: a.maxBytes}
+	r.ptr = unsafe.Add(a.mem.Ptr(), r.off)
+	hdr := (*C.shmRingHdr)(r.ptr)
+	hdr.magic, hdr.nslots, hdr.maxBytes = C.SHM_RING_MAGIC, C.uint32_t(a.nslots), C.uint32_t(a.maxBytes)
 	if s.rings == nil {
 		s.rings = map[int]*inRing{}
 	}
-	s.rings[idx] = &inRing{mem: mem, nslots: nslots, maxBytes: eager}
-	return mem, nil
+	s.rings[idx] = r
+	return r, nil
 }
 
 // peerRing is the ring the peer named in its blobs (handles 1 and up), or ok false.
@@ -75,7 +93,7 @@ func peerRing(blobs [][]byte) (hostmem.Share, bool, error) {
 		if err != nil || d.kind != regRaw || d.regSize == 0 {
 			continue
 		}
-		r := hostmem.Share{Fd: int(d.fd), Ino: d.ino, Size: d.regSize}
+		r := hostmem.Share{Fd: int(d.fd), Ino: d.ino, Size: d.regSize, Offset: d.offset}
 		if found && r != sh {
 			return sh, false, status.Errorf(status.RemoteError, "the peer names two eager rings (handles 1 to %d)", h)
 		}
@@ -92,16 +110,16 @@ func (s *shm) mapRing(pid int, blobs [][]byte, out *C.shmOut) (*C.shmRingHdr, er
 	if err != nil || !ok {
 		return nil, err
 	}
-	p, m, err := hostmem.MapRemote(pid, sh, sh.Size)
+	p, m, err := hostmem.MapRemote(pid, sh, C.SHM_RING_HDR) // the header first: it says how long the ring is
 	if err != nil {
 		return nil, err
 	}
 	s.mappings = append(s.mappings, m)
 	hdr := (*C.shmRingHdr)(p)
 	n, maxBytes := uint64(hdr.nslots), uint64(hdr.maxBytes)
-	if hdr.magic != C.SHM_RING_MAGIC || n < 64 || n&(n-1) != 0 || sh.Size != C.SHM_RING_HDR+n*C.SHM_SLOT ||
+	if hdr.magic != C.SHM_RING_MAGIC || n < 64 || n&(n-1) != 0 || C.SHM_RING_HDR+n*C.SHM_SLOT > sh.Size-sh.Offset ||
 		maxBytes > C.SHM_EAGER_MAX || 4*uint64(C.shmEntrySlots(C.uint64_t(maxBytes))) > n {
-		return nil, status.Errorf(status.RemoteError, "the peer's eager ring (%d bytes, %d slots, entries of up to %d bytes) is malformed", sh.Size, n, maxBytes)
+		return nil, status.Errorf(status.RemoteError, "the peer's eager ring (at offset %d of %d bytes, %d slots, entries of up to %d bytes) is malformed", sh.Offset, sh.Size, n, maxBytes)
 	}
 	if s.eagerBytes() > 0 {
 		out.hdr, out.slots, out.nslots = hdr, (*C.char)(unsafe.Add(p, C.SHM_RING_HDR)), C.uint32_t(n)
@@ -113,8 +131,8 @@ func (s *shm) mapRing(pid int, blobs [][]byte, out *C.shmOut) (*C.shmRingHdr, er
 // newIn is the landing side of connection st.Idx's ring r, for the lander and the waits.
 func (s *shm) newIn(st transport.Setup, r *inRing, local []engine.Reg) *C.shmIn {
 	in := (*C.shmIn)(C.calloc(1, C.sizeof_shmIn))
-	hdr := (*C.shmRingHdr)(r.mem.Ptr())
-	in.hdr, in.slots = hdr, (*C.char)(unsafe.Add(r.mem.Ptr(), C.SHM_RING_HDR))
+	hdr := (*C.shmRingHdr)(r.ptr)
+	in.hdr, in.slots = hdr, (*C.char)(unsafe.Add(r.ptr, C.SHM_RING_HDR))
 	in.nslots, in.maxBytes = C.uint32_t(r.nslots), C.uint32_t(r.maxBytes)
 	in.nLocal = C.int(len(local))
 	in.local = (*C.engReg)(C.calloc(C.size_t(len(local)), C.sizeof_engReg))
@@ -147,7 +165,7 @@ func (s *shm) wireRings(st transport.Setup, conn *engine.Conn, local []engine.Re
 		sleepers[1] = unsafe.Pointer(&peer.sleepers)
 	}
 	if r, ok := s.rings[st.Idx]; ok && !r.wired {
-		sleepers[0] = unsafe.Pointer(&(*C.shmRingHdr)(r.mem.Ptr()).sleepers)
+		sleepers[0] = unsafe.Pointer(&(*C.shmRingHdr)(r.ptr).sleepers)
 		if s.lander == nil {
 			if s.lander = C.shmLanderNew(); s.lander == nil {
 				return 0, status.Errorf(status.SystemError, "cannot allocate the SHM lander")
@@ -167,24 +185,18 @@ func (s *shm) wireRings(st transport.Setup, conn *engine.Conn, local []engine.Re
 	return uint64(sc.out.maxBytes), nil
 }
 
-// SetUp closes the descriptors of rings the peers have mapped: every peer finished its setup.
-func (s *shm) SetUp() {
-	for _, r := range s.rings {
-		if r.wired {
-			r.mem.CloseFd()
-		}
-	}
-}
-
 // closeRings stops the lander (landing what is left) and frees every ring and connection state.
 func (s *shm) closeRings() {
 	C.shmLanderFree(s.lander) // lands what is left, frees the shmIn of each ring
 	s.lander = nil
 	for _, r := range s.rings {
-		C.shmRingClose((*C.shmRingHdr)(r.mem.Ptr())) // a sender that waits for room stops waiting
-		r.mem.Free()
+		C.shmRingClose((*C.shmRingHdr)(r.ptr)) // a sender that waits for room stops waiting
 	}
 	s.rings = nil
+	if s.arena != nil {
+		s.arena.mem.Free()
+		s.arena = nil
+	}
 	for _, sc := range s.conns {
 		C.free(unsafe.Pointer(sc))
 	}

@@ -2,7 +2,8 @@
  * ring.h: the SHM transport's eager ring. A put of a few bytes into memory
  * the peer could not map (malloc) would cost one process_vm_writev; instead
  * the sender copies it into a ring in shared memory that the receiver created
- * (a sealed memfd the sender maps at setup), and the receiver lands it in the
+ * (in a sealed memfd holding its communicator's rings, which the sender maps
+ * at setup), and the receiver lands it in the
  * destination with a memcpy: in its waits on the connection, and otherwise in
  * a lander thread of its communicator that polls with back-off, so the data
  * arrives with no call on the receiver's side.

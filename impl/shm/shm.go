@@ -41,6 +41,8 @@ const (
 type desc struct {
 	kind, addr, size, fd, ino, regSize uint64
 	offset                             uint64 // regHostAlloc: offset in the region; regSignal: local index << 32 | conn index
+	// regRaw: fd, ino and regSize name the arena of the connection's eager ring (ring.go), offset
+	// the ring in it; regSize 0: no ring
 }
 
 const descBytes = 7 * 8
@@ -66,6 +68,7 @@ type shm struct {
 	ctx      *engine.Ctx
 	mappings []hostmem.Mapping  // peers' mscclppHostAlloc regions and eager rings mapped here
 	rings    map[int]*inRing    // this rank's eager rings, by connection
+	arena    *arena             // where they lie, or nil
 	lander   *C.shmLander       // lands what peers queue in them, or nil
 	conns    map[int]*C.shmConn // connections' transport states (ring.h), by connection
 }
@@ -99,7 +102,8 @@ func (s *shm) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 			return nil, err
 		}
 		if ring != nil {
-			d.fd, d.ino, d.regSize = uint64(ring.Share.Fd), ring.Share.Ino, ring.Share.Size
+			sh := s.arena.mem.Share
+			d.fd, d.ino, d.regSize, d.offset = uint64(sh.Fd), sh.Ino, sh.Size, ring.off
 		}
 	}
 	if h == 0 {
