@@ -267,7 +267,7 @@ func TestForgedEagerRing(t *testing.T) {
 	}{
 		{"size-1GiB", "claims a region of 1073741824 bytes", func(m *setupMsg) { setWord(m, 1, wRegSize, 1<<30) }},
 		{"other-file", "is not the region the peer registered", func(m *setupMsg) { setWord(m, 1, wIno, word(m, wIno)+1) }},
-		{"size-4KiB", "eager ring (at offset 0 of 4096 bytes, 1024 slots, entries of up to 4096 bytes) is malformed", func(m *setupMsg) { setWord(m, 1, wRegSize, 4096) }},
+		{"size-4KiB", "lies outside its 4096-byte region", func(m *setupMsg) { setWord(m, 1, wRegSize, 4096) }},
 		{"offset-past-end", "lies outside its", func(m *setupMsg) { setWord(m, 1, wOffset, 1<<40) }},
 		{"offset-in-last-ring", "is malformed", func(m *setupMsg) { setWord(m, 1, wOffset, word(m, wRegSize)-4096) }},
 	}

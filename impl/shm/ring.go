@@ -117,10 +117,16 @@ func (s *shm) mapRing(pid int, blobs [][]byte, out *C.shmOut) (*C.shmRingHdr, er
 	s.mappings = append(s.mappings, m)
 	hdr := (*C.shmRingHdr)(p)
 	n, maxBytes := uint64(hdr.nslots), uint64(hdr.maxBytes)
-	if hdr.magic != C.SHM_RING_MAGIC || n < 64 || n&(n-1) != 0 || C.SHM_RING_HDR+n*C.SHM_SLOT > sh.Size-sh.Offset ||
+	if hdr.magic != C.SHM_RING_MAGIC || n < 64 || n > 1<<24 || n&(n-1) != 0 ||
 		maxBytes > C.SHM_EAGER_MAX || 4*uint64(C.shmEntrySlots(C.uint64_t(maxBytes))) > n {
 		return nil, status.Errorf(status.RemoteError, "the peer's eager ring (at offset %d of %d bytes, %d slots, entries of up to %d bytes) is malformed", sh.Offset, sh.Size, n, maxBytes)
 	}
+	// the whole ring, checked against the memory mapped (which an earlier mapping of the same
+	// region may have sized, not this blob's claim)
+	if _, m, err = hostmem.MapRemote(pid, sh, C.SHM_RING_HDR+n*C.SHM_SLOT); err != nil {
+		return nil, err
+	}
+	s.mappings = append(s.mappings, m)
 	if s.eagerBytes() > 0 {
 		out.hdr, out.slots, out.nslots = hdr, (*C.char)(unsafe.Add(p, C.SHM_RING_HDR)), C.uint32_t(n)
 		out.maxBytes = C.uint32_t(min(maxBytes, s.eagerBytes()))
