@@ -265,7 +265,7 @@ static inline void landQueued(engConn* c)
  * steps in every back-off phase, peer liveness every few milliseconds. Once the back-off
  * would sleep, a wait whose epoch lives in the node segment sleeps on a futex instead,
  * which the peer's signal wakes at once. Data and signals the peer queued in an eager
- * ring are landed here first, every time round. */
+ * ring are landed here, every time round. */
 static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t timeoutMs)
 {
   volatile uint64_t* proxy = &conn->localSignalEpochId->proxy;
@@ -274,8 +274,11 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
   engWait w;
   engWaitInit(&w, timeoutMs);
   for (;;) {
-    landQueued(c);
     if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
+    if (__builtin_expect(c->land != NULL, 0)) {
+      c->land(c);
+      if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
+    }
     int st = (c->localSleepers != NULL && w.b.n >= cfg->spin + cfg->yields)
                  ? engWaitFutex(&w, proxy, want, c->localSleepers, c->landPending, c)
                  : engWaitStep(&w, cfg);

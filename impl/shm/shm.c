@@ -7,9 +7,10 @@
 #include "backoff.h"
 #include "ring.h"
 
-/* The Data part of a trigger: 1 when it queued the put and the signal (flag) in the eager ring. */
-static int shmPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff, uint64_t size,
-                  int flag, int* rc)
+/* The Data part of a trigger on a connection with an eager ring: 1 when it queued the put and
+ * the signal (flag) in the ring. */
+static int shmRingData(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+                       uint64_t size, int flag, int* rc)
 {
   char what[400];
   const engReg *s, *d;
@@ -24,6 +25,23 @@ static int shmPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcH
   *rc = engWrite(c->comm, d, dstOff, s->mapped + srcOff, size, what, sizeof(what));
   if (*rc != mscclppSuccess) *rc = engConnFail(c, *rc, "%s", what);
   return 0;
+}
+
+/* shmOp on a connection with an eager ring (ring.h). */
+static int shmRingOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle,
+                     uint64_t srcOff, uint64_t size)
+{
+  if (type & mscclppData) {
+    int rc;
+    int queued = shmRingData(c, dstHandle, dstOff, srcHandle, srcOff, size, (type & mscclppFlag) != 0, &rc);
+    if (rc != mscclppSuccess) return rc;
+    if (queued) type &= ~(uint64_t)mscclppFlag; /* the signal went with the data */
+  }
+  if (type & mscclppFlag) {
+    if (c->remoteProxyEpoch == NULL) return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
+    return shmRingSignal(c); /* behind data still queued, if any */
+  }
+  return mscclppSuccess;
 }
 
 void shmSignal(engConn* c)
@@ -48,15 +66,19 @@ void shmSignal(engConn* c)
 int shmOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
           uint64_t size)
 {
+  if (__builtin_expect(shmHasRing(c), 0)) return shmRingOp(c, type, dstHandle, dstOff, srcHandle, srcOff, size);
+  char what[400];
   if (type & mscclppData) {
-    int rc;
-    int queued = shmPut(c, dstHandle, dstOff, srcHandle, srcOff, size, (type & mscclppFlag) != 0, &rc);
+    const engReg *s, *d;
+    int rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &s, &d);
     if (rc != mscclppSuccess) return rc;
-    if (queued) type &= ~(uint64_t)mscclppFlag; /* the signal went with the data */
+    if (size > 0) {
+      int rc = engWrite(c->comm, d, dstOff, s->mapped + srcOff, size, what, sizeof(what));
+      if (rc != mscclppSuccess) return engConnFail(c, rc, "%s", what);
+    }
   }
   if (type & mscclppFlag) {
     if (c->remoteProxyEpoch == NULL) return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
-    if (shmHasRing(c)) return shmRingSignal(c); /* behind data still queued, if any */
     shmSignal(c);
   }
   /* Sync: every operation above completed before returning; nothing is left to flush. */
