@@ -136,6 +136,7 @@ func newComm(b *bootstrap.Bootstrap, start time.Time, node *nodeJoin) (*Comm, er
 	c.host.Eng = engine.NewComm(c.rank, c.waitCfg, proxyBackoff())
 	c.host.Eng.SetStreamBytes(uint64(envUint("MSCCLPP_STREAM_COPY_BYTES", 8<<20)), uint64(envUint("MSCCLPP_STREAM_COPY_MAX_BYTES", 128<<20)))
 	c.host.Eng.SetStreamAuto(envUint("MSCCLPP_STREAM_COPY_AUTO", 1) != 0)
+	c.host.Eng.SetEagerBytes(eagerBytes())
 	var err error
 	if c.host.DevConns, err = engine.NewDevConns(engine.MaxConns); err != nil {
 		c.host.Eng.Free()

@@ -142,8 +142,12 @@ static inline void engFutexWake(volatile uint64_t* word)
 
 /* Like engWaitStep in its sleeping phase, but sleeps on the counter *word (shared memory: its low
  * 32 bits) until it moves or 1 ms, the deadline or the next slow
- * check comes, counted in *sleepers so that a signaller knows to wake it. */
-static inline int engWaitFutex(engWait* w, volatile uint64_t* word, uint64_t want, uint32_t* sleepers)
+ * check comes, counted in *sleepers so that a signaller knows to wake it. When pending is set
+ * and says that work for the waiter arrived (it is checked after the count is raised, so a
+ * signaller that publishes work, then reads the count, either is seen here or wakes), the
+ * wait does not sleep. */
+static inline int engWaitFutex(engWait* w, volatile uint64_t* word, uint64_t want, uint32_t* sleepers,
+                               int (*pending)(struct engConn*), struct engConn* c)
 {
   uint64_t now = engWaitClock(w);
   if (w->timeoutMs >= 0 && now >= w->deadline) return ENG_WAIT_TIMEOUT;
@@ -157,7 +161,7 @@ static inline int engWaitFutex(engWait* w, volatile uint64_t* word, uint64_t wan
   if (w->timeoutMs >= 0 && w->deadline < until) until = w->deadline;
   __atomic_fetch_add(sleepers, 1, __ATOMIC_SEQ_CST);
   uint64_t cur = __atomic_load_n(word, __ATOMIC_SEQ_CST);
-  if (cur < want) {
+  if (cur < want && (pending == NULL || !pending(c))) {
     struct timespec ts = {(time_t)((until - now) / 1000000000ull), (long)((until - now) % 1000000000ull)};
     syscall(SYS_futex, engLow32(word), FUTEX_WAIT, (uint32_t)cur, &ts, NULL, 0);
   }

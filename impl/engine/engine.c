@@ -226,11 +226,18 @@ static mscclppResult_t peerGone(engConn* c, const char* what)
                                   c->peerRank, c->peerPid, c->comm->rank, what);
 }
 
+/* Lands what the peer queued for c (SHM's eager ring: its data, then its signals), if anything. */
+static inline void landQueued(engConn* c)
+{
+  if (c->land != NULL) c->land(c);
+}
+
 /* Waits until conn's proxy epoch reaches *waitEpochId (see mscclppConnWait): the deadline,
  * a remote failure and a closing communicator are looked at every bounded number of
  * steps in every back-off phase, peer liveness every few milliseconds. Once the back-off
  * would sleep, a wait whose epoch lives in the node segment sleeps on a futex instead,
- * which the peer's signal wakes at once. */
+ * which the peer's signal wakes at once. Data and signals the peer queued in an eager
+ * ring are landed here, every time round. */
 static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t timeoutMs)
 {
   volatile uint64_t* proxy = &conn->localSignalEpochId->proxy;
@@ -247,18 +254,25 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
   engWaitInit(&w, timeoutMs);
   for (;;) {
     if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
+    if (__builtin_expect(c->land != NULL, 0)) {
+      c->land(c);
+      if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
+    }
     int st = (c->localSleepers != NULL && w.b.n >= cfg->spin + cfg->yields)
-                 ? engWaitFutex(&w, proxy, want, c->localSleepers)
+                 ? engWaitFutex(&w, proxy, want, c->localSleepers, c->landPending, c)
                  : engWaitStep(&w, cfg);
     switch (st) {
     case ENG_WAIT_GO:
       continue;
     case ENG_WAIT_TIMEOUT:
+      landQueued(c);
       return __atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want ? mscclppSuccess : mscclppInProgress;
     case ENG_WAIT_SLOW:
-      /* the peer may signal and exit between the load above and this check: look again */
-      if (engProcessGone(c->peerPid) && __atomic_load_n(proxy, __ATOMIC_ACQUIRE) < want)
-        return peerGone(c, "its signal");
+      /* the peer may signal (or queue a signal) and exit between the load above and this check: look again */
+      if (engProcessGone(c->peerPid)) {
+        landQueued(c);
+        if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) < want) return peerGone(c, "its signal");
+      }
       /* fall through */
     default:
       if (__atomic_load_n(&c->peerClosed, __ATOMIC_ACQUIRE) && __atomic_load_n(proxy, __ATOMIC_ACQUIRE) < want) {

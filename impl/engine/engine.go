@@ -81,6 +81,16 @@ func (c *Comm) SetStreamAuto(on bool) {
 // still being timed, 0 memcpy, 1 non-temporal stores.
 func (c *Comm) CopyChoice(size uint64) int { return int(C.engCopyChoice(c.p, C.uint64_t(size))) }
 
+// SetEagerBytes makes SHM puts of up to n bytes into memory the peer cannot map (malloc)
+// go through the connection's eager ring instead of process_vm_writev (0: never).
+func (c *Comm) SetEagerBytes(n uint64) { c.p.eagerBytes = C.uint64_t(n) }
+
+// EagerBytes is what SetEagerBytes set.
+func (c *Comm) EagerBytes() uint64 { return uint64(c.p.eagerBytes) }
+
+// Ptr is the engComm's address, for a transport's C code.
+func (c *Comm) Ptr() unsafe.Pointer { return unsafe.Pointer(c.p) }
+
 // Free releases c; no context of c may be in use.
 func (c *Comm) Free() { C.engCommFree(c.p); c.p = nil }
 
@@ -225,6 +235,16 @@ func FifoWaitServed(dev unsafe.Pointer, seq uint64) status.Code {
 // ConnWait is mscclppConnWait on entry dev (a bounded host wait): a result code.
 func ConnWait(dev unsafe.Pointer, timeoutMs int64) status.Code {
 	return status.Code(C.mscclppConnWait((*C.struct_mscclppDevConn)(dev), C.int64_t(timeoutMs)))
+}
+
+// ConnOp is mscclppConnOp on entry dev (a host put, signal or flush on handle 1): a result code.
+func ConnOp(dev unsafe.Pointer, typ, dstOff, srcOff, size uint64) status.Code {
+	return status.Code(C.mscclppConnOp((*C.struct_mscclppDevConn)(dev), C.uint64_t(typ), C.uint64_t(dstOff), C.uint64_t(srcOff), C.uint64_t(size)))
+}
+
+// ConnWaitNext is mscclppConnWaitNext on entry dev (wait() on a host thread, bounded): a result code.
+func ConnWaitNext(dev unsafe.Pointer, timeoutMs int64) status.Code {
+	return status.Code(C.mscclppConnWaitNext((*C.struct_mscclppDevConn)(dev), C.int64_t(timeoutMs)))
 }
 
 // ProcessGone reports whether pid no longer runs (gone, or a zombie nobody reaped yet).
@@ -387,6 +407,13 @@ func (c *Conn) SetSleepers(local, remote unsafe.Pointer) {
 
 // SetTransport sets c's own transport state (engConn.transport), for transports with per-connection state.
 func (c *Conn) SetTransport(p unsafe.Pointer) { c.p.transport = p }
+
+// SetLand installs the C functions (int (*)(engConn*)) that land what the peer queued for c
+// and say whether anything is queued (engConn.land, engConn.landPending); waits call them.
+func (c *Conn) SetLand(land, pending unsafe.Pointer) {
+	c.p.land = (*[0]byte)(land)
+	c.p.landPending = (*[0]byte)(pending)
+}
 
 // PeerRank is the rank at the other end of c.
 func (c *Conn) PeerRank() int { return int(c.p.peerRank) }

@@ -52,6 +52,7 @@ typedef struct engComm {
   uint64_t streamMaxBytes; /* the cache with this library's copy (streamBytes 0: never) */
   int streamAuto;          /* 1: there, the faster of memcpy and that copy, timed (copy.c); 0: always that copy */
   engCopyBand copyBands[ENG_COPY_BANDS];
+  uint64_t eagerBytes;     /* SHM puts of up to this many bytes into unmapped memory go through the eager ring (0: never) */
 } engComm;
 
 /* A registration as seen from this process. */
@@ -87,6 +88,11 @@ typedef struct engConn {
   const engOps* ops;
   void* transport; /* the transport's own state: for CUDA P2P, its context's state */
   struct engCtx* ctx;
+  /* Data the peer queued for this side that waits must land first (SHM's eager ring), or NULL:
+   * land lands what is published (a count, or -1 when another thread is landing); landPending
+   * says whether anything is published and not landed, so that a wait never sleeps over it. */
+  int (*land)(struct engConn* c);
+  int (*landPending)(struct engConn* c);
 } engConn;
 
 typedef struct engCtx {

@@ -35,7 +35,7 @@ int engWaitSeq(engComm* comm, volatile uint64_t* seq, uint64_t want, int pid, in
   engWait w;
   engWaitInit(&w, timeoutMs);
   while (__atomic_load_n(seq, __ATOMIC_ACQUIRE) < want) {
-    int st = w.b.n >= cfg->spin + cfg->yields ? engWaitFutex(&w, seq, want, sleepers) : engWaitStep(&w, cfg);
+    int st = w.b.n >= cfg->spin + cfg->yields ? engWaitFutex(&w, seq, want, sleepers, NULL, NULL) : engWaitStep(&w, cfg);
     if (st == ENG_WAIT_GO) continue;
     /* the peer may publish and exit (or fail) between the load above and a check: look again */
     if (st == ENG_WAIT_TIMEOUT)

@@ -5,10 +5,68 @@
 #include "shm.h"
 
 #include "backoff.h"
+#include "ring.h"
+
+/* The Data part of a trigger on a connection with an eager ring: 1 when it queued the put and
+ * the signal (flag) in the ring. */
+static int shmRingData(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+                       uint64_t size, int flag, int* rc)
+{
+  char what[400];
+  const engReg *s, *d;
+  *rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &s, &d);
+  if (*rc != mscclppSuccess || size == 0) return 0;
+  if (shmEager(c, d, size)) {
+    *rc = shmRingPut(c, dstHandle, dstOff, s->mapped + srcOff, size, flag);
+    return 1;
+  }
+  /* a direct put must not overtake data queued before it (a later put to the same bytes wins) */
+  if (shmRingBusy(c) && (*rc = shmRingDrain(c)) != mscclppSuccess) return 0;
+  *rc = engWrite(c->comm, d, dstOff, s->mapped + srcOff, size, what, sizeof(what));
+  if (*rc != mscclppSuccess) *rc = engConnFail(c, *rc, "%s", what);
+  return 0;
+}
+
+/* shmOp on a connection with an eager ring (ring.h). */
+static int shmRingOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle,
+                     uint64_t srcOff, uint64_t size)
+{
+  if (type & mscclppData) {
+    int rc;
+    int queued = shmRingData(c, dstHandle, dstOff, srcHandle, srcOff, size, (type & mscclppFlag) != 0, &rc);
+    if (rc != mscclppSuccess) return rc;
+    if (queued) type &= ~(uint64_t)mscclppFlag; /* the signal went with the data */
+  }
+  if (type & mscclppFlag) {
+    if (c->remoteProxyEpoch == NULL) return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
+    return shmRingSignal(c); /* behind data still queued, if any */
+  }
+  return mscclppSuccess;
+}
+
+void shmSignal(engConn* c)
+{
+  /* Send the number of signals completed on this connection, not the device
+   * epoch: a Flag the proxy serves late must not announce signals whose
+   * triggers (and data) are still queued behind it. Each signal increments
+   * the epoch once and sends one Flag, so the two agree once all are served.
+   * The acq_rel count orders every counted signal's data before the value;
+   * the max keeps the peer's epoch monotonic when signallers race. */
+  uint64_t v = __atomic_add_fetch(&c->signalsDone, 1, __ATOMIC_ACQ_REL);
+  uint64_t cur = v - 1; /* the usual previous value: the first CAS takes the line once */
+  while (cur < v &&
+         !__atomic_compare_exchange_n(c->remoteProxyEpoch, &cur, v, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+    ;
+  /* the store above and this load are both sequentially consistent, as are a
+   * sleeper's count and its look at the epoch: one of the two sees the other */
+  if (c->remoteSleepers != NULL && __atomic_load_n(c->remoteSleepers, __ATOMIC_SEQ_CST) != 0)
+    engFutexWake(c->remoteProxyEpoch);
+}
 
 int shmOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
           uint64_t size)
 {
+  if (__builtin_expect(shmHasRing(c), 0)) return shmRingOp(c, type, dstHandle, dstOff, srcHandle, srcOff, size);
   char what[400];
   if (type & mscclppData) {
     const engReg *s, *d;
@@ -21,21 +79,7 @@ int shmOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64
   }
   if (type & mscclppFlag) {
     if (c->remoteProxyEpoch == NULL) return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
-    /* Send the number of signals completed on this connection, not the device
-     * epoch: a Flag the proxy serves late must not announce signals whose
-     * triggers (and data) are still queued behind it. Each signal increments
-     * the epoch once and sends one Flag, so the two agree once all are served.
-     * The acq_rel count orders every counted signal's data before the value;
-     * the max keeps the peer's epoch monotonic when signallers race. */
-    uint64_t v = __atomic_add_fetch(&c->signalsDone, 1, __ATOMIC_ACQ_REL);
-    uint64_t cur = v - 1; /* the usual previous value: the first CAS takes the line once */
-    while (cur < v &&
-           !__atomic_compare_exchange_n(c->remoteProxyEpoch, &cur, v, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
-      ;
-    /* the store above and this load are both sequentially consistent, as are a
-     * sleeper's count and its look at the epoch: one of the two sees the other */
-    if (c->remoteSleepers != NULL && __atomic_load_n(c->remoteSleepers, __ATOMIC_SEQ_CST) != 0)
-      engFutexWake(c->remoteProxyEpoch);
+    shmSignal(c);
   }
   /* Sync: every operation above completed before returning; nothing is left to flush. */
   return mscclppSuccess;

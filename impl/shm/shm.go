@@ -6,12 +6,14 @@ package shm
 /*
 #cgo CFLAGS: -I${SRCDIR}/../engine -I${SRCDIR}/../../include -O2 -Wall
 #include "shm.h"
+#include "ring.h"
 static const void* shmOpsPtr(void) { return &shmOps; }
 */
 import "C"
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"unsafe"
 
@@ -39,6 +41,8 @@ const (
 type desc struct {
 	kind, addr, size, fd, ino, regSize uint64
 	offset                             uint64 // regHostAlloc: offset in the region; regSignal: local index << 32 | conn index
+	// regRaw: fd, ino and regSize name the arena of the connection's eager ring (ring.go), offset
+	// the ring in it; regSize 0: no ring
 }
 
 const descBytes = 7 * 8
@@ -62,7 +66,11 @@ func decode(b []byte) (desc, error) {
 type shm struct {
 	h        *transport.Host
 	ctx      *engine.Ctx
-	mappings []hostmem.Mapping // peers' mscclppHostAlloc regions mapped here
+	mappings []hostmem.Mapping  // peers' mscclppHostAlloc regions and eager rings mapped here
+	rings    map[int]*inRing    // this rank's eager rings, by connection
+	arena    *arena             // where they lie, or nil
+	lander   *C.shmLander       // lands what peers queue in them, or nil
+	conns    map[int]*C.shmConn // connections' transport states (ring.h), by connection
 }
 
 func newSHM(h *transport.Host) (transport.Transport, error) { return &shm{h: h}, nil }
@@ -87,6 +95,16 @@ func (s *shm) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 	d := desc{kind: regRaw, addr: uint64(uintptr(b.Ptr)), size: b.Size}
 	if sh, ok := hostmem.Lookup(b.Ptr, b.Size); ok {
 		d.kind, d.fd, d.ino, d.regSize, d.offset = regHostAlloc, uint64(sh.Fd), sh.Ino, sh.Size, sh.Offset
+	} else if h > 0 {
+		// memory the peer cannot map: small puts into it go through this connection's eager ring
+		ring, err := s.ringFor(idx)
+		if err != nil {
+			return nil, err
+		}
+		if ring != nil {
+			sh := s.arena.mem.Share
+			d.fd, d.ino, d.regSize, d.offset = uint64(sh.Fd), sh.Ino, sh.Size, ring.off
+		}
 	}
 	if h == 0 {
 		d.kind, d.offset = regSignal, uint64(s.h.LocalIdx)<<32|uint64(idx)
@@ -148,9 +166,18 @@ func (s *shm) Finish(st transport.Setup) (transport.Connected, error) {
 	if err != nil {
 		return transport.Connected{}, err
 	}
-	conn := s.h.Wire(st, transport.LocalRegs(st, localReg), remote, remote[0].Mapped)
-	conn.SetSleepers(s.h.Node.Sleepers(s.h.LocalIdx, st.Idx), s.h.Node.Sleepers(local, peerConn))
+	localRegs := transport.LocalRegs(st, localReg)
+	conn := s.h.Wire(st, localRegs, remote, remote[0].Mapped)
+	sleepers := [2]unsafe.Pointer{s.h.Node.Sleepers(s.h.LocalIdx, st.Idx), s.h.Node.Sleepers(local, peerConn)}
+	conn.SetSleepers(sleepers[0], sleepers[1])
 	out := transport.Connected{Eng: conn, RemoteEpoch: remote[0].Mapped, Path: putPath(remote)}
+	eager, err := s.wireRings(st, conn, localRegs, sleepers)
+	if err != nil {
+		return out, err
+	}
+	if eager > 0 {
+		out.Path = fmt.Sprintf("puts of up to %d bytes into buffers the peer could not share (malloc) through an eager ring in shared memory, landed by the peer; else %s", eager, out.Path)
+	}
 	if len(remote) > 1 {
 		out.RemoteBuff = remote[1].Mapped
 	}
@@ -184,6 +211,7 @@ func (s *shm) Write(_ int, rec engine.RegRecord, off uint64, src unsafe.Pointer,
 }
 
 func (s *shm) Close() error {
+	s.closeRings()
 	if s.ctx != nil {
 		s.ctx.Free()
 		s.ctx = nil

@@ -288,7 +288,7 @@ row "HostAlloc vs (a) cache-line ping-pong" t "$(get h.hostalloc.8.ours.oneway_n
 row "HostAlloc vs (d) MPI RMA, shared window" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.rma.oneway_ns)" "<= 1 x MPI RMA" "le 1"
 row "HostAlloc vs (b) memcpy + epoch" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "<= 1 x (b)" "le 1"
 row "malloc vs (c) process_vm_writev + epoch" t "$(get h.malloc.8.ours.oneway_ns)" "$(get h.malloc.8.vmwrite.oneway_ns)" "<= 1.5 x (c)" "le 1.5"
-row "malloc vs (d) MPI_Send/MPI_Recv" t "$(get h.malloc.8.ours.oneway_ns)" "$(get h.malloc.8.sendrecv.oneway_ns)" "" ""
+row "malloc vs (d) MPI_Send/MPI_Recv" t "$(get h.malloc.8.ours.oneway_ns)" "$(get h.malloc.8.sendrecv.oneway_ns)" "<= 1.5 x MPI Send/Recv" "le 1.5"
 row "malloc, MSCCLPP_WAIT_SPIN=4000, vs (c)" t "$(get diag.malloc.8.ours.oneway_ns)" "$(get diag.malloc.8.vmwrite.oneway_ns)" "(diagnostic)" ""
 echo
 hdr "putWithSignal bandwidth"

@@ -51,7 +51,7 @@ out="$build/tests/c"
 mkdir -p "$out" || exit 1
 # clean what an earlier run left (only ours: others may build here too)
 (cd "$out" && rm -rf launch abi_layout_c abi_layout_cc11 abi_layout_cc14 abi_layout_cc17 abi_layout_cc20 \
-  error_strings bootstrap connections alltoall datapath bad_input hardening timeouts stranger adversary init_failures logging fork threads_cc \
+  error_strings bootstrap connections alltoall datapath bad_input hardening eager timeouts stranger adversary init_failures logging fork threads_cc \
   perf perf.out perf.csv perf.json readme_example readme_example.inc \
   build-*.log ./*.log ./*.short only-mscclpp*.c only-mscclpp*.cc logging-file.d logging-link.d cmake-prefix cmake-build-prefix \
   cmake-build-tree)
@@ -178,7 +178,7 @@ jobs_max=$(nproc 2>/dev/null || echo 2)
 builds=(
   "c abi_layout_c abi_layout.c" "c error_strings error_strings.c" "c bootstrap bootstrap.c"
   "c connections connections.c" "c alltoall alltoall.c" "c datapath datapath.c" "c bad_input bad_input.c" "c timeouts timeouts.c"
-  "c stranger stranger.c" "c adversary adversary.c" "c init_failures init_failures.c" "c logging logging.c" "c fork fork.c" "c hardening hardening.c" "c mode mode.c" "cxx threads_cc threads.cc c++17"
+  "c stranger stranger.c" "c adversary adversary.c" "c init_failures init_failures.c" "c logging logging.c" "c fork fork.c" "c hardening hardening.c" "c eager eager.c" "c mode mode.c" "cxx threads_cc threads.cc c++17"
   "c perf perf.c" "readme readme_example readme_example.cc"
   "cxx abi_layout_cc11 abi_layout.cc c++11" "cxx abi_layout_cc14 abi_layout.cc c++14"
   "cxx abi_layout_cc17 abi_layout.cc c++17" "cxx abi_layout_cc20 abi_layout.cc c++20"
@@ -651,6 +651,9 @@ run_case hardening-stale-devconn 2 30 hardening stale
 run_case hardening-wait-overflow 2 30 hardening wait
 run_case hardening-hostfree-registered 2 30 hardening hostfree
 run_case hardening-push-before-setup 2 30 hardening push
+run_case shm-eager-visible 2 30 eager visible
+case_expect_fail=1
+run_case shm-eager-killed 2 30 eager killed
 case_env=(MSCCLPP_DEBUG=INFO MSCCLPP_DEVICE=)
 run_case mode-auto-host 1 30 mode auto
 case_env=(MSCCLPP_DEVICE=cuda)
