@@ -76,7 +76,11 @@ func goTest(in io.Reader, w *bufio.Writer, recordsPath string) error {
 			}
 		case "fail":
 			failed = true
-			if !strings.Contains(e.Test, "/") {
+			if top, _, sub := strings.Cut(e.Test, "/"); sub {
+				// a failed subtest's lines say why its top-level test failed: keep them for it
+				parent := pkg + "/" + top
+				outputs[parent] = append(outputs[parent], outputs[key]...)
+			} else {
 				fmt.Fprintf(w, "FAIL %s  (%.1f s)\n", name, e.Elapsed)
 				printIndented(w, outputs[key])
 				fmt.Fprintf(rec, "FAIL %s\n", name)

@@ -67,3 +67,21 @@ func TestSummary(t *testing.T) {
 		t.Errorf("final with a failure: %v\n%s", err, out.String())
 	}
 }
+
+// A failed subtest's message is printed under its top-level test, whose own
+// lines carry no reason.
+func TestSubtestFailureShown(t *testing.T) {
+	const stream = `{"Action":"run","Package":"github.com/mscclpp-go/mscclpp/impl","Test":"TestX"}
+{"Action":"output","Package":"github.com/mscclpp-go/mscclpp/impl","Test":"TestX","Output":"=== RUN   TestX\n"}
+{"Action":"output","Package":"github.com/mscclpp-go/mscclpp/impl","Test":"TestX/sub","Output":"    x_test.go:7: the reason\n"}
+{"Action":"fail","Package":"github.com/mscclpp-go/mscclpp/impl","Test":"TestX/sub","Elapsed":0.1}
+{"Action":"output","Package":"github.com/mscclpp-go/mscclpp/impl","Test":"TestX","Output":"--- FAIL: TestX (0.10s)\n"}
+{"Action":"fail","Package":"github.com/mscclpp-go/mscclpp/impl","Test":"TestX","Elapsed":0.1}
+{"Action":"fail","Package":"github.com/mscclpp-go/mscclpp/impl","Elapsed":0.2}
+`
+	var out bytes.Buffer
+	err := run([]string{"gotest", filepath.Join(t.TempDir(), "rec")}, strings.NewReader(stream), &out)
+	if !errors.Is(err, errFailed) || !strings.Contains(out.String(), "x_test.go:7: the reason") {
+		t.Fatalf("gotest: %v\n%s", err, out.String())
+	}
+}
