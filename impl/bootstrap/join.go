@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mscclpp-go/mscclpp/impl/env"
@@ -46,14 +47,8 @@ func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySour
 	// While the ring and star form, the root's verdict may come at any
 	// time: a failure aborts this rank at once.
 	verdict := b.watchVerdict(rs)
-	if opts.Joined != nil {
-		if err := opts.Joined(b); err != nil {
-			b.joinFailed(rs, verdict, err) // tells the others, through the root
-			return nil, err
-		}
-	}
-	if err := b.connectCollectives(); err != nil {
-		return nil, b.joinFailed(rs, verdict, err)
+	if err := b.connectAndJoin(rs, verdict, opts.Joined); err != nil {
+		return nil, err
 	}
 	if _, err := rs.c.Write(encodeStatus(statusReady, "", &b.key, &rs.challenge)); err != nil {
 		return nil, b.fail(b.rootErr(rootAddr, rs.wait, err))
@@ -180,6 +175,39 @@ func (b *Bootstrap) watchVerdict(rs *rootSession) <-chan rootVerdict {
 		verdict <- v
 	}()
 	return verdict
+}
+
+// connectAndJoin connects the ring and star (in a goroutine) while joined, when set, runs
+// beside them: what joined waits for (the node's segment, mapped by another rank) overlaps
+// the connections forming instead of coming before them. The first failure of either is
+// reported through the root (joinFailed) and fails b, which ends the other half; both have
+// returned when connectAndJoin does. A failure of joined is returned as it is (the root's
+// answer may name another rank's), as before the two ran side by side.
+func (b *Bootstrap) connectAndJoin(rs *rootSession, verdict <-chan rootVerdict, joined func(*Bootstrap) error) error {
+	var once sync.Once
+	var first error
+	joinedFirst := false
+	report := func(err error, fromJoined bool) {
+		once.Do(func() { first, joinedFirst = b.fail(b.joinFailed(rs, verdict, err)), fromJoined })
+	}
+	connected := make(chan struct{})
+	go func() {
+		defer close(connected)
+		if err := b.connectCollectives(); err != nil {
+			report(err, false)
+		}
+	}()
+	var jerr error
+	if joined != nil {
+		if jerr = joined(b); jerr != nil {
+			report(jerr, true) // tells the others, through the root
+		}
+	}
+	<-connected
+	if joinedFirst {
+		return jerr
+	}
+	return first
 }
 
 // joinFailed is the error of a rank whose ring or star failed with err.

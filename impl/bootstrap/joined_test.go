@@ -2,10 +2,12 @@ package bootstrap
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
@@ -37,6 +39,29 @@ func TestJoinedDoneEverywhereWhenInitReturns(t *testing.T) {
 			t.Fatalf("rank %d's Init returned when %d of %d ranks had joined", r, s, n)
 		}
 	}
+}
+
+// Joined runs while the rank's ring forms, not before it: a Joined that waits for this
+// rank's ring connections (to its successor and from its predecessor) sees them come.
+func TestJoinedOverlapsTheRing(t *testing.T) {
+	const n = 3
+	opts := Options{HostID: "h", RingOnlyOnOneHost: true, Joined: func(b *Bootstrap) error {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			b.mu.Lock()
+			open := len(b.conns) // the root's, and the ring's two once they formed
+			b.mu.Unlock()
+			if open >= 3 {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("rank %d: the ring did not form while Joined ran (%d connections)", b.Rank(), open)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}}
+	addr := loopbackAddr(t)
+	form(t, n, func(r int) (*Bootstrap, error) { return InitAddr(addr, r, n, opts) })
 }
 
 // An error of one rank's Joined fails Init on every rank, and says why.
