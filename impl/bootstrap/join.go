@@ -351,11 +351,12 @@ func (b *Bootstrap) dialAsync(peer int, kind byte, deadline time.Time) <-chan di
 
 // dialRoot connects to the root, retrying (the root may not listen yet)
 // until deadline; wait is as in rootErr. Ranks started together usually
-// find the root a fraction of a millisecond before it listens: the first
-// retries come after 50 µs, 100 µs, ... (sysinfo.Nap: time.Sleep would wait
-// a millisecond at least), then every 4 ms.
+// find the root a fraction of a millisecond to several (ranks outnumbering
+// CPUs) before it listens: the retries come after 50 µs, 100 µs, ... (sysinfo.Nap:
+// time.Sleep would wait a millisecond at least), see nextRootRetry.
 func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*net.TCPConn, error) {
 	backoff := 50 * time.Microsecond
+	start := time.Now()
 	var last error // the last error other than a timeout
 	for {
 		d := net.Dialer{Deadline: deadline}
@@ -374,9 +375,26 @@ func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*net
 			return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within the bootstrap timeout (%v)", addr, wait-rootGrace)
 		}
 		sysinfo.Nap(min(backoff, left))
-		backoff = min(2*backoff, 4*time.Millisecond)
+		backoff = nextRootRetry(backoff, time.Since(start))
 	}
 }
+
+// nextRootRetry is the pause after one of backoff when the root has refused
+// connections for elapsed: doubling up to 1 ms while the root may just be
+// starting (a root that starts a moment after its ranks is found within a
+// millisecond, not up to 4 ms late), then up to 4 ms (a root started much
+// later: fewer connection attempts).
+func nextRootRetry(backoff, elapsed time.Duration) time.Duration {
+	limit := time.Millisecond
+	if elapsed > rootStartWindow {
+		limit = 4 * time.Millisecond
+	}
+	return min(2*backoff, limit)
+}
+
+// rootStartWindow is how long after its first attempt a rank retries the root every
+// millisecond at most.
+const rootStartWindow = 100 * time.Millisecond
 
 // rootErr explains a failed exchange with the root; wait is the bootstrap
 // timeout plus rootGrace, and messages name the timeout the user set.

@@ -114,3 +114,27 @@ func TestRingOnlyOnOneHost(t *testing.T) {
 		})
 	}
 }
+
+// A rank retries a root that refuses it at growing intervals: at most every millisecond
+// while the root may be starting with its ranks, then at most every 4 ms.
+func TestNextRootRetry(t *testing.T) {
+	b, waited := 50*time.Microsecond, time.Duration(0)
+	for waited+b <= rootStartWindow {
+		waited += b
+		next := nextRootRetry(b, waited)
+		if next < b || next > time.Millisecond {
+			t.Fatalf("after %v of refusals, a pause of %v follows one of %v (want it growing to 1 ms)", waited, next, b)
+		}
+		b = next
+	}
+	if b != time.Millisecond {
+		t.Fatalf("the pause grew to %v within %v, want 1 ms", b, rootStartWindow)
+	}
+	for range 10 {
+		waited += b
+		b = nextRootRetry(b, waited)
+	}
+	if b != 4*time.Millisecond {
+		t.Fatalf("after %v of refusals the pause is %v, want 4 ms", waited, b)
+	}
+}
