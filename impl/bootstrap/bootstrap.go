@@ -61,8 +61,8 @@ type Options struct {
 	// here with warn=true.
 	Logf func(warn bool, format string, args ...any)
 	// Joined, when set, runs on a rank of two or more once the root's table
-	// is known (HostIDs, Pids and Nonce answer), before the rank connects its
-	// ring and star. The root answers a rank only when every rank has
+	// is known (HostIDs, Pids and Nonce answer), while the rank connects its
+	// ring and star (in another goroutine). The root answers a rank only when every rank has
 	// reported ready, which each does after its Joined: what Joined did on
 	// every rank is done when Init returns. Its error fails the
 	// communicator on every rank, as a failed connection does.

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mscclpp-go/mscclpp/impl/env"
@@ -46,14 +47,8 @@ func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySour
 	// While the ring and star form, the root's verdict may come at any
 	// time: a failure aborts this rank at once.
 	verdict := b.watchVerdict(rs)
-	if opts.Joined != nil {
-		if err := opts.Joined(b); err != nil {
-			b.joinFailed(rs, verdict, err) // tells the others, through the root
-			return nil, err
-		}
-	}
-	if err := b.connectCollectives(); err != nil {
-		return nil, b.joinFailed(rs, verdict, err)
+	if err := b.connectAndJoin(rs, verdict, opts.Joined); err != nil {
+		return nil, err
 	}
 	if _, err := rs.c.Write(encodeStatus(statusReady, "", &b.key, &rs.challenge)); err != nil {
 		return nil, b.fail(b.rootErr(rootAddr, rs.wait, err))
@@ -180,6 +175,39 @@ func (b *Bootstrap) watchVerdict(rs *rootSession) <-chan rootVerdict {
 		verdict <- v
 	}()
 	return verdict
+}
+
+// connectAndJoin connects the ring and star (in a goroutine) while joined, when set, runs
+// beside them: what joined waits for (the node's segment, mapped by another rank) overlaps
+// the connections forming instead of coming before them. The first failure of either is
+// reported through the root (joinFailed) and fails b, which ends the other half; both have
+// returned when connectAndJoin does. A failure of joined is returned as it is (the root's
+// answer may name another rank's), as before the two ran side by side.
+func (b *Bootstrap) connectAndJoin(rs *rootSession, verdict <-chan rootVerdict, joined func(*Bootstrap) error) error {
+	var once sync.Once
+	var first error
+	joinedFirst := false
+	report := func(err error, fromJoined bool) {
+		once.Do(func() { first, joinedFirst = b.fail(b.joinFailed(rs, verdict, err)), fromJoined })
+	}
+	connected := make(chan struct{})
+	go func() {
+		defer close(connected)
+		if err := b.connectCollectives(); err != nil {
+			report(err, false)
+		}
+	}()
+	var jerr error
+	if joined != nil {
+		if jerr = joined(b); jerr != nil {
+			report(jerr, true) // tells the others, through the root
+		}
+	}
+	<-connected
+	if joinedFirst {
+		return jerr
+	}
+	return first
 }
 
 // joinFailed is the error of a rank whose ring or star failed with err.
@@ -323,11 +351,12 @@ func (b *Bootstrap) dialAsync(peer int, kind byte, deadline time.Time) <-chan di
 
 // dialRoot connects to the root, retrying (the root may not listen yet)
 // until deadline; wait is as in rootErr. Ranks started together usually
-// find the root a fraction of a millisecond before it listens: the first
-// retries come after 50 µs, 100 µs, ... (sysinfo.Nap: time.Sleep would wait
-// a millisecond at least), then every 4 ms.
+// find the root a fraction of a millisecond to several (ranks outnumbering
+// CPUs) before it listens: the retries come after 50 µs, 100 µs, ... (sysinfo.Nap:
+// time.Sleep would wait a millisecond at least), see nextRootRetry.
 func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*net.TCPConn, error) {
 	backoff := 50 * time.Microsecond
+	start := time.Now()
 	var last error // the last error other than a timeout
 	for {
 		d := net.Dialer{Deadline: deadline}
@@ -346,9 +375,26 @@ func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*net
 			return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within the bootstrap timeout (%v)", addr, wait-rootGrace)
 		}
 		sysinfo.Nap(min(backoff, left))
-		backoff = min(2*backoff, 4*time.Millisecond)
+		backoff = nextRootRetry(backoff, time.Since(start))
 	}
 }
+
+// nextRootRetry is the pause after one of backoff when the root has refused
+// connections for elapsed: doubling up to 1 ms while the root may just be
+// starting (a root that starts a moment after its ranks is found within a
+// millisecond, not up to 4 ms late), then up to 4 ms (a root started much
+// later: fewer connection attempts).
+func nextRootRetry(backoff, elapsed time.Duration) time.Duration {
+	limit := time.Millisecond
+	if elapsed > rootStartWindow {
+		limit = 4 * time.Millisecond
+	}
+	return min(2*backoff, limit)
+}
+
+// rootStartWindow is how long after its first attempt a rank retries the root every
+// millisecond at most.
+const rootStartWindow = 100 * time.Millisecond
 
 // rootErr explains a failed exchange with the root; wait is the bootstrap
 // timeout plus rootGrace, and messages name the timeout the user set.

@@ -2,10 +2,12 @@ package bootstrap
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
@@ -37,6 +39,29 @@ func TestJoinedDoneEverywhereWhenInitReturns(t *testing.T) {
 			t.Fatalf("rank %d's Init returned when %d of %d ranks had joined", r, s, n)
 		}
 	}
+}
+
+// Joined runs while the rank's ring forms, not before it: a Joined that waits for this
+// rank's ring connections (to its successor and from its predecessor) sees them come.
+func TestJoinedOverlapsTheRing(t *testing.T) {
+	const n = 3
+	opts := Options{HostID: "h", RingOnlyOnOneHost: true, Joined: func(b *Bootstrap) error {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			b.mu.Lock()
+			open := len(b.conns) // the root's, and the ring's two once they formed
+			b.mu.Unlock()
+			if open >= 3 {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("rank %d: the ring did not form while Joined ran (%d connections)", b.Rank(), open)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}}
+	addr := loopbackAddr(t)
+	form(t, n, func(r int) (*Bootstrap, error) { return InitAddr(addr, r, n, opts) })
 }
 
 // An error of one rank's Joined fails Init on every rank, and says why.
@@ -87,5 +112,29 @@ func TestRingOnlyOnOneHost(t *testing.T) {
 			checkAllGather(t, bs, 1000, 2)
 			noErrs(t, "barrier", each(bs, func(b *Bootstrap) error { return b.Barrier() }))
 		})
+	}
+}
+
+// A rank retries a root that refuses it at growing intervals: at most every millisecond
+// while the root may be starting with its ranks, then at most every 4 ms.
+func TestNextRootRetry(t *testing.T) {
+	b, waited := 50*time.Microsecond, time.Duration(0)
+	for waited+b <= rootStartWindow {
+		waited += b
+		next := nextRootRetry(b, waited)
+		if next < b || next > time.Millisecond {
+			t.Fatalf("after %v of refusals, a pause of %v follows one of %v (want it growing to 1 ms)", waited, next, b)
+		}
+		b = next
+	}
+	if b != time.Millisecond {
+		t.Fatalf("the pause grew to %v within %v, want 1 ms", b, rootStartWindow)
+	}
+	for range 10 {
+		waited += b
+		b = nextRootRetry(b, waited)
+	}
+	if b != 4*time.Millisecond {
+		t.Fatalf("after %v of refusals the pause is %v, want 4 ms", waited, b)
 	}
 }
