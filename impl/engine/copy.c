@@ -10,8 +10,8 @@
  * the faster one for that band (engComm.streamAuto 0: always stream).
  */
 #include <string.h>
-#include <time.h>
 
+#include "backoff.h"
 #include "engine.h"
 
 #if defined(__SSE2__)
@@ -38,13 +38,6 @@ static void copyStreaming(char* dst, const char* src, size_t n)
   _mm_sfence(); /* the streamed data is visible before any later signal store */
 #endif
   memcpy(dst, src, n);
-}
-
-static uint64_t copyNowNs(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* The band of a size: floor(log2(size)) - 20, clamped to the table. */
@@ -78,11 +71,11 @@ void engCopyLarge(engComm* comm, char* dst, const char* src, uint64_t size)
     else memcpy(dst, src, (size_t)size);
     return;
   }
-  uint64_t t0 = copyNowNs();
+  uint64_t t0 = engNowNs();
   if (way) copyStreaming(dst, src, (size_t)size);
   else memcpy(dst, src, (size_t)size);
   /* picoseconds per byte, so that sizes within a band compare */
-  uint64_t perByte = (copyNowNs() - t0) * 1000 / size;
+  uint64_t perByte = (engNowNs() - t0) * 1000 / size;
   uint64_t best = __atomic_load_n(&band->best[way], __ATOMIC_RELAXED);
   if (best == 0 || perByte < best) __atomic_store_n(&band->best[way], perByte ? perByte : 1, __ATOMIC_RELAXED);
   __atomic_fetch_add(&band->n[way], 1, __ATOMIC_RELAXED);

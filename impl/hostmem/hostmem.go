@@ -47,37 +47,48 @@ func Alloc(size uint64) (unsafe.Pointer, error) {
 	if size == 0 {
 		return nil, status.Errorf(status.InvalidArgument, "mscclppHostAlloc of 0 bytes")
 	}
-	fd, err := unix.MemfdCreate("mscclpp-hostalloc", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	mem, fd, ino, err := newSealed("mscclpp-hostalloc", "host allocation", size)
 	if err != nil {
-		return nil, status.Errorf(status.SystemError, "memfd_create: %w", err)
-	}
-	if err = unix.Ftruncate(fd, int64(size)); err != nil {
-		unix.Close(fd)
-		return nil, status.Errorf(status.SystemError, "size host allocation to %d bytes: %w", size, err)
-	}
-	// Sealed at its size: peers that map it check the seal, so neither side can shrink the
-	// memory behind the other's mapping (an access past the end would be SIGBUS).
-	if _, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
-		unix.Close(fd)
-		return nil, status.Errorf(status.SystemError, "seal host allocation: %w", err)
-	}
-	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		unix.Close(fd)
-		return nil, status.Errorf(status.SystemError, "map host allocation of %d bytes: %w", size, err)
-	}
-	var st unix.Stat_t
-	if err = unix.Fstat(fd, &st); err != nil {
-		unix.Munmap(mem)
-		unix.Close(fd)
-		return nil, status.Errorf(status.SystemError, "fstat host allocation: %w", err)
+		return nil, err
 	}
 	p := unsafe.Pointer(&mem[0])
 	mu.Lock()
-	regions[uintptr(p)] = &region{mem: mem, fd: fd, ino: st.Ino}
+	regions[uintptr(p)] = &region{mem: mem, fd: fd, ino: ino}
 	mu.Unlock()
 	logx.Infof(logx.Alloc, "mscclppHostAlloc: %d bytes at %p (memfd, shareable with the ranks of this node)", size, p)
 	return p, nil
+}
+
+// newSealed creates size bytes of zeroed memory in a memfd named name, sealed at its size
+// (peers that map it check the seal, so neither side can shrink the memory behind the
+// other's mapping: an access past the end would be SIGBUS), and maps it here. what names
+// the memory in errors.
+func newSealed(name, what string, size uint64) (mem []byte, fd int, ino uint64, err error) {
+	fd, err = unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, -1, 0, status.Errorf(status.SystemError, "memfd_create %s: %w", name, err)
+	}
+	fail := func(step string, err error) ([]byte, int, uint64, error) {
+		if mem != nil {
+			unix.Munmap(mem)
+		}
+		unix.Close(fd)
+		return nil, -1, 0, status.Errorf(status.SystemError, "%s: %w", step, err)
+	}
+	if err = unix.Ftruncate(fd, int64(size)); err != nil {
+		return fail(fmt.Sprintf("size %s to %d bytes", what, size), err)
+	}
+	if _, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		return fail("seal "+what, err)
+	}
+	if mem, err = unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+		return fail(fmt.Sprintf("map %s of %d bytes", what, size), err)
+	}
+	var st unix.Stat_t
+	if err = unix.Fstat(fd, &st); err != nil {
+		return fail("fstat "+what, err)
+	}
+	return mem, fd, st.Ino, nil
 }
 
 // Free releases memory returned by Alloc; other pointers are InvalidArgument.

@@ -4,8 +4,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
 // Shared is library-internal shared memory (e.g. an SHM eager ring): a sealed memfd, as an
@@ -18,29 +16,11 @@ type Shared struct {
 
 // NewShared creates size bytes of zeroed shared memory, named name in /proc/<pid>/fd.
 func NewShared(name string, size uint64) (*Shared, error) {
-	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	mem, fd, ino, err := newSealed(name, name, size)
 	if err != nil {
-		return nil, status.Errorf(status.SystemError, "memfd_create %s: %w", name, err)
+		return nil, err
 	}
-	fail := func(what string, err error) (*Shared, error) {
-		unix.Close(fd)
-		return nil, status.Errorf(status.SystemError, "%s %s of %d bytes: %w", what, name, size, err)
-	}
-	if err = unix.Ftruncate(fd, int64(size)); err != nil {
-		return fail("size", err)
-	}
-	if _, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
-		return fail("seal", err)
-	}
-	var st unix.Stat_t
-	if err = unix.Fstat(fd, &st); err != nil {
-		return fail("fstat", err)
-	}
-	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return fail("map", err)
-	}
-	return &Shared{Mem: mem, Share: Share{Fd: fd, Ino: st.Ino, Size: size}}, nil
+	return &Shared{Mem: mem, Share: Share{Fd: fd, Ino: ino, Size: size}}, nil
 }
 
 // Ptr is the address of the memory.

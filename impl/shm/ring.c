@@ -8,16 +8,13 @@
 
 #include <string.h>
 
-#include "backoff.h"
-
 /* ---- sending ---- */
 
 /* One step of a sender's wait for the receiver to land up to position need: wakes the
  * receiver's sleeping waits (they land) and fails when waiting cannot help. */
 static int outWaitStep(engConn* c, int st, const char* what)
 {
-  if (c->remoteSleepers != NULL && __atomic_load_n(c->remoteSleepers, __ATOMIC_SEQ_CST) != 0)
-    engFutexWake(c->remoteProxyEpoch);
+  shmWake(c->remoteProxyEpoch, c->remoteSleepers);
   if (st == ENG_WAIT_SLOW && engProcessGone(c->peerPid))
     return engConnFail(c, mscclppRemoteError, "rank %d (pid %d) exited while %s", c->peerRank, c->peerPid, what);
   if (__atomic_load_n(&((shmConn*)c->transport)->out.hdr->closed, __ATOMIC_ACQUIRE))
@@ -87,8 +84,7 @@ static int outPut(engConn* c, shmOut* o, uint64_t handle, uint64_t off, const ch
   /* sequentially consistent, as the receiver's sleeper count and its look at the ring
    * (engWaitFutex's pending): either it sees this entry or this side sees it asleep */
   __atomic_store_n(&e->seq, pos + 1, __ATOMIC_SEQ_CST);
-  if (flag && c->remoteSleepers != NULL && __atomic_load_n(c->remoteSleepers, __ATOMIC_SEQ_CST) != 0)
-    engFutexWake(c->remoteProxyEpoch);
+  if (flag) shmWake(c->remoteProxyEpoch, c->remoteSleepers);
   return mscclppSuccess;
 }
 
@@ -133,15 +129,6 @@ static void ringCopyOut(const shmIn* in, uint64_t at, char* dst, uint64_t n)
   if (n > first) memcpy(dst + first, in->slots, n - first);
 }
 
-/* Publishes the signal count v to the receiver's epoch (monotonic) and wakes its sleepers. */
-static void inSignal(shmIn* in, uint64_t v)
-{
-  uint64_t cur = __atomic_load_n(in->epoch, __ATOMIC_RELAXED);
-  while (cur < v && !__atomic_compare_exchange_n(in->epoch, &cur, v, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
-    ;
-  if (in->sleepers != NULL && __atomic_load_n(in->sleepers, __ATOMIC_SEQ_CST) != 0) engFutexWake(in->epoch);
-}
-
 /* Lands the entry at in->tail, which is published: 0, or -1 when it is malformed (recorded). */
 static int inLandOne(shmIn* in, volatile shmEntry* e)
 {
@@ -160,7 +147,7 @@ static int inLandOne(shmIn* in, volatile shmEntry* e)
   if (size > 0) ringCopyOut(in, at + SHM_ENTRY_HDR, r->mapped + off, size);
   uint64_t tail = in->tail + shmEntrySlots(size);
   __atomic_store_n(&in->tail, tail, __ATOMIC_RELAXED); /* read by shmLandPending without the lock */
-  if (sig != 0) inSignal(in, sig);
+  if (sig != 0) shmRaise(in->epoch, sig, in->sleepers); /* the signal count, after its data */
   __atomic_store_n(&in->hdr->tail, tail, __ATOMIC_RELEASE);
   return 0;
 }

@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "backoff.h"
 #include "engine.h"
 
 #define SHM_RING_MAGIC 0x4d5343434c505245ull /* "MSCCLPPE" */
@@ -119,6 +120,22 @@ int shmRingPut(engConn* c, uint64_t handle, uint64_t off, const char* src, uint6
 int shmRingSignal(engConn* c);
 /* The direct signal (shm.c): the count of signals done, stored into the peer's epoch. */
 void shmSignal(engConn* c);
+/* Wakes the threads asleep on epoch, counted in sleepers (NULL: none can sleep there). The store
+ * before it and the count's load are sequentially consistent, as are a sleeper's count and its
+ * look at the epoch: one of the two sees the other. */
+static inline void shmWake(volatile uint64_t* epoch, uint32_t* sleepers)
+{
+  if (sleepers != NULL && __atomic_load_n(sleepers, __ATOMIC_SEQ_CST) != 0) engFutexWake(epoch);
+}
+/* Raises *epoch to v unless it is higher already (signallers may race: it never goes down),
+ * then wakes its sleepers. */
+static inline void shmRaise(volatile uint64_t* epoch, uint64_t v, uint32_t* sleepers)
+{
+  uint64_t cur = v - 1; /* the usual previous value: the first CAS takes the line once */
+  while (cur < v && !__atomic_compare_exchange_n(epoch, &cur, v, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+    ;
+  shmWake(epoch, sleepers);
+}
 /* Waits until every entry queued so far is landed. */
 int shmRingDrain(engConn* c);
 

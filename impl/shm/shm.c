@@ -4,15 +4,22 @@
  */
 #include "shm.h"
 
-#include "backoff.h"
 #include "ring.h"
+
+/* A put straight into d (memcpy into mapped memory, else process_vm_writev); a failure is
+ * recorded on c. */
+static inline int shmWrite(engConn* c, const engReg* d, uint64_t dstOff, const char* src, uint64_t size)
+{
+  char what[400];
+  int rc = engWrite(c->comm, d, dstOff, src, size, what, sizeof(what));
+  return rc == mscclppSuccess ? rc : engConnFail(c, rc, "%s", what);
+}
 
 /* The Data part of a trigger on a connection with an eager ring: 1 when it queued the put and
  * the signal (flag) in the ring. */
 static int shmRingData(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
                        uint64_t size, int flag, int* rc)
 {
-  char what[400];
   const engReg *s, *d;
   *rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &s, &d);
   if (*rc != mscclppSuccess || size == 0) return 0;
@@ -22,8 +29,7 @@ static int shmRingData(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t
   }
   /* a direct put must not overtake data queued before it (a later put to the same bytes wins) */
   if (shmRingBusy(c) && (*rc = shmRingDrain(c)) != mscclppSuccess) return 0;
-  *rc = engWrite(c->comm, d, dstOff, s->mapped + srcOff, size, what, sizeof(what));
-  if (*rc != mscclppSuccess) *rc = engConnFail(c, *rc, "%s", what);
+  *rc = shmWrite(c, d, dstOff, s->mapped + srcOff, size);
   return 0;
 }
 
@@ -53,29 +59,18 @@ void shmSignal(engConn* c)
    * The acq_rel count orders every counted signal's data before the value;
    * the max keeps the peer's epoch monotonic when signallers race. */
   uint64_t v = __atomic_add_fetch(&c->signalsDone, 1, __ATOMIC_ACQ_REL);
-  uint64_t cur = v - 1; /* the usual previous value: the first CAS takes the line once */
-  while (cur < v &&
-         !__atomic_compare_exchange_n(c->remoteProxyEpoch, &cur, v, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
-    ;
-  /* the store above and this load are both sequentially consistent, as are a
-   * sleeper's count and its look at the epoch: one of the two sees the other */
-  if (c->remoteSleepers != NULL && __atomic_load_n(c->remoteSleepers, __ATOMIC_SEQ_CST) != 0)
-    engFutexWake(c->remoteProxyEpoch);
+  shmRaise(c->remoteProxyEpoch, v, c->remoteSleepers);
 }
 
 int shmOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
           uint64_t size)
 {
   if (__builtin_expect(shmHasRing(c), 0)) return shmRingOp(c, type, dstHandle, dstOff, srcHandle, srcOff, size);
-  char what[400];
   if (type & mscclppData) {
     const engReg *s, *d;
     int rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &s, &d);
+    if (rc == mscclppSuccess && size > 0) rc = shmWrite(c, d, dstOff, s->mapped + srcOff, size);
     if (rc != mscclppSuccess) return rc;
-    if (size > 0) {
-      int rc = engWrite(c->comm, d, dstOff, s->mapped + srcOff, size, what, sizeof(what));
-      if (rc != mscclppSuccess) return engConnFail(c, rc, "%s", what);
-    }
   }
   if (type & mscclppFlag) {
     if (c->remoteProxyEpoch == NULL) return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
