@@ -87,21 +87,21 @@ func Join(name string, leader bool, nLocal, maxConns int, deadline time.Time, al
 func join(name string, leader bool, nLocal, maxConns int, deadline time.Time, alive func() error) (*Segment, error) {
 	size := headerBytes + nLocal*(regionSize(maxConns)+collRegion)
 	path := shmDir + name
-	var f *os.File
+	var fd int
 	var err error
 	switch {
 	case leader && nLocal == 1:
-		f, err = createUnnamed(name, size)
+		fd, err = createUnnamed(name, size)
 	case leader:
-		f, err = create(path, size)
+		fd, err = create(path, size)
 	default:
-		f, err = awaitCreated(path, size, deadline, alive)
+		fd, err = awaitCreated(path, size, deadline, alive)
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	mem, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	defer unix.Close(fd)
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		if leader {
 			_ = os.Remove(path)
@@ -132,60 +132,92 @@ func join(name string, leader bool, nLocal, maxConns int, deadline time.Time, al
 	return s, nil
 }
 
+// The segment's file is opened, sized and mapped with plain system calls, not through an
+// os.File, which for every open tries to register the file with the network poller (an
+// epoll_ctl refused for a regular file and four fcntl calls): work every rank paid during
+// mscclppCommInitRank for nothing. Errors read as os.File's did (*os.PathError).
+
+// openFile opens path (flags as open(2)), retrying an interrupted call.
+func openFile(path string, flags int, perm uint32) (int, error) {
+	for {
+		fd, err := unix.Open(path, flags|unix.O_CLOEXEC, perm)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		return fd, nil
+	}
+}
+
+// truncate sizes the file of fd, named path (for the error), to size bytes.
+func truncate(fd int, path string, size int) error {
+	for {
+		err := unix.Ftruncate(fd, int64(size))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "truncate", Path: path, Err: err}
+		}
+		return nil
+	}
+}
+
 // create makes the segment's file of size bytes (the leader), replacing a stale one.
-func create(path string, size int) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+func create(path string, size int) (int, error) {
+	fd, err := openFile(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o600)
 	if os.IsExist(err) { // a stale segment of a crashed run with the same name
 		_ = os.Remove(path)
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		fd, err = openFile(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o600)
 	}
 	if err != nil {
-		return nil, status.Errorf(status.SystemError, "create node shared memory %s: %w", path, err)
+		return -1, status.Errorf(status.SystemError, "create node shared memory %s: %w", path, err)
 	}
-	if err = f.Truncate(int64(size)); err != nil {
-		f.Close()
+	if err = truncate(fd, path, size); err != nil {
+		unix.Close(fd)
 		_ = os.Remove(path)
-		return nil, status.Errorf(status.SystemError, "size node shared memory %s to %d bytes: %w", path, size, err)
+		return -1, status.Errorf(status.SystemError, "size node shared memory %s to %d bytes: %w", path, size, err)
 	}
-	return f, nil
+	return fd, nil
 }
 
 // createUnnamed makes the segment of a rank alone on its node: a memfd, which no process
 // ending at any moment can leave behind.
-func createUnnamed(name string, size int) (*os.File, error) {
+func createUnnamed(name string, size int) (int, error) {
 	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
 	if err != nil {
-		return nil, status.Errorf(status.SystemError, "create node shared memory %s: %w", name, err)
+		return -1, status.Errorf(status.SystemError, "create node shared memory %s: %w", name, err)
 	}
-	f := os.NewFile(uintptr(fd), name)
-	if err = f.Truncate(int64(size)); err != nil {
-		f.Close()
-		return nil, status.Errorf(status.SystemError, "size node shared memory %s to %d bytes: %w", name, size, err)
+	if err = truncate(fd, name, size); err != nil {
+		unix.Close(fd)
+		return -1, status.Errorf(status.SystemError, "size node shared memory %s to %d bytes: %w", name, size, err)
 	}
-	return f, nil
+	return fd, nil
 }
 
 // awaitCreated opens the segment's file once the leader created and sized it.
-func awaitCreated(path string, size int, deadline time.Time, alive func() error) (*os.File, error) {
+func awaitCreated(path string, size int, deadline time.Time, alive func() error) (int, error) {
 	sleep := 20 * time.Microsecond
 	for {
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		fd, err := openFile(path, unix.O_RDWR, 0)
 		if err == nil {
-			st, serr := f.Stat()
-			if serr == nil && st.Size() == int64(size) {
-				return f, nil
+			var st unix.Stat_t
+			if unix.Fstat(fd, &st) == nil && st.Size == int64(size) {
+				return fd, nil
 			}
-			f.Close()
+			unix.Close(fd)
 		} else if !os.IsNotExist(err) {
-			return nil, status.Errorf(status.SystemError, "open node shared memory %s: %w", path, err)
+			return -1, status.Errorf(status.SystemError, "open node shared memory %s: %w", path, err)
 		}
 		if time.Now().After(deadline) {
 			_ = os.Remove(path) // created, never sized: its leader is gone
-			return nil, status.Errorf(status.RemoteError, "node shared memory %s was not created by the node's lowest rank in time", path)
+			return -1, status.Errorf(status.RemoteError, "node shared memory %s was not created by the node's lowest rank in time", path)
 		}
 		if err := alive(); err != nil {
 			_ = os.Remove(path)
-			return nil, err
+			return -1, err
 		}
 		sysinfo.Nap(sleep)
 		if sleep < time.Millisecond {
