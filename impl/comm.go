@@ -176,13 +176,13 @@ func listenIP(addr string) string {
 // initNode finds the ranks of this node and maps the node's shared-memory segment (unless
 // the bootstrap did already: node).
 func (c *Comm) initNode(start time.Time, node *nodeJoin) error {
+	if node.seg != nil { // the bootstrap worked out the local ranks when it joined
+		c.host.LocalOf, c.host.LocalIdx, c.host.Node = node.local, node.local[c.rank], node.seg
+		return nil
+	}
 	var leader int
 	c.host.LocalOf, leader = localRanks(c.host.HostIDs, c.rank)
 	c.host.LocalIdx = c.host.LocalOf[c.rank]
-	if node.seg != nil {
-		c.host.Node = node.seg
-		return nil
-	}
 	seg, err := openNode(c.boot, c.host.LocalOf, leader, start, nodeshm.Open)
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", c.rank, err)

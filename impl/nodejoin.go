@@ -21,6 +21,7 @@ import (
 type nodeJoin struct {
 	start time.Time
 	seg   *nodeshm.Segment // nil until joined (and for a communicator of one)
+	local map[int]int      // localRanks of the bootstrap's host ids, once joined
 }
 
 // options are the bootstrap options of a communicator that maps its node segment while
@@ -37,7 +38,7 @@ func (j *nodeJoin) joined(b *bootstrap.Bootstrap) error {
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", b.Rank(), err)
 	}
-	j.seg = seg
+	j.seg, j.local = seg, local
 	return nil
 }
 
@@ -101,14 +102,15 @@ func openNode(b *bootstrap.Bootstrap, local map[int]int, leader int, start time.
 // that thread, so that each of its blocks and wake-ups hands the scheduler's P between the
 // thread and another one (two more thread switches each, which cost most when ranks
 // outnumber CPUs). A plain goroutine blocks and wakes on whichever thread is free, and the
-// calling thread waits once.
+// calling thread waits once. The goroutine is the idle init worker when there is one (see
+// initWorker), else a new one.
 func offThread[T any](f func() (T, error)) (T, error) {
 	type result struct {
 		v   T
 		err error
 	}
 	ch := make(chan result, 1)
-	go func() {
+	job := func() {
 		defer func() {
 			if r := recover(); r != nil {
 				var zero T
@@ -117,7 +119,26 @@ func offThread[T any](f func() (T, error)) (T, error) {
 		}()
 		v, err := f()
 		ch <- result{v, err}
-	}()
+	}
+	select {
+	case initJobs <- job: // the idle worker took it
+	default:
+		go job()
+	}
 	r := <-ch
 	return r.v, r.err
+}
+
+// initJobs hands a job to the init worker while it is idle (unbuffered: a send succeeds only
+// when the worker waits for one).
+var initJobs = make(chan func())
+
+// initWorker runs the jobs offThread hands it, one at a time, for the life of the process. It
+// is the goroutine that warmed the bootstrap up at load (warm), whose stack has already grown
+// to the depth a bootstrap needs: a new goroutine starts with a few KiB and grows by copying
+// its stack several times during its first bootstrap, which showed as 5 % of an init's CPU.
+func initWorker() {
+	for job := range initJobs {
+		job()
+	}
 }

@@ -29,6 +29,45 @@ func TestOffThread(t *testing.T) {
 	}
 }
 
+// Concurrent offThread calls run at once (one may take the idle init worker, the others get
+// goroutines of their own: none waits for another's job), and a job's panic leaves the worker
+// serving the next ones.
+func TestOffThreadConcurrentAndAfterPanic(t *testing.T) {
+	for i := 0; i < 3; i++ {
+		if _, err := offThread(func() (int, error) { panic("again") }); status.CodeOf(err) != status.InternalError {
+			t.Fatalf("a panic gave %v", err)
+		}
+	}
+	const n = 8
+	var started sync.WaitGroup
+	started.Add(n)
+	all := make(chan struct{})
+	go func() { started.Wait(); close(all) }()
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			_, err := offThread(func() (int, error) {
+				started.Done()
+				select { // every job waits until all n are running at the same time
+				case <-all:
+					return 0, nil
+				case <-time.After(10 * time.Second):
+					return 0, errors.New("the jobs did not all run at once")
+				}
+			})
+			errs <- err
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := offThread(func() (int, error) { return 42, nil }); v != 42 || err != nil {
+		t.Fatalf("got %d, %v", v, err)
+	}
+}
+
 // localRanks: the ranks sharing rank's host id, numbered in rank order, and the lowest of them.
 func TestLocalRanks(t *testing.T) {
 	local, leader := localRanks([]string{"a", "b", "a", "b", "b"}, 3)

@@ -28,9 +28,10 @@ var machineID = sync.OnceValue(func() string {
 func init() { go warm() }
 
 // warm computes the facts above; every one is also computed on first use, so nothing
-// depends on warm having finished (or started).
+// depends on warm having finished (or started). Then it becomes the init worker.
 func warm() {
 	machineID()
 	sysinfo.OnlineCPUs()
 	bootstrap.Warm()
+	initWorker()
 }
