@@ -79,3 +79,28 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// throttle asks nothing during its first period (a wait that ends quickly pays no liveness
+// check), then passes the check's error on.
+func TestThrottleWaitsOnePeriod(t *testing.T) {
+	calls := 0
+	never := throttle(func() error { calls++; return nil }, time.Hour)
+	for i := 0; i < 1000; i++ {
+		if err := never(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 0 {
+		t.Fatalf("check ran %d times within its first period", calls)
+	}
+	gone := status.Errorf(status.RemoteError, "gone")
+	check := throttle(func() error { calls++; return gone }, time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	var err error
+	for err == nil && time.Now().Before(deadline) {
+		err = check()
+	}
+	if err != gone || calls != 1 {
+		t.Fatalf("after the first period: error %v after %d checks, want %v after 1", err, calls, gone)
+	}
+}
