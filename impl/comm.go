@@ -183,7 +183,7 @@ func (c *Comm) initNode(start time.Time, node *nodeJoin) error {
 	var leader int
 	c.host.LocalOf, leader = localRanks(c.host.HostIDs, c.rank)
 	c.host.LocalIdx = c.host.LocalOf[c.rank]
-	seg, err := openNode(c.boot, c.host.LocalOf, leader, start, nodeshm.Open)
+	seg, err := openNode(c.boot, c.host.LocalOf, leader, start, nodeshm.Open, false)
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", c.rank, err)
 	}

@@ -34,7 +34,7 @@ func (j *nodeJoin) options() bootstrap.Options {
 
 func (j *nodeJoin) joined(b *bootstrap.Bootstrap) error {
 	local, leader := localRanks(b.HostIDs(), b.Rank())
-	seg, err := openNode(b, local, leader, j.start, nodeshm.Join)
+	seg, err := openNode(b, local, leader, j.start, nodeshm.Join, true)
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", b.Rank(), err)
 	}
@@ -55,7 +55,13 @@ func (j *nodeJoin) drop() {
 // localRanks maps the ranks on the node of rank (same host id) to their index there, and
 // names the node's lowest rank, which creates the segment.
 func localRanks(hostIDs []string, rank int) (map[int]int, int) {
-	local, leader := map[int]int{}, -1
+	n := 0
+	for _, h := range hostIDs {
+		if h == hostIDs[rank] {
+			n++
+		}
+	}
+	local, leader := make(map[int]int, n), -1 // sized once: growing it cost 1 % of an init at N=16
 	for r, h := range hostIDs {
 		if h == hostIDs[rank] {
 			if leader < 0 {
@@ -73,14 +79,20 @@ type segOpener func(name string, leader bool, nLocal, maxConns int, deadline tim
 // records this rank's pid in it. The root's per-instance nonce names the segment, so a
 // communicator re-formed at the same address never meets a stale segment of an earlier
 // one; every rank's pid (in the root's table too) lets local ranks notice one that exits
-// while they wait for it.
-func openNode(b *bootstrap.Bootstrap, local map[int]int, leader int, start time.Time, open segOpener) (*nodeshm.Segment, error) {
+// while they wait for it. With leaderOnly (nodeshm.Join, whose only wait is for the
+// leader to create the segment) only the leader's exit is watched for: the bootstrap reports
+// the others, and each check of a process costs a kill and a read of /proc/PID/stat, which
+// a rank waiting for a busy leader at N=16 paid 15 times a millisecond.
+func openNode(b *bootstrap.Bootstrap, local map[int]int, leader int, start time.Time, open segOpener, leaderOnly bool) (*nodeshm.Segment, error) {
 	rank, pids := b.Rank(), b.Pids()
 	alive := func() error {
 		if err := b.Failed(); err != nil {
 			return err // the communicator failed elsewhere (from Joined: its leader may never get here)
 		}
 		for r := range local {
+			if leaderOnly && r != leader {
+				continue
+			}
 			if pid := pids[r]; r != rank && engine.ProcessGone(pid) {
 				return status.Errorf(status.RemoteError, "rank %d (pid %d) on this node exited during mscclppCommInitRank", r, pid)
 			}

@@ -103,7 +103,7 @@ func TestNodeJoinEndsWithTheBootstrap(t *testing.T) {
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() { // rank 1 joins; rank 0, the leader, never creates the segment
-		seg, err := openNode(bs[1], local, leader, start, nodeshm.Join)
+		seg, err := openNode(bs[1], local, leader, start, nodeshm.Join, true)
 		if seg != nil {
 			seg.Close()
 		}

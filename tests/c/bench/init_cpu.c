@@ -7,13 +7,13 @@
  * Like boot_mscclpp init: one cheap library call before the release, then
  * mscclppCommInitRank timed from the release. Each rank prints to stderr
  *
- *   INITCPU rank R cpu_us C wall_us W threads T0 T1 window_ns A B
+ *   INITCPU rank R cpu_us C wall_us W threads T0 T1 window_ns A B pid P
  *
  * C: the process's CPU time (every thread: the Go runtime's, the
  * bootstrap's) from the release to init's return; W: the wall time of the
  * same; T0, T1: the process's threads before and after; A, B: the window
  * in CLOCK_MONOTONIC ns (perf record -k CLOCK_MONOTONIC samples can be cut
- * to it).
+ * to it; P is the process).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -55,8 +55,8 @@ int main(void)
   if (mscclppCommInitRank(&comm, n, addr, rank) != mscclppSuccess) BENCH_DIE("rank %d: init failed", rank);
   long long c1 = clockNs(CLOCK_PROCESS_CPUTIME_ID), w1 = clockNs(CLOCK_MONOTONIC);
   bench_ready();
-  fprintf(stderr, "INITCPU rank %d cpu_us %.1f wall_us %.1f threads %d %d window_ns %lld %lld\n", rank,
-          (c1 - c0) / 1e3, (w1 - w0) / 1e3, t0, threads(), w0, w1);
+  fprintf(stderr, "INITCPU rank %d cpu_us %.1f wall_us %.1f threads %d %d window_ns %lld %lld pid %d\n", rank,
+          (c1 - c0) / 1e3, (w1 - w0) / 1e3, t0, threads(), w0, w1, (int)getpid());
   if (mscclppBootstrapBarrier(comm) != mscclppSuccess) BENCH_DIE("rank %d: final barrier", rank);
   mscclppCommDestroy(comm);
   return 0;
