@@ -248,6 +248,7 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
     yielding = *cfg;
     yielding.yields = cfg->yields > UINT32_MAX - cfg->spin ? UINT32_MAX : cfg->yields + cfg->spin;
     yielding.spin = 0;
+    if (c->sleepFirst && c->localSleepers != NULL) yielding.yields = 0;
     cfg = &yielding;
   }
   engWait w;

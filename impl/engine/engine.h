@@ -84,6 +84,8 @@ typedef struct engConn {
   uint32_t* remoteSleepers; /* threads asleep on the peer's slot I signal, or NULL: wake them after a signal */
   int yieldFirst; /* a thread of this process (a transport's receive thread) delivers the signals a
                    * wait looks for and may share the waiter's CPU: waits yield from the start */
+  int sleepFirst; /* with localSleepers: the delivering thread wakes sleepers, so waits sleep on the
+                   * futex at once (no yield loop that keeps the CPU and its run queue busy) */
   struct engComm* comm;
   const engOps* ops;
   void* transport; /* the transport's own state: for CUDA P2P, its context's state */

@@ -232,6 +232,12 @@ int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t 
   s->rxStarted = 1;
   e->conns[c->connId] = s;
   c->yieldFirst = 1; /* signals arrive through the receive thread, maybe pinned with the waiter */
+  if (e->cuda == NULL) {
+    /* host mode: the receive thread wakes a wait asleep on the epoch (rxFlag), so waits sleep at
+     * once; a yield loop kept the CPU and its run queue busy while the receive thread had to run */
+    c->localSleepers = &s->sleepers;
+    c->sleepFirst = 1;
+  }
   return mscclppSuccess;
 }
 

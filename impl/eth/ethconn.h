@@ -30,6 +30,7 @@ typedef struct ethConn {
   uint64_t lastSendNs; /* atomics: when a send last made progress, when a byte last came in */
   uint64_t lastRecvNs;
   volatile int dead; /* declared unreachable: the socket is shut down, every send fails at once */
+  uint32_t sleepers; /* host mode: waits asleep on this connection's epoch (engConn.localSleepers) */
 } ethConn;
 
 typedef struct ethRegs {
