@@ -253,8 +253,16 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
   }
   engWait w;
   engWaitInit(&w, timeoutMs);
+  uint64_t deadline = UINT64_MAX;
+  if (c->readSelf != NULL && timeoutMs >= 0) {
+    uint64_t now = engNowNs(), ms = (uint64_t)timeoutMs;
+    deadline = ms > (UINT64_MAX - now) / 1000000ull ? UINT64_MAX : now + ms * 1000000ull;
+  }
   for (;;) {
     if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
+    if (c->readSelf != NULL && c->readSelf(c, proxy, want, deadline) &&
+        __atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want)
+      return mscclppSuccess;
     if (__builtin_expect(c->land != NULL, 0)) {
       c->land(c);
       if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;

@@ -95,6 +95,10 @@ typedef struct engConn {
    * says whether anything is published and not landed, so that a wait never sleeps over it. */
   int (*land)(struct engConn* c);
   int (*landPending)(struct engConn* c);
+  /* A wait that may read the peer's frames itself instead of a receive thread (Ethernet host
+   * mode), or NULL: reads until *epoch reaches want, deadlineNs (absolute, engNowNs) or a
+   * condition the wait looks at; returns 0 at once when another thread reads them. */
+  int (*readSelf)(struct engConn* c, volatile uint64_t* epoch, uint64_t want, uint64_t deadlineNs);
 } engConn;
 
 typedef struct engCtx {

@@ -1,0 +1,136 @@
+/*
+ * ethread.c: who reads a host-mode connection's socket. Normally the
+ * receive thread (ethrx.c); but a wait on the connection may take the
+ * reader's token and read the frames itself (ethWaitRead), so that the
+ * thread that waits for a signal is the thread the kernel wakes when it
+ * arrives, as with a plain TCP socket, instead of a receive thread that
+ * wakes it again (a futex wake and a context switch on each side of a
+ * round trip).
+ *
+ * The token (ethConn.reader): ETH_READER_NONE, _RX or _WAIT, taken with a
+ * compare-and-swap; exactly one thread reads frames at a time, and a frame
+ * is read whole by the thread that read its header. Only one thread is ever
+ * blocked on the socket: both asleep in recv would both wake on every
+ * arrival. The receive thread hands the token over when a count it
+ * delivered woke a sleeping wait (a thread that is about to wait again, most
+ * likely), and parks for ETH_PARK_NS; a wait gives the token back without
+ * waking it. So frames that arrive while no one waits are read within
+ * ETH_PARK_NS by the receive thread, and in a tight ping-pong most rounds
+ * go without it.
+ */
+#define _GNU_SOURCE
+#include "ethconn.h"
+
+#include "backoff.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define ETH_PARK_NS 1000000ull /* the longest a parked receive thread leaves the socket alone */
+#define ETH_WAIT_POLL_NS 5000000ull /* a reading wait looks at its deadline and at closing this often */
+
+static void parkOn(uint32_t* word, uint32_t val)
+{
+  struct timespec ts = {0, (long)ETH_PARK_NS};
+  syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+}
+
+/* Whether the receive thread stops reading: the stream ended or the connection closes. */
+static int rxOver(ethConn* s)
+{
+  return __atomic_load_n(&s->ended, __ATOMIC_ACQUIRE) || s->closing || __atomic_load_n(&s->dead, __ATOMIC_ACQUIRE);
+}
+
+int ethReaderTake(ethConn* s)
+{
+  if (!s->direct) return 1; /* the receive thread is the only reader */
+  for (;;) {
+    if (rxOver(s)) return 0;
+    uint32_t cur = ETH_READER_NONE;
+    if (__atomic_compare_exchange_n(&s->reader, &cur, ETH_READER_RX, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return 1;
+    parkOn(&s->reader, cur); /* a wait reads: look again when it ends, or after ETH_PARK_NS */
+  }
+}
+
+void ethReaderGive(ethConn* s, int woke)
+{
+  if (!s->direct) return;
+  __atomic_store_n(&s->reader, ETH_READER_NONE, __ATOMIC_RELEASE);
+  if (woke) parkOn(&s->reader, ETH_READER_NONE); /* leave the next frame to the wait just woken */
+}
+
+void ethReaderEnd(ethConn* s)
+{
+  __atomic_store_n(&s->ended, 1, __ATOMIC_RELEASE);
+  if (!s->direct) return;
+  __atomic_store_n(&s->reader, ETH_READER_NONE, __ATOMIC_RELEASE);
+  syscall(SYS_futex, &s->reader, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); /* a parked receive thread exits */
+}
+
+/* Reads one frame's header as a wait does: 1 when it is in hdr; 0 when nothing came before
+ * the wait should look at its conditions again (ETH_WAIT_POLL_NS, or its deadline); -1 when the
+ * stream ended (recorded). */
+static int waitHeader(ethConn* s, unsigned char* hdr, uint64_t deadlineNs)
+{
+  uint64_t now = engNowNs();
+  if (now >= deadlineNs) return 0;
+  uint64_t left = deadlineNs - now;
+  static int np = -1; if (np < 0) np = getenv("EXP_NOPOLL") != NULL;
+  if (np && left > s->pingNs) {
+    ssize_t k = recv(s->fd, hdr, ETH_HDR_BYTES, MSG_WAITALL);
+    if (k == ETH_HDR_BYTES) { __atomic_store_n(&s->lastRecvNs, engNowNs(), __ATOMIC_RELAXED); return 1; }
+    if (k > 0) { int rc = ethRecvAll(s, hdr + k, ETH_HDR_BYTES - (size_t)k); if (rc == 0) return 1; ethRxFailed(s, rc, 0); return -1; }
+    if (k < 0 && (errno == EAGAIN || errno == EINTR)) { int rc = ethRxTick(s); if (rc == 0) return 0; ethRxFailed(s, rc, 0); return -1; }
+    if (!s->closing && !s->dead) ethRxFailed(s, k == 0 ? -1 : errno, 0);
+    return -1;
+  }
+  if (left > ETH_WAIT_POLL_NS) left = ETH_WAIT_POLL_NS;
+  struct pollfd p = {.fd = s->fd, .events = POLLIN};
+  int k = poll(&p, 1, (int)((left + 999999ull) / 1000000ull));
+  if (k == 0 || (k < 0 && errno == EINTR)) {
+    int rc = ethRxTick(s);
+    if (rc == 0) return 0;
+    ethRxFailed(s, rc, 0);
+    return -1;
+  }
+  int rc = ethRecvAll(s, hdr, ETH_HDR_BYTES); /* something came: the rest of a header follows it */
+  if (rc == 0) return 1;
+  if (!s->closing && !s->dead) ethRxFailed(s, rc, 0);
+  return -1;
+}
+
+int ethWaitRead(engConn* c, volatile uint64_t* epoch, uint64_t want, uint64_t deadlineNs)
+{
+  ethConn* s = connState(c);
+  if (s == NULL || !s->direct) return 0;
+  uint32_t cur = ETH_READER_NONE;
+  if (!__atomic_compare_exchange_n(&s->reader, &cur, ETH_READER_WAIT, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return 0; /* the receive thread reads (and wakes the wait), or another wait does */
+  unsigned char hdr[ETH_HDR_BYTES];
+  int ended = 0;
+  while (__atomic_load_n(epoch, __ATOMIC_ACQUIRE) < want && !ended) {
+    if (rxOver(s) || __atomic_load_n(&c->peerClosed, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&c->ctx->closing, __ATOMIC_ACQUIRE))
+      break;
+    int got = waitHeader(s, hdr, deadlineNs);
+    if (got < 0) {
+      ended = 1;
+    } else if (got > 0) {
+      int woke = 0;
+      ended = ethRxFrame(s, hdr, &woke);
+    } else {
+      break; /* the deadline, or the wait's own checks (a failure elsewhere, closing): it calls again */
+    }
+  }
+  if (ended)
+    ethReaderEnd(s);
+  else
+    __atomic_store_n(&s->reader, ETH_READER_NONE, __ATOMIC_RELEASE); /* the receive thread looks within ETH_PARK_NS */
+  return 1;
+}
