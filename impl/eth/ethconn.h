@@ -33,6 +33,9 @@ typedef struct ethConn {
   uint32_t reader;    /* who reads frames (ethread.c): ETH_READER_NONE, _RX or _WAIT */
   int direct;         /* host mode: a wait may read frames itself (ethWaitRead) */
   volatile int ended; /* the stream ended (recorded): no one reads frames any more */
+  uint32_t waitReads;   /* how often a wait took the token (the receive thread leaves it to waits) */
+  uint32_t rxSeenReads; /* the receive thread's own: waitReads when it parked */
+  int rxHanded;         /* the receive thread's own: it handed the token to a wait */
 } ethConn;
 
 enum { ETH_READER_NONE = 0, ETH_READER_RX = 1, ETH_READER_WAIT = 2 };

@@ -13,10 +13,11 @@
  * blocked on the socket: both asleep in recv would both wake on every
  * arrival. The receive thread hands the token over when a count it
  * delivered woke a sleeping wait (a thread that is about to wait again, most
- * likely), and parks for ETH_PARK_NS; a wait gives the token back without
- * waking it. So frames that arrive while no one waits are read within
- * ETH_PARK_NS by the receive thread, and in a tight ping-pong most rounds
- * go without it.
+ * likely), and parks for ETH_PARK_NS, again and again while waits take the
+ * token in between; a wait gives the token back without waking it. So
+ * frames that arrive while no one waits are read by the next wait or,
+ * when no wait came for ETH_PARK_NS, by the receive thread (within two
+ * periods), and a ping-pong runs without the receive thread.
  */
 #define _GNU_SOURCE
 #include "ethconn.h"
@@ -52,17 +53,31 @@ int ethReaderTake(ethConn* s)
   if (!s->direct) return 1; /* the receive thread is the only reader */
   for (;;) {
     if (rxOver(s)) return 0;
+    uint32_t reads = __atomic_load_n(&s->waitReads, __ATOMIC_ACQUIRE);
+    if (s->rxHanded && reads != s->rxSeenReads) {
+      /* a wait read since the receive thread parked: waits are reading, leave it to them */
+      s->rxSeenReads = reads;
+      parkOn(&s->reader, __atomic_load_n(&s->reader, __ATOMIC_ACQUIRE));
+      continue;
+    }
     uint32_t cur = ETH_READER_NONE;
-    if (__atomic_compare_exchange_n(&s->reader, &cur, ETH_READER_RX, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return 1;
-    parkOn(&s->reader, cur); /* a wait reads: look again when it ends, or after ETH_PARK_NS */
+    if (__atomic_compare_exchange_n(&s->reader, &cur, ETH_READER_RX, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      s->rxHanded = 0;
+      return 1;
+    }
+    parkOn(&s->reader, cur); /* a wait reads: look again after ETH_PARK_NS */
   }
 }
 
 void ethReaderGive(ethConn* s, int woke)
 {
   if (!s->direct) return;
+  if (woke) {
+    s->rxHanded = 1; /* leave the next frames to the wait just woken */
+    s->rxSeenReads = __atomic_load_n(&s->waitReads, __ATOMIC_ACQUIRE);
+  }
   __atomic_store_n(&s->reader, ETH_READER_NONE, __ATOMIC_RELEASE);
-  if (woke) parkOn(&s->reader, ETH_READER_NONE); /* leave the next frame to the wait just woken */
+  if (woke) parkOn(&s->reader, ETH_READER_NONE);
 }
 
 void ethReaderEnd(ethConn* s)
@@ -112,6 +127,7 @@ int ethWaitRead(engConn* c, volatile uint64_t* epoch, uint64_t want, uint64_t de
   uint32_t cur = ETH_READER_NONE;
   if (!__atomic_compare_exchange_n(&s->reader, &cur, ETH_READER_WAIT, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
     return 0; /* the receive thread reads (and wakes the wait), or another wait does */
+  __atomic_fetch_add(&s->waitReads, 1, __ATOMIC_RELEASE);
   unsigned char hdr[ETH_HDR_BYTES];
   int ended = 0;
   while (__atomic_load_n(epoch, __ATOMIC_ACQUIRE) < want && !ended) {
