@@ -30,7 +30,6 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #define ETH_PARK_NS 1000000ull /* the longest a parked receive thread leaves the socket alone */
@@ -96,15 +95,6 @@ static int waitHeader(ethConn* s, unsigned char* hdr, uint64_t deadlineNs)
   uint64_t now = engNowNs();
   if (now >= deadlineNs) return 0;
   uint64_t left = deadlineNs - now;
-  static int np = -1; if (np < 0) np = getenv("EXP_NOPOLL") != NULL;
-  if (np && left > s->pingNs) {
-    ssize_t k = recv(s->fd, hdr, ETH_HDR_BYTES, MSG_WAITALL);
-    if (k == ETH_HDR_BYTES) { __atomic_store_n(&s->lastRecvNs, engNowNs(), __ATOMIC_RELAXED); return 1; }
-    if (k > 0) { int rc = ethRecvAll(s, hdr + k, ETH_HDR_BYTES - (size_t)k); if (rc == 0) return 1; ethRxFailed(s, rc, 0); return -1; }
-    if (k < 0 && (errno == EAGAIN || errno == EINTR)) { int rc = ethRxTick(s); if (rc == 0) return 0; ethRxFailed(s, rc, 0); return -1; }
-    if (!s->closing && !s->dead) ethRxFailed(s, k == 0 ? -1 : errno, 0);
-    return -1;
-  }
   if (left > ETH_WAIT_POLL_NS) left = ETH_WAIT_POLL_NS;
   struct pollfd p = {.fd = s->fd, .events = POLLIN};
   int k = poll(&p, 1, (int)((left + 999999ull) / 1000000ull));
