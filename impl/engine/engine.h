@@ -96,8 +96,9 @@ typedef struct engConn {
   int (*land)(struct engConn* c);
   int (*landPending)(struct engConn* c);
   /* A wait that may read the peer's frames itself instead of a receive thread (Ethernet host
-   * mode), or NULL: reads until *epoch reaches want, deadlineNs (absolute, engNowNs) or a
-   * condition the wait looks at; returns 0 at once when another thread reads them. */
+   * mode), or NULL: reads, blocking, until *epoch reaches want, deadlineNs (absolute, engNowNs)
+   * or a millisecond passed (the wait then looks at its conditions and calls again); returns 0
+   * at once when another thread reads them or reading is over (the wait backs off as usual). */
   int (*readSelf)(struct engConn* c, volatile uint64_t* epoch, uint64_t want, uint64_t deadlineNs);
 } engConn;
 

@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #define ETH_PARK_NS 1000000ull /* the longest a parked receive thread leaves the socket alone */
-#define ETH_WAIT_POLL_NS 5000000ull /* a reading wait looks at its deadline and at closing this often */
+#define ETH_WAIT_POLL_NS 1000000ull /* a reading wait looks at its own conditions this often (as a futex wait) */
 
 static void parkOn(uint32_t* word, uint32_t val)
 {
@@ -110,28 +110,30 @@ static int waitHeader(ethConn* s, unsigned char* hdr, uint64_t deadlineNs)
   return -1;
 }
 
+/* Whether a wait stops reading: the stream ended, the connection or the context closes. */
+static int waitOver(engConn* c, ethConn* s)
+{
+  return rxOver(s) || __atomic_load_n(&c->peerClosed, __ATOMIC_ACQUIRE) ||
+         __atomic_load_n(&c->ctx->closing, __ATOMIC_ACQUIRE);
+}
+
 int ethWaitRead(engConn* c, volatile uint64_t* epoch, uint64_t want, uint64_t deadlineNs)
 {
   ethConn* s = connState(c);
-  if (s == NULL || !s->direct) return 0;
+  if (s == NULL || !s->direct || waitOver(c, s)) return 0;
   uint32_t cur = ETH_READER_NONE;
   if (!__atomic_compare_exchange_n(&s->reader, &cur, ETH_READER_WAIT, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
     return 0; /* the receive thread reads (and wakes the wait), or another wait does */
   __atomic_fetch_add(&s->waitReads, 1, __ATOMIC_RELEASE);
   unsigned char hdr[ETH_HDR_BYTES];
   int ended = 0;
-  while (__atomic_load_n(epoch, __ATOMIC_ACQUIRE) < want && !ended) {
-    if (rxOver(s) || __atomic_load_n(&c->peerClosed, __ATOMIC_ACQUIRE) ||
-        __atomic_load_n(&c->ctx->closing, __ATOMIC_ACQUIRE))
-      break;
+  while (__atomic_load_n(epoch, __ATOMIC_ACQUIRE) < want && !waitOver(c, s)) {
     int got = waitHeader(s, hdr, deadlineNs);
-    if (got < 0) {
+    if (got == 0) break; /* the deadline, or the wait's own checks (a failure elsewhere): it calls again */
+    int woke = 0;
+    if (got < 0 || ethRxFrame(s, hdr, &woke) != 0) {
       ended = 1;
-    } else if (got > 0) {
-      int woke = 0;
-      ended = ethRxFrame(s, hdr, &woke);
-    } else {
-      break; /* the deadline, or the wait's own checks (a failure elsewhere, closing): it calls again */
+      break;
     }
   }
   if (ended)
