@@ -12,7 +12,8 @@
  *      (the receive thread takes the socket back), checked by polling the
  *      buffer until a deadline;
  *   4. a wait with nothing coming ends in progress near its timeout; the
- *      signal sent afterwards is then seen by mscclppConnWait.
+ *      signal sent afterwards is then seen by mscclppConnWait;
+ *   5. a wait that lasts many of its 1 ms reading periods gets its data.
  *
  * `ethwait deadpeer`: rank 0 exits without destroying its communicator
  * while rank 1 waits (reading the socket): the wait ends with
@@ -121,6 +122,19 @@ static int rounds(mscclppComm_t comm, mscclppDevConn_t* dc, uint8_t* buf, int ra
     mscclppResult_t r = mscclppConnWait(dc, WAIT_MS); /* the same counted wait */
     if (CHECK(r == mscclppSuccess, "the wait after the timeout returned %s", mscclppGetErrorString(r)))
       printf("ok   a 150 ms wait with nothing coming: in progress; the signal sent after it was then seen\n");
+  }
+  MCHECK_COMM(comm, mscclppBootstrapBarrier(comm));
+
+  /* 5: a wait that spans many of its 1 ms reading periods still gets the put and its signal */
+  if (rank == 0) {
+    test_pause_ms(50); /* the wait below starts first (not needed for the outcome) */
+    fill(buf, 0, 3000, 100000);
+    MCHECK_COMM(comm, mscclppDevConnPutWithSignal(dc, H, 0, 100000));
+  } else {
+    double t0 = test_now();
+    waitOne(comm, dc, "a long wait");
+    if (landed(buf + H, 0, 3000, 100000))
+      printf("ok   a wait of %.0f ms (many reading periods): the put and its signal arrived\n", (test_now() - t0) * 1e3);
   }
   MCHECK_COMM(comm, mscclppBootstrapBarrier(comm));
   return ok;
