@@ -24,7 +24,6 @@
 
 #include "backoff.h"
 
-#include <errno.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -98,7 +97,7 @@ static int waitHeader(ethConn* s, unsigned char* hdr, uint64_t deadlineNs)
   if (left > ETH_WAIT_POLL_NS) left = ETH_WAIT_POLL_NS;
   struct pollfd p = {.fd = s->fd, .events = POLLIN};
   int k = poll(&p, 1, (int)((left + 999999ull) / 1000000ull));
-  if (k == 0 || (k < 0 && errno == EINTR)) {
+  if (k <= 0) { /* nothing yet (or a signal, or no memory for the poll): the tick, then look again */
     int rc = ethRxTick(s);
     if (rc == 0) return 0;
     ethRxFailed(s, rc, 0);
