@@ -17,7 +17,10 @@
  * token in between; a wait gives the token back without waking it. So
  * frames that arrive while no one waits are read by the next wait or,
  * when no wait came for ETH_PARK_NS, by the receive thread (within two
- * periods), and a ping-pong runs without the receive thread.
+ * periods), and a ping-pong runs without the receive thread. A wait whose
+ * time is up (timeout 0) never takes the token. A reading wait finishes the
+ * frame whose header it read, so its deadline can pass by the time one put
+ * takes to arrive (as it would for the receive thread).
  */
 #define _GNU_SOURCE
 #include "ethconn.h"
@@ -91,10 +94,12 @@ void ethReaderEnd(ethConn* s)
  * stream ended (recorded). */
 static int waitHeader(ethConn* s, unsigned char* hdr, uint64_t deadlineNs)
 {
-  uint64_t now = engNowNs();
-  if (now >= deadlineNs) return 0;
-  uint64_t left = deadlineNs - now;
-  if (left > ETH_WAIT_POLL_NS) left = ETH_WAIT_POLL_NS;
+  uint64_t left = ETH_WAIT_POLL_NS;
+  if (deadlineNs != UINT64_MAX) {
+    uint64_t now = engNowNs();
+    if (now >= deadlineNs) return 0;
+    if (deadlineNs - now < left) left = deadlineNs - now;
+  }
   struct pollfd p = {.fd = s->fd, .events = POLLIN};
   int k = poll(&p, 1, (int)((left + 999999ull) / 1000000ull));
   if (k <= 0) { /* nothing yet (or a signal, or no memory for the poll): the tick, then look again */
@@ -120,6 +125,9 @@ int ethWaitRead(engConn* c, volatile uint64_t* epoch, uint64_t want, uint64_t de
 {
   ethConn* s = connState(c);
   if (s == NULL || !s->direct || waitOver(c, s)) return 0;
+  /* a wait whose time is up (timeout 0, in a polling loop) leaves the socket to the receive
+   * thread: taking the token would keep that parked while nothing is read */
+  if (deadlineNs != UINT64_MAX && engNowNs() >= deadlineNs) return 0;
   uint32_t cur = ETH_READER_NONE;
   if (!__atomic_compare_exchange_n(&s->reader, &cur, ETH_READER_WAIT, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
     return 0; /* the receive thread reads (and wakes the wait), or another wait does */

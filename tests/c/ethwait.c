@@ -13,7 +13,9 @@
  *      buffer until a deadline;
  *   4. a wait with nothing coming ends in progress near its timeout; the
  *      signal sent afterwards is then seen by mscclppConnWait;
- *   5. a wait that lasts many of its 1 ms reading periods gets its data.
+ *   5. a wait that lasts many of its 1 ms reading periods gets its data;
+ *   6. waits with timeout 0 in a loop get the put and its signal (they
+ *      read nothing themselves: the receive thread must take over).
  *
  * `ethwait deadpeer`: rank 0 exits without destroying its communicator
  * while rank 1 waits (reading the socket): the wait ends with
@@ -135,6 +137,25 @@ static int rounds(mscclppComm_t comm, mscclppDevConn_t* dc, uint8_t* buf, int ra
     waitOne(comm, dc, "a long wait");
     if (landed(buf + H, 0, 3000, 100000))
       printf("ok   a wait of %.0f ms (many reading periods): the put and its signal arrived\n", (test_now() - t0) * 1e3);
+  }
+  MCHECK_COMM(comm, mscclppBootstrapBarrier(comm));
+
+  /* 6: waits with timeout 0 in a loop (rank 1 waited last: the receive thread had handed the
+   * socket to waits) still see the put and its signal: such a wait reads nothing itself, so the
+   * receive thread must take the socket back */
+  if (rank == 0) {
+    fill(buf, 0, 4000, 8192);
+    MCHECK_COMM(comm, mscclppDevConnPutWithSignal(dc, H, 0, 8192));
+  } else {
+    (*dc->waitEpochId)++;
+    double t0 = test_now();
+    mscclppResult_t r = mscclppInProgress;
+    while (r == mscclppInProgress && test_now() - t0 < 10.0)
+      r = mscclppConnWait(dc, 0);
+    double dt = test_now() - t0;
+    if (CHECK(r == mscclppSuccess, "waits with timeout 0 returned %s after %.1f s", mscclppGetErrorString(r), dt) &&
+        landed(buf + H, 0, 4000, 8192))
+      printf("ok   waits with timeout 0 in a loop saw the put and its signal (%.1f ms)\n", dt * 1e3);
   }
   MCHECK_COMM(comm, mscclppBootstrapBarrier(comm));
   return ok;
