@@ -232,6 +232,16 @@ static inline void landQueued(engConn* c)
   if (c->land != NULL) c->land(c);
 }
 
+/* What engWaitStep reports, without backing off: for a wait that blocked elsewhere. */
+static int waitChecks(engWait* w)
+{
+  uint64_t now = engWaitClock(w);
+  if (w->timeoutMs >= 0 && now >= w->deadline) return ENG_WAIT_TIMEOUT;
+  if (now < w->nextSlow) return ENG_WAIT_CHECK;
+  w->nextSlow = now + ENG_SLOW_EVERY_NS;
+  return ENG_WAIT_SLOW;
+}
+
 /* Waits until conn's proxy epoch reaches *waitEpochId (see mscclppConnWait): the deadline,
  * a remote failure and a closing communicator are looked at every bounded number of
  * steps in every back-off phase, peer liveness every few milliseconds. Once the back-off
@@ -248,17 +258,27 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
     yielding = *cfg;
     yielding.yields = cfg->yields > UINT32_MAX - cfg->spin ? UINT32_MAX : cfg->yields + cfg->spin;
     yielding.spin = 0;
+    if (c->sleepFirst && c->localSleepers != NULL) yielding.yields = 0;
     cfg = &yielding;
   }
   engWait w;
   engWaitInit(&w, timeoutMs);
+  uint64_t deadline = UINT64_MAX;
+  if (c->readSelf != NULL && timeoutMs >= 0) {
+    uint64_t now = engNowNs(), ms = (uint64_t)timeoutMs;
+    deadline = ms > (UINT64_MAX - now) / 1000000ull ? UINT64_MAX : now + ms * 1000000ull;
+  }
   for (;;) {
     if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
+    /* a wait that read the socket itself blocked there: it only looks at its conditions */
+    int read = c->readSelf != NULL && c->readSelf(c, proxy, want, deadline);
+    if (read && __atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
     if (__builtin_expect(c->land != NULL, 0)) {
       c->land(c);
       if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
     }
-    int st = (c->localSleepers != NULL && w.b.n >= cfg->spin + cfg->yields)
+    int st = read ? waitChecks(&w)
+             : (c->localSleepers != NULL && w.b.n >= cfg->spin + cfg->yields)
                  ? engWaitFutex(&w, proxy, want, c->localSleepers, c->landPending, c)
                  : engWaitStep(&w, cfg);
     switch (st) {

@@ -84,6 +84,8 @@ typedef struct engConn {
   uint32_t* remoteSleepers; /* threads asleep on the peer's slot I signal, or NULL: wake them after a signal */
   int yieldFirst; /* a thread of this process (a transport's receive thread) delivers the signals a
                    * wait looks for and may share the waiter's CPU: waits yield from the start */
+  int sleepFirst; /* with localSleepers: the delivering thread wakes sleepers, so waits sleep on the
+                   * futex at once (no yield loop that keeps the CPU and its run queue busy) */
   struct engComm* comm;
   const engOps* ops;
   void* transport; /* the transport's own state: for CUDA P2P, its context's state */
@@ -93,6 +95,11 @@ typedef struct engConn {
    * says whether anything is published and not landed, so that a wait never sleeps over it. */
   int (*land)(struct engConn* c);
   int (*landPending)(struct engConn* c);
+  /* A wait that may read the peer's frames itself instead of a receive thread (Ethernet host
+   * mode), or NULL: reads, blocking, until *epoch reaches want, deadlineNs (absolute, engNowNs)
+   * or a millisecond passed (the wait then looks at its conditions and calls again); returns 0
+   * at once when another thread reads them or reading is over (the wait backs off as usual). */
+  int (*readSelf)(struct engConn* c, volatile uint64_t* epoch, uint64_t want, uint64_t deadlineNs);
 } engConn;
 
 typedef struct engCtx {

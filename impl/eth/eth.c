@@ -223,6 +223,8 @@ int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t 
     return mscclppSystemError;
   }
   pthread_mutex_init(&s->sendLock, NULL);
+  const char* d = getenv("MSCCLPP_ETH_WAIT_READS"); /* 0: only the receive thread reads (for A/B runs) */
+  s->direct = e->cuda == NULL && (d == NULL || *d != '0'); /* before the receive thread looks at it */
   if (pthread_create(&s->rx, NULL, ethRxMain, s) != 0) {
     pthread_mutex_destroy(&s->sendLock);
     ethConnStreamsFree(e, s);
@@ -232,6 +234,13 @@ int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t 
   s->rxStarted = 1;
   e->conns[c->connId] = s;
   c->yieldFirst = 1; /* signals arrive through the receive thread, maybe pinned with the waiter */
+  if (e->cuda == NULL) {
+    /* host mode: the receive thread wakes a wait asleep on the epoch (rxFlag; eth.go installs the
+     * sleeper count), so waits sleep at once; a yield loop kept the CPU and its run queue busy
+     * while the receive thread had to run */
+    c->sleepFirst = 1;
+    if (s->direct) c->readSelf = ethWaitRead;
+  }
   return mscclppSuccess;
 }
 
@@ -304,6 +313,7 @@ static void ethClose(engCtx* ctx)
     (void)send(s->fd, hdr, sizeof(hdr), MSG_NOSIGNAL | MSG_DONTWAIT); /* best effort */
     pthread_mutex_unlock(&s->sendLock);
     shutdown(s->fd, SHUT_RDWR);
+    ethReaderEnd(s); /* a receive thread parked while a wait read wakes and exits */
     if (s->rxStarted) pthread_join(s->rx, NULL);
     ethConnStreamsFree(e, s);
     close(s->fd);

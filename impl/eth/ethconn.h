@@ -30,7 +30,15 @@ typedef struct ethConn {
   uint64_t lastSendNs; /* atomics: when a send last made progress, when a byte last came in */
   uint64_t lastRecvNs;
   volatile int dead; /* declared unreachable: the socket is shut down, every send fails at once */
+  uint32_t reader;    /* who reads frames (ethread.c): ETH_READER_NONE, _RX or _WAIT */
+  int direct;         /* host mode: a wait may read frames itself (ethWaitRead) */
+  volatile int ended; /* the stream ended (recorded): no one reads frames any more */
+  uint32_t waitReads;   /* how often a wait took the token (the receive thread leaves it to waits) */
+  uint32_t rxSeenReads; /* the receive thread's own: waitReads when it parked */
+  int rxHanded;         /* the receive thread's own: it handed the token to a wait */
 } ethConn;
+
+enum { ETH_READER_NONE = 0, ETH_READER_RX = 1, ETH_READER_WAIT = 2 };
 
 typedef struct ethRegs {
   engReg* chunk[ETH_MAX_REGS / ETH_REG_CHUNK];
@@ -66,6 +74,21 @@ void* ethRxMain(void* arg);
 int ethRecvAll(ethConn* s, void* buf, size_t n);
 /* The same for every byte of iov (advancing it): one recvmsg for a payload and what follows it. */
 int ethRecvIov(ethConn* s, struct iovec* iov, int n);
+/* ethrx.c: one frame whose header is hdr, its payload still in the socket: 0 to go on, 1 when the
+ * stream ended (recorded); *woke is set when its count woke a sleeping wait. The receive tick (a
+ * PING when due; ETIMEDOUT when nothing came for deadMs), and the record of why reading stopped. */
+int ethRxFrame(ethConn* s, const unsigned char* hdr, int* woke);
+int ethRxTick(ethConn* s);
+void ethRxFailed(ethConn* s, int rc, uint64_t inPut);
+/* ethread.c: the reader's token. Take: the receive thread waits for it (0: stop reading); Give:
+ * it gives it back after a frame (woke: its count woke a wait, which will read the next frames);
+ * End: the stream ended, no one reads any more. ethWaitRead: a wait reads frames itself until
+ * *epoch reaches want, the deadline, or a condition the wait looks at; 0 when another thread
+ * reads. */
+int ethReaderTake(ethConn* s);
+void ethReaderGive(ethConn* s, int woke);
+void ethReaderEnd(ethConn* s);
+int ethWaitRead(engConn* c, volatile uint64_t* epoch, uint64_t want, uint64_t deadlineNs);
 /* Records a failed send on c (a peer unreachable, or gone) and returns its code (eth.c). */
 int ethSendFailed(engConn* c, ethConn* s, int err);
 

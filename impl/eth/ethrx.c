@@ -19,7 +19,7 @@
 /* The receive thread's tick: ETIMEDOUT when nothing came in for deadMs; else a PING when
  * nothing went out for a tick and the socket has room (never waiting for the send lock: its
  * holder is sending, and a stuck one fails by itself). */
-static int rxTick(ethConn* s)
+int ethRxTick(ethConn* s)
 {
   uint64_t now = engNowNs();
   if (now - __atomic_load_n(&s->lastRecvNs, __ATOMIC_RELAXED) >= s->deadNs) return ETIMEDOUT;
@@ -50,7 +50,7 @@ int ethRecvIov(ethConn* s, struct iovec* iov, int n)
     if (k < 0) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) return errno;
-      int rc = rxTick(s);
+      int rc = ethRxTick(s);
       if (rc != 0) return rc;
       continue;
     }
@@ -63,7 +63,7 @@ int ethRecvIov(ethConn* s, struct iovec* iov, int n)
     if (n == 0) return 0;
     iov->iov_base = (char*)iov->iov_base + k;
     iov->iov_len -= (size_t)k;
-    if (rxTick(s) != 0) return ETIMEDOUT; /* a long receive still pings */
+    if (ethRxTick(s) != 0) return ETIMEDOUT; /* a long receive still pings */
   }
 }
 
@@ -110,7 +110,7 @@ static int recvReg(engConn* c, ethConn* s, uint64_t idx, uint64_t off, uint64_t 
 
 /* Records why the receive thread stops (recvAll's rc; inPut: the size of the put it was in, or
  * 0): a goodbye and an end of stream is a destroyed communicator, anything else a remote error. */
-static void rxFailed(ethConn* s, int rc, uint64_t inPut)
+void ethRxFailed(ethConn* s, int rc, uint64_t inPut)
 {
   engConn* c = s->c;
   char what[300];
@@ -139,8 +139,9 @@ static void rxFailed(ethConn* s, int rc, uint64_t inPut)
   engConnFail(c, mscclppRemoteError, "%s", what);
 }
 
-/* A signal: the count a of signals the peer sent, into my epoch (device memory in CUDA mode). */
-static void rxFlag(ethConn* s, uint64_t a)
+/* A signal: the count a of signals the peer sent, into my epoch (device memory in CUDA mode).
+ * Returns 1 when it woke a wait asleep on the epoch. */
+static int rxFlag(ethConn* s, uint64_t a)
 {
   engConn* c = s->c;
   volatile uint64_t* epoch = &c->dev->localSignalEpochId->proxy;
@@ -148,12 +149,14 @@ static void rxFlag(ethConn* s, uint64_t a)
   if (cuda != NULL) {
     /* the epoch is device memory: one in-order receive thread, so the counts only grow */
     (void)ethFlagStaged(c, s, (uint64_t)(uintptr_t)epoch, a);
-    return;
+    return 0;
   }
   uint64_t cur = __atomic_load_n(epoch, __ATOMIC_RELAXED);
   while (cur < a && !__atomic_compare_exchange_n(epoch, &cur, a, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
     ;
-  if (c->localSleepers != NULL && __atomic_load_n(c->localSleepers, __ATOMIC_SEQ_CST) != 0) engFutexWake(epoch);
+  if (c->localSleepers == NULL || __atomic_load_n(c->localSleepers, __ATOMIC_SEQ_CST) == 0) return 0;
+  engFutexWake(epoch);
+  return 1;
 }
 
 /* A put: h->a is my handle, h->b the offset, h->n the size; checked against my registrations
@@ -183,56 +186,62 @@ static int rxData(ethConn* s, const ethHdr* h, uint64_t* sig)
   return rc == 0 && sig != NULL ? ethRecvAll(s, sig, ETH_SIG_BYTES) : rc;
 }
 
-/* The receive thread: data straight into the registered buffers, counts into my epoch. */
+/* Handles the frame whose header is hdr (its payload still in the socket): data straight into
+ * the registered buffers, counts into my epoch. 0 to go on; 1 when the stream ended (recorded:
+ * no more frames will be read on it). *woke: set when a count woke a sleeping wait. */
+int ethRxFrame(ethConn* s, const unsigned char* hdr, int* woke)
+{
+  engConn* c = s->c;
+  char what[300];
+  ethHdr h;
+  int malformed = ethHdrDecode(hdr, &h);
+  uint32_t magic = h.magic, type = h.type;
+  uint64_t a = h.a, b = h.b, n = h.n;
+  if (malformed) {
+    snprintf(what, sizeof(what), "rank %d sent a malformed message (magic %#x, type %u): connection dropped",
+             c->peerRank, magic, type);
+    __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
+    engConnFail(c, mscclppRemoteError, "%s", what);
+    shutdown(s->fd, SHUT_RDWR);
+    return 1;
+  }
+  int rc = 0;
+  if (type == ETH_FENCE) {
+    __atomic_store_n(&s->fenceSeen, a, __ATOMIC_RELEASE);
+  } else if (type == ETH_BYE) {
+    s->peerBye = 1;
+  } else if (type == ETH_FLAG) {
+    *woke |= rxFlag(s, a);
+  } else if (type == ETH_REG) {
+    rc = recvReg(c, s, a, b, n);
+  } else if (type != ETH_PING) { /* a PING's arrival was the point */
+    uint64_t count = 0;
+    rc = rxData(s, &h, type == ETH_DATASIG ? &count : NULL);
+    if (rc == 0 && type == ETH_DATASIG) *woke |= rxFlag(s, count); /* after its data, even a dropped put's */
+  }
+  if (rc == 0) return 0;
+  if (!s->closing && !s->dead) ethRxFailed(s, rc, n);
+  return 1;
+}
+
+/* The receive thread: reads frames while no wait reads them itself (ethWaitRead). */
 void* ethRxMain(void* arg)
 {
   ethConn* s = (ethConn*)arg;
-  engConn* c = s->c;
   unsigned char hdr[ETH_HDR_BYTES];
-  char what[300];
   for (;;) {
+    if (!ethReaderTake(s)) return NULL; /* the stream ended, or the connection closes */
     int rc = ethRecvAll(s, hdr, sizeof(hdr));
     if (rc != 0) {
-      if (!s->closing && !s->dead) rxFailed(s, rc, 0);
+      if (!s->closing && !s->dead) ethRxFailed(s, rc, 0);
+      ethReaderEnd(s);
       return NULL;
     }
-    ethHdr h;
-    int malformed = ethHdrDecode(hdr, &h);
-    uint32_t magic = h.magic, type = h.type;
-    uint64_t a = h.a, b = h.b, n = h.n;
-    if (malformed) {
-      snprintf(what, sizeof(what), "rank %d sent a malformed message (magic %#x, type %u): connection dropped",
-               c->peerRank, magic, type);
-      __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
-      engConnFail(c, mscclppRemoteError, "%s", what);
-      shutdown(s->fd, SHUT_RDWR);
+    int woke = 0;
+    if (ethRxFrame(s, hdr, &woke) != 0) {
+      ethReaderEnd(s);
       return NULL;
     }
-    if (type == ETH_FENCE) {
-      __atomic_store_n(&s->fenceSeen, a, __ATOMIC_RELEASE);
-      continue;
-    }
-    if (type == ETH_BYE) {
-      s->peerBye = 1;
-      continue;
-    }
-    if (type == ETH_PING) continue; /* its arrival was the point */
-    if (type == ETH_FLAG) {
-      rxFlag(s, a);
-      continue;
-    }
-    if (type == ETH_REG) {
-      rc = recvReg(c, s, a, b, n);
-      if (rc == 0) continue;
-      if (!s->closing && !s->dead) rxFailed(s, rc, n);
-      return NULL;
-    }
-    uint64_t count = 0;
-    rc = rxData(s, &h, type == ETH_DATASIG ? &count : NULL);
-    if (rc != 0) {
-      if (!s->closing && !s->dead) rxFailed(s, rc, n);
-      return NULL;
-    }
-    if (type == ETH_DATASIG) rxFlag(s, count); /* after its data, even a dropped put's: as a FLAG */
+    ethReaderGive(s, woke);
   }
 }

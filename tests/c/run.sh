@@ -51,7 +51,7 @@ out="$build/tests/c"
 mkdir -p "$out" || exit 1
 # clean what an earlier run left (only ours: others may build here too)
 (cd "$out" && rm -rf launch abi_layout_c abi_layout_cc11 abi_layout_cc14 abi_layout_cc17 abi_layout_cc20 \
-  error_strings bootstrap connections alltoall datapath bad_input hardening eager timeouts stranger adversary init_failures logging fork threads_cc \
+  error_strings bootstrap connections alltoall datapath ethwait bad_input hardening eager timeouts stranger adversary init_failures logging fork threads_cc \
   perf perf.out perf.csv perf.json readme_example readme_example.inc \
   build-*.log ./*.log ./*.short only-mscclpp*.c only-mscclpp*.cc logging-file.d logging-link.d cmake-prefix cmake-build-prefix \
   cmake-build-tree)
@@ -177,7 +177,7 @@ build_start=$(date +%s.%N)
 jobs_max=$(nproc 2>/dev/null || echo 2)
 builds=(
   "c abi_layout_c abi_layout.c" "c error_strings error_strings.c" "c bootstrap bootstrap.c"
-  "c connections connections.c" "c alltoall alltoall.c" "c datapath datapath.c" "c bad_input bad_input.c" "c timeouts timeouts.c"
+  "c connections connections.c" "c alltoall alltoall.c" "c datapath datapath.c" "c ethwait ethwait.c" "c bad_input bad_input.c" "c timeouts timeouts.c"
   "c stranger stranger.c" "c adversary adversary.c" "c init_failures init_failures.c" "c logging logging.c" "c fork fork.c" "c hardening hardening.c" "c eager eager.c" "c mode mode.c" "cxx threads_cc threads.cc c++17"
   "c perf perf.c" "readme readme_example readme_example.cc"
   "cxx abi_layout_cc11 abi_layout.cc c++11" "cxx abi_layout_cc14 abi_layout.cc c++14"
@@ -593,6 +593,13 @@ run_case datapath-n2 2 30 datapath
 run_case datapath-n3 3 30 datapath
 run_case datapath-eth-n2 2 30 datapath eth
 run_case datapath-eth-n3 3 30 datapath eth
+# Ethernet waits that read the socket themselves: ping-pong, ordering, a put no wait reads, a
+# timed-out wait; the same with only the receive thread reading; a wait on a peer that exits
+run_case ethwait 2 60 ethwait rounds
+case_env=(MSCCLPP_ETH_WAIT_READS=0)
+run_case ethwait-rxonly 2 60 ethwait rounds
+case_expect_fail=0
+run_case ethwait-deadpeer 2 60 ethwait deadpeer
 run_case bad_input 2 30 bad_input
 run_case timeouts-missing-rank 3 20 timeouts missing
 case_env=(MSCCLPP_BOOTSTRAP_TIMEOUT=1)

@@ -1,0 +1,151 @@
+/*
+ * ethread.c: who reads a host-mode connection's socket. Normally the
+ * receive thread (ethrx.c); but a wait on the connection may take the
+ * reader's token and read the frames itself (ethWaitRead), so that the
+ * thread that waits for a signal is the thread the kernel wakes when it
+ * arrives, as with a plain TCP socket, instead of a receive thread that
+ * wakes it again (a futex wake and a context switch on each side of a
+ * round trip).
+ *
+ * The token (ethConn.reader): ETH_READER_NONE, _RX or _WAIT, taken with a
+ * compare-and-swap; exactly one thread reads frames at a time, and a frame
+ * is read whole by the thread that read its header. Only one thread is ever
+ * blocked on the socket: both asleep in recv would both wake on every
+ * arrival. The receive thread hands the token over when a count it
+ * delivered woke a sleeping wait (a thread that is about to wait again, most
+ * likely), and parks for ETH_PARK_NS, again and again while waits take the
+ * token in between; a wait gives the token back without waking it. So
+ * frames that arrive while no one waits are read by the next wait or,
+ * when no wait came for ETH_PARK_NS, by the receive thread (within two
+ * periods), and a ping-pong runs without the receive thread. A wait whose
+ * time is up (timeout 0) never takes the token. A reading wait finishes the
+ * frame whose header it read, so its deadline can pass by the time one put
+ * takes to arrive (as it would for the receive thread).
+ */
+#define _GNU_SOURCE
+#include "ethconn.h"
+
+#include "backoff.h"
+
+#include <linux/futex.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ETH_PARK_NS 1000000ull /* the longest a parked receive thread leaves the socket alone */
+#define ETH_WAIT_POLL_NS 1000000ull /* a reading wait looks at its own conditions this often (as a futex wait) */
+
+static void parkOn(uint32_t* word, uint32_t val)
+{
+  struct timespec ts = {0, (long)ETH_PARK_NS};
+  syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+}
+
+/* Whether the receive thread stops reading: the stream ended or the connection closes. */
+static int rxOver(ethConn* s)
+{
+  return __atomic_load_n(&s->ended, __ATOMIC_ACQUIRE) || s->closing || __atomic_load_n(&s->dead, __ATOMIC_ACQUIRE);
+}
+
+int ethReaderTake(ethConn* s)
+{
+  if (!s->direct) return 1; /* the receive thread is the only reader */
+  for (;;) {
+    if (rxOver(s)) return 0;
+    uint32_t reads = __atomic_load_n(&s->waitReads, __ATOMIC_ACQUIRE);
+    if (s->rxHanded && reads != s->rxSeenReads) {
+      /* a wait read since the receive thread parked: waits are reading, leave it to them */
+      s->rxSeenReads = reads;
+      parkOn(&s->reader, __atomic_load_n(&s->reader, __ATOMIC_ACQUIRE));
+      continue;
+    }
+    uint32_t cur = ETH_READER_NONE;
+    if (__atomic_compare_exchange_n(&s->reader, &cur, ETH_READER_RX, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      s->rxHanded = 0;
+      return 1;
+    }
+    parkOn(&s->reader, cur); /* a wait reads: look again after ETH_PARK_NS */
+  }
+}
+
+void ethReaderGive(ethConn* s, int woke)
+{
+  if (!s->direct) return;
+  if (woke) {
+    s->rxHanded = 1; /* leave the next frames to the wait just woken */
+    s->rxSeenReads = __atomic_load_n(&s->waitReads, __ATOMIC_ACQUIRE);
+  }
+  __atomic_store_n(&s->reader, ETH_READER_NONE, __ATOMIC_RELEASE);
+  if (woke) parkOn(&s->reader, ETH_READER_NONE);
+}
+
+void ethReaderEnd(ethConn* s)
+{
+  __atomic_store_n(&s->ended, 1, __ATOMIC_RELEASE);
+  if (!s->direct) return;
+  __atomic_store_n(&s->reader, ETH_READER_NONE, __ATOMIC_RELEASE);
+  syscall(SYS_futex, &s->reader, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); /* a parked receive thread exits */
+}
+
+/* Reads one frame's header as a wait does: 1 when it is in hdr; 0 when nothing came before
+ * the wait should look at its conditions again (ETH_WAIT_POLL_NS, or its deadline); -1 when the
+ * stream ended (recorded). */
+static int waitHeader(ethConn* s, unsigned char* hdr, uint64_t deadlineNs)
+{
+  uint64_t left = ETH_WAIT_POLL_NS;
+  if (deadlineNs != UINT64_MAX) {
+    uint64_t now = engNowNs();
+    if (now >= deadlineNs) return 0;
+    if (deadlineNs - now < left) left = deadlineNs - now;
+  }
+  struct pollfd p = {.fd = s->fd, .events = POLLIN};
+  int k = poll(&p, 1, (int)((left + 999999ull) / 1000000ull));
+  if (k <= 0) { /* nothing yet (or a signal, or no memory for the poll): the tick, then look again */
+    int rc = ethRxTick(s);
+    if (rc == 0) return 0;
+    ethRxFailed(s, rc, 0);
+    return -1;
+  }
+  int rc = ethRecvAll(s, hdr, ETH_HDR_BYTES); /* something came: the rest of a header follows it */
+  if (rc == 0) return 1;
+  if (!s->closing && !s->dead) ethRxFailed(s, rc, 0);
+  return -1;
+}
+
+/* Whether a wait stops reading: the stream ended, the connection or the context closes. */
+static int waitOver(engConn* c, ethConn* s)
+{
+  return rxOver(s) || __atomic_load_n(&c->peerClosed, __ATOMIC_ACQUIRE) ||
+         __atomic_load_n(&c->ctx->closing, __ATOMIC_ACQUIRE);
+}
+
+int ethWaitRead(engConn* c, volatile uint64_t* epoch, uint64_t want, uint64_t deadlineNs)
+{
+  ethConn* s = connState(c);
+  if (s == NULL || !s->direct || waitOver(c, s)) return 0;
+  /* a wait whose time is up (timeout 0, in a polling loop) leaves the socket to the receive
+   * thread: taking the token would keep that parked while nothing is read */
+  if (deadlineNs != UINT64_MAX && engNowNs() >= deadlineNs) return 0;
+  uint32_t cur = ETH_READER_NONE;
+  if (!__atomic_compare_exchange_n(&s->reader, &cur, ETH_READER_WAIT, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return 0; /* the receive thread reads (and wakes the wait), or another wait does */
+  __atomic_fetch_add(&s->waitReads, 1, __ATOMIC_RELEASE);
+  unsigned char hdr[ETH_HDR_BYTES];
+  int ended = 0;
+  while (__atomic_load_n(epoch, __ATOMIC_ACQUIRE) < want && !waitOver(c, s)) {
+    int got = waitHeader(s, hdr, deadlineNs);
+    if (got == 0) break; /* the deadline, or the wait's own checks (a failure elsewhere): it calls again */
+    int woke = 0;
+    if (got < 0 || ethRxFrame(s, hdr, &woke) != 0) {
+      ended = 1;
+      break;
+    }
+  }
+  if (ended)
+    ethReaderEnd(s);
+  else
+    __atomic_store_n(&s->reader, ETH_READER_NONE, __ATOMIC_RELEASE); /* the receive thread looks within ETH_PARK_NS */
+  return 1;
+}
