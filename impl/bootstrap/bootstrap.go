@@ -68,10 +68,12 @@ type Options struct {
 	// communicator on every rank, as a failed connection does.
 	Joined func(b *Bootstrap) error
 	// RingOnlyOnOneHost makes no star connections when every rank has the
-	// same HostID: for a caller that moves the small collectives of a
-	// single-host communicator elsewhere (impl: through the node's shared
-	// memory), the star would only cost init 2 (N-1) handshakes. AllGather
-	// and Barrier then take the ring at every size.
+	// same HostID: for a caller that moves the collectives of a single-host
+	// communicator elsewhere (impl: through the node's shared memory), the
+	// star would only cost init 2 (N-1) handshakes. AllGather and Barrier
+	// then take the ring at every size, and the ring itself connects at the
+	// first of them (on every rank: they are collective) instead of during
+	// Init, which then costs no ring handshake either.
 	RingOnlyOnOneHost bool
 }
 
@@ -107,7 +109,7 @@ type Bootstrap struct {
 	logf         logFunc
 	spin         time.Duration
 	listenAddr   string
-	ringOnly     bool // no star (see Options.RingOnlyOnOneHost)
+	ringOnly     bool // no star, and the ring connects at the first collective (see Options.RingOnlyOnOneHost)
 	table        []peerEntry
 	nonce        uint64 // the root's: names this instance of the communicator
 
@@ -207,7 +209,8 @@ func newBootstrap(magic uint64, key [keyBytes]byte, rank, nranks int, timeout ti
 
 // Init joins the communicator of id as rank of nranks; it is collective and
 // returns once every rank is connected to its ring neighbours (and the
-// star), or with the same failure on every rank. The key is the id's
+// star; with Options.RingOnlyOnOneHost on one host, once every rank has
+// registered and run Options.Joined), or with the same failure on every rank. The key is the id's
 // random secret.
 func Init(id ID, rank, nranks int, opts Options) (*Bootstrap, error) {
 	timeout, err := checkArgs(rank, nranks, &opts)

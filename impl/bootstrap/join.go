@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
@@ -257,12 +258,23 @@ func (b *Bootstrap) keyAdvice() string {
 }
 
 // connectCollectives opens the connections of the ring (to the successor,
-// from the predecessor) and of the star (every rank to rank 0).
+// from the predecessor) and of the star (every rank to rank 0); with
+// Options.RingOnlyOnOneHost on one host, none: the ring connects on first use
+// (connectRing).
 func (b *Bootstrap) connectCollectives() error {
+	if b.ringOnly {
+		return nil
+	}
+	return b.connect(b.nranks >= starMinRanks, false)
+}
+
+// connect opens the ring connections and, with useStar, the star's, within the
+// timeout; with watch, a successor that closes the connection this rank dialled
+// while it waits for its predecessor ends the wait (see watchClosed).
+func (b *Bootstrap) connect(useStar, watch bool) error {
 	n := b.nranks
 	deadline := time.Now().Add(b.timeout)
 	nextRank, prevRank := (b.rank+1)%n, (b.rank+n-1)%n
-	useStar := n >= starMinRanks && !b.ringOnly
 	var hub <-chan dialed
 	if useStar && b.rank != 0 {
 		hub = b.dialAsync(0, kindStar, deadline) // at the same time as the ring's: one wait, not two
@@ -273,6 +285,18 @@ func (b *Bootstrap) connectCollectives() error {
 	}
 	if b.next, err = newRingConn(c, nextRank); err != nil {
 		return b.errorf(status.SystemError, "ring connection to rank %d: %w", nextRank, err)
+	}
+	var gone <-chan error
+	var probe <-chan time.Time // with watch: when to look whether the predecessor's process exited
+	if watch {
+		var stop func()
+		gone, stop = watchClosed(c)
+		defer stop()
+		if pid := int(b.table[prevRank].pid); pid != os.Getpid() {
+			t := time.NewTicker(pidProbeEvery)
+			defer t.Stop()
+			probe = t.C
+		}
 	}
 	if hub != nil {
 		d := <-hub
@@ -314,6 +338,12 @@ func (b *Bootstrap) connectCollectives() error {
 				}
 			}
 			return b.errorf(status.RemoteError, "%s did not connect to rank 0 within %v", rankList(missing), b.timeout)
+		case <-probe:
+			if pid := int(b.table[prevRank].pid); b.prev == nil && engine.ProcessGone(pid) {
+				return b.errorf(status.RemoteError, "rank %d (pid %d) exited before it connected its ring", prevRank, pid)
+			}
+		case err := <-gone:
+			return b.errorf(status.RemoteError, "rank %d closed its ring connection before rank %d connected (%v): it failed or exited", nextRank, prevRank, err)
 		case <-b.done:
 			return b.err
 		}
