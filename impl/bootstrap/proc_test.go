@@ -324,26 +324,30 @@ func BenchmarkBarrier(b *testing.B) {
 	}
 }
 
-// BenchmarkInit measures forming a communicator of goroutine ranks.
+// BenchmarkInit measures forming a communicator of goroutine ranks, with the
+// default options and with the library's on one host (RingOnlyOnOneHost).
 func BenchmarkInit(b *testing.B) {
 	for _, n := range []int{4, 16} {
-		b.Run("N="+strconv.Itoa(n), func(b *testing.B) {
-			for range b.N {
-				addr := loopbackAddr(b)
-				bs := make([]*Bootstrap, n)
-				errs := make([]error, n)
-				var wg sync.WaitGroup
-				for r := range n {
-					wg.Go(func() { bs[r], errs[r] = InitAddr(addr, r, n, Options{}) })
-				}
-				wg.Wait()
-				for r := range n {
-					if errs[r] != nil {
-						b.Fatal(errs[r])
-					}
-					bs[r].Close()
-				}
+		b.Run("N="+strconv.Itoa(n), func(b *testing.B) { benchInit(b, n, Options{}) })
+		b.Run("N="+strconv.Itoa(n)+"/onehost", func(b *testing.B) { benchInit(b, n, Options{HostID: "h", RingOnlyOnOneHost: true}) })
+	}
+}
+
+func benchInit(b *testing.B, n int, opts Options) {
+	for range b.N {
+		addr := loopbackAddr(b)
+		bs := make([]*Bootstrap, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for r := range n {
+			wg.Go(func() { bs[r], errs[r] = InitAddr(addr, r, n, opts) })
+		}
+		wg.Wait()
+		for r := range n {
+			if errs[r] != nil {
+				b.Fatal(errs[r])
 			}
-		})
+			bs[r].Close()
+		}
 	}
 }
