@@ -496,7 +496,11 @@ func (r *root) fail(regs map[int]*rootReg, formed bool, nranks int, code status.
 }
 
 // answer sends every target a reply with status st and payload, MAC'ed for
-// it, in parallel, and waits until all were sent.
+// it, and waits until all were sent: replies of up to inlineAnswer bytes
+// one after the other, without a goroutine each (all a rank is sent is its
+// challenge, the table and the last answer, which the socket buffers on both
+// sides hold without the rank reading: such a write does not wait for the
+// rank), larger ones in parallel.
 func (r *root) answer(targets []*rootReg, st byte, payload []byte) {
 	var wg sync.WaitGroup
 	for _, reg := range targets {
@@ -506,10 +510,20 @@ func (r *root) answer(targets []*rootReg, st byte, payload []byte) {
 		}
 		reg.tabled = true
 		msg := encodeReply(st, r.magic, payload, &r.key, label, &reg.ev.h.nonce)
+		if len(msg) <= inlineAnswer {
+			r.send(reg.ev.c, msg)
+			continue
+		}
 		wg.Go(func() { r.send(reg.ev.c, msg) })
 	}
 	wg.Wait()
 }
+
+// inlineAnswer is the largest root reply answer writes without a goroutine of its
+// own (a table of about 100 ranks): well below what a connection's send and receive
+// buffers hold together by default (16 KiB and 128 KiB on Linux). A write that waits
+// all the same is bounded by the handshake timeout.
+const inlineAnswer = 8 << 10
 
 // regList returns the registrations as a list.
 func regList(regs map[int]*rootReg) []*rootReg {
