@@ -50,8 +50,10 @@ func (a acceptor) loop() {
 
 // greet is the first half of every handshake: challenge the connection and read
 // its hello within hsTimeout (the deadline stays set for the caller's answer).
-func greet(c *net.TCPConn, hsTimeout time.Duration, magic uint64, key *[keyBytes]byte) (*hello, nonce, error) {
-	c.SetNoDelay(true)
+func greet(c net.Conn, hsTimeout time.Duration, magic uint64, key *[keyBytes]byte) (*hello, nonce, error) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
 	c.SetDeadline(deadlineIn(hsTimeout))
 	challenge, err := writeChallenge(c)
 	if err != nil {
@@ -64,7 +66,7 @@ func greet(c *net.TCPConn, hsTimeout time.Duration, magic uint64, key *[keyBytes
 // acceptor is this rank's accept loop: ring, star and point-to-point connections.
 func (b *Bootstrap) acceptor() acceptor {
 	return acceptor{ln: b.ln, wg: &b.wg, who: fmt.Sprintf("bootstrap rank %d", b.rank), logf: b.logf,
-		stopped: func() bool { return b.failed() != nil }, track: b.track, serve: b.serveConn}
+		stopped: func() bool { return b.failed() != nil }, track: func(c *net.TCPConn) bool { return b.track(c) }, serve: b.serveConn}
 }
 
 // serveConn checks a connection to this rank's listener and hands it to the

@@ -20,9 +20,10 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
 )
 
-// initRank registers with the root at rootAddr, builds the ring and the
-// star, and waits until the root says that every rank did.
-func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySource string, rank, nranks int, timeout time.Duration, opts *Options) (_ *Bootstrap, err error) {
+// initRank registers with the root at rootAddr (ownRoot: the root itself, when
+// this process started it for this rank; see root.acceptLocal), builds the ring
+// and the star, and waits until the root says that every rank did.
+func initRank(rootAddr netip.AddrPort, ownRoot *root, magic uint64, key [keyBytes]byte, keySource string, rank, nranks int, timeout time.Duration, opts *Options) (_ *Bootstrap, err error) {
 	b := newBootstrap(magic, key, rank, nranks, timeout, opts)
 	b.keySource = keySource
 	defer func() {
@@ -30,12 +31,12 @@ func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySour
 			b.Close()
 		}
 	}()
-	rs := &rootSession{addr: rootAddr, wait: timeout + rootGrace}
+	rs := &rootSession{addr: rootAddr, wait: timeout + rootGrace, local: ownRoot}
 	if err := b.dialRootSession(rs); err != nil {
 		return nil, err
 	}
 	defer b.untrack(rs.c)
-	if err := b.listen(rs.c); err != nil { // while the root's challenge is on its way
+	if err := b.listen(rs); err != nil { // while the root's challenge is on its way
 		return nil, err
 	}
 	if err := b.readRootChallenge(rs); err != nil {
@@ -57,13 +58,13 @@ func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySour
 	if v := <-verdict; v.err != nil {
 		return nil, v.err
 	}
-	local := 0
+	onHost := 0
 	for _, e := range b.table {
 		if e.hostID == opts.HostID {
-			local++
+			onHost++
 		}
 	}
-	b.spin = spinBudget(local, sysinfo.OnlineCPUs())
+	b.spin = spinBudget(onHost, sysinfo.OnlineCPUs())
 	b.logf(false, "bootstrap: rank %d of %d of communicator %#x ready, listening at %s", rank, nranks, magic, b.listenAddr)
 	return b, nil
 }
@@ -72,9 +73,10 @@ func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySour
 type rootSession struct {
 	addr      netip.AddrPort
 	wait      time.Duration // the bootstrap timeout plus rootGrace
-	c         *net.TCPConn
-	challenge nonce  // what the root sent this rank
-	hello     *hello // this rank's registration
+	local     *root         // the root of this process (rs.c is then a pipe to it), or nil
+	c         net.Conn      // *net.TCPConn, or a pipe to local
+	challenge nonce         // what the root sent this rank
+	hello     *hello        // this rank's registration
 }
 
 // rootVerdict is the root's last word on a forming communicator.
@@ -86,6 +88,19 @@ type rootVerdict struct {
 // dialRootSession connects to the root (tracked: the caller untracks rs.c).
 func (b *Bootstrap) dialRootSession(rs *rootSession) error {
 	deadline := time.Now().Add(rs.wait)
+	if rs.local != nil {
+		c := rs.local.acceptLocal()
+		if c == nil {
+			return b.errorf(status.RemoteError, "the root at %s was closed before all ranks connected", rs.addr)
+		}
+		if !b.track(c) {
+			c.Close()
+			return b.failed()
+		}
+		rs.c = c
+		c.SetDeadline(deadline)
+		return nil
+	}
 	rc, err := dialRoot(rs.addr, deadline, rs.wait)
 	if err != nil {
 		return b.errorf(status.RemoteError, "%v", err)
@@ -110,8 +125,8 @@ func (b *Bootstrap) readRootChallenge(rs *rootSession) error {
 }
 
 // listen opens this rank's listener (on MSCCLPP_SOCKET_IFNAME's address, else the
-// one rootConn leaves from) and starts its accept loop.
-func (b *Bootstrap) listen(rootConn *net.TCPConn) error {
+// one the connection to the root leaves from) and starts its accept loop.
+func (b *Bootstrap) listen(rs *rootSession) error {
 	var lip netip.Addr
 	if strings.TrimSpace(env.Get(EnvSocketIfname)) != "" {
 		a, err := selectInterface()
@@ -119,8 +134,10 @@ func (b *Bootstrap) listen(rootConn *net.TCPConn) error {
 			return err
 		}
 		lip = a.ip
+	} else if tc, ok := rs.c.(*net.TCPConn); ok {
+		lip = tc.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
 	} else {
-		lip = rootConn.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+		lip = localSource(rs.addr.Addr())
 	}
 	var err error
 	b.ln, err = listenTCP(netip.AddrPortFrom(lip, 0))
@@ -131,6 +148,20 @@ func (b *Bootstrap) listen(rootConn *net.TCPConn) error {
 	b.wg.Add(1)
 	go b.acceptor().loop()
 	return nil
+}
+
+// localSource is the address a TCP connection from this host to its own address a
+// leaves from: a itself (the kernel's route to a local address prefers it), or for
+// an unspecified address (which reaches this host) its family's loopback.
+func localSource(a netip.Addr) netip.Addr {
+	a = a.Unmap()
+	switch {
+	case !a.IsUnspecified():
+		return a
+	case a.Is4():
+		return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	}
+	return netip.IPv6Loopback()
 }
 
 // register sends this rank's registration and takes the root's table.
