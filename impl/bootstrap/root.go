@@ -521,8 +521,13 @@ func (r *root) fail(regs map[int]*rootReg, formed bool, nranks int, code status.
 // challenge, the table and the last answer, which the socket buffers on both
 // sides hold without the rank reading: such a write does not wait for the
 // rank), larger ones in parallel.
+//
+// The rank of this process (on a pipe, see acceptLocal) is answered last: once
+// answered it may return and its process exit, taking the root with it, and
+// every other rank's answer must be on its way by then.
 func (r *root) answer(targets []*rootReg, st byte, payload []byte) {
 	var wg sync.WaitGroup
+	var last []func()
 	for _, reg := range targets {
 		label := labelReply
 		if reg.tabled {
@@ -530,13 +535,19 @@ func (r *root) answer(targets []*rootReg, st byte, payload []byte) {
 		}
 		reg.tabled = true
 		msg := encodeReply(st, r.magic, payload, &r.key, label, &reg.ev.h.nonce)
-		if len(msg) <= inlineAnswer {
+		switch _, tcp := reg.ev.c.(*net.TCPConn); {
+		case !tcp:
+			last = append(last, func() { r.send(reg.ev.c, msg) })
+		case len(msg) <= inlineAnswer:
 			r.send(reg.ev.c, msg)
-			continue
+		default:
+			wg.Go(func() { r.send(reg.ev.c, msg) })
 		}
-		wg.Go(func() { r.send(reg.ev.c, msg) })
 	}
 	wg.Wait()
+	for _, f := range last {
+		f()
+	}
 }
 
 // inlineAnswer is the largest root reply answer writes without a goroutine of its
