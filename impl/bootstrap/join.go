@@ -150,20 +150,6 @@ func (b *Bootstrap) listen(rs *rootSession) error {
 	return nil
 }
 
-// localSource is the address a TCP connection from this host to its own address a
-// leaves from: a itself (the kernel's route to a local address prefers it), or for
-// an unspecified address (which reaches this host) its family's loopback.
-func localSource(a netip.Addr) netip.Addr {
-	a = a.Unmap()
-	switch {
-	case !a.IsUnspecified():
-		return a
-	case a.Is4():
-		return netip.AddrFrom4([4]byte{127, 0, 0, 1})
-	}
-	return netip.IPv6Loopback()
-}
-
 // register sends this rank's registration and takes the root's table.
 func (b *Bootstrap) register(rs *rootSession, hostID string) error {
 	rs.hello = &hello{kind: kindRegister, magic: b.magic, nonce: newNonce(), rank: b.rank, nranks: b.nranks,

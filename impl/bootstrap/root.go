@@ -181,26 +181,6 @@ func (r *root) acceptor() acceptor {
 		stopped: stopped, track: func(c *net.TCPConn) bool { return r.track(c) }, serve: func(c *net.TCPConn) { r.handshake(c) }}
 }
 
-// acceptLocal serves the rank of this process (rank 0 of InitAddr, which started the
-// root) on an in-memory pipe instead of a TCP connection: the same handshake (challenge,
-// hello, table, status, verdict) over the same code, without the sockets, the accept
-// and the netpoller's wake-ups on both sides. It returns the rank's end, or nil when the
-// root already finished.
-func (r *root) acceptLocal() net.Conn {
-	mine, theirs := net.Pipe()
-	if !r.track(theirs) {
-		mine.Close()
-		theirs.Close()
-		return nil
-	}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		r.handshake(theirs)
-	}()
-	return mine
-}
-
 // handshake challenges one connection and checks its registration.
 func (r *root) handshake(c net.Conn) {
 	h, challenge, err := greet(c, r.hsTimeout, r.magic, &r.key)
