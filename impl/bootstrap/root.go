@@ -495,56 +495,6 @@ func (r *root) fail(regs map[int]*rootReg, formed bool, nranks int, code status.
 	}
 }
 
-// answer sends every target a reply with status st and payload, MAC'ed for
-// it, and waits until all were sent: replies of up to inlineAnswer bytes
-// one after the other, without a goroutine each (all a rank is sent is its
-// challenge, the table and the last answer, which the socket buffers on both
-// sides hold without the rank reading: such a write does not wait for the
-// rank), larger ones in parallel.
-//
-// The rank of this process (on a pipe, see acceptLocal) is answered last: once
-// answered it may return and its process exit, taking the root with it, and
-// every other rank's answer must be on its way by then.
-func (r *root) answer(targets []*rootReg, st byte, payload []byte) {
-	var wg sync.WaitGroup
-	var last []func()
-	for _, reg := range targets {
-		label := labelReply
-		if reg.tabled {
-			label = labelDone
-		}
-		reg.tabled = true
-		msg := encodeReply(st, r.magic, payload, &r.key, label, &reg.ev.h.nonce)
-		switch _, tcp := reg.ev.c.(*net.TCPConn); {
-		case !tcp:
-			last = append(last, func() { r.send(reg.ev.c, msg) })
-		case len(msg) <= inlineAnswer:
-			r.send(reg.ev.c, msg)
-		default:
-			wg.Go(func() { r.send(reg.ev.c, msg) })
-		}
-	}
-	wg.Wait()
-	for _, f := range last {
-		f()
-	}
-}
-
-// inlineAnswer is the largest root reply answer writes without a goroutine of its
-// own (a table of about 100 ranks): well below what a connection's send and receive
-// buffers hold together by default (16 KiB and 128 KiB on Linux). A write that waits
-// all the same is bounded by the handshake timeout.
-const inlineAnswer = 8 << 10
-
-// regList returns the registrations as a list.
-func regList(regs map[int]*rootReg) []*rootReg {
-	out := make([]*rootReg, 0, len(regs))
-	for _, reg := range regs {
-		out = append(out, reg)
-	}
-	return out
-}
-
 // finish stops taking registrations and closes the listener and every
 // connection.
 func (r *root) finish() {
@@ -557,13 +507,6 @@ func (r *root) finish() {
 	r.mu.Unlock()
 	for c := range conns {
 		c.Close()
-	}
-}
-
-func (r *root) send(c net.Conn, msg []byte) {
-	c.SetWriteDeadline(deadlineIn(r.hsTimeout))
-	if _, err := c.Write(msg); err != nil {
-		r.logf(true, "bootstrap root at %s: answering %s: %v", r.addr, c.RemoteAddr(), err)
 	}
 }
 
