@@ -27,7 +27,8 @@ func (r *root) acceptLocal() net.Conn {
 	r.mu.Unlock()
 	go func() {
 		defer r.wg.Done()
-		r.handshake(theirs)
+		ch, err := challenge(theirs, r.hsTimeout) // a pipe's write waits for the rank to read
+		r.handshake(theirs, ch, err)
 	}()
 	return mine
 }

@@ -177,13 +177,15 @@ func (r *root) acceptor() acceptor {
 			return false
 		}
 	}
-	return acceptor{ln: r.ln, wg: &r.wg, who: "bootstrap root at " + r.addr.String(), logf: r.logf,
-		stopped: stopped, track: func(c *net.TCPConn) bool { return r.track(c) }, serve: func(c *net.TCPConn) { r.handshake(c) }}
+	return acceptor{ln: r.ln, hsTimeout: r.hsTimeout, wg: &r.wg, who: "bootstrap root at " + r.addr.String(), logf: r.logf,
+		stopped: stopped, track: func(c *net.TCPConn) bool { return r.track(c) },
+		serve: func(c *net.TCPConn, ch nonce, err error) { r.handshake(c, ch, err) }}
 }
 
-// handshake challenges one connection and checks its registration.
-func (r *root) handshake(c net.Conn) {
-	h, challenge, err := greet(c, r.hsTimeout, r.magic, &r.key)
+// handshake checks the registration of a connection that was sent challenge ch (or
+// failed to be, chErr).
+func (r *root) handshake(c net.Conn, ch nonce, chErr error) {
+	h, challenge, err := greet(c, ch, chErr, r.magic, &r.key)
 	var e peerEntry
 	if err == nil {
 		var ok bool
