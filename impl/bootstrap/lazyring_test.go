@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"bytes"
 	"net"
 	"testing"
 	"time"
@@ -137,4 +138,31 @@ func TestWatchClosed(t *testing.T) {
 	if _, err := c.Read(buf); err != nil || string(buf) != "ring" {
 		t.Fatalf("after the watch: %q, %v", buf, err)
 	}
+}
+
+// Before the first collective of a one-host, ring-only communicator its ranks listen
+// for a ring connection that has not come yet: strangers offering one there (another
+// key, a rank that is not the predecessor, garbage) are refused, and the ring the
+// first collective connects carries the data.
+func TestLazyRingStrangers(t *testing.T) {
+	logs := newLogSink()
+	addr := loopbackAddr(t)
+	bs := form(t, 3, func(r int) (*Bootstrap, error) {
+		return InitAddr(addr, r, 3, Options{HostID: "h", RingOnlyOnOneHost: true, Timeout: 10 * time.Second, Logf: logs.logf})
+	})
+	b := bs[1]
+	var wrong [keyBytes]byte
+	la := b.ListenAddr()
+	send := func(key *[keyBytes]byte, rank int) {
+		c, ch := dialChallenge(t, la)
+		c.Write(rawHello(kindRing, b.magic, key, &ch, rank, 3, nil))
+	}
+	poke(t, la, bytes.Repeat([]byte("GET / HTTP/1.0\r\n"), 8), false)
+	send(&wrong, 0)
+	send(&b.key, 2) // not the predecessor
+	for _, want := range []string{"garbage", "did not prove the key", "ring predecessor is rank 0"} {
+		logs.waitFor(t, want)
+	}
+	checkAllGather(t, bs, 4, 2)
+	checkAllGather(t, bs, 1000, 2)
 }
