@@ -304,16 +304,11 @@ func (b *Bootstrap) connect(useStar, watch bool) error {
 		return b.errorf(status.SystemError, "ring connection to rank %d: %w", nextRank, err)
 	}
 	var gone <-chan error
-	var probe <-chan time.Time // with watch: when to look whether the predecessor's process exited
+	var probe <-chan time.Time
 	if watch {
 		var stop func()
-		gone, stop = watchClosed(c)
+		gone, probe, stop = b.watchWait(c, prevRank)
 		defer stop()
-		if pid := int(b.table[prevRank].pid); pid != os.Getpid() {
-			t := time.NewTicker(pidProbeEvery)
-			defer t.Stop()
-			probe = t.C
-		}
 	}
 	if hub != nil {
 		d := <-hub

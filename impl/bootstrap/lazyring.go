@@ -7,6 +7,7 @@ package bootstrap
 import (
 	"errors"
 	"net"
+	"os"
 	"time"
 )
 
@@ -32,6 +33,22 @@ func (b *Bootstrap) connectRing() error {
 		return b.fail(err)
 	}
 	return nil
+}
+
+// watchWait watches, while this rank waits for its predecessor prev at the first
+// collective, the connection c it dialled to its successor (gone: see watchClosed)
+// and, when prev runs in another process, when to look whether that process
+// exited (probe; nil otherwise). Call stop when the wait ends.
+func (b *Bootstrap) watchWait(c *net.TCPConn, prev int) (gone <-chan error, probe <-chan time.Time, stop func()) {
+	gone, unwatch := watchClosed(c)
+	if pid := int(b.table[prev].pid); pid == os.Getpid() {
+		return gone, nil, unwatch
+	}
+	t := time.NewTicker(pidProbeEvery)
+	return gone, t.C, func() {
+		t.Stop()
+		unwatch()
+	}
 }
 
 // errUnexpectedData is what watchClosed reports when the successor sent something on
