@@ -14,13 +14,14 @@ import (
 
 // acceptor is one listener's accept loop and what it needs from its owner.
 type acceptor struct {
-	ln      *net.TCPListener
-	wg      *sync.WaitGroup         // counts the loop (added by the caller) and every serve
-	who     string                  // names the owner in log lines
-	logf    logFunc                 // where accept errors are reported
-	stopped func() bool             // the owner is going away: an accept error ends the loop quietly
-	track   func(*net.TCPConn) bool // records a connection; false: the owner closed, the loop ends
-	serve   func(*net.TCPConn)      // the handshake and what follows, in its own goroutine
+	ln        *net.TCPListener
+	hsTimeout time.Duration                    // how long a connection has to present its hello
+	wg        *sync.WaitGroup                  // counts the loop (added by the caller) and every serve
+	who       string                           // names the owner in log lines
+	logf      logFunc                          // where accept errors are reported
+	stopped   func() bool                      // the owner is going away: an accept error ends the loop quietly
+	track     func(*net.TCPConn) bool          // records a connection; false: the owner closed, the loop ends
+	serve     func(*net.TCPConn, nonce, error) // the rest of the handshake (see greet) and what follows, in its own goroutine
 }
 
 // loop accepts until the listener closes; run it as a goroutine after wg.Add(1).
@@ -40,37 +41,52 @@ func (a acceptor) loop() {
 			c.Close()
 			return
 		}
+		// The challenge goes out from here, not from the connection's goroutine:
+		// the peer's next step does not wait for that goroutine to start. Forty
+		// bytes into a new connection's empty buffer do not block.
+		ch, err := challenge(c, a.hsTimeout)
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
-			a.serve(c)
+			a.serve(c, ch, err)
 		}()
 	}
 }
 
-// greet is the first half of every handshake: challenge the connection and read
-// its hello within hsTimeout (the deadline stays set for the caller's answer).
-func greet(c *net.TCPConn, hsTimeout time.Duration, magic uint64, key *[keyBytes]byte) (*hello, nonce, error) {
-	c.SetNoDelay(true)
-	c.SetDeadline(deadlineIn(hsTimeout))
-	challenge, err := writeChallenge(c)
-	if err != nil {
-		return nil, challenge, stranger("sending it a challenge failed: %v", err)
+// challenge starts every handshake: it gives the connection hsTimeout to present its
+// hello (the deadline stays set for the answer) and sends it a fresh challenge.
+func challenge(c net.Conn, hsTimeout time.Duration) (nonce, error) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
 	}
-	h, err := readHello(c, magic, key, &challenge)
-	return h, challenge, err
+	c.SetDeadline(deadlineIn(hsTimeout))
+	ch, err := writeChallenge(c)
+	if err != nil {
+		return ch, stranger("sending it a challenge failed: %v", err)
+	}
+	return ch, nil
+}
+
+// greet is the second step of every handshake: read the hello that answers ch
+// (sent by challenge, which failed with chErr when not nil).
+func greet(c net.Conn, ch nonce, chErr error, magic uint64, key *[keyBytes]byte) (*hello, nonce, error) {
+	if chErr != nil {
+		return nil, ch, chErr
+	}
+	h, err := readHello(c, magic, key, &ch)
+	return h, ch, err
 }
 
 // acceptor is this rank's accept loop: ring, star and point-to-point connections.
 func (b *Bootstrap) acceptor() acceptor {
-	return acceptor{ln: b.ln, wg: &b.wg, who: fmt.Sprintf("bootstrap rank %d", b.rank), logf: b.logf,
-		stopped: func() bool { return b.failed() != nil }, track: b.track, serve: b.serveConn}
+	return acceptor{ln: b.ln, hsTimeout: b.hsTimeout, wg: &b.wg, who: fmt.Sprintf("bootstrap rank %d", b.rank), logf: b.logf,
+		stopped: func() bool { return b.failed() != nil }, track: func(c *net.TCPConn) bool { return b.track(c) }, serve: b.serveConn}
 }
 
 // serveConn checks a connection to this rank's listener and hands it to the
 // ring or to a point-to-point reader.
-func (b *Bootstrap) serveConn(c *net.TCPConn) {
-	h, _, err := greet(c, b.hsTimeout, b.magic, &b.key)
+func (b *Bootstrap) serveConn(c *net.TCPConn, ch nonce, chErr error) {
+	h, _, err := greet(c, ch, chErr, b.magic, &b.key)
 	if err == nil {
 		err = b.claim(h)
 	}

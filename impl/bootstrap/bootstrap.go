@@ -4,7 +4,9 @@
 //
 // A communicator forms in three steps. A root (started by NewID, or by rank 0
 // of InitAddr) collects every rank's registration {rank, nranks, listener
-// address, host id} and answers everyone with the full table. Each rank then
+// address, host id} (rank 0 of InitAddr, which started the root, registers
+// through an in-memory pipe with the same handshake; every other rank over
+// TCP) and answers everyone with the full table. Each rank then
 // connects to its successor's listener and accepts its predecessor, forming
 // the ring, and (with 3 or more ranks) connects to rank 0, forming a star
 // that small collectives use (see coll.go). Point-to-point connections are
@@ -68,10 +70,12 @@ type Options struct {
 	// communicator on every rank, as a failed connection does.
 	Joined func(b *Bootstrap) error
 	// RingOnlyOnOneHost makes no star connections when every rank has the
-	// same HostID: for a caller that moves the small collectives of a
-	// single-host communicator elsewhere (impl: through the node's shared
-	// memory), the star would only cost init 2 (N-1) handshakes. AllGather
-	// and Barrier then take the ring at every size.
+	// same HostID: for a caller that moves the collectives of a single-host
+	// communicator elsewhere (impl: through the node's shared memory), the
+	// star would only cost init 2 (N-1) handshakes. AllGather and Barrier
+	// then take the ring at every size, and the ring itself connects at the
+	// first of them (on every rank: they are collective) instead of during
+	// Init, which then costs no ring handshake either.
 	RingOnlyOnOneHost bool
 }
 
@@ -107,7 +111,7 @@ type Bootstrap struct {
 	logf         logFunc
 	spin         time.Duration
 	listenAddr   string
-	ringOnly     bool // no star (see Options.RingOnlyOnOneHost)
+	ringOnly     bool // no star, and the ring connects at the first collective (see Options.RingOnlyOnOneHost)
 	table        []peerEntry
 	nonce        uint64 // the root's: names this instance of the communicator
 
@@ -135,7 +139,7 @@ type Bootstrap struct {
 	starIn  []bool                   // rank 0: the rank's star connection was accepted
 
 	mu     sync.Mutex // guards conns and closed
-	conns  map[*net.TCPConn]struct{}
+	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup // accept loop, handshakes, point-to-point readers
 
@@ -195,7 +199,7 @@ func newBootstrap(magic uint64, key [keyBytes]byte, rank, nranks int, timeout ti
 		inFrom:    make([]bool, nranks),
 		inErr:     make([]error, nranks),
 		queued:    make([]int, nranks),
-		conns:     make(map[*net.TCPConn]struct{}),
+		conns:     make(map[net.Conn]struct{}),
 		done:      make(chan struct{}),
 		table:     []peerEntry{{hostID: opts.HostID, pid: uint64(os.Getpid())}},
 		nonce:     randomNonce(), // a communicator of one; the root's table brings the others'
@@ -207,7 +211,8 @@ func newBootstrap(magic uint64, key [keyBytes]byte, rank, nranks int, timeout ti
 
 // Init joins the communicator of id as rank of nranks; it is collective and
 // returns once every rank is connected to its ring neighbours (and the
-// star), or with the same failure on every rank. The key is the id's
+// star; with Options.RingOnlyOnOneHost on one host, once every rank has
+// registered and run Options.Joined), or with the same failure on every rank. The key is the id's
 // random secret.
 func Init(id ID, rank, nranks int, opts Options) (*Bootstrap, error) {
 	timeout, err := checkArgs(rank, nranks, &opts)
@@ -226,7 +231,7 @@ func Init(id ID, rank, nranks int, opts Options) (*Bootstrap, error) {
 		}
 		return newBootstrap(f.magic, f.secret, 0, 1, timeout, &opts), nil
 	}
-	b, err := initRank(f.addr, f.magic, f.secret, "", rank, nranks, timeout, &opts)
+	b, err := initRank(f.addr, nil, f.magic, f.secret, "", rank, nranks, timeout, &opts)
 	if err != nil {
 		if r != nil { // the other ranks learn why from the root
 			r.abort(rank, nranks, err)
@@ -278,7 +283,7 @@ func InitAddrPort(ap netip.AddrPort, addr string, rank, nranks int, opts Options
 			return nil, err
 		}
 	}
-	b, err := initRank(ap, magic, key, source, rank, nranks, timeout, &opts)
+	b, err := initRank(ap, r, magic, key, source, rank, nranks, timeout, &opts)
 	if err != nil {
 		// A root that answers late ranks with this failure is left to
 		// finish by itself (at most the timeout). Otherwise this rank's
@@ -299,7 +304,7 @@ func (b *Bootstrap) errorf(c status.Code, format string, args ...any) error {
 }
 
 // track records c so that Abort closes it; false if already aborted.
-func (b *Bootstrap) track(c *net.TCPConn) bool {
+func (b *Bootstrap) track(c net.Conn) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -310,7 +315,7 @@ func (b *Bootstrap) track(c *net.TCPConn) bool {
 }
 
 // untrack forgets and closes c.
-func (b *Bootstrap) untrack(c *net.TCPConn) {
+func (b *Bootstrap) untrack(c net.Conn) {
 	b.mu.Lock()
 	delete(b.conns, c)
 	b.mu.Unlock()

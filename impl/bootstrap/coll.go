@@ -67,6 +67,9 @@ func (b *Bootstrap) collective(data []byte, size int, op uint32) error {
 	if b.nranks == 1 {
 		return nil
 	}
+	if err := b.connectRing(); err != nil {
+		return err
+	}
 	b.seq++
 	now := time.Now()
 	switch {

@@ -14,14 +14,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
 )
 
-// initRank registers with the root at rootAddr, builds the ring and the
-// star, and waits until the root says that every rank did.
-func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySource string, rank, nranks int, timeout time.Duration, opts *Options) (_ *Bootstrap, err error) {
+// initRank registers with the root at rootAddr (ownRoot: the root itself, when
+// this process started it for this rank; see root.acceptLocal), builds the ring
+// and the star, and waits until the root says that every rank did.
+func initRank(rootAddr netip.AddrPort, ownRoot *root, magic uint64, key [keyBytes]byte, keySource string, rank, nranks int, timeout time.Duration, opts *Options) (_ *Bootstrap, err error) {
 	b := newBootstrap(magic, key, rank, nranks, timeout, opts)
 	b.keySource = keySource
 	defer func() {
@@ -29,12 +31,12 @@ func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySour
 			b.Close()
 		}
 	}()
-	rs := &rootSession{addr: rootAddr, wait: timeout + rootGrace}
+	rs := &rootSession{addr: rootAddr, wait: timeout + rootGrace, local: ownRoot}
 	if err := b.dialRootSession(rs); err != nil {
 		return nil, err
 	}
 	defer b.untrack(rs.c)
-	if err := b.listen(rs.c); err != nil { // while the root's challenge is on its way
+	if err := b.listen(rs); err != nil { // while the root's challenge is on its way
 		return nil, err
 	}
 	if err := b.readRootChallenge(rs); err != nil {
@@ -56,13 +58,13 @@ func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySour
 	if v := <-verdict; v.err != nil {
 		return nil, v.err
 	}
-	local := 0
+	onHost := 0
 	for _, e := range b.table {
 		if e.hostID == opts.HostID {
-			local++
+			onHost++
 		}
 	}
-	b.spin = spinBudget(local, sysinfo.OnlineCPUs())
+	b.spin = spinBudget(onHost, sysinfo.OnlineCPUs())
 	b.logf(false, "bootstrap: rank %d of %d of communicator %#x ready, listening at %s", rank, nranks, magic, b.listenAddr)
 	return b, nil
 }
@@ -71,9 +73,10 @@ func initRank(rootAddr netip.AddrPort, magic uint64, key [keyBytes]byte, keySour
 type rootSession struct {
 	addr      netip.AddrPort
 	wait      time.Duration // the bootstrap timeout plus rootGrace
-	c         *net.TCPConn
-	challenge nonce  // what the root sent this rank
-	hello     *hello // this rank's registration
+	local     *root         // the root of this process (rs.c is then a pipe to it), or nil
+	c         net.Conn      // *net.TCPConn, or a pipe to local
+	challenge nonce         // what the root sent this rank
+	hello     *hello        // this rank's registration
 }
 
 // rootVerdict is the root's last word on a forming communicator.
@@ -85,6 +88,19 @@ type rootVerdict struct {
 // dialRootSession connects to the root (tracked: the caller untracks rs.c).
 func (b *Bootstrap) dialRootSession(rs *rootSession) error {
 	deadline := time.Now().Add(rs.wait)
+	if rs.local != nil {
+		c := rs.local.acceptLocal()
+		if c == nil {
+			return b.errorf(status.RemoteError, "the root at %s was closed before all ranks connected", rs.addr)
+		}
+		if !b.track(c) {
+			c.Close()
+			return b.failed()
+		}
+		rs.c = c
+		c.SetDeadline(deadline)
+		return nil
+	}
 	rc, err := dialRoot(rs.addr, deadline, rs.wait)
 	if err != nil {
 		return b.errorf(status.RemoteError, "%v", err)
@@ -109,8 +125,8 @@ func (b *Bootstrap) readRootChallenge(rs *rootSession) error {
 }
 
 // listen opens this rank's listener (on MSCCLPP_SOCKET_IFNAME's address, else the
-// one rootConn leaves from) and starts its accept loop.
-func (b *Bootstrap) listen(rootConn *net.TCPConn) error {
+// one the connection to the root leaves from) and starts its accept loop.
+func (b *Bootstrap) listen(rs *rootSession) error {
 	var lip netip.Addr
 	if strings.TrimSpace(env.Get(EnvSocketIfname)) != "" {
 		a, err := selectInterface()
@@ -118,8 +134,10 @@ func (b *Bootstrap) listen(rootConn *net.TCPConn) error {
 			return err
 		}
 		lip = a.ip
+	} else if tc, ok := rs.c.(*net.TCPConn); ok {
+		lip = tc.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
 	} else {
-		lip = rootConn.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+		lip = localSource(rs.addr.Addr())
 	}
 	var err error
 	b.ln, err = listenTCP(netip.AddrPortFrom(lip, 0))
@@ -257,12 +275,23 @@ func (b *Bootstrap) keyAdvice() string {
 }
 
 // connectCollectives opens the connections of the ring (to the successor,
-// from the predecessor) and of the star (every rank to rank 0).
+// from the predecessor) and of the star (every rank to rank 0); with
+// Options.RingOnlyOnOneHost on one host, none: the ring connects on first use
+// (connectRing).
 func (b *Bootstrap) connectCollectives() error {
+	if b.ringOnly {
+		return nil
+	}
+	return b.connect(b.nranks >= starMinRanks, false)
+}
+
+// connect opens the ring connections and, with useStar, the star's, within the
+// timeout; with watch, a successor that closes the connection this rank dialled
+// while it waits for its predecessor ends the wait (see watchClosed).
+func (b *Bootstrap) connect(useStar, watch bool) error {
 	n := b.nranks
 	deadline := time.Now().Add(b.timeout)
 	nextRank, prevRank := (b.rank+1)%n, (b.rank+n-1)%n
-	useStar := n >= starMinRanks && !b.ringOnly
 	var hub <-chan dialed
 	if useStar && b.rank != 0 {
 		hub = b.dialAsync(0, kindStar, deadline) // at the same time as the ring's: one wait, not two
@@ -273,6 +302,13 @@ func (b *Bootstrap) connectCollectives() error {
 	}
 	if b.next, err = newRingConn(c, nextRank); err != nil {
 		return b.errorf(status.SystemError, "ring connection to rank %d: %w", nextRank, err)
+	}
+	var gone <-chan error
+	var probe <-chan time.Time
+	if watch {
+		var stop func()
+		gone, probe, stop = b.watchWait(c, prevRank)
+		defer stop()
 	}
 	if hub != nil {
 		d := <-hub
@@ -314,6 +350,12 @@ func (b *Bootstrap) connectCollectives() error {
 				}
 			}
 			return b.errorf(status.RemoteError, "%s did not connect to rank 0 within %v", rankList(missing), b.timeout)
+		case <-probe:
+			if pid := int(b.table[prevRank].pid); b.prev == nil && engine.ProcessGone(pid) {
+				return b.errorf(status.RemoteError, "rank %d (pid %d) exited before it connected its ring", prevRank, pid)
+			}
+		case err := <-gone:
+			return b.errorf(status.RemoteError, "rank %d closed its ring connection before rank %d connected (%v): it failed or exited", nextRank, prevRank, err)
 		case <-b.done:
 			return b.err
 		}

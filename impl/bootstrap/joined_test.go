@@ -43,9 +43,11 @@ func TestJoinedDoneEverywhereWhenInitReturns(t *testing.T) {
 
 // Joined runs while the rank's ring forms, not before it: a Joined that waits for this
 // rank's ring connections (to its successor and from its predecessor) sees them come.
+// (With RingOnlyOnOneHost on one host the ring forms later, at the first collective: see
+// TestRingOnlyOnOneHost.)
 func TestJoinedOverlapsTheRing(t *testing.T) {
 	const n = 3
-	opts := Options{HostID: "h", RingOnlyOnOneHost: true, Joined: func(b *Bootstrap) error {
+	opts := Options{Joined: func(b *Bootstrap) error {
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			b.mu.Lock()
@@ -87,7 +89,9 @@ func TestJoinedErrorFailsEveryRank(t *testing.T) {
 }
 
 // With RingOnlyOnOneHost, a communicator whose ranks share one host id makes no star
-// connections and gathers small slots over the ring; one spanning hosts keeps its star.
+// connections and gathers small slots over the ring, which it connects at the first
+// collective rather than in Init; one spanning hosts keeps its star and forms its ring
+// in Init.
 func TestRingOnlyOnOneHost(t *testing.T) {
 	const n = 4
 	for _, tc := range []struct {
@@ -106,6 +110,9 @@ func TestRingOnlyOnOneHost(t *testing.T) {
 			for _, b := range bs {
 				if got := b.star != nil; got != tc.wantStar {
 					t.Fatalf("rank %d: star connections %v, want %v", b.Rank(), got, tc.wantStar)
+				}
+				if got := b.next != nil; got != tc.wantStar {
+					t.Fatalf("rank %d: ring connected in Init %v, want %v", b.Rank(), got, tc.wantStar)
 				}
 			}
 			checkAllGather(t, bs, 4, 3)

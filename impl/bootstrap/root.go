@@ -56,7 +56,7 @@ type root struct {
 	refusedFrom map[string]int
 
 	mu       sync.Mutex
-	conns    map[*net.TCPConn]struct{}
+	conns    map[net.Conn]struct{} // a rank's TCP connection, or a pipe from this process's rank (acceptLocal)
 	closed   bool
 	lnClosed bool
 }
@@ -73,7 +73,7 @@ const (
 // rootEvent is something that happened on one connection.
 type rootEvent struct {
 	kind      rootEventKind
-	c         *net.TCPConn
+	c         net.Conn
 	h         *hello
 	challenge nonce // what the root sent this connection
 	entry     peerEntry
@@ -106,7 +106,7 @@ func startRoot(addr netip.AddrPort, magic uint64, key [keyBytes]byte, timeout ti
 		stopReq:   make(chan struct{}),
 		abortReq:  make(chan rootAbort, 1),
 		done:      make(chan struct{}),
-		conns:     make(map[*net.TCPConn]struct{}),
+		conns:     make(map[net.Conn]struct{}),
 
 		refusedFrom: make(map[string]int),
 	}
@@ -140,7 +140,7 @@ func (r *root) abort(rank, nranks int, err error) {
 	}
 }
 
-func (r *root) track(c *net.TCPConn) bool {
+func (r *root) track(c net.Conn) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -150,7 +150,7 @@ func (r *root) track(c *net.TCPConn) bool {
 	return true
 }
 
-func (r *root) drop(c *net.TCPConn) {
+func (r *root) drop(c net.Conn) {
 	r.mu.Lock()
 	delete(r.conns, c)
 	r.mu.Unlock()
@@ -177,13 +177,15 @@ func (r *root) acceptor() acceptor {
 			return false
 		}
 	}
-	return acceptor{ln: r.ln, wg: &r.wg, who: "bootstrap root at " + r.addr.String(), logf: r.logf,
-		stopped: stopped, track: r.track, serve: r.handshake}
+	return acceptor{ln: r.ln, hsTimeout: r.hsTimeout, wg: &r.wg, who: "bootstrap root at " + r.addr.String(), logf: r.logf,
+		stopped: stopped, track: func(c *net.TCPConn) bool { return r.track(c) },
+		serve: func(c *net.TCPConn, ch nonce, err error) { r.handshake(c, ch, err) }}
 }
 
-// handshake challenges one connection and checks its registration.
-func (r *root) handshake(c *net.TCPConn) {
-	h, challenge, err := greet(c, r.hsTimeout, r.magic, &r.key)
+// handshake checks the registration of a connection that was sent challenge ch (or
+// failed to be, chErr).
+func (r *root) handshake(c net.Conn, ch nonce, chErr error) {
+	h, challenge, err := greet(c, ch, chErr, r.magic, &r.key)
 	var e peerEntry
 	if err == nil {
 		var ok bool
@@ -332,7 +334,7 @@ func (r *root) onStatus(st *rootState, ev rootEvent) bool {
 	default:
 		msg = fmt.Sprintf("rank %d failed during init: %s", rank, ev.text)
 	}
-	var skip *net.TCPConn // a rank that reported its failure hears the verdict too
+	var skip net.Conn // a rank that reported its failure hears the verdict too
 	if ev.kind == evLeft {
 		skip = ev.c
 	}
@@ -427,7 +429,7 @@ func (r *root) onTimeout(st *rootState) {
 // Before the table was sent it then lingers, answering late registrations
 // alike, until every rank of the communicator was answered (told, if not
 // negative, already knows) or the timeout.
-func (r *root) fail(regs map[int]*rootReg, formed bool, nranks int, code status.Code, msg string, skip *net.TCPConn, offender *rootEvent, told int) {
+func (r *root) fail(regs map[int]*rootReg, formed bool, nranks int, code status.Code, msg string, skip net.Conn, offender *rootEvent, told int) {
 	r.logf(true, "bootstrap: %s", msg)
 	st := byte(replyError)
 	if code == status.InvalidUsage {
@@ -495,31 +497,6 @@ func (r *root) fail(regs map[int]*rootReg, formed bool, nranks int, code status.
 	}
 }
 
-// answer sends every target a reply with status st and payload, MAC'ed for
-// it, in parallel, and waits until all were sent.
-func (r *root) answer(targets []*rootReg, st byte, payload []byte) {
-	var wg sync.WaitGroup
-	for _, reg := range targets {
-		label := labelReply
-		if reg.tabled {
-			label = labelDone
-		}
-		reg.tabled = true
-		msg := encodeReply(st, r.magic, payload, &r.key, label, &reg.ev.h.nonce)
-		wg.Go(func() { r.send(reg.ev.c, msg) })
-	}
-	wg.Wait()
-}
-
-// regList returns the registrations as a list.
-func regList(regs map[int]*rootReg) []*rootReg {
-	out := make([]*rootReg, 0, len(regs))
-	for _, reg := range regs {
-		out = append(out, reg)
-	}
-	return out
-}
-
 // finish stops taking registrations and closes the listener and every
 // connection.
 func (r *root) finish() {
@@ -532,13 +509,6 @@ func (r *root) finish() {
 	r.mu.Unlock()
 	for c := range conns {
 		c.Close()
-	}
-}
-
-func (r *root) send(c *net.TCPConn, msg []byte) {
-	c.SetWriteDeadline(deadlineIn(r.hsTimeout))
-	if _, err := c.Write(msg); err != nil {
-		r.logf(true, "bootstrap root at %s: answering %s: %v", r.addr, c.RemoteAddr(), err)
 	}
 }
 
