@@ -25,7 +25,10 @@
  * fault, and mscclppCommDestroy must return within 1 s. For stopcont, flap
  * and none every round must complete with every byte right. The stopped
  * victim is SIGKILLed by R at the end (run it with --expect-fail VICTIM).
- * The ranks meet through files in MSCCLPP_TEST_DIR (every node sees it).
+ * The ranks meet through files in MSCCLPP_TEST_DIR (every node sees it): also
+ * before init and before the setup, so that the short bootstrap timeout,
+ * meant for the fault, is not spent on a rank lagging behind on a loaded
+ * machine.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -213,6 +216,13 @@ static bool meet(const char* what, const std::vector<bool>& who, double seconds)
   return true;
 }
 
+/* Writes this rank's what file and waits (60 s at most) until every rank of who wrote its own. */
+static void meetAll(const char* what, const std::vector<bool>& who)
+{
+  writeNum(path(what, su_rank), su_now());
+  SU_REQUIRE(meet(what, who, 60), "not every rank reached '%s' within 60 s", what);
+}
+
 /* When the fault was injected (CLOCK_MONOTONIC, the same on every simulated node), or a
  * time far in the future when none was. */
 static double faultTime(void)
@@ -250,6 +260,11 @@ int main(int argc, char** argv)
   }
   bool expectFail = o.fault == "link" || o.fault == "stop";
   SU_CK(mscclppSetBootstrapConnTimeout(o.timeoutS));
+  /* The short bootstrap timeout is for the fault; before it, the ranks meet through files
+   * (no timeout of the library) wherever one may lag on a loaded machine: at the start (a
+   * process started late) and before the setup (a slow 2 x n x 16 MiB memset). */
+  std::vector<bool> all(n, true);
+  meetAll("started", all);
   su_comm_init();
   std::vector<int> pids(n, 0);
   pids[me] = (int)getpid();
@@ -272,6 +287,7 @@ int main(int argc, char** argv)
   memset(buf, 0, 2 * (size_t)n * kBig);
   for (int p = 0; p < n; p++)
     if (p != me) SU_CK(mscclppConnect(su_comm, p, 0, buf, 2 * (size_t)n * kBig, transport, su_ibdev()));
+  meetAll("connected", all);
   SU_CK(mscclppConnectionSetup(su_comm));
   SU_CK(mscclppProxyLaunch(su_comm));
   std::vector<mscclppDevConn_t*> conn(n, nullptr);
