@@ -103,18 +103,9 @@ func deadAddr(t testing.TB) string {
 // form starts n ranks concurrently with mk and fails the test unless all succeed.
 func form(t testing.TB, n int, mk func(rank int) (*Bootstrap, error)) []*Bootstrap {
 	t.Helper()
-	bs := make([]*Bootstrap, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() { bs[r], errs[r] = mk(r) })
-	}
-	wg.Wait()
-	closeAll(t, bs)
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: init: %v", r, err)
-		}
+	bs, err := formErr(t, n, mk)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bs
 }
@@ -389,13 +380,22 @@ func TestSendRecvTags(t *testing.T) {
 }
 
 func TestRecvTimeout(t *testing.T) {
-	bs := formAddr(t, 2, Options{Timeout: 300 * time.Millisecond})
-	start := time.Now()
-	_, err := bs[0].Recv(1, 42)
-	wantCode(t, err, status.RemoteError, "rank 1", "tag 42")
-	if d := time.Since(start); d < 250*time.Millisecond || d > 3*time.Second {
-		t.Fatalf("timed out after %v", d)
-	}
+	const timeout = 300 * time.Millisecond
+	underStalls(t, timeout/2, func() error { // a stall past the timeout fails the formation
+		bs, err := formAddrErr(t, 2, Options{Timeout: timeout})
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		_, err = bs[0].Recv(1, 42)
+		if err := codeErr(err, status.RemoteError, "rank 1", "tag 42"); err != nil {
+			return err
+		}
+		if d := time.Since(start); d < 250*time.Millisecond || d > 3*time.Second {
+			return fmt.Errorf("timed out after %v", d)
+		}
+		return nil
+	})
 }
 
 func TestCollectiveTimeout(t *testing.T) {
@@ -420,8 +420,7 @@ func TestCollectiveTimeout(t *testing.T) {
 // rank absent: every rank fails with RemoteError between timeout and
 // timeout + 2 s, rank waiting's error says want.
 func collectiveTimeout(t *testing.T, n, waiting, absent int, timeout time.Duration, want string) error {
-	addr := loopbackAddr(t)
-	bs, err := formErr(t, n, func(r int) (*Bootstrap, error) { return InitAddr(addr, r, n, Options{Timeout: timeout}) })
+	bs, err := formAddrErr(t, n, Options{Timeout: timeout})
 	if err != nil {
 		return err
 	}

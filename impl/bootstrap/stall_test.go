@@ -123,6 +123,12 @@ func formErr(t testing.TB, n int, mk func(rank int) (*Bootstrap, error)) ([]*Boo
 	return bs, nil
 }
 
+// formAddrErr is formErr with InitAddr on a loopback port (formAddr for a scenario).
+func formAddrErr(t testing.TB, n int, opts Options) ([]*Bootstrap, error) {
+	addr := loopbackAddr(t)
+	return formErr(t, n, func(r int) (*Bootstrap, error) { return InitAddr(addr, r, n, opts) })
+}
+
 // TestUnderStalls checks the helper itself: a failure without a stall fails at
 // once, one under a stall is tried again, and a success ends it.
 func TestUnderStalls(t *testing.T) {
