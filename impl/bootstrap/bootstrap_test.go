@@ -381,13 +381,9 @@ func TestSendRecvTags(t *testing.T) {
 
 func TestRecvTimeout(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	underStalls(t, timeout/2, func() error { // a stall past the timeout fails the formation
-		bs, err := formAddrErr(t, 2, Options{Timeout: timeout})
-		if err != nil {
-			return err
-		}
+	underStallsFormed(t, 2, timeout, func(bs []*Bootstrap) error {
 		start := time.Now()
-		_, err = bs[0].Recv(1, 42)
+		_, err := bs[0].Recv(1, 42)
 		if err := codeErr(err, status.RemoteError, "rank 1", "tag 42"); err != nil {
 			return err
 		}
@@ -410,20 +406,17 @@ func TestCollectiveTimeout(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.want, func(t *testing.T) {
-			// A stall past the timeout fails the formation or delays the barrier's end.
-			underStalls(t, timeout/2, func() error { return collectiveTimeout(t, c.n, c.waiting, c.absent, timeout, c.want) })
+			underStallsFormed(t, c.n, timeout, func(bs []*Bootstrap) error {
+				return collectiveTimeout(bs, c.waiting, c.absent, timeout, c.want)
+			})
 		})
 	}
 }
 
-// collectiveTimeout forms n ranks with timeout and runs a barrier without
-// rank absent: every rank fails with RemoteError between timeout and
+// collectiveTimeout runs a barrier on the ranks of bs (formed with timeout)
+// without rank absent: every rank fails with RemoteError between timeout and
 // timeout + 2 s, rank waiting's error says want.
-func collectiveTimeout(t *testing.T, n, waiting, absent int, timeout time.Duration, want string) error {
-	bs, err := formAddrErr(t, n, Options{Timeout: timeout})
-	if err != nil {
-		return err
-	}
+func collectiveTimeout(bs []*Bootstrap, waiting, absent int, timeout time.Duration, want string) error {
 	start := time.Now()
 	var present []*Bootstrap
 	for r, b := range bs {
@@ -436,12 +429,11 @@ func collectiveTimeout(t *testing.T, n, waiting, absent int, timeout time.Durati
 		return fmt.Errorf("barrier failed after %v", d)
 	}
 	for i, b := range present {
+		var parts []string
 		if b.Rank() == waiting {
-			err = codeErr(errs[i], status.RemoteError, want)
-		} else {
-			err = codeErr(errs[i], status.RemoteError)
+			parts = append(parts, want)
 		}
-		if err != nil {
+		if err := codeErr(errs[i], status.RemoteError, parts...); err != nil {
 			return fmt.Errorf("rank %d: %w", b.Rank(), err)
 		}
 	}

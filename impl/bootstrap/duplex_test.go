@@ -46,13 +46,9 @@ func TestRingLargeData(t *testing.T) {
 // A large gather whose peer never joins ends at the timeout, naming the peer.
 func TestRingLargeTimeout(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	underStalls(t, timeout/2, func() error { // a stall past the timeout fails the formation
-		bs, err := formAddrErr(t, 2, Options{Timeout: timeout})
-		if err != nil {
-			return err
-		}
+	underStallsFormed(t, 2, timeout, func(bs []*Bootstrap) error {
 		start := time.Now()
-		err = bs[0].AllGather(make([]byte, 2<<20), 1<<20)
+		err := bs[0].AllGather(make([]byte, 2<<20), 1<<20)
 		if d := time.Since(start); d < timeout-deadlineSlack || d > timeout+2*time.Second {
 			return fmt.Errorf("the gather failed after %v", d)
 		}

@@ -129,6 +129,19 @@ func formAddrErr(t testing.TB, n int, opts Options) ([]*Bootstrap, error) {
 	return formErr(t, n, func(r int) (*Bootstrap, error) { return InitAddr(addr, r, n, opts) })
 }
 
+// underStallsFormed runs f on n ranks formed with timeout, under underStalls: a
+// stall of half the timeout may fail the formation or delay what f times.
+func underStallsFormed(t *testing.T, n int, timeout time.Duration, f func(bs []*Bootstrap) error) {
+	t.Helper()
+	underStalls(t, timeout/2, func() error {
+		bs, err := formAddrErr(t, n, Options{Timeout: timeout})
+		if err != nil {
+			return err
+		}
+		return f(bs)
+	})
+}
+
 // TestUnderStalls checks the helper itself: a failure without a stall fails at
 // once, one under a stall is tried again, and a success ends it.
 func TestUnderStalls(t *testing.T) {

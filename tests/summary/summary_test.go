@@ -45,17 +45,11 @@ func TestSummary(t *testing.T) {
 	if err := run([]string{"final", allow, goRec, cLog}, nil, &out); err != nil {
 		t.Fatalf("final (not strict): %v\n%s", err, out.String())
 	}
-	got := out.String()
-	for _, line := range []string{
+	wantLines(t, out.String(),
 		"#   go:ib.TestB: libibverbs-dev not installed  [NOT ALLOWED: this machine can run it]\n",
 		"#   go:ib.TestC: no RDMA device here  [allowed]\n",
 		"#   check-cuda-compile: nvcc not found  [NOT ALLOWED: this machine can run it]\n",
-		"2 passed, 0 failed, 3 skipped (2 not allowed)\n",
-	} {
-		if !strings.Contains(got, line) {
-			t.Errorf("final output lacks %q:\n%s", line, got)
-		}
-	}
+		"2 passed, 0 failed, 3 skipped (2 not allowed)\n")
 	out.Reset()
 	if err := run([]string{"final", allow, "--strict", goRec, cLog}, nil, &out); !errors.Is(err, errFailed) {
 		t.Errorf("strict final with skips not allowed: %v, want errFailed", err)
@@ -118,17 +112,11 @@ func TestUnfinishedTestShown(t *testing.T) {
 	os.WriteFile(allow, nil, 0o644)
 	out.Reset()
 	err = run([]string{"final", allow, rec, cLog}, nil, &out)
-	got = out.String()
-	for _, line := range []string{
+	wantLines(t, out.String(),
 		"# failed: go:impl.TestHang  panic: test timed out after 3s\n",
 		"# failed: go:impl\n",
 		"# failed: robust_hogs_n2  (1.0 s): [rank 0] robust rank 0: robust.cc:87: CHECK FAILED (ms <= t + 50): a 30 ms wait took 99.0 ms\n",
-		"2 passed, 3 failed, 0 skipped\n",
-	} {
-		if !strings.Contains(got, line) {
-			t.Errorf("final output lacks %q:\n%s", line, got)
-		}
-	}
+		"2 passed, 3 failed, 0 skipped\n")
 	if !errors.Is(err, errFailed) {
 		t.Errorf("final: %v, want errFailed", err)
 	}
@@ -147,6 +135,16 @@ func TestFailReason(t *testing.T) {
 	for _, c := range cases {
 		if got := failReason(c.lines); got != c.want {
 			t.Errorf("failReason(%q) = %q, want %q", c.lines, got, c.want)
+		}
+	}
+}
+
+// wantLines fails t for each of lines that the summary's output got lacks.
+func wantLines(t *testing.T, got string, lines ...string) {
+	t.Helper()
+	for _, line := range lines {
+		if !strings.Contains(got, line) {
+			t.Errorf("final output lacks %q:\n%s", line, got)
 		}
 	}
 }
