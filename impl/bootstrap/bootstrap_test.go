@@ -587,6 +587,26 @@ func TestMissingRank(t *testing.T) {
 	})
 }
 
+// A rank that reaches the root after it timed out waiting for others (or whose
+// registration was on its way then: a loaded machine) hears why, as after any
+// failure before the table: the root lingers a timeout answering late ranks.
+func TestLateRankHearsWhy(t *testing.T) {
+	const timeout = time.Second
+	underStalls(t, timeout/2, func() error { // a stall of rank 1's start past the linger
+		addr := loopbackAddr(t)
+		want := "ranks 1,2 never connected to the root at " + addr + " within 1s"
+		_, err := InitAddr(addr, 0, 3, Options{Timeout: timeout})
+		if err := codeErr(err, status.RemoteError, want); err != nil {
+			return fmt.Errorf("rank 0: %w", err)
+		}
+		_, err = InitAddr(addr, 1, 3, Options{Timeout: timeout})
+		if err := codeErr(err, status.RemoteError, want); err != nil {
+			return fmt.Errorf("rank 1, after rank 0 failed: %w", err)
+		}
+		return nil
+	})
+}
+
 // missingErrs is nil when every error of errs is a RemoteError mentioning want and took is at most limit.
 func missingErrs(errs []error, took, limit time.Duration, want string) error {
 	for r, err := range errs {
