@@ -118,3 +118,57 @@ func TestNodeJoinEndsWithTheBootstrap(t *testing.T) {
 		t.Fatal("still waiting for the segment 20 s after the bootstrap failed (its timeout is a minute)")
 	}
 }
+
+// An abort of the bootstrap (from another goroutine, as a peer's failure or a user's
+// abort would come) racing with a rank mapping its node segment inside the bootstrap:
+// whatever wins, Init fails or succeeds cleanly, a failed rank's segment is dropped and a
+// formed one is usable; -race finds unsynchronized accesses of the join and the abort.
+func TestNodeJoinAbortRace(t *testing.T) {
+	const n, iters = 3, 20
+	for it := range iters {
+		opts := bootstrap.Options{Timeout: 20 * time.Second, HostID: "one-host"}
+		id, err := bootstrap.NewID(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		abortErr := status.Errorf(status.RemoteError, "test abort %d", it)
+		var aborts sync.WaitGroup
+		bs := make([]*bootstrap.Bootstrap, n)
+		errs := make([]error, n)
+		nodes := make([]*nodeJoin, n)
+		var wg sync.WaitGroup
+		for r := range n {
+			nodes[r] = &nodeJoin{start: time.Now()}
+			o := opts
+			o.Joined = func(b *bootstrap.Bootstrap) error {
+				if b.Rank() == it%n { // this rank aborts while it (and the others) join
+					aborts.Go(func() {
+						time.Sleep(time.Duration(it%4) * 100 * time.Microsecond)
+						b.Abort(abortErr)
+					})
+				}
+				return nodes[r].joined(b)
+			}
+			wg.Go(func() { bs[r], errs[r] = bootstrap.Init(id, r, n, o) })
+		}
+		wg.Wait()
+		aborts.Wait()
+		for r := range n {
+			if errs[r] != nil {
+				nodes[r].drop()
+				if nodes[r].seg != nil {
+					t.Fatalf("iteration %d rank %d: the segment of a failed init is still held", it, r)
+				}
+				continue
+			}
+			if nodes[r].seg == nil {
+				t.Fatalf("iteration %d rank %d: formed without its node segment", it, r)
+			}
+			nodes[r].seg.Close()
+			bs[r].Close()
+		}
+		if errs[it%n] == nil && bs[it%n].Failed() == nil {
+			t.Fatalf("iteration %d: the aborting rank formed and is not failed", it)
+		}
+	}
+}

@@ -138,7 +138,7 @@ type Bootstrap struct {
 	ringIn  bool                     // the predecessor's ring connection was accepted
 	starIn  []bool                   // rank 0: the rank's star connection was accepted
 
-	mu     sync.Mutex // guards conns and closed
+	mu     sync.Mutex // guards conns, closed and root
 	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup // accept loop, handshakes, point-to-point readers
@@ -238,7 +238,7 @@ func Init(id ID, rank, nranks int, opts Options) (*Bootstrap, error) {
 		}
 		return nil, err
 	}
-	b.root = r
+	b.adoptRoot(r)
 	return b, nil
 }
 
@@ -294,7 +294,7 @@ func InitAddrPort(ap netip.AddrPort, addr string, rank, nranks int, opts Options
 		}
 		return nil, err
 	}
-	b.root = r
+	b.adoptRoot(r)
 	return b, nil
 }
 
@@ -393,6 +393,7 @@ func (b *Bootstrap) fail(err error) error {
 		b.closed = true
 		conns := b.conns
 		b.conns = nil
+		root := b.root
 		b.mu.Unlock()
 		if b.ln != nil {
 			b.ln.Close()
@@ -400,11 +401,24 @@ func (b *Bootstrap) fail(err error) error {
 		for c := range conns {
 			c.Close()
 		}
-		if b.root != nil {
-			b.root.stop()
+		if root != nil {
+			root.stop()
 		}
 	})
 	return b.err
+}
+
+// adoptRoot makes r, the root this process started (or nil), b's once b formed. Under b.mu:
+// an Abort from another goroutine (b escapes through Options.Joined) may race with the end
+// of Init; one that came first finds no root, so the root is stopped here.
+func (b *Bootstrap) adoptRoot(r *root) {
+	b.mu.Lock()
+	b.root = r
+	closed := b.closed
+	b.mu.Unlock()
+	if closed && r != nil {
+		r.stop()
+	}
 }
 
 // Abort marks the bootstrap broken: every pending and later call returns

@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -45,13 +46,14 @@ func TestRingLargeData(t *testing.T) {
 // A large gather whose peer never joins ends at the timeout, naming the peer.
 func TestRingLargeTimeout(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	bs := formAddr(t, 2, Options{Timeout: timeout})
-	start := time.Now()
-	err := bs[0].AllGather(make([]byte, 2<<20), 1<<20)
-	if d := time.Since(start); d < timeout-deadlineSlack || d > timeout+2*time.Second {
-		t.Fatalf("the gather failed after %v", d)
-	}
-	wantCode(t, err, status.RemoteError, "rank 1", "within 300ms")
+	underStallsFormed(t, 2, timeout, func(bs []*Bootstrap) error {
+		start := time.Now()
+		err := bs[0].AllGather(make([]byte, 2<<20), 1<<20)
+		if d := time.Since(start); d < timeout-deadlineSlack || d > timeout+2*time.Second {
+			return fmt.Errorf("the gather failed after %v", d)
+		}
+		return codeErr(err, status.RemoteError, "rank 1", "within 300ms")
+	})
 }
 
 // An abort while a large gather waits inside C ends the gather promptly with the abort's error.

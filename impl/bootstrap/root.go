@@ -388,7 +388,8 @@ func (r *root) badRegistration(st *rootState, ev rootEvent) string {
 	return ""
 }
 
-// onTimeout answers every rank with what did not happen within the timeout.
+// onTimeout answers every rank with what did not happen within the timeout; before
+// the table was sent it lingers as fail does.
 func (r *root) onTimeout(st *rootState) {
 	var msg string
 	switch {
@@ -417,6 +418,16 @@ func (r *root) onTimeout(st *rootState) {
 		// Most likely the missing ranks: a misconfiguration.
 		msg += "; " + refusals
 		code = replyUsage
+	}
+	if !st.formed && st.nranks > 0 {
+		// Like any failure before the table: ranks whose registration is on its way (a
+		// loaded machine) or that come late hear why, not only that the root went away.
+		c := status.RemoteError
+		if code == replyUsage {
+			c = status.InvalidUsage
+		}
+		r.fail(st.regs, false, st.nranks, c, msg, nil, nil, -1)
+		return
 	}
 	r.logf(true, "bootstrap: %s", msg)
 	r.closeListener()

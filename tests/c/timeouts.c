@@ -4,7 +4,11 @@
  *   timeouts missing   (N = 3): rank 2 never calls init and exits 0 at once.
  *                      Ranks 0 and 1, with the timeout set to 2 s, must get
  *                      an error from mscclppCommInitRank within 2 + 3 s whose
- *                      last-error text names rank 2.
+ *                      last-error text names rank 2. Ranks 0 and 1 meet
+ *                      (marker files) before they call init: the error
+ *                      names rank 2 only for a rank that reached the root
+ *                      before it gave up, and on a loaded machine one
+ *                      process may start a timeout later than the other.
  *   timeouts missing-env  the same with the timeout from MSCCLPP_BOOTSTRAP_TIMEOUT
  *                      (no mscclppSetBootstrapConnTimeout call).
  *   timeouts killed    (N = 3, launch --expect-fail 2): a loop of AllGather
@@ -36,6 +40,14 @@ static int missing(int rank, int nranks, int fromEnv)
     return 0;
   }
   if (!fromEnv) MCHECK(mscclppSetBootstrapConnTimeout(timeout));
+  /* every present rank is running (the library loaded) before any starts the timeout */
+  char mark[32];
+  snprintf(mark, sizeof mark, "started.%d", rank);
+  REQUIRE(test_publish(mark, "", 0) == 0, "cannot publish %s in MSCCLPP_TEST_DIR", mark);
+  for (int r = 0; r < absent; r++) {
+    snprintf(mark, sizeof mark, "started.%d", r);
+    REQUIRE(test_wait_file(mark, 15) == 0, "rank %d did not start within 15 s", r);
+  }
   mscclppComm_t comm = NULL;
   double t0 = test_now();
   mscclppResult_t res = mscclppCommInitRank(&comm, nranks, test_addr(), rank);

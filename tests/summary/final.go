@@ -45,19 +45,38 @@ func (t *tally) add(path string) error {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	why := -1 // the failure whose indented log follows, until its first failed check is seen
 	for sc.Scan() {
 		l := sc.Text()
+		if why >= 0 && strings.HasPrefix(l, " ") {
+			if strings.Contains(l, "CHECK FAILED") || strings.Contains(l, "FAILED:") {
+				t.failures[why] += ": " + clip(strings.TrimSpace(l))
+				why = -1
+			}
+			continue
+		}
+		why = -1
 		switch {
 		case strings.HasPrefix(l, "PASS "):
 			t.passed++
 		case strings.HasPrefix(l, "FAIL "):
 			t.failed++
-			t.failures = append(t.failures, strings.Fields(l)[1])
+			t.failures = append(t.failures, strings.TrimSpace(strings.TrimPrefix(l, "FAIL "))) // the name and what follows
+			why = len(t.failures) - 1
 		case strings.HasPrefix(l, "SKIP "):
 			t.skips = append(t.skips, strings.TrimPrefix(l, "SKIP "))
 		}
 	}
 	return sc.Err()
+}
+
+// clip shortens a reason for the closing list.
+func clip(s string) string {
+	const max = 300
+	if len(s) > max {
+		return s[:max] + "..."
+	}
+	return s
 }
 
 func allowed(allow []*regexp.Regexp, skip string) bool {

@@ -33,6 +33,7 @@ func goTest(in io.Reader, w *bufio.Writer, recordsPath string) error {
 	}
 	defer rec.Close()
 	outputs := map[string][]string{} // package/test -> its output lines
+	running := map[string][]string{} // package -> tests with output and no end yet
 	failed := false
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -47,6 +48,9 @@ func goTest(in io.Reader, w *bufio.Writer, recordsPath string) error {
 		name := "go:" + pkg + "." + e.Test
 		switch e.Action {
 		case "output":
+			if _, seen := outputs[key]; !seen && e.Test != "" {
+				running[pkg] = append(running[pkg], e.Test)
+			}
 			outputs[key] = append(outputs[key], e.Output)
 			continue
 		case "build-output":
@@ -62,10 +66,15 @@ func goTest(in io.Reader, w *bufio.Writer, recordsPath string) error {
 				fmt.Fprintf(w, "ok   go:%s  (%.1f s)\n", pkg, e.Elapsed)
 			case "fail":
 				failed = true
+				unfinished(w, rec, pkg, running[pkg], outputs)
 				fmt.Fprintf(w, "FAIL go:%s  (%.1f s)\n", pkg, e.Elapsed)
 				printIndented(w, outputs[key])
 				fmt.Fprintf(rec, "FAIL go:%s\n", pkg)
 			}
+			for _, test := range running[pkg] {
+				delete(outputs, pkg+"/"+test)
+			}
+			delete(running, pkg)
 			delete(outputs, key)
 			continue
 		}
@@ -83,7 +92,7 @@ func goTest(in io.Reader, w *bufio.Writer, recordsPath string) error {
 			} else {
 				fmt.Fprintf(w, "FAIL %s  (%.1f s)\n", name, e.Elapsed)
 				printIndented(w, outputs[key])
-				fmt.Fprintf(rec, "FAIL %s\n", name)
+				fmt.Fprintf(rec, "FAIL %s  %s\n", name, failReason(outputs[key]))
 			}
 		case "skip":
 			reason := skipReason(outputs[key])
@@ -101,6 +110,44 @@ func goTest(in io.Reader, w *bufio.Writer, recordsPath string) error {
 		return errFailed
 	}
 	return nil
+}
+
+// unfinished prints, for a package whose test binary failed, every test of it that
+// had output and never ended: the binary died while it ran (a timeout's panic and
+// goroutine dump, a crash, os.Exit), and that output is what explains the failure.
+// A top-level one is recorded as failed.
+func unfinished(w *bufio.Writer, rec io.Writer, pkg string, tests []string, outputs map[string][]string) {
+	for _, test := range tests {
+		lines, ok := outputs[pkg+"/"+test]
+		if !ok {
+			continue // it ended
+		}
+		fmt.Fprintf(w, "FAIL go:%s.%s  (did not finish: the test binary of %s ended while it ran)\n", pkg, test, pkg)
+		printIndented(w, lines)
+		if !strings.Contains(test, "/") {
+			fmt.Fprintf(rec, "FAIL go:%s.%s  %s\n", pkg, test, failReason(lines))
+		}
+	}
+}
+
+// failReason is the line of a failed test's output that most likely says why, for the
+// closing summary: a panic's first line, else the last message of t.Error, t.Fatal or
+// t.Log (t.Fatal's comes last), else "(no message)".
+func failReason(lines []string) string {
+	reason := ""
+	for _, l := range lines {
+		t := strings.TrimSpace(l)
+		if strings.HasPrefix(t, "panic: ") {
+			return clip(t)
+		}
+		if fileLine.MatchString(l) {
+			reason = t
+		}
+	}
+	if reason == "" {
+		return "(no message)"
+	}
+	return clip(reason)
 }
 
 // skipReason: the message of t.Skip, without go test's framing lines.

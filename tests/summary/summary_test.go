@@ -45,17 +45,11 @@ func TestSummary(t *testing.T) {
 	if err := run([]string{"final", allow, goRec, cLog}, nil, &out); err != nil {
 		t.Fatalf("final (not strict): %v\n%s", err, out.String())
 	}
-	got := out.String()
-	for _, line := range []string{
+	wantLines(t, out.String(),
 		"#   go:ib.TestB: libibverbs-dev not installed  [NOT ALLOWED: this machine can run it]\n",
 		"#   go:ib.TestC: no RDMA device here  [allowed]\n",
 		"#   check-cuda-compile: nvcc not found  [NOT ALLOWED: this machine can run it]\n",
-		"2 passed, 0 failed, 3 skipped (2 not allowed)\n",
-	} {
-		if !strings.Contains(got, line) {
-			t.Errorf("final output lacks %q:\n%s", line, got)
-		}
-	}
+		"2 passed, 0 failed, 3 skipped (2 not allowed)\n")
 	out.Reset()
 	if err := run([]string{"final", allow, "--strict", goRec, cLog}, nil, &out); !errors.Is(err, errFailed) {
 		t.Errorf("strict final with skips not allowed: %v, want errFailed", err)
@@ -83,5 +77,74 @@ func TestSubtestFailureShown(t *testing.T) {
 	err := run([]string{"gotest", filepath.Join(t.TempDir(), "rec")}, strings.NewReader(stream), &out)
 	if !errors.Is(err, errFailed) || !strings.Contains(out.String(), "x_test.go:7: the reason") {
 		t.Fatalf("gotest: %v\n%s", err, out.String())
+	}
+}
+
+// A test still running when its package's test binary died (a timeout's panic,
+// a crash) has no end event of its own: its output, which says why, is printed
+// under it and the closing list names it with the panic; a C case's failure
+// carries its first failed check there.
+func TestUnfinishedTestShown(t *testing.T) {
+	const stream = `{"Action":"run","Package":"github.com/mscclpp-go/mscclpp/impl","Test":"TestOK"}
+{"Action":"output","Package":"github.com/mscclpp-go/mscclpp/impl","Test":"TestOK","Output":"=== RUN   TestOK\n"}
+{"Action":"pass","Package":"github.com/mscclpp-go/mscclpp/impl","Test":"TestOK","Elapsed":0.1}
+{"Action":"run","Package":"github.com/mscclpp-go/mscclpp/impl","Test":"TestHang"}
+{"Action":"output","Package":"github.com/mscclpp-go/mscclpp/impl","Test":"TestHang","Output":"=== RUN   TestHang\n"}
+{"Action":"output","Package":"github.com/mscclpp-go/mscclpp/impl","Test":"TestHang","Output":"panic: test timed out after 3s\n"}
+{"Action":"output","Package":"github.com/mscclpp-go/mscclpp/impl","Test":"TestHang","Output":"goroutine 7 [chan receive]:\n"}
+{"Action":"output","Package":"github.com/mscclpp-go/mscclpp/impl","Output":"FAIL\tgithub.com/mscclpp-go/mscclpp/impl\t3.0s\n"}
+{"Action":"fail","Package":"github.com/mscclpp-go/mscclpp/impl","Elapsed":3.0}
+`
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "rec")
+	var out bytes.Buffer
+	err := run([]string{"gotest", rec}, strings.NewReader(stream), &out)
+	got := out.String()
+	if !errors.Is(err, errFailed) || !strings.Contains(got, "FAIL go:impl.TestHang  (did not finish") ||
+		!strings.Contains(got, "    panic: test timed out after 3s\n    goroutine 7 [chan receive]:") ||
+		strings.Contains(got, "TestOK") {
+		t.Fatalf("gotest: %v\n%s", err, got)
+	}
+	cLog := filepath.Join(dir, "c.log")
+	os.WriteFile(cLog, []byte("FAIL robust_hogs_n2  (1.0 s)\n    [rank 0] hogs rank 0: a 30 ms wait took 31.0 ms\n"+
+		"    [rank 0] robust rank 0: robust.cc:87: CHECK FAILED (ms <= t + 50): a 30 ms wait took 99.0 ms\nPASS other  (1.0 s)\n"), 0o644)
+	allow := filepath.Join(dir, "allow")
+	os.WriteFile(allow, nil, 0o644)
+	out.Reset()
+	err = run([]string{"final", allow, rec, cLog}, nil, &out)
+	wantLines(t, out.String(),
+		"# failed: go:impl.TestHang  panic: test timed out after 3s\n",
+		"# failed: go:impl\n",
+		"# failed: robust_hogs_n2  (1.0 s): [rank 0] robust rank 0: robust.cc:87: CHECK FAILED (ms <= t + 50): a 30 ms wait took 99.0 ms\n",
+		"2 passed, 3 failed, 0 skipped\n")
+	if !errors.Is(err, errFailed) {
+		t.Errorf("final: %v, want errFailed", err)
+	}
+}
+
+// The reason of a failed test in the records: a panic's line, else its last message.
+func TestFailReason(t *testing.T) {
+	cases := []struct {
+		lines []string
+		want  string
+	}{
+		{[]string{"=== RUN   TestA\n", "    a_test.go:3: a log\n", "    a_test.go:9: the failure\n", "--- FAIL: TestA\n"}, "a_test.go:9: the failure"},
+		{[]string{"    a_test.go:3: a log\n", "panic: boom [recovered]\n", "    a_test.go:9: later\n"}, "panic: boom [recovered]"},
+		{[]string{"=== RUN   TestA\n", "--- FAIL: TestA\n"}, "(no message)"},
+	}
+	for _, c := range cases {
+		if got := failReason(c.lines); got != c.want {
+			t.Errorf("failReason(%q) = %q, want %q", c.lines, got, c.want)
+		}
+	}
+}
+
+// wantLines fails t for each of lines that the summary's output got lacks.
+func wantLines(t *testing.T, got string, lines ...string) {
+	t.Helper()
+	for _, line := range lines {
+		if !strings.Contains(got, line) {
+			t.Errorf("final output lacks %q:\n%s", line, got)
+		}
 	}
 }
