@@ -79,6 +79,7 @@ typedef struct engConn {
   engReg* remote; /* the peer's registrations, by handle */
   volatile uint64_t* remoteProxyEpoch; /* the peer's localSignalEpochId->proxy for this connection */
   uint64_t signalsDone;                /* signals served on this connection: the value a signal sends */
+  int signalLock; /* SHM without an eager ring: held while a signal counts and stores (shm.c) */
   volatile int peerClosed;  /* set by a transport when the peer's side of the connection is gone */
   uint32_t* localSleepers;  /* threads asleep (futex) on my epoch slot of this connection, or NULL */
   uint32_t* remoteSleepers; /* threads asleep on the peer's slot I signal, or NULL: wake them after a signal */
@@ -156,6 +157,23 @@ void engProxyStop(engCtx* ctx);
  * *src and *dst, else records the failure (engConnFail) and returns its code. */
 int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff, uint64_t size,
                 const engReg** src, const engReg** dst);
+/* engCheckPut with the checks of a valid put inline (a put the checks refuse goes to engCheckPut,
+ * which records why): for the transports' host data path. */
+static inline int engCheckPutInline(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle,
+                                    uint64_t srcOff, uint64_t size, const engReg** src, const engReg** dst)
+{
+  if (srcHandle != 0 && dstHandle != 0 && c->nLocal > 0 && c->nRemote > 0 && srcHandle < (uint64_t)c->nLocal &&
+      dstHandle < (uint64_t)c->nRemote) {
+    const engReg* s = &c->local[srcHandle];
+    const engReg* d = &c->remote[dstHandle];
+    if (srcOff <= s->size && size <= s->size - srcOff && dstOff <= d->size && size <= d->size - dstOff) {
+      *src = s;
+      *dst = d;
+      return mscclppSuccess;
+    }
+  }
+  return engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, src, dst);
+}
 /* 1 when pid no longer runs (gone, or a zombie nobody reaped yet). */
 int engProcessGone(int pid);
 /* Waits (backoff.h, comm's waitCfg; brief: a short spin and yield phase) until *seq reaches want,
