@@ -122,9 +122,54 @@ typedef struct engCtx {
  * state: an application's struct carries a pointer, and only a table can say
  * whether it is still valid. */
 #define ENG_MAX_CTXS 256
-/* The live context at p (a mscclppDevConn's fifo.triggerFifo) with a reference held, or NULL. */
-engCtx* engEnter(const void* p);
-void engLeave(engCtx* ctx);
+/* The table and how a host call holds a context (ctx.c says how): engEnter and engLeave are
+ * inline, since every host put and wait makes both. */
+typedef struct engCtxSlot {
+  engCtx* ctx;
+  int64_t users; /* counting mode only */
+  char pad[48];
+} engCtxSlot;
+/* One thread's record (membarrier mode): the context its current host call is inside. Records
+ * are never freed; a thread that exits leaves its record to the next new thread. */
+typedef struct engThread {
+  const void* inside;
+  int taken;
+  struct engThread* next;
+} engThread;
+extern engCtxSlot engCtxSlots[ENG_MAX_CTXS];
+extern int engCtxSlotsUsed;  /* slots [0, engCtxSlotsUsed) were ever used */
+extern int engUseMembarrier; /* 1: membarrier mode; 0: counting mode; -1: no context made yet */
+/* initial-exec: a plain %fs-relative load instead of a __tls_get_addr call on every host call
+ * (the library is STATIC_TLS already: the Go runtime's own TLS is initial-exec) */
+extern __thread engThread* engThreadSelf __attribute__((tls_model("initial-exec")));
+engThread* engThreadRecordNew(void);       /* the calling thread's first record (ctx.c) */
+engCtx* engEnterCounting(const void* p);   /* engEnter in counting mode (ctx.c) */
+
+/* The live context at p (a mscclppDevConn's fifo.triggerFifo) with a reference held, or NULL:
+ * the caller records p in its thread's record, then looks for it in the table. */
+static inline engCtx* engEnter(const void* p)
+{
+  if (p == NULL) return NULL;
+  if (__builtin_expect(__atomic_load_n(&engUseMembarrier, __ATOMIC_ACQUIRE) != 1, 0)) return engEnterCounting(p);
+  engThread* t = engThreadSelf;
+  if (__builtin_expect(t == NULL, 0) && (t = engThreadRecordNew()) == NULL) return NULL;
+  __atomic_store_n(&t->inside, p, __ATOMIC_RELAXED);
+  __asm__ __volatile__("" ::: "memory"); /* the closer's membarrier orders this store before its check */
+  int n = __atomic_load_n(&engCtxSlotsUsed, __ATOMIC_ACQUIRE);
+  for (int i = 0; i < n; i++)
+    if (__atomic_load_n(&engCtxSlots[i].ctx, __ATOMIC_RELAXED) == p) return (engCtx*)p;
+  __atomic_store_n(&t->inside, NULL, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static inline void engLeave(engCtx* ctx)
+{
+  if (ctx == NULL) return;
+  if (engUseMembarrier == 1)
+    __atomic_store_n(&engThreadSelf->inside, NULL, __ATOMIC_RELEASE);
+  else
+    __atomic_fetch_sub(&engCtxSlots[ctx->slot].users, 1, __ATOMIC_RELEASE);
+}
 /* Removes ctx from the live table and waits until no host call is inside it. Idempotent. */
 void engCtxClose(engCtx* ctx);
 
