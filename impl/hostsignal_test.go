@@ -1,7 +1,9 @@
 package impl
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -118,6 +120,47 @@ func TestConnSignalOpErrors(t *testing.T) {
 		}
 		if atomic.LoadUint64(epoch) != 2 {
 			return errors.New("the device epoch did not count a good putWithSignal")
+		}
+		return nil
+	})
+}
+
+// Small puts into mapped memory (the sizes shm.c copies inline, and around them) land exactly:
+// every byte of the put, none beside it.
+func TestHostAllocSmallPuts(t *testing.T) {
+	hostAllocPair(t, 4096, func(c *Comm, buf []byte, dev unsafe.Pointer) error {
+		round := 0
+		for size := uint64(1); size <= 24; size++ {
+			for _, off := range []uint64{0, 3, 61, 4096 - size} {
+				round++
+				if c.Rank() == 0 {
+					fill(buf[off:off+size], round)
+					if err := op(dev, opData|opFlag, off, off, size); err != nil {
+						return err
+					}
+					if err := waitNext(dev); err != nil { // rank 1 checked and cleared
+						return err
+					}
+					continue
+				}
+				if err := waitNext(dev); err != nil {
+					return err
+				}
+				want := make([]byte, size)
+				fill(want, round)
+				if !bytes.Equal(buf[off:off+size], want) {
+					return fmt.Errorf("a %d-byte put at offset %d landed as %x, not %x", size, off, buf[off:off+size], want)
+				}
+				for i, b := range buf {
+					if b != 0 && (uint64(i) < off || uint64(i) >= off+size) {
+						return fmt.Errorf("a %d-byte put at offset %d wrote byte %d", size, off, i)
+					}
+				}
+				clear(buf)
+				if err := op(dev, opFlag, 0, 0, 1); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
