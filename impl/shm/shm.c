@@ -96,11 +96,18 @@ void shmSignal(engConn* c)
  * keeps stores in order, and the release store says so elsewhere. */
 #define SHM_COPY_LOCKED 4096 /* puts of up to this many bytes into mapped memory copy under the lock */
 
-static inline void sigLock(engConn* c)
+static __attribute__((noinline)) void sigLockWait(engConn* c)
 {
   engBackoff b = {0, 0};
-  while (__atomic_exchange_n(&c->signalLock, 1, __ATOMIC_ACQUIRE))
+  do
     while (__atomic_load_n(&c->signalLock, __ATOMIC_RELAXED)) engBackoffStep(&b, &c->comm->waitCfg);
+  while (__atomic_exchange_n(&c->signalLock, 1, __ATOMIC_ACQUIRE));
+}
+
+/* Takes the lock; another thread's signal on c holds it (rare): back off out of line. */
+static inline void sigLock(engConn* c)
+{
+  if (__builtin_expect(__atomic_exchange_n(&c->signalLock, 1, __ATOMIC_ACQUIRE) != 0, 0)) sigLockWait(c);
 }
 
 /* Sends the next count (the lock held), releases the lock, then wakes the peer's sleepers: the
