@@ -95,6 +95,11 @@ mscclppResult_t mscclppConnWaitNext(struct mscclppDevConn* conn, int64_t timeout
 /* Extension, host mode: ++localSignalEpochId->device (what epochIncrement() does on host).
  * On a CUDA-mode connection (counters in device memory) both only set the last error. */
 void mscclppConnEpochIncrement(struct mscclppDevConn* conn);
+/* Extension, host mode: mscclppConnEpochIncrement and mscclppConnOp in one call (what
+ * signal(), putWithSignal() and putWithSignalAndFlush() do on host); the increment is made
+ * after the operation, whatever it returns, and errors read as mscclppConnOp's. */
+mscclppResult_t mscclppConnSignalOp(struct mscclppDevConn* conn, uint64_t type, uint64_t dstDataOffset,
+                                    uint64_t srcDataOffset, uint64_t dataSize);
 #ifdef __cplusplus
 }
 #endif
@@ -125,21 +130,21 @@ struct mscclppDevConn
   /* Tell the peer that every earlier put on this connection is complete. */
   MSCCLPP_HOSTDEVICE_INLINE void signal()
   {
-    epochIncrement();
 #if defined(__CUDA_ARCH__)
+    epochIncrement();
     fifo.push(mscclppFlag, 0, 0, 1);
 #else
-    mscclppConnOp(this, mscclppFlag, 0, 0, 1);
+    mscclppConnSignalOp(this, mscclppFlag, 0, 0, 1);
 #endif
   }
 
   MSCCLPP_HOSTDEVICE_INLINE void putWithSignal(uint64_t dstDataOffset, uint64_t srcDataOffset, uint64_t dataSize)
   {
-    epochIncrement();
 #if defined(__CUDA_ARCH__)
+    epochIncrement();
     fifo.push(mscclppData | mscclppFlag, dstDataOffset, srcDataOffset, dataSize);
 #else
-    mscclppConnOp(this, mscclppData | mscclppFlag, dstDataOffset, srcDataOffset, dataSize);
+    mscclppConnSignalOp(this, mscclppData | mscclppFlag, dstDataOffset, srcDataOffset, dataSize);
 #endif
   }
 
@@ -151,12 +156,12 @@ struct mscclppDevConn
   MSCCLPP_HOSTDEVICE_INLINE void putWithSignalAndFlush(uint64_t dstDataOffset, uint64_t srcDataOffset,
                                                        uint64_t dataSize)
   {
-    epochIncrement();
 #if defined(__CUDA_ARCH__)
+    epochIncrement();
     uint64_t curFifoHead = fifo.push(mscclppData | mscclppFlag | mscclppSync, dstDataOffset, srcDataOffset, dataSize);
     fifo.sync(curFifoHead);
 #else
-    mscclppConnOp(this, mscclppData | mscclppFlag | mscclppSync, dstDataOffset, srcDataOffset, dataSize);
+    mscclppConnSignalOp(this, mscclppData | mscclppFlag | mscclppSync, dstDataOffset, srcDataOffset, dataSize);
 #endif
   }
 
@@ -592,20 +597,17 @@ static inline mscclppResult_t mscclppDevConnPut(mscclppDevConn_t* conn, uint64_t
 }
 static inline mscclppResult_t mscclppDevConnSignal(mscclppDevConn_t* conn)
 {
-  mscclppDevConnEpochIncrement(conn);
-  return mscclppConnOp(conn, mscclppFlag, 0, 0, 1);
+  return mscclppConnSignalOp(conn, mscclppFlag, 0, 0, 1);
 }
 static inline mscclppResult_t mscclppDevConnPutWithSignal(mscclppDevConn_t* conn, uint64_t dstDataOffset,
                                                           uint64_t srcDataOffset, uint64_t dataSize)
 {
-  mscclppDevConnEpochIncrement(conn);
-  return mscclppConnOp(conn, mscclppData | mscclppFlag, dstDataOffset, srcDataOffset, dataSize);
+  return mscclppConnSignalOp(conn, mscclppData | mscclppFlag, dstDataOffset, srcDataOffset, dataSize);
 }
 static inline mscclppResult_t mscclppDevConnPutWithSignalAndFlush(mscclppDevConn_t* conn, uint64_t dstDataOffset,
                                                                   uint64_t srcDataOffset, uint64_t dataSize)
 {
-  mscclppDevConnEpochIncrement(conn);
-  return mscclppConnOp(conn, mscclppData | mscclppFlag | mscclppSync, dstDataOffset, srcDataOffset, dataSize);
+  return mscclppConnSignalOp(conn, mscclppData | mscclppFlag | mscclppSync, dstDataOffset, srcDataOffset, dataSize);
 }
 static inline mscclppResult_t mscclppDevConnFlush(mscclppDevConn_t* conn)
 {

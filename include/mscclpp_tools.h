@@ -45,7 +45,8 @@
  * - Interceptors run on the application's threads, concurrently.
  * - The data-path functions (mscclppConnOp, mscclppConnPutHandle,
  *   mscclppConnWait, mscclppConnWaitNext, mscclppConnEpochIncrement,
- *   mscclppFifoPush, mscclppFifoWaitServed and the connection methods) are
+ *   mscclppConnSignalOp, mscclppFifoPush, mscclppFifoWaitServed and the
+ *   connection methods) are
  *   never intercepted: they are the hot path.
  * - In a child forked after the library loaded, calls return
  *   mscclppInvalidUsage before reaching any tool, and no fini runs.

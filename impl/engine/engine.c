@@ -45,34 +45,36 @@ void engCommFree(engComm* c)
 #define ENG_CUDA_MODE \
   "this connection runs in CUDA mode: its counters and FIFO are in device memory, so its methods are for device code"
 
+/* connEnter's refusal: leaves ctx (when entered) and records why. */
+static __attribute__((noinline)) engConn* connRefuse(engCtx* ctx, const char* fn, const char* why)
+{
+  if (ctx != NULL) engLeave(ctx);
+  engFail(NULL, mscclppInvalidUsage, "%s: %s", fn, why);
+  return NULL;
+}
+
 /* Enters the live context of a device connection (engEnter) and finds its engine
  * connection; NULL, with the process-wide last error set, when there is none.
- * hostOnly refuses CUDA-mode contexts. On success the caller must engLeave(c->ctx). */
-static engConn* connEnter(struct mscclppDevConn* dev, const char* fn, int hostOnly)
+ * hostOnly refuses CUDA-mode contexts. On success the caller must engLeave(c->ctx).
+ * Inlined: on the host data path each call between a wait that returns and the signal
+ * that answers it shows in the one-way latency (docs/PERFORMANCE.md, finding 7). */
+static inline __attribute__((always_inline)) engConn* connEnter(struct mscclppDevConn* dev, const char* fn,
+                                                                int hostOnly)
 {
   if (__builtin_expect(errForkedChild, 0)) {
     errForked(fn);
     return NULL;
   }
-  if (dev == NULL) {
-    engFail(NULL, mscclppInvalidUsage, "%s: conn is NULL", fn);
-    return NULL;
-  }
+  if (__builtin_expect(dev == NULL, 0)) return connRefuse(NULL, fn, "conn is NULL");
   engCtx* ctx = engEnter(dev->fifo.triggerFifo);
-  const char* why = NULL;
-  engConn* c = NULL;
-  if (ctx == NULL)
-    why = ENG_NOT_OURS;
-  else if (hostOnly && ctx->devHead != NULL)
-    why = ENG_CUDA_MODE;
-  else if (dev->fifo.connId < 0 || dev->fifo.connId >= ENG_MAX_CONNS)
-    why = "fifo.connId out of range";
-  else if ((c = ctx->conns[dev->fifo.connId]) == NULL)
-    why = "connection not set up: call mscclppConnectionSetup first";
-  if (why == NULL) return c;
-  engLeave(ctx);
-  engFail(NULL, mscclppInvalidUsage, "%s: %s", fn, why);
-  return NULL;
+  if (__builtin_expect(ctx == NULL, 0)) return connRefuse(NULL, fn, ENG_NOT_OURS);
+  if (hostOnly && __builtin_expect(ctx->devHead != NULL, 0)) return connRefuse(ctx, fn, ENG_CUDA_MODE);
+  int id = dev->fifo.connId;
+  if (__builtin_expect(id < 0 || id >= ENG_MAX_CONNS, 0)) return connRefuse(ctx, fn, "fifo.connId out of range");
+  engConn* c = ctx->conns[id];
+  if (__builtin_expect(c == NULL, 0))
+    return connRefuse(ctx, fn, "connection not set up: call mscclppConnectionSetup first");
+  return c;
 }
 
 int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen)
@@ -132,13 +134,10 @@ int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHan
   return mscclppSuccess;
 }
 
-/* A host Flag or Sync covers every earlier put, including triggers pushed into the
- * FIFO: wait until the proxy has served everything pushed before this call. */
-static int drainFifo(engConn* c)
+/* drainFifo's wait, from head: the triggers pushed before the call not served yet. */
+static __attribute__((noinline)) int drainFifoWait(engConn* c, uint64_t head)
 {
   engCtx* ctx = c->ctx;
-  if (ctx->devHead != NULL) return mscclppSuccess;
-  uint64_t head = __atomic_load_n(&ctx->head, __ATOMIC_ACQUIRE);
   engWait w;
   engWaitInit(&w, -1);
   while (__atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE) < head) {
@@ -152,15 +151,50 @@ static int drainFifo(engConn* c)
   return mscclppSuccess;
 }
 
+/* A host Flag or Sync covers every earlier put, including triggers pushed into the
+ * FIFO: wait until the proxy has served everything pushed before this call. */
+static inline int drainFifo(engConn* c)
+{
+  engCtx* ctx = c->ctx;
+  if (ctx->devHead != NULL) return mscclppSuccess;
+  uint64_t head = __atomic_load_n(&ctx->head, __ATOMIC_ACQUIRE);
+  if (__builtin_expect(__atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE) >= head, 1)) return mscclppSuccess;
+  return drainFifoWait(c, head);
+}
+
+/* mscclppConnOp's work on the entered connection c. */
+static inline int connOp(engConn* c, uint64_t type, uint64_t dstDataOffset, uint64_t srcDataOffset, uint64_t dataSize)
+{
+  int rc = mscclppSuccess;
+  if (type & (mscclppFlag | mscclppSync)) rc = drainFifo(c);
+  if (rc == mscclppSuccess) rc = c->ops->op(c, type, 1, dstDataOffset, 1, srcDataOffset, dataSize);
+  return rc;
+}
+
 mscclppResult_t mscclppConnOp(struct mscclppDevConn* conn, uint64_t type, uint64_t dstDataOffset,
                               uint64_t srcDataOffset, uint64_t dataSize)
 {
   /* a signal sends the count host threads cannot keep on a CUDA-mode connection */
   engConn* c = connEnter(conn, "mscclppConnOp", (type & mscclppFlag) != 0);
   if (c == NULL) return mscclppInvalidUsage;
-  int rc = mscclppSuccess;
-  if (type & (mscclppFlag | mscclppSync)) rc = drainFifo(c);
-  if (rc == mscclppSuccess) rc = c->ops->op(c, type, 1, dstDataOffset, 1, srcDataOffset, dataSize);
+  int rc = connOp(c, type, dstDataOffset, srcDataOffset, dataSize);
+  engLeave(c->ctx);
+  return (mscclppResult_t)rc;
+}
+
+/* epochIncrement() and mscclppConnOp in one entry (the host signal methods): one check of the
+ * connection instead of two, and the increment after the operation. The device epoch lies in
+ * the cache line the peer's signals land in, which this side has just read in its wait: a
+ * locked increment first would fetch that line back before the put and its signal could
+ * leave. Nothing reads the device epoch across processes, and it is incremented whatever the
+ * operation returns, as the two calls did; errors name mscclppConnOp, as the later call did. */
+mscclppResult_t mscclppConnSignalOp(struct mscclppDevConn* conn, uint64_t type, uint64_t dstDataOffset,
+                                    uint64_t srcDataOffset, uint64_t dataSize)
+{
+  engConn* c = connEnter(conn, "mscclppConnOp", 1);
+  if (c == NULL) return mscclppInvalidUsage;
+  int rc = connOp(c, type, dstDataOffset, srcDataOffset, dataSize);
+  __atomic_fetch_add(&conn->localSignalEpochId->device, 1, __ATOMIC_RELAXED);
   engLeave(c->ctx);
   return (mscclppResult_t)rc;
 }
@@ -200,12 +234,30 @@ void mscclppConnEpochIncrement(struct mscclppDevConn* conn)
 
 static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t timeoutMs);
 
+/* The first ENG_CLOCK_EVERY polls of a wait on a connection without queued data, inline: 1 when
+ * the epoch reached want. No check is due before then (waitFor reads the clock, and looks at a
+ * closing communicator and a remote error, every ENG_CLOCK_EVERY pauses), and a signal that
+ * arrives meanwhile returns through no call: each between the signal and the answering put
+ * shows in the one-way latency (finding 7). A wait that may not spin (timeout 0, a yielding
+ * transport) skips it. */
+static inline int waitSpin(engConn* c, struct mscclppDevConn* conn, uint64_t want, int64_t timeoutMs)
+{
+  if (c->land != NULL || c->yieldFirst || timeoutMs == 0) return 0;
+  volatile uint64_t* proxy = &conn->localSignalEpochId->proxy;
+  for (int i = 0; i < ENG_CLOCK_EVERY; i++) {
+    if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return 1;
+    engPause();
+  }
+  return 0;
+}
+
 mscclppResult_t mscclppConnWaitNext(struct mscclppDevConn* conn, int64_t timeoutMs)
 {
   engConn* c = connEnter(conn, "mscclppConnWaitNext", 1);
   if (c == NULL) return mscclppInvalidUsage;
-  *conn->waitEpochId += 1;
-  mscclppResult_t rc = waitFor(c, conn, timeoutMs);
+  uint64_t want = *conn->waitEpochId + 1;
+  *conn->waitEpochId = want;
+  mscclppResult_t rc = waitSpin(c, conn, want, timeoutMs) ? mscclppSuccess : waitFor(c, conn, timeoutMs);
   engLeave(c->ctx);
   return rc;
 }

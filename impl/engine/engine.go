@@ -242,6 +242,11 @@ func ConnOp(dev unsafe.Pointer, typ, dstOff, srcOff, size uint64) status.Code {
 	return status.Code(C.mscclppConnOp((*C.struct_mscclppDevConn)(dev), C.uint64_t(typ), C.uint64_t(dstOff), C.uint64_t(srcOff), C.uint64_t(size)))
 }
 
+// ConnSignalOp is mscclppConnSignalOp on entry dev (what the host signal methods call): a result code.
+func ConnSignalOp(dev unsafe.Pointer, typ, dstOff, srcOff, size uint64) status.Code {
+	return status.Code(C.mscclppConnSignalOp((*C.struct_mscclppDevConn)(dev), C.uint64_t(typ), C.uint64_t(dstOff), C.uint64_t(srcOff), C.uint64_t(size)))
+}
+
 // ConnWaitNext is mscclppConnWaitNext on entry dev (wait() on a host thread, bounded): a result code.
 func ConnWaitNext(dev unsafe.Pointer, timeoutMs int64) status.Code {
 	return status.Code(C.mscclppConnWaitNext((*C.struct_mscclppDevConn)(dev), C.int64_t(timeoutMs)))

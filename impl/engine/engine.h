@@ -79,6 +79,7 @@ typedef struct engConn {
   engReg* remote; /* the peer's registrations, by handle */
   volatile uint64_t* remoteProxyEpoch; /* the peer's localSignalEpochId->proxy for this connection */
   uint64_t signalsDone;                /* signals served on this connection: the value a signal sends */
+  int signalLock; /* SHM without an eager ring: held while a signal counts and stores (shm.c) */
   volatile int peerClosed;  /* set by a transport when the peer's side of the connection is gone */
   uint32_t* localSleepers;  /* threads asleep (futex) on my epoch slot of this connection, or NULL */
   uint32_t* remoteSleepers; /* threads asleep on the peer's slot I signal, or NULL: wake them after a signal */
@@ -128,9 +129,54 @@ typedef struct engCtx {
  * state: an application's struct carries a pointer, and only a table can say
  * whether it is still valid. */
 #define ENG_MAX_CTXS 256
-/* The live context at p (a mscclppDevConn's fifo.triggerFifo) with a reference held, or NULL. */
-engCtx* engEnter(const void* p);
-void engLeave(engCtx* ctx);
+/* The table and how a host call holds a context (ctx.c says how): engEnter and engLeave are
+ * inline, since every host put and wait makes both. */
+typedef struct engCtxSlot {
+  engCtx* ctx;
+  int64_t users; /* counting mode only */
+  char pad[48];
+} engCtxSlot;
+/* One thread's record (membarrier mode): the context its current host call is inside. Records
+ * are never freed; a thread that exits leaves its record to the next new thread. */
+typedef struct engThread {
+  const void* inside;
+  int taken;
+  struct engThread* next;
+} engThread;
+extern engCtxSlot engCtxSlots[ENG_MAX_CTXS];
+extern int engCtxSlotsUsed;  /* slots [0, engCtxSlotsUsed) were ever used */
+extern int engUseMembarrier; /* 1: membarrier mode; 0: counting mode; -1: no context made yet */
+/* initial-exec: a plain %fs-relative load instead of a __tls_get_addr call on every host call
+ * (the library is STATIC_TLS already: the Go runtime's own TLS is initial-exec) */
+extern __thread engThread* engThreadSelf __attribute__((tls_model("initial-exec")));
+engThread* engThreadRecordNew(void);       /* the calling thread's first record (ctx.c) */
+engCtx* engEnterCounting(const void* p);   /* engEnter in counting mode (ctx.c) */
+
+/* The live context at p (a mscclppDevConn's fifo.triggerFifo) with a reference held, or NULL:
+ * the caller records p in its thread's record, then looks for it in the table. */
+static inline engCtx* engEnter(const void* p)
+{
+  if (p == NULL) return NULL;
+  if (__builtin_expect(__atomic_load_n(&engUseMembarrier, __ATOMIC_ACQUIRE) != 1, 0)) return engEnterCounting(p);
+  engThread* t = engThreadSelf;
+  if (__builtin_expect(t == NULL, 0) && (t = engThreadRecordNew()) == NULL) return NULL;
+  __atomic_store_n(&t->inside, p, __ATOMIC_RELAXED);
+  __asm__ __volatile__("" ::: "memory"); /* the closer's membarrier orders this store before its check */
+  int n = __atomic_load_n(&engCtxSlotsUsed, __ATOMIC_ACQUIRE);
+  for (int i = 0; i < n; i++)
+    if (__atomic_load_n(&engCtxSlots[i].ctx, __ATOMIC_RELAXED) == p) return (engCtx*)p;
+  __atomic_store_n(&t->inside, NULL, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static inline void engLeave(engCtx* ctx)
+{
+  if (ctx == NULL) return;
+  if (engUseMembarrier == 1)
+    __atomic_store_n(&engThreadSelf->inside, NULL, __ATOMIC_RELEASE);
+  else
+    __atomic_fetch_sub(&engCtxSlots[ctx->slot].users, 1, __ATOMIC_RELEASE);
+}
 /* Removes ctx from the live table and waits until no host call is inside it. Idempotent. */
 void engCtxClose(engCtx* ctx);
 
@@ -163,6 +209,23 @@ void engProxyStop(engCtx* ctx);
  * *src and *dst, else records the failure (engConnFail) and returns its code. */
 int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff, uint64_t size,
                 const engReg** src, const engReg** dst);
+/* engCheckPut with the checks of a valid put inline (a put the checks refuse goes to engCheckPut,
+ * which records why): for the transports' host data path. */
+static inline int engCheckPutInline(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle,
+                                    uint64_t srcOff, uint64_t size, const engReg** src, const engReg** dst)
+{
+  if (srcHandle != 0 && dstHandle != 0 && c->nLocal > 0 && c->nRemote > 0 && srcHandle < (uint64_t)c->nLocal &&
+      dstHandle < (uint64_t)c->nRemote) {
+    const engReg* s = &c->local[srcHandle];
+    const engReg* d = &c->remote[dstHandle];
+    if (srcOff <= s->size && size <= s->size - srcOff && dstOff <= d->size && size <= d->size - dstOff) {
+      *src = s;
+      *dst = d;
+      return mscclppSuccess;
+    }
+  }
+  return engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, src, dst);
+}
 /* 1 when pid no longer runs (gone, or a zombie nobody reaped yet). */
 int engProcessGone(int pid);
 /* Waits (backoff.h, comm's waitCfg; brief: a short spin and yield phase) until *seq reaches want,

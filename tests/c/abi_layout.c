@@ -149,6 +149,11 @@ static void c_inline_checks(void)
   ABI_EQ("mscclppDevConnEpochIncrement on a foreign struct leaves proxy", ep.proxy, 7);
   ABI_EQ("mscclppDevConnEpochIncrement on a foreign struct sets the last error",
          strstr(mscclppGetLastError(NULL), "mscclppConnEpochIncrement") != NULL, 1);
+  ABI_EQ("mscclppDevConnPutWithSignal on a foreign struct is invalid usage", mscclppDevConnPutWithSignal(&dc, 0, 0, 8),
+         mscclppInvalidUsage);
+  ABI_EQ("mscclppDevConnPutWithSignal on a foreign struct leaves device", ep.device, 41);
+  ABI_EQ("mscclppDevConnPutWithSignal on a foreign struct names mscclppConnOp",
+         strstr(mscclppGetLastError(NULL), "mscclppConnOp: ") == mscclppGetLastError(NULL), 1);
   ABI_EQ("mscclppDevConnWait on a foreign struct is invalid usage", mscclppDevConnWait(&dc), mscclppInvalidUsage);
   ABI_EQ("mscclppDevConnWait on a foreign struct leaves waitEpochId", waitId, 0);
 }
