@@ -15,6 +15,7 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/nodeshm"
 	"github.com/mscclpp-go/mscclpp/impl/status"
+	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
 )
 
 // nodeJoin is the segment a rank mapped from inside the bootstrap (Options.Joined).
@@ -93,7 +94,7 @@ func openNode(b *bootstrap.Bootstrap, local map[int]int, leader int, start time.
 			if leaderOnly && r != leader {
 				continue
 			}
-			if pid := pids[r]; r != rank && engine.ProcessGone(pid) {
+			if pid := pids[r]; r != rank && sysinfo.ProcessGone(pid) {
 				return status.Errorf(status.RemoteError, "rank %d (pid %d) on this node exited during mscclppCommInitRank", r, pid)
 			}
 		}

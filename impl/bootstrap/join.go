@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
@@ -351,7 +350,7 @@ func (b *Bootstrap) connect(useStar, watch bool) error {
 			}
 			return b.errorf(status.RemoteError, "%s did not connect to rank 0 within %v", rankList(missing), b.timeout)
 		case <-probe:
-			if pid := int(b.table[prevRank].pid); b.prev == nil && engine.ProcessGone(pid) {
+			if pid := int(b.table[prevRank].pid); b.prev == nil && sysinfo.ProcessGone(pid) {
 				return b.errorf(status.RemoteError, "rank %d (pid %d) exited before it connected its ring", prevRank, pid)
 			}
 		case err := <-gone:

@@ -252,9 +252,6 @@ func ConnWaitNext(dev unsafe.Pointer, timeoutMs int64) status.Code {
 	return status.Code(C.mscclppConnWaitNext((*C.struct_mscclppDevConn)(dev), C.int64_t(timeoutMs)))
 }
 
-// ProcessGone reports whether pid no longer runs (gone, or a zombie nobody reaped yet).
-func ProcessGone(pid int) bool { return C.engProcessGone(C.int(pid)) != 0 }
-
 // Why WaitSeq returned.
 const (
 	SeqReached = C.ENG_SEQ_REACHED // the counter reached the value
