@@ -73,7 +73,7 @@ type rootSession struct {
 	addr      netip.AddrPort
 	wait      time.Duration // the bootstrap timeout plus rootGrace
 	local     *root         // the root of this process (rs.c is then a pipe to it), or nil
-	c         net.Conn      // *net.TCPConn, or a pipe to local
+	c         net.Conn      // *fdConn, or a pipe to local
 	challenge nonce         // what the root sent this rank
 	hello     *hello        // this rank's registration
 }
@@ -109,7 +109,6 @@ func (b *Bootstrap) dialRootSession(rs *rootSession) error {
 		return b.failed()
 	}
 	rs.c = rc
-	rc.SetNoDelay(true)
 	rc.SetDeadline(deadline)
 	return nil
 }
@@ -133,8 +132,8 @@ func (b *Bootstrap) listen(rs *rootSession) error {
 			return err
 		}
 		lip = a.ip
-	} else if tc, ok := rs.c.(*net.TCPConn); ok {
-		lip = tc.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+	} else if fc, ok := rs.c.(*fdConn); ok {
+		lip = fc.local.Addr()
 	} else {
 		lip = localSource(rs.addr.Addr())
 	}
@@ -395,15 +394,14 @@ func (b *Bootstrap) dialAsync(peer int, kind byte, deadline time.Time) <-chan di
 // find the root a fraction of a millisecond to several (ranks outnumbering
 // CPUs) before it listens: the retries come after 50 µs, 100 µs, ... (sysinfo.Nap:
 // time.Sleep would wait a millisecond at least), see nextRootRetry.
-func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*net.TCPConn, error) {
+func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*fdConn, error) {
 	backoff := 50 * time.Microsecond
 	start := time.Now()
 	var last error // the last error other than a timeout
 	for {
-		d := net.Dialer{Deadline: deadline}
-		c, err := d.Dial("tcp", addr.String())
+		c, err := dialFD(addr, deadline)
 		if err == nil {
-			return c.(*net.TCPConn), nil
+			return c, nil
 		}
 		if !isTimeout(err) {
 			last = err
