@@ -47,14 +47,14 @@ func initRank(rootAddr netip.AddrPort, ownRoot *root, magic uint64, key [keyByte
 	b.ringOnly = opts.RingOnlyOnOneHost && oneHost(b.table)
 	// While the ring and star form, the root's verdict may come at any
 	// time: a failure aborts this rank at once.
-	verdict := b.watchVerdict(rs)
+	verdict := b.verdictSource(rs)
 	if err := b.connectAndJoin(rs, verdict, opts.Joined); err != nil {
 		return nil, err
 	}
 	if _, err := rs.c.Write(encodeStatus(statusReady, "", &b.key, &rs.challenge)); err != nil {
 		return nil, b.fail(b.rootErr(rootAddr, rs.wait, err))
 	}
-	if v := <-verdict; v.err != nil {
+	if v, _ := verdict(0); v.err != nil {
 		return nil, v.err
 	}
 	onHost := 0
@@ -171,26 +171,26 @@ func (b *Bootstrap) register(rs *rootSession, hostID string) error {
 	return nil
 }
 
-// watchVerdict reads the root's verdict in the background; a failure aborts this rank.
-func (b *Bootstrap) watchVerdict(rs *rootSession) <-chan rootVerdict {
+// verdictSource reads the root's verdict: on a blocking root socket with no
+// ring to form, inline (see verdict.go); otherwise in the background, and a
+// failure aborts this rank at once.
+func (b *Bootstrap) verdictSource(rs *rootSession) verdictSource {
+	if fc, ok := rs.c.(*fdConn); ok && b.ringOnly {
+		iv := &inlineVerdict{b: b, rs: rs, fc: fc}
+		b.joinPoll.Store(iv)
+		return iv.get
+	}
 	verdict := make(chan rootVerdict, 1)
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		st, payload, err := readReply(rs.c, b.magic, &b.key, labelDone, &rs.hello.nonce, maxErrorText)
-		v := rootVerdict{fromRoot: err == nil}
-		if err == nil {
-			err = b.replyErr(rs.addr, st, payload)
-		} else if b.failed() == nil {
-			err = b.rootErr(rs.addr, rs.wait, err)
+		v := b.readVerdict(rs)
+		if v.err != nil {
+			v.err = b.fail(v.err)
 		}
-		if err != nil {
-			err = b.fail(err)
-		}
-		v.err = err
 		verdict <- v
 	}()
-	return verdict
+	return goVerdict(verdict)
 }
 
 // connectAndJoin connects the ring and star (in a goroutine) while joined, when set, runs
@@ -199,7 +199,7 @@ func (b *Bootstrap) watchVerdict(rs *rootSession) <-chan rootVerdict {
 // reported through the root (joinFailed) and fails b, which ends the other half; both have
 // returned when connectAndJoin does. A failure of joined is returned as it is (the root's
 // answer may name another rank's), as before the two ran side by side.
-func (b *Bootstrap) connectAndJoin(rs *rootSession, verdict <-chan rootVerdict, joined func(*Bootstrap) error) error {
+func (b *Bootstrap) connectAndJoin(rs *rootSession, verdict verdictSource, joined func(*Bootstrap) error) error {
 	var once sync.Once
 	var first error
 	joinedFirst := false
@@ -207,18 +207,24 @@ func (b *Bootstrap) connectAndJoin(rs *rootSession, verdict <-chan rootVerdict, 
 		once.Do(func() { first, joinedFirst = b.fail(b.joinFailed(rs, verdict, err)), fromJoined })
 	}
 	connected := make(chan struct{})
-	go func() {
-		defer close(connected)
-		if err := b.connectCollectives(); err != nil {
-			report(err, false)
-		}
-	}()
+	if b.ringOnly {
+		close(connected) // nothing to connect (connectCollectives)
+	} else {
+		go func() {
+			defer close(connected)
+			if err := b.connectCollectives(); err != nil {
+				report(err, false)
+			}
+		}()
+	}
 	var jerr error
 	if joined != nil {
-		if jerr = joined(b); jerr != nil {
+		jerr = joined(b)
+		if jerr != nil {
 			report(jerr, true) // tells the others, through the root
 		}
 	}
+	b.joinPoll.Store(nil)
 	<-connected
 	if joinedFirst {
 		return jerr
@@ -227,7 +233,7 @@ func (b *Bootstrap) connectAndJoin(rs *rootSession, verdict <-chan rootVerdict, 
 }
 
 // joinFailed is the error of a rank whose ring or star failed with err.
-func (b *Bootstrap) joinFailed(rs *rootSession, verdict <-chan rootVerdict, err error) error {
+func (b *Bootstrap) joinFailed(rs *rootSession, verdict verdictSource, err error) error {
 	if ferr := b.failed(); ferr != nil {
 		return ferr // the failure already recorded (e.g. the root's verdict) is the cause; err its consequence
 	}
@@ -236,12 +242,8 @@ func (b *Bootstrap) joinFailed(rs *rootSession, verdict <-chan rootVerdict, err 
 	// failure it saw, the likely root cause.
 	rs.c.SetWriteDeadline(deadlineIn(abortWriteTimeout))
 	if _, werr := rs.c.Write(encodeStatus(statusFail, err.Error(), &b.key, &rs.challenge)); werr == nil {
-		select {
-		case v := <-verdict:
-			if v.fromRoot && v.err != nil {
-				return v.err
-			}
-		case <-time.After(min(b.hsTimeout, time.Second)):
+		if v, ok := verdict(min(b.hsTimeout, time.Second)); ok && v.fromRoot && v.err != nil {
+			return v.err
 		}
 	}
 	return err
