@@ -68,11 +68,9 @@ func dialFD(addr netip.AddrPort, deadline time.Time) (*fdConn, error) {
 		return fail("setsockopt", err)
 	}
 	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	for {
-		err = unix.Connect(fd, sa)
-		if err != unix.EINTR {
-			break
-		}
+	err = unix.Connect(fd, sa)
+	for err == unix.EINTR { // a signal: the connection goes on forming
+		err = awaitConnected(fd, deadline)
 	}
 	if err != nil {
 		unix.Close(fd)
@@ -83,6 +81,32 @@ func dialFD(addr netip.AddrPort, deadline time.Time) (*fdConn, error) {
 	}
 	c.wdl.Store(deadline.UnixNano())
 	return c, nil
+}
+
+// awaitConnected waits until the connect of fd, interrupted by a signal,
+// ends (its error, or nil) or deadline passes (EINPROGRESS); EINTR again
+// when another signal came.
+func awaitConnected(fd int, deadline time.Time) error {
+	left := time.Until(deadline)
+	if left <= 0 {
+		return unix.EINPROGRESS
+	}
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	n, err := unix.Poll(fds, int((left+time.Millisecond-1)/time.Millisecond))
+	switch {
+	case err != nil:
+		return err
+	case n == 0:
+		return unix.EINPROGRESS
+	}
+	soErr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+	if err != nil {
+		return err
+	}
+	if soErr != 0 {
+		return unix.Errno(soErr)
+	}
+	return nil
 }
 
 // zoneID is the interface index of a link-local IPv6 address's zone, or 0.

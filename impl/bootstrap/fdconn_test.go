@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
+	"golang.org/x/sys/unix"
 )
 
 // fdPair returns a dialled fdConn and the listener side's end of it.
@@ -156,5 +157,31 @@ func TestJoinedWaiterSeesOtherRankFail(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "rank 1 cannot map its node segment") {
 			t.Fatalf("rank %d: %v (does not say why)", r, err)
 		}
+	}
+}
+
+// awaitConnected, what a connect interrupted by a signal goes on with, sees a
+// connection form, and gives up at the deadline.
+func TestAwaitConnected(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ap := ln.Addr().(*net.TCPAddr).AddrPort()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := awaitConnected(fd, time.Now().Add(-time.Second)); err != unix.EINPROGRESS {
+		t.Fatalf("past the deadline: %v, want EINPROGRESS", err)
+	}
+	err = unix.Connect(fd, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()})
+	if err != nil && err != unix.EINPROGRESS {
+		t.Fatal(err)
+	}
+	if err := awaitConnected(fd, time.Now().Add(10*time.Second)); err != nil {
+		t.Fatalf("connecting to a listener: %v", err)
 	}
 }
