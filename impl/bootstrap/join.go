@@ -132,7 +132,7 @@ func (b *Bootstrap) listen(rs *rootSession) error {
 			return err
 		}
 		lip = a.ip
-	} else if fc, ok := rs.c.(*fdConn); ok {
+	} else if fc, ok := rs.c.(*fdConn); ok && fc.local.IsValid() {
 		lip = fc.local.Addr()
 	} else {
 		lip = localSource(rs.addr.Addr())
