@@ -217,17 +217,23 @@ func (r *root) handshake(c net.Conn, ch nonce, chErr error) {
 		return
 	}
 	c.SetDeadline(time.Time{})
+	ev := rootEvent{kind: evRegister, c: c, h: h, challenge: challenge, entry: e}
 	select {
-	case r.events <- rootEvent{kind: evRegister, c: c, h: h, challenge: challenge, entry: e}:
+	case r.events <- ev:
 	case <-r.quit:
 		r.drop(c)
+		return
 	}
+	r.watch(ev)
 }
 
 // watch reads a registered rank's status frames and turns them, and the
-// end of its connection, into events.
+// end of its connection, into events. It runs on the goroutine of the
+// registration's handshake (one goroutine and one wake-up fewer per rank
+// than a goroutine of its own): the rank sends nothing before it has the
+// table, which comes after run took the registration; a registration run
+// refused ends the root, whose quit (or its closing c) ends the loop.
 func (r *root) watch(ev rootEvent) {
-	defer r.wg.Done()
 	for {
 		st, text, err := readStatus(ev.c, &r.key, &ev.challenge)
 		out := ev
@@ -355,8 +361,6 @@ func (r *root) onRegister(st *rootState, ev rootEvent) bool {
 	rank := ev.h.rank
 	st.regs[rank] = &rootReg{ev: ev}
 	r.logf(false, "bootstrap root at %s: rank %d registered from %s (%d of %d)", r.addr, rank, ev.c.RemoteAddr(), len(st.regs), st.nranks)
-	r.wg.Add(1)
-	go r.watch(ev)
 	if len(st.regs) == st.nranks {
 		table := make([]peerEntry, st.nranks)
 		for i := range table {
