@@ -106,9 +106,33 @@ static int waitEnded(ethConn* s, int rc)
   return -1;
 }
 
+/* A wait spins this long per pause of its communicator's spin budget (waitCfg.spin: 4000, or 64
+ * when the node's ranks outnumber its CPUs; MSCCLPP_WAIT_SPIN), at most half its period. */
+#define ETH_SPIN_NS_PER_PAUSE 25ull
+#define ETH_SPIN_MAX_NS (ETH_WAIT_POLL_NS / 2)
+
+/* The header's recv after a spin on the socket (recv with MSG_DONTWAIT, for the wait's spin
+ * budget): what recv returned. A thread asleep in recv is woken by the data's arrival, which on
+ * this VM costs a halted vCPU's wake-up (tens of µs) on each side of a round trip; host waits of
+ * the other transports spin first for the same reason (finding 10). Nothing else on this CPU
+ * needs it meanwhile: the receive thread is parked while a wait reads. */
+static ssize_t recvHeader(ethConn* s, unsigned char* hdr)
+{
+  uint64_t budget = (uint64_t)s->c->comm->waitCfg.spin * ETH_SPIN_NS_PER_PAUSE;
+  if (budget > ETH_SPIN_MAX_NS) budget = ETH_SPIN_MAX_NS;
+  if (budget > 0) {
+    uint64_t t0 = engNowNs();
+    do {
+      ssize_t k = recv(s->fd, hdr, ETH_HDR_BYTES, MSG_DONTWAIT);
+      if (k >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return k; /* bytes, the end, an error */
+    } while (engNowNs() - t0 < budget);
+  }
+  return recv(s->fd, hdr, ETH_HDR_BYTES, MSG_WAITALL);
+}
+
 /* Reads one frame's header as a wait does: 1 when it is in hdr; 0 when nothing came before
  * the wait should look at its conditions again (ETH_WAIT_POLL_NS, or its deadline); -1 when the
- * stream ended (recorded). With a whole period left it blocks in the header's recv itself (the
+ * stream ended (recorded). With a whole period left it spins, then blocks in the header's recv (the
  * socket's SO_RCVTIMEO is ETH_WAIT_POLL_NS in this mode): a poll before it cost a syscall per
  * frame, as the plain TCP reader makes none (finding 10); else it polls for what is left. */
 static int waitHeader(ethConn* s, unsigned char* hdr, uint64_t deadlineNs)
@@ -121,7 +145,7 @@ static int waitHeader(ethConn* s, unsigned char* hdr, uint64_t deadlineNs)
   }
   size_t got = 0;
   if (left == ETH_WAIT_POLL_NS) {
-    ssize_t k = recv(s->fd, hdr, ETH_HDR_BYTES, MSG_WAITALL);
+    ssize_t k = recvHeader(s, hdr);
     if (k == 0) return waitEnded(s, -1);
     if (k < 0) /* nothing for a period (or a signal): the tick, then look again */
       return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? waitIdle(s) : waitEnded(s, errno);
