@@ -3,7 +3,8 @@
  * fences and close (see eth.h); the receive thread is in ethrx.c.
  *
  * Liveness: a lost link or a stopped peer must not hang anyone. Every socket
- * gets SO_SNDTIMEO and SO_RCVTIMEO of one tick (pingNs), so no send or receive
+ * gets SO_SNDTIMEO and SO_RCVTIMEO of one tick (pingNs; SO_RCVTIMEO is a wait's
+ * 1 ms period where waits read the socket, ethread.c), so no send or receive
  * blocks longer than that; a send that makes no progress for deadNs (the
  * bootstrap timeout) fails, and the receive thread, woken every tick, sends a
  * PING when nothing else went out for a tick and declares the peer
@@ -214,17 +215,19 @@ int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t 
   s->deadNs = (uint64_t)(deadMs > 0 ? deadMs : 1) * 1000000ull;
   s->pingNs = tickNs(s->deadNs);
   s->lastSendNs = s->lastRecvNs = engNowNs();
+  const char* d = getenv("MSCCLPP_ETH_WAIT_READS"); /* 0: only the receive thread reads (for A/B runs) */
+  s->direct = e->cuda == NULL && (d == NULL || *d != '0'); /* before the receive thread looks at it */
   struct timeval tv = {.tv_sec = (time_t)(s->pingNs / 1000000000ull),
                        .tv_usec = (suseconds_t)(s->pingNs % 1000000000ull / 1000)};
+  /* waits that read the socket block in recv for ETH_WAIT_POLL_NS at most (ethread.c) */
+  struct timeval rtv = s->direct ? (struct timeval){.tv_sec = 0, .tv_usec = ETH_WAIT_POLL_NS / 1000} : tv;
   if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0 ||
-      setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) {
+      setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &rtv, sizeof(rtv)) != 0) {
     ethConnStreamsFree(e, s);
     free(s);
     return mscclppSystemError;
   }
   pthread_mutex_init(&s->sendLock, NULL);
-  const char* d = getenv("MSCCLPP_ETH_WAIT_READS"); /* 0: only the receive thread reads (for A/B runs) */
-  s->direct = e->cuda == NULL && (d == NULL || *d != '0'); /* before the receive thread looks at it */
   if (pthread_create(&s->rx, NULL, ethRxMain, s) != 0) {
     pthread_mutex_destroy(&s->sendLock);
     ethConnStreamsFree(e, s);

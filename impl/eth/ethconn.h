@@ -40,6 +40,10 @@ typedef struct ethConn {
 
 enum { ETH_READER_NONE = 0, ETH_READER_RX = 1, ETH_READER_WAIT = 2 };
 
+/* A wait that reads the socket looks at its own conditions this often (as a futex wait); the
+ * socket's SO_RCVTIMEO in that mode (ethread.c). */
+#define ETH_WAIT_POLL_NS 1000000ull
+
 typedef struct ethRegs {
   engReg* chunk[ETH_MAX_REGS / ETH_REG_CHUNK];
   int n; /* published with release after the entry is filled */

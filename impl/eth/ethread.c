@@ -27,6 +27,7 @@
 
 #include "backoff.h"
 
+#include <errno.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -35,7 +36,6 @@
 #include <unistd.h>
 
 #define ETH_PARK_NS 1000000ull /* the longest a parked receive thread leaves the socket alone */
-#define ETH_WAIT_POLL_NS 1000000ull /* a reading wait looks at its own conditions this often (as a futex wait) */
 
 static void parkOn(uint32_t* word, uint32_t val)
 {
@@ -89,9 +89,52 @@ void ethReaderEnd(ethConn* s)
   syscall(SYS_futex, &s->reader, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); /* a parked receive thread exits */
 }
 
+/* Nothing came in for a wait's period: the tick (a PING when due); 0, or -1 when the peer is
+ * unreachable (recorded). */
+static int waitIdle(ethConn* s)
+{
+  int rc = ethRxTick(s);
+  if (rc == 0) return 0;
+  ethRxFailed(s, rc, 0);
+  return -1;
+}
+
+/* A header recv that failed with rc (-1: a clean end of stream): -1, recorded unless closing. */
+static int waitEnded(ethConn* s, int rc)
+{
+  if (!s->closing && !s->dead) ethRxFailed(s, rc, 0);
+  return -1;
+}
+
+/* A wait spins this long per pause of its communicator's spin budget (waitCfg.spin: 4000, or 64
+ * when the node's ranks outnumber its CPUs; MSCCLPP_WAIT_SPIN), at most half its period. */
+#define ETH_SPIN_NS_PER_PAUSE 25ull
+#define ETH_SPIN_MAX_NS (ETH_WAIT_POLL_NS / 2)
+
+/* The header's recv after a spin on the socket (recv with MSG_DONTWAIT, for the wait's spin
+ * budget): what recv returned. A thread asleep in recv is woken by the data's arrival, which on
+ * this VM costs a halted vCPU's wake-up (tens of µs) on each side of a round trip; host waits of
+ * the other transports spin first for the same reason (finding 10). Nothing else on this CPU
+ * needs it meanwhile: the receive thread is parked while a wait reads. */
+static ssize_t recvHeader(ethConn* s, unsigned char* hdr)
+{
+  uint64_t budget = (uint64_t)s->c->comm->waitCfg.spin * ETH_SPIN_NS_PER_PAUSE;
+  if (budget > ETH_SPIN_MAX_NS) budget = ETH_SPIN_MAX_NS;
+  if (budget > 0) {
+    uint64_t t0 = engNowNs();
+    do {
+      ssize_t k = recv(s->fd, hdr, ETH_HDR_BYTES, MSG_DONTWAIT);
+      if (k >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return k; /* bytes, the end, an error */
+    } while (engNowNs() - t0 < budget);
+  }
+  return recv(s->fd, hdr, ETH_HDR_BYTES, MSG_WAITALL);
+}
+
 /* Reads one frame's header as a wait does: 1 when it is in hdr; 0 when nothing came before
  * the wait should look at its conditions again (ETH_WAIT_POLL_NS, or its deadline); -1 when the
- * stream ended (recorded). */
+ * stream ended (recorded). With a whole period left it spins, then blocks in the header's recv (the
+ * socket's SO_RCVTIMEO is ETH_WAIT_POLL_NS in this mode): a poll before it cost a syscall per
+ * frame, as the plain TCP reader makes none (finding 10); else it polls for what is left. */
 static int waitHeader(ethConn* s, unsigned char* hdr, uint64_t deadlineNs)
 {
   uint64_t left = ETH_WAIT_POLL_NS;
@@ -100,18 +143,23 @@ static int waitHeader(ethConn* s, unsigned char* hdr, uint64_t deadlineNs)
     if (now >= deadlineNs) return 0;
     if (deadlineNs - now < left) left = deadlineNs - now;
   }
-  struct pollfd p = {.fd = s->fd, .events = POLLIN};
-  int k = poll(&p, 1, (int)((left + 999999ull) / 1000000ull));
-  if (k <= 0) { /* nothing yet (or a signal, or no memory for the poll): the tick, then look again */
-    int rc = ethRxTick(s);
-    if (rc == 0) return 0;
-    ethRxFailed(s, rc, 0);
-    return -1;
+  size_t got = 0;
+  if (left == ETH_WAIT_POLL_NS) {
+    ssize_t k = recvHeader(s, hdr);
+    if (k == 0) return waitEnded(s, -1);
+    if (k < 0) /* nothing for a period (or a signal): the tick, then look again */
+      return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? waitIdle(s) : waitEnded(s, errno);
+    __atomic_store_n(&s->lastRecvNs, engNowNs(), __ATOMIC_RELAXED);
+    if ((size_t)k == ETH_HDR_BYTES) return 1;
+    got = (size_t)k;
+  } else {
+    struct pollfd p = {.fd = s->fd, .events = POLLIN};
+    int k = poll(&p, 1, (int)((left + 999999ull) / 1000000ull));
+    if (k <= 0) return waitIdle(s); /* nothing yet (or a signal, or no memory for the poll) */
   }
-  int rc = ethRecvAll(s, hdr, ETH_HDR_BYTES); /* something came: the rest of a header follows it */
+  int rc = ethRecvAll(s, hdr + got, ETH_HDR_BYTES - got); /* something came: the rest of a header follows it */
   if (rc == 0) return 1;
-  if (!s->closing && !s->dead) ethRxFailed(s, rc, 0);
-  return -1;
+  return waitEnded(s, rc == -1 && got > 0 ? ECONNRESET : rc);
 }
 
 /* Whether a wait stops reading: the stream ended, the connection or the context closes. */

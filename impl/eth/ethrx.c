@@ -224,6 +224,17 @@ int ethRxFrame(ethConn* s, const unsigned char* hdr, int* woke)
   return 1;
 }
 
+/* Where waits read the socket (direct), its SO_RCVTIMEO is their period, not the tick: the
+ * receive thread polls for a tick before a header instead of waking every period. 1 when
+ * something came in, 0 when nothing did for a tick (the tick ran), else ethRxTick's errno. */
+static int rxAwait(ethConn* s)
+{
+  if (!s->direct) return 1;
+  struct pollfd p = {.fd = s->fd, .events = POLLIN};
+  if (poll(&p, 1, (int)(s->pingNs / 1000000ull)) > 0) return 1;
+  return ethRxTick(s);
+}
+
 /* The receive thread: reads frames while no wait reads them itself (ethWaitRead). */
 void* ethRxMain(void* arg)
 {
@@ -231,7 +242,12 @@ void* ethRxMain(void* arg)
   unsigned char hdr[ETH_HDR_BYTES];
   for (;;) {
     if (!ethReaderTake(s)) return NULL; /* the stream ended, or the connection closes */
-    int rc = ethRecvAll(s, hdr, sizeof(hdr));
+    int rc = rxAwait(s);
+    if (rc == 0) {
+      ethReaderGive(s, 0); /* nothing came for a tick: a wait may take the socket meanwhile */
+      continue;
+    }
+    rc = rc == 1 ? ethRecvAll(s, hdr, sizeof(hdr)) : rc;
     if (rc != 0) {
       if (!s->closing && !s->dead) ethRxFailed(s, rc, 0);
       ethReaderEnd(s);

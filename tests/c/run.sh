@@ -598,6 +598,12 @@ run_case datapath-eth-n3 3 30 datapath eth
 run_case ethwait 2 60 ethwait rounds
 case_env=(MSCCLPP_ETH_WAIT_READS=0)
 run_case ethwait-rxonly 2 60 ethwait rounds
+# a reading wait spins on the socket before it blocks (the communicator's spin budget): without
+# the spin, and with a budget past its cap (half a reading period)
+case_env=(MSCCLPP_WAIT_SPIN=0)
+run_case ethwait-nospin 2 60 ethwait rounds
+case_env=(MSCCLPP_WAIT_SPIN=4000000000)
+run_case ethwait-longspin 2 60 ethwait rounds
 case_expect_fail=0
 run_case ethwait-deadpeer 2 60 ethwait deadpeer
 run_case bad_input 2 30 bad_input
