@@ -342,7 +342,10 @@ if want eth; then
   for sz in 65536:"64 KiB" 262144:"256 KiB" 1048576:"1 MiB" 16777216:"16 MiB" 268435456:"256 MiB"; do
     b=${sz%%:*}
     row "${sz#*:} vs a raw TCP stream" b "$(get e.eth.$b.ours.gbps)" "$(get e.eth.$b.tcp.gbps)" ">= 0.95 x raw TCP" "ge 0.95" "$(get e.eth.$b.ratio)"
+    row "  the same vs TCP whose reader spins first" b "$(get e.eth.$b.ours.gbps)" "$(get e.eth.$b.tcpspin.gbps)" "(diagnostic)" "" "$(get e.eth.$b.spinratio)"
   done
+  echo "   (a reader that spins first: a non-blocking recv for as long as a reading wait of ours spins before it"
+  echo "    blocks, 25 ns per pause of MSCCLPP_WAIT_SPIN; like for like with ours, whose waits spin first)"
   printf "   ratio range over the %s runs:" "$REPS"
   for b in 65536 262144 1048576 16777216 268435456; do
     printf "  %s" "$(awk -v k="e.eth.$b.ratio" '$1==k{v=$2+0; if(n==0||v<lo)lo=v; if(n==0||v>hi)hi=v; n++} END{if(n) printf "%.2f-%.2f", lo, hi; else printf "n/a"}' "$RES")"

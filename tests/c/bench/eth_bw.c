@@ -51,6 +51,29 @@ static void recvAll(int fd, char* p, size_t n)
   }
 }
 
+/* The diagnostic reference's reader first spins on the socket (non-blocking recv) for as long as
+ * a reading wait of ours does before it blocks: 25 ns per pause of MSCCLPP_WAIT_SPIN (4000 by
+ * default on this machine's 2 ranks), at most 0.5 ms; 0 with MSCCLPP_WAIT_SPIN=0. */
+static uint64_t spinNs(void)
+{
+  const char* v = getenv("MSCCLPP_WAIT_SPIN");
+  uint64_t ns = 25ull * (v != NULL && *v ? strtoull(v, NULL, 0) : 4000ull);
+  return ns > 500000ull ? 500000ull : ns;
+}
+
+/* recvAll, spinning up to spin ns on a non-blocking recv before it blocks. */
+static void recvSpin(int fd, char* p, size_t n, uint64_t spin)
+{
+  uint64_t t0 = bench_now_ns();
+  while (n > 0 && bench_now_ns() - t0 < spin) {
+    ssize_t k = recv(fd, p, n, MSG_DONTWAIT);
+    if (k == 0) BENCH_DIE("recv: end of stream");
+    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) BENCH_DIE("recv: %s", strerror(errno));
+    if (k > 0) p += k, n -= (size_t)k;
+  }
+  recvAll(fd, p, n);
+}
+
 /* ours: rank 0 putWithSignal's size bytes and waits for the signal back; ns. */
 static uint64_t timeOurs(mscclppDevConn_t* conn, int rank, size_t size)
 {
@@ -75,6 +98,21 @@ static uint64_t timeTcp(int fd, int rank, char* buf, size_t size)
     recvAll(fd, &ack, 1);
   } else {
     recvAll(fd, buf, size);
+    sendAll(fd, &ack, 1);
+  }
+  return bench_now_ns() - t0;
+}
+
+/* tcp with spinning readers (a diagnostic: like for like with ours, whose reading waits spin first). */
+static uint64_t timeTcpSpin(int fd, int rank, char* buf, size_t size, uint64_t spin)
+{
+  char ack = 1;
+  uint64_t t0 = bench_now_ns();
+  if (rank == 0) {
+    sendAll(fd, buf, size);
+    recvSpin(fd, &ack, 1, spin);
+  } else {
+    recvSpin(fd, buf, size, spin);
     sendAll(fd, &ack, 1);
   }
   return bench_now_ns() - t0;
@@ -145,10 +183,11 @@ int main(int argc, char** argv)
   int fd = rawSocket(comm, rank);
   bench_ready();
   double budget = bench_env_double("BENCH_BUDGET_S", 0.3);
+  uint64_t spin = spinNs();
   for (int si = 0; si < nsizes; si++) {
     size_t size = sizes[si];
     enum { WARM = 2, MAXN = 256 };
-    uint64_t ours[MAXN], tcp[MAXN], ratio[MAXN];
+    uint64_t ours[MAXN], tcp[MAXN], ratio[MAXN], spun[MAXN], spunRatio[MAXN];
     int n = 0, warm = 0;
     uint64_t start = bench_now_ns();
     for (;;) {
@@ -160,11 +199,13 @@ int main(int argc, char** argv)
         tcp[n] = timeTcp(fd, rank, buf, size);
         ours[n] = timeOurs(conn, rank, size);
       }
+      spun[n] = timeTcpSpin(fd, rank, buf, size, spin); /* the diagnostic reference, after both */
       if (warm < WARM) {
         warm++;
         start = bench_now_ns();
       } else {
         ratio[n] = tcp[n] * 1000000 / (ours[n] ? ours[n] : 1); /* bandwidth ratio, parts per million */
+        spunRatio[n] = spun[n] * 1000000 / (ours[n] ? ours[n] : 1);
         n++;
       }
       /* rank 0 decides when to stop; rank 1 learns it through the bootstrap */
@@ -182,6 +223,10 @@ int main(int argc, char** argv)
       bench_result(key, (double)size / (double)bench_median(tcp, (size_t)n));
       snprintf(key, sizeof(key), "eth.%zu.ratio", size);
       bench_result(key, (double)bench_median(ratio, (size_t)n) * 1e-6);
+      snprintf(key, sizeof(key), "eth.%zu.tcpspin.gbps", size);
+      bench_result(key, (double)size / (double)bench_median(spun, (size_t)n));
+      snprintf(key, sizeof(key), "eth.%zu.spinratio", size);
+      bench_result(key, (double)bench_median(spunRatio, (size_t)n) * 1e-6);
     }
   }
   close(fd);
