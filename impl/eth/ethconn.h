@@ -36,6 +36,8 @@ typedef struct ethConn {
   uint32_t waitReads;   /* how often a wait took the token (the receive thread leaves it to waits) */
   uint32_t rxSeenReads; /* the receive thread's own: waitReads when it parked */
   int rxHanded;         /* the receive thread's own: it handed the token to a wait */
+  uint64_t spinNs;      /* the reader's own: how long a frame's receive (ethRecvIov) may spin on a
+                         * non-blocking recv before it blocks (a reading wait's spin budget; 0: never) */
 } ethConn;
 
 enum { ETH_READER_NONE = 0, ETH_READER_RX = 1, ETH_READER_WAIT = 2 };

@@ -116,10 +116,15 @@ static int waitEnded(ethConn* s, int rc)
  * this VM costs a halted vCPU's wake-up (tens of µs) on each side of a round trip; host waits of
  * the other transports spin first for the same reason (finding 10). Nothing else on this CPU
  * needs it meanwhile: the receive thread is parked while a wait reads. */
-static ssize_t recvHeader(ethConn* s, unsigned char* hdr)
+static uint64_t waitSpinNs(ethConn* s)
 {
   uint64_t budget = (uint64_t)s->c->comm->waitCfg.spin * ETH_SPIN_NS_PER_PAUSE;
-  if (budget > ETH_SPIN_MAX_NS) budget = ETH_SPIN_MAX_NS;
+  return budget > ETH_SPIN_MAX_NS ? ETH_SPIN_MAX_NS : budget;
+}
+
+static ssize_t recvHeader(ethConn* s, unsigned char* hdr)
+{
+  uint64_t budget = s->spinNs;
   if (budget > 0) {
     uint64_t t0 = engNowNs();
     do {
@@ -180,6 +185,7 @@ int ethWaitRead(engConn* c, volatile uint64_t* epoch, uint64_t want, uint64_t de
   if (!__atomic_compare_exchange_n(&s->reader, &cur, ETH_READER_WAIT, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
     return 0; /* the receive thread reads (and wakes the wait), or another wait does */
   __atomic_fetch_add(&s->waitReads, 1, __ATOMIC_RELEASE);
+  s->spinNs = waitSpinNs(s); /* the header's and the payload's receives spin first (the receive thread's: never) */
   unsigned char hdr[ETH_HDR_BYTES];
   int ended = 0;
   while (__atomic_load_n(epoch, __ATOMIC_ACQUIRE) < want && !waitOver(c, s)) {
@@ -191,6 +197,7 @@ int ethWaitRead(engConn* c, volatile uint64_t* epoch, uint64_t want, uint64_t de
       break;
     }
   }
+  s->spinNs = 0;
   if (ended)
     ethReaderEnd(s);
   else

@@ -38,18 +38,28 @@ int ethRxTick(ethConn* s)
 
 /* Fills every byte of iov (advancing it); 0, -1 on a clean end of stream before the first byte,
  * else an errno (ETIMEDOUT: nothing came in for deadMs). A blocked recvmsg returns every tick
- * (SO_RCVTIMEO). */
+ * (SO_RCVTIMEO). For the first s->spinNs (a reading wait's spin budget) it does not block: a
+ * thread asleep in recv pays a halted vCPU's wake-up per segment that arrives (finding 10). */
 int ethRecvIov(ethConn* s, struct iovec* iov, int n)
 {
   int started = 0;
+  uint64_t spin = s->spinNs, t0 = spin > 0 ? engNowNs() : 0;
   for (;;) {
     while (n > 0 && iov->iov_len == 0) iov++, n--;
     if (n == 0) return 0;
-    ssize_t k = recvmsg(s->fd, &(struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)n}, MSG_WAITALL);
+    int flags = MSG_WAITALL;
+    if (spin > 0) {
+      if (engNowNs() - t0 < spin)
+        flags = MSG_DONTWAIT;
+      else
+        spin = 0;
+    }
+    ssize_t k = recvmsg(s->fd, &(struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)n}, flags);
     if (k == 0) return started ? ECONNRESET : -1;
     if (k < 0) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) return errno;
+      if (flags == MSG_DONTWAIT) continue; /* still spinning */
       int rc = ethRxTick(s);
       if (rc != 0) return rc;
       continue;
