@@ -155,14 +155,7 @@ func TestAllGatherShmPeerDiesMidGather(t *testing.T) {
 			atomic.StoreUint64(c.host.Node.CollSize(victim, int(c.collSeq&1)), size)
 			engine.PublishSeq(c.host.Node.CollSeq(victim), c.collSeq, c.host.Node.CollSleepers(victim))
 			// stay (sockets open, nothing said over TCP) until the survivors saw it in the segment
-			for i := 0; i < n-1; i++ {
-				select {
-				case <-survivors:
-				case <-time.After(40 * time.Second):
-					return fmt.Errorf("the survivors did not return")
-				}
-			}
-			return nil
+			return awaitSurvivors(survivors, n-1)
 		}
 		defer func() { survivors <- struct{}{} }()
 		err := c.AllGather(unsafe.Pointer(&buf[0]), size)
@@ -177,6 +170,18 @@ func TestAllGatherShmPeerDiesMidGather(t *testing.T) {
 	if dt := time.Since(start); dt > 15*time.Second {
 		t.Errorf("noticing the dead rank took %v (timeout 30 s)", dt)
 	}
+}
+
+// awaitSurvivors waits until n survivors signalled on survivors (40 s at most per survivor).
+func awaitSurvivors(survivors <-chan struct{}, n int) error {
+	for i := 0; i < n; i++ {
+		select {
+		case <-survivors:
+		case <-time.After(40 * time.Second):
+			return fmt.Errorf("the survivors did not return")
+		}
+	}
+	return nil
 }
 
 // A rank that stops (alive) after some chunk rounds of a large gather: the others give up at
@@ -195,14 +200,7 @@ func TestAllGatherShmPeerStallsMidGather(t *testing.T) {
 			if err := c.shmRound(buf, size, 0, nodeshm.CollSlotBytes); err != nil {
 				return fmt.Errorf("victim's first chunk: %w", err)
 			}
-			for i := 0; i < n-1; i++ { // stalls, sockets open, until the others gave up
-				select {
-				case <-survivors:
-				case <-time.After(40 * time.Second):
-					return fmt.Errorf("the survivors did not return")
-				}
-			}
-			return nil
+			return awaitSurvivors(survivors, n-1) // stalls, sockets open, until the others gave up
 		}
 		defer func() { survivors <- struct{}{} }()
 		start := time.Now()

@@ -733,9 +733,16 @@ func TestAbort(t *testing.T) {
 }
 
 func TestMismatchedCollective(t *testing.T) {
+	checkMismatchedGather(t, func(rank int) int { return 4 + 4*rank })
+}
+
+// checkMismatchedGather gathers sizeOf(rank) bytes per rank on two ranks, sizes that differ:
+// every rank fails, at least one with InvalidUsage, and none hangs.
+func checkMismatchedGather(t *testing.T, sizeOf func(rank int) int) {
+	t.Helper()
 	bs := formAddr(t, 2, Options{Timeout: 30 * time.Second})
 	errs := each(bs, func(b *Bootstrap) error {
-		size := 4 + 4*b.Rank()
+		size := sizeOf(b.Rank())
 		return b.AllGather(make([]byte, 2*size), size)
 	})
 	usage := 0
