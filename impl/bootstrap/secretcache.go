@@ -43,8 +43,9 @@ var secretCache struct {
 // errors), from the cache when the file is the one read last.
 func fileSecret(path, what string) ([sha256.Size]byte, error) {
 	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG &&
-		int(st.Uid) == os.Geteuid() && st.Mode&0o077 == 0 {
+	// The id holds the owner and the mode with the file's type: equal to the cached file's,
+	// they pass readSecretFile's checks as that file's did, unless this process's user changed.
+	if err := syscall.Stat(path, &st); err == nil && int(st.Uid) == os.Geteuid() {
 		secretCache.Lock()
 		hit := secretCache.path == path && secretCache.id == fileIDOf(&st)
 		d := secretCache.digest
