@@ -10,6 +10,7 @@ package impl
 // so a fact computed before a fork cannot reach a child.
 
 import (
+	"bytes"
 	"os"
 	"sync"
 
@@ -22,7 +23,7 @@ import (
 var machineID = sync.OnceValue(func() string {
 	h, _ := os.Hostname()
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return h + "/" + string(trimSpace(boot))
+	return h + "/" + string(bytes.TrimRight(boot, "\n "))
 })
 
 func init() { go warm() }
