@@ -80,7 +80,7 @@ static inline __attribute__((always_inline)) engConn* connEnter(struct mscclppDe
 int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen)
 {
   if (r->mapped != NULL) {
-    if (comm != NULL && comm->streamBytes != 0 && size >= comm->streamBytes && size < comm->streamMaxBytes)
+    if (engCopiesLarge(comm, size))
       engCopyLarge(comm, r->mapped + off, (const char*)src, size);
     else
       memcpy(r->mapped + off, src, size);

@@ -238,6 +238,11 @@ int engWaitSeq(engComm* comm, volatile uint64_t* seq, uint64_t want, int pid, in
 void engPublishSeq(volatile uint64_t* seq, uint64_t v, uint32_t* sleepers);
 /* Copies a put of [streamBytes, streamMaxBytes) bytes into mapped memory (copy.c). */
 void engCopyLarge(engComm* comm, char* dst, const char* src, uint64_t size);
+/* Whether a put of size bytes into mapped memory goes through engCopyLarge (comm may be NULL). */
+static inline int engCopiesLarge(const engComm* comm, uint64_t size)
+{
+  return comm != NULL && comm->streamBytes != 0 && size >= comm->streamBytes && size < comm->streamMaxBytes;
+}
 /* The way engCopyLarge copies size bytes now: -1 while timing both, 0 memcpy, 1 streaming. */
 int engCopyChoice(engComm* comm, uint64_t size);
 /* Copies size bytes from src to the registration r at off (memcpy or process_vm_writev). */

@@ -23,8 +23,7 @@ static __attribute__((noinline)) int shmWriteCall(engConn* c, const engReg* d, u
  * (host_mscclpp pair hostalloc 8, interleaved), though the call itself costs a few. */
 static inline int shmWrite(engConn* c, const engReg* d, uint64_t dstOff, const char* src, uint64_t size)
 {
-  const engComm* m = c->comm;
-  if (d->mapped != NULL && (m->streamBytes == 0 || size < m->streamBytes || size >= m->streamMaxBytes)) {
+  if (d->mapped != NULL && !engCopiesLarge(c->comm, size)) {
     char* dst = d->mapped + dstOff;
     if (size >= 8 && size <= 16) { /* two 8-byte moves (overlapping below 16): no call for a doorbell */
       uint64_t a, b;
