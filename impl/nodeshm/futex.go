@@ -2,13 +2,17 @@ package nodeshm
 
 // Waiting on a word of the segment without polling: the ranks of a node
 // sleep in FUTEX_WAIT on the word (shared futexes: the segment is mapped by
-// several processes) and the rank that changes it wakes them.
+// several processes; without holding a P, see sysinfo.BlockingSyscall6)
+// and the rank that changes it wakes them.
 
 import (
+	"runtime"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
 )
 
 const (
@@ -21,7 +25,8 @@ const (
 // below 2^32 changes.
 func waitChange(w *uint64, old uint64, max time.Duration) {
 	ts := unix.NsecToTimespec(int64(max))
-	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWait, uintptr(uint32(old)), uintptr(unsafe.Pointer(&ts)), 0, 0)
+	_, _ = sysinfo.BlockingSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWait, uintptr(uint32(old)), uintptr(unsafe.Pointer(&ts)), 0, 0)
+	runtime.KeepAlive(w)
 }
 
 // wakeAll wakes every rank sleeping in waitChange on w.
