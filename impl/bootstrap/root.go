@@ -88,7 +88,7 @@ type rootReg struct {
 }
 
 func startRoot(addr netip.AddrPort, magic uint64, key [keyBytes]byte, timeout time.Duration, logf logFunc) (*root, error) {
-	ln, err := listenTCP(addr)
+	ln, err := listenTCP(addr, false)
 	if err != nil {
 		return nil, status.Errorf(status.SystemError, "bootstrap: the root cannot listen at %s: %w", addr, err)
 	}

@@ -14,10 +14,16 @@ import (
 
 // listenTCP listens at ap. Listeners are plain TCP: Go would make them
 // Multipath TCP (and probe the kernel for it first), which none of the
-// library's connections (plain TCP dials) use.
-func listenTCP(ap netip.AddrPort) (*net.TCPListener, error) {
+// library's connections (plain TCP dials) use. Without keepAlive, accepted
+// connections get no TCP keep-alive (Go's default sets it with four
+// setsockopt calls per connection): the root's, which last only while a
+// communicator forms, within the bootstrap timeout.
+func listenTCP(ap netip.AddrPort, keepAlive bool) (*net.TCPListener, error) {
 	var lc net.ListenConfig
 	lc.SetMultipathTCP(false)
+	if !keepAlive {
+		lc.KeepAlive = -1
+	}
 	ln, err := lc.Listen(context.Background(), "tcp", net.TCPAddrFromAddrPort(ap).String())
 	if err != nil {
 		return nil, err
@@ -38,7 +44,7 @@ func listenTCP(ap netip.AddrPort) (*net.TCPListener, error) {
 // then does the work as before.
 func Warm() {
 	warmSecret()
-	ln, err := listenTCP(netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0))
+	ln, err := listenTCP(netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0), true)
 	if err != nil {
 		return
 	}
