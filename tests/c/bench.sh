@@ -31,7 +31,8 @@
 # inside a node, Ethernet between nodes; n/a, saying why, where nodes
 # cannot be simulated), and how each figure grows per added rank.
 #
-# Environment: BENCH_REPS (3), BENCH_BUDGET_S (0.3 s per figure and run),
+# Environment: BENCH_REPS (3), BENCH_INIT_REPS (6: init-only runs added to
+# section 1's init figures), BENCH_BUDGET_S (0.3 s per figure and run),
 # BENCH_NS ("2 4 8 16": bootstrap sizes), BENCH_SKIP_MPI=1 (no Open MPI
 # references), BENCH_SECTIONS ("boot host eth tools scale": the sections to
 # run), BENCH_SCALE_NS ("16 32 64": the scale section's sizes).
@@ -46,6 +47,7 @@ OUT=$BUILD/bench
 SRC=$HERE/bench
 REPS=${BENCH_REPS:-3}
 NS=${BENCH_NS:-"2 4 8 16"}
+INIT_REPS=${BENCH_INIT_REPS:-6}
 export BENCH_BUDGET_S=${BENCH_BUDGET_S:-0.3}
 RES=$OUT/results.txt
 LOG=$OUT/bench.log
@@ -137,7 +139,10 @@ want boot && for n in $NS; do
     run "star.$n" env BENCH_TOPO=star BENCH_ONLY=ag4,barrier "$OUT/launch" "$n" "$OUT/boot_tcp"
     run "gofloor.$n" "$OUT/launch" "$n" "$OUT/boot_gofloor"
   done
-  for rep in 1 2; do # two more init samples each; init with the Go runtime's start; init without the CUDA probe
+  # more init samples each (BENCH_INIT_REPS, 6: init is over in milliseconds and moves
+  # with the machine's load, so its medians need more samples than the collectives');
+  # init with the Go runtime's start; init without the CUDA probe
+  for rep in $(seq "$INIT_REPS"); do
     run "tcp.$n" "$OUT/launch" "$n" "$OUT/boot_tcp" init
     run "ours.$n" "$OUT/launch" "$n" "$OUT/boot_mscclpp" init
     run "cold.$n" "$OUT/launch" "$n" "$OUT/boot_mscclpp" cold
