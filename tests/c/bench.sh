@@ -17,7 +17,8 @@
 # Every init row has a proof row under it: boot_gofloor.c, the C ring's
 # exchange written in Go as cheaply as Go allows (gofloor/gofloor.go), the
 # floor under any Go bootstrap; where that floor is itself over the goal's
-# 3 x the C ring, the row says "limit".
+# 3 x the C ring, the row says "limit". On one host a diagnostic row adds
+# the library's init protocol written in C (boot_tcp.c proto).
 #
 # Section 3 times the tool dispatch (mscclpp_tools.h): mscclppGetErrorString
 # with no tool, one and two pass-through tools (MSCCLPP_TOOLS), beside a
@@ -138,6 +139,7 @@ want boot && for n in $NS; do
     # diagnostic: a C star (what the library does for small messages)
     run "star.$n" env BENCH_TOPO=star BENCH_ONLY=ag4,barrier "$OUT/launch" "$n" "$OUT/boot_tcp"
     run "gofloor.$n" "$OUT/launch" "$n" "$OUT/boot_gofloor"
+    run "cproto.$n" "$OUT/launch" "$n" "$OUT/boot_tcp" proto
   done
   # more init samples each (BENCH_INIT_REPS, 6: init is over in milliseconds and moves
   # with the machine's load, so its medians need more samples than the collectives');
@@ -148,6 +150,7 @@ want boot && for n in $NS; do
     run "cold.$n" "$OUT/launch" "$n" "$OUT/boot_mscclpp" cold
     run "hostmode.$n" env MSCCLPP_DEVICE=host "$OUT/launch" "$n" "$OUT/boot_mscclpp" init
     run "gofloor.$n" "$OUT/launch" "$n" "$OUT/boot_gofloor"
+    run "cproto.$n" "$OUT/launch" "$n" "$OUT/boot_tcp" proto
   done
 done
 
@@ -224,6 +227,7 @@ if want scale; then
       run "sc.$n" "$OUT/launch" -t 60 "$n" "$OUT/scale"
       run "sctcp.$n" env BENCH_ONLY=ag4 "$OUT/launch" -t 60 "$n" "$OUT/boot_tcp"
       run "scgf.$n" "$OUT/launch" -t 60 "$n" "$OUT/boot_gofloor"
+      run "sccp.$n" "$OUT/launch" -t 60 "$n" "$OUT/boot_tcp" proto
     done
     if [ -z "$MN_WHY" ]; then
       cluster mn "$OUT/scale"
@@ -284,16 +288,20 @@ row() {
   fi
   printf "%-44s %12s %12s %7s  %-22s %s\n" "$label" "$o" "$r" "$ratio" "$goal" "$met"
 }
-# initrows OURS CRING GOFLOOR GOALTEXT: the init row (goal "<= 3 x" the C ring when GOALTEXT is
-# set), and its proof row: the C ring's exchange in Go (boot_gofloor: no goroutines, no net
-# package, no authentication), the floor under any Go bootstrap. When the floor itself is
-# over 3 x the C ring, the goal is beyond what a Go library reaches on this machine: "limit".
+# initrows OURS CRING GOFLOOR GOALTEXT [CPROTO]: the init row (goal "<= 3 x" the C ring when
+# GOALTEXT is set), and its proof row: the C ring's exchange in Go (boot_gofloor: no goroutines,
+# no net package, no authentication), the floor under any Go bootstrap. When the floor itself
+# is over 3 x the C ring, the goal is beyond what a Go library reaches on this machine:
+# "limit". With CPROTO (one host), a diagnostic row: the library's init protocol written in C
+# (boot_tcp proto: challenge, registration, table, node segment, ready, last word).
 initrows() {
   local proof=""
   [ -n "$2" ] && [ -n "$3" ] && proof=$(awk -v a="$3" -v b="$2" 'BEGIN{ if (b>0) printf "%.4f", a/b }')
   row "init (release -> last rank ready)" t "$1" "$2" "$4" "${4:+limle 3 $proof}"
   row "  proof: the C ring's exchange in Go" t "$3" "$2" "(the Go floor)" ""
   row "  init vs that Go floor" t "$1" "$3" "(diagnostic)" ""
+  [ $# -ge 5 ] && row "  the library's protocol in C vs the C ring" t "$5" "$2" "(diagnostic)" ""
+  return 0
 }
 hdr() { printf "%-44s %12s %12s %7s  %-22s %s\n" "$1" ours reference ratio goal "met?"; }
 
@@ -303,7 +311,7 @@ echo "== 1. Bootstrap: ours vs plain TCP (boot_tcp.c: ring; diagnostic rows: its
 for n in $NS; do
   echo
   hdr "N = $n local processes"
-  initrows "$(get ours.$n.init_ns)" "$(get tcp.$n.init_ns)" "$(get gofloor.$n.init_ns)" "<= 3 x C"
+  initrows "$(get ours.$n.init_ns)" "$(get tcp.$n.init_ns)" "$(get gofloor.$n.init_ns)" "<= 3 x C" "$(get cproto.$n.init_ns)"
   row "init, Go runtime start included" t "$(get cold.$n.init_ns)" "$(get tcp.$n.init_ns)" "" ""
   row "init, MSCCLPP_DEVICE=host" t "$(get hostmode.$n.init_ns)" "$(get tcp.$n.init_ns)" "(diagnostic)" ""
   g=""; c=""
@@ -424,7 +432,7 @@ if want scale; then
     g=""; ga=""; ca=""; gs=""; cs=""
     [ "$n" -ge 32 ] && { g="<= 3 x C ring"; ga="<= 1 x C ring"; ca="le 1"; }
     [ "$n" = 64 ] && { gs="< 1 s"; cs="abs 1e9"; }
-    initrows "$(get sc.$n.init_ns)" "$(get sctcp.$n.init_ns)" "$(get scgf.$n.init_ns)" "$g"
+    initrows "$(get sc.$n.init_ns)" "$(get sctcp.$n.init_ns)" "$(get scgf.$n.init_ns)" "$g" "$(get sccp.$n.init_ns)"
     row "mscclppBootstrapAllGather 4 B/rank" t "$(get sc.$n.ag4.median_ns)" "$(get sctcp.$n.ag4.median_ns)" "$ga" "$ca"
     row "all-to-all mscclppConnectionSetup" t "$(get sc.$n.a2a.setup_ns)" "" "$gs" "$cs"
     row "  its Connect calls (slowest rank)" t "$(get sc.$n.a2a.connect_ns)" "" "(diagnostic)" ""

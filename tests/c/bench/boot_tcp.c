@@ -2,7 +2,7 @@
  * boot_tcp: the plain-TCP reference for the bootstrap, timed by boot.h.
  * Started by launch, like boot_mscclpp.
  *
- *   launch N boot_tcp [init]
+ *   launch N boot_tcp [init|proto]
  *
  * Init: every rank opens a ring listener on its address (127.0.0.1, or
  * MSCCLPP_TEST_NODE_ADDR, which tests/multinode/rank.sh sets in a simulated
@@ -20,13 +20,28 @@
  * connections of the init exchange, kept open: every rank writes its slot
  * to rank 0 and reads all slots back; rank 0 reads the slots in rank order,
  * then writes the whole table to each rank.
+ *
+ *   launch N boot_tcp proto
+ *
+ * A diagnostic of init: the library's init on one host, as a C program
+ * would do it. Rank 0 sends every rank a 40-byte challenge first, the
+ * registration is 128 bytes and the table carries 64 more (the library's
+ * hello and MAC sizes, roughly; no MAC is computed: HMAC-SHA-256 of such a
+ * message takes about a microsecond); then, instead of the ring, rank 0
+ * creates an 836 KiB shared-memory segment (the size of the library's node
+ * segment) and the others map it once it is sized and write their pid into
+ * it; then every rank reports ready and rank 0, once all did, sends each a
+ * 52-byte last word. What the library's protocol would cost written in C.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "boot.h"
 
@@ -159,7 +174,10 @@ int main(int argc, char** argv)
   int rank = bench_env_int("BENCH_RANK", 0), n = bench_env_int("BENCH_NRANKS", 1);
   const char* addr = getenv("BENCH_ADDR");
   if (!addr) BENCH_DIE("run me through launch");
-  int initOnly = argc > 1 && strcmp(argv[1], "init") == 0;
+  int proto = argc > 1 && strcmp(argv[1], "proto") == 0;
+  int initOnly = proto || (argc > 1 && strcmp(argv[1], "init") == 0);
+  enum { chLen = 40, regLen = 128, macLen = 64, readyLen = 44, lastLen = 52, segLen = 856320 };
+  char pbuf[256] = {0};
   struct sockaddr_in root = {0};
   root.sin_family = AF_INET;
   char rootIP[64];
@@ -189,23 +207,66 @@ int main(int argc, char** argv)
     for (int i = 1; i < n; i++) {
       int s = accept(rl, NULL, NULL);
       nodelay(s);
-      int32_t msg[3];
-      if (s < 0 || readall(s, msg, sizeof(msg)) || msg[0] < 1 || msg[0] >= n) BENCH_DIE("root: registration");
+      int32_t msg[regLen / 4];
+      if (s >= 0 && proto && writeall(s, pbuf, chLen)) BENCH_DIE("root: challenge");
+      if (s < 0 || readall(s, msg, proto ? regLen : 12) || msg[0] < 1 || msg[0] >= n) BENCH_DIE("root: registration");
       c[msg[0]] = s;
       ports[msg[0]] = msg[1];
       ips[msg[0]] = (uint32_t)msg[2];
     }
     for (int i = 1; i < n; i++) {
-      if (writeall(c[i], ports, (size_t)n * 2 * sizeof(int32_t))) BENCH_DIE("root: reply");
-      if (!star) close(c[i]);
+      if (writeall(c[i], ports, (size_t)n * 2 * sizeof(int32_t)) || (proto && writeall(c[i], pbuf, macLen)))
+        BENCH_DIE("root: reply");
+      if (!star && !proto) close(c[i]);
     }
     close(rl);
   } else {
     int s = dial(&root);
-    int32_t msg[3] = {rank, ports[rank], (int32_t)ips[rank]};
-    if (writeall(s, msg, sizeof(msg)) || readall(s, ports, (size_t)n * 2 * sizeof(int32_t))) BENCH_DIE("rank %d: root", rank);
-    if (star) c = calloc(1, sizeof(int)), c[0] = s;
+    int32_t msg[regLen / 4] = {rank, ports[rank], (int32_t)ips[rank]};
+    if (proto && readall(s, pbuf, chLen)) BENCH_DIE("rank %d: challenge", rank);
+    if (writeall(s, msg, proto ? regLen : 12) || readall(s, ports, (size_t)n * 2 * sizeof(int32_t)) ||
+        (proto && readall(s, pbuf, macLen)))
+      BENCH_DIE("rank %d: root", rank);
+    if (star || proto) c = calloc(1, sizeof(int)), c[0] = s;
     else close(s);
+  }
+  if (proto) {
+    /* the node segment: rank 0 creates and sizes it, the others map it once sized */
+    char name[64];
+    snprintf(name, sizeof(name), "/boot_tcp_proto.%d", ntohs(root.sin_port));
+    int fd;
+    if (rank == 0) {
+      fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+      if (fd < 0 || ftruncate(fd, segLen) != 0) BENCH_DIE("segment: %s", strerror(errno));
+    } else {
+      struct stat st;
+      uint64_t tries = 0;
+      while ((fd = shm_open(name, O_RDWR, 0)) < 0 || fstat(fd, &st) != 0 || st.st_size != segLen) {
+        if (fd >= 0) close(fd);
+        if (++tries > 500000) BENCH_DIE("rank %d: no segment", rank);
+        usleep(20);
+      }
+    }
+    int64_t* seg = mmap(NULL, segLen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (seg == MAP_FAILED) BENCH_DIE("mmap: %s", strerror(errno));
+    close(fd);
+    seg[rank] = getpid();
+    /* ready, then the last word */
+    if (rank != 0) {
+      if (writeall(c[0], pbuf, readyLen) || readall(c[0], pbuf, lastLen)) BENCH_DIE("rank %d: last word", rank);
+      close(c[0]);
+    } else {
+      for (int i = 1; i < n; i++)
+        if (readall(c[i], pbuf, readyLen)) BENCH_DIE("root: ready");
+      for (int i = 1; i < n; i++) {
+        if (writeall(c[i], pbuf, lastLen)) BENCH_DIE("root: last word");
+        close(c[i]);
+      }
+      shm_unlink(name);
+    }
+    close(lfd);
+    bench_ready();
+    return 0;
   }
   ring g = {rank, n, -1, -1, calloc((size_t)n, 1), star ? c : NULL};
   if (n > 1) {
