@@ -18,11 +18,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -72,7 +70,9 @@ func dialFD(addr netip.AddrPort, deadline time.Time) (*fdConn, error) {
 		return fail("setsockopt", err)
 	}
 	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	err = blockConnect(fd, sa)
+	// Without holding a P, as the reads below: a rank waiting for the root's
+	// answers does not keep the Go runtime's monitor polling.
+	err = sysinfo.BlockingConnect(fd, sa)
 	for err == unix.EINTR { // a signal: the connection goes on forming
 		err = awaitConnected(fd, deadline)
 	}
@@ -212,7 +212,9 @@ func (c *fdConn) Read(p []byte) (int, error) {
 	if d := c.rdl.Load(); d != 0 && time.Now().UnixNano() >= d {
 		return 0, c.opErr("read", os.ErrDeadlineExceeded)
 	}
-	n, err := c.io("read", &c.rdl, unix.SO_RCVTIMEO, func() (int, error) { return blockRead(c.fd, p) })
+	n, err := c.io("read", &c.rdl, unix.SO_RCVTIMEO, func() (int, error) {
+		return sysinfo.BlockingRead(c.fd, p)
+	})
 	if err == nil && n == 0 {
 		return 0, io.EOF
 	}
@@ -285,50 +287,4 @@ func (c *fdConn) setDeadline(dl *atomic.Int64, opt int, t time.Time) error {
 	}
 	dl.Store(d)
 	return c.setTimeout(opt, left)
-}
-
-// The calls that wait for the root: made without holding a P (see
-// sysinfo.BlockingSyscall6), so that a rank waiting for its table does not
-// keep the Go runtime's monitor polling.
-
-// blockRead reads into p (len(p) > 0).
-func blockRead(fd int, p []byte) (int, error) {
-	r, e := sysinfo.BlockingSyscall6(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), 0, 0, 0)
-	runtime.KeepAlive(p)
-	if e != 0 {
-		return 0, e
-	}
-	return int(r), nil
-}
-
-// blockConnect connects fd to sa (an IPv4 or IPv6 address).
-func blockConnect(fd int, sa unix.Sockaddr) error {
-	var p unsafe.Pointer
-	var l uintptr
-	var in4 unix.RawSockaddrInet4
-	var in6 unix.RawSockaddrInet6
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		in4.Family, in4.Addr = unix.AF_INET, a.Addr
-		putPort(&in4.Port, a.Port)
-		p, l = unsafe.Pointer(&in4), unsafe.Sizeof(in4)
-	case *unix.SockaddrInet6:
-		in6.Family, in6.Addr, in6.Scope_id = unix.AF_INET6, a.Addr, a.ZoneId
-		putPort(&in6.Port, a.Port)
-		p, l = unsafe.Pointer(&in6), unsafe.Sizeof(in6)
-	default:
-		return unix.Connect(fd, sa)
-	}
-	_, e := sysinfo.BlockingSyscall6(unix.SYS_CONNECT, uintptr(fd), uintptr(p), l, 0, 0, 0)
-	runtime.KeepAlive(p)
-	if e != 0 {
-		return e
-	}
-	return nil
-}
-
-// putPort stores port in network byte order.
-func putPort(dst *uint16, port int) {
-	b := (*[2]byte)(unsafe.Pointer(dst))
-	b[0], b[1] = byte(port>>8), byte(port)
 }

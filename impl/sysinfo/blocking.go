@@ -11,6 +11,7 @@ package sysinfo
 // nothing else to run, sysmon sleeps until the call returns.
 
 import (
+	"runtime"
 	"syscall"
 	"time"
 	"unsafe" // and go:linkname
@@ -45,4 +46,47 @@ func nanosleep(d time.Duration) {
 			return
 		}
 	}
+}
+
+// BlockingRead reads from fd into p (len(p) > 0) without holding a P.
+func BlockingRead(fd int, p []byte) (int, error) {
+	r, e := BlockingSyscall6(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), 0, 0, 0)
+	runtime.KeepAlive(p)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+// BlockingConnect connects fd to sa (an IPv4 or IPv6 address; any other kind is connected
+// holding the P) without holding a P.
+func BlockingConnect(fd int, sa unix.Sockaddr) error {
+	var p unsafe.Pointer
+	var l uintptr
+	var in4 unix.RawSockaddrInet4
+	var in6 unix.RawSockaddrInet6
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		in4.Family, in4.Addr = unix.AF_INET, a.Addr
+		putPort(&in4.Port, a.Port)
+		p, l = unsafe.Pointer(&in4), unsafe.Sizeof(in4)
+	case *unix.SockaddrInet6:
+		in6.Family, in6.Addr, in6.Scope_id = unix.AF_INET6, a.Addr, a.ZoneId
+		putPort(&in6.Port, a.Port)
+		p, l = unsafe.Pointer(&in6), unsafe.Sizeof(in6)
+	default:
+		return unix.Connect(fd, sa)
+	}
+	_, e := BlockingSyscall6(unix.SYS_CONNECT, uintptr(fd), uintptr(p), l, 0, 0, 0)
+	runtime.KeepAlive(p)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// putPort stores port in network byte order.
+func putPort(dst *uint16, port int) {
+	b := (*[2]byte)(unsafe.Pointer(dst))
+	b[0], b[1] = byte(port>>8), byte(port)
 }

@@ -16,8 +16,6 @@ import "C"
 import (
 	"encoding/binary"
 	"net/netip"
-	"runtime"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -127,22 +125,18 @@ func listen(ip [4]byte, port int) (fd, bound int) {
 
 // dial connects to ip:port, retrying refused connections every 100 µs (as boot_tcp.c).
 func dial(ip [4]byte, port int) int {
-	var sa unix.RawSockaddrInet4
-	sa.Family, sa.Addr = unix.AF_INET, ip
-	p := (*[2]byte)(unsafe.Pointer(&sa.Port))
-	p[0], p[1] = byte(port>>8), byte(port)
 	for {
 		s, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return -1
 		}
-		_, e := sysinfo.BlockingSyscall6(unix.SYS_CONNECT, uintptr(s), uintptr(unsafe.Pointer(&sa)), unsafe.Sizeof(sa), 0, 0, 0)
-		if e == 0 {
+		err = sysinfo.BlockingConnect(s, &unix.SockaddrInet4{Port: port, Addr: ip})
+		if err == nil {
 			unix.SetsockoptInt(s, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 			return s
 		}
 		unix.Close(s)
-		if e != unix.ECONNREFUSED && e != unix.EINTR {
+		if err != unix.ECONNREFUSED && err != unix.EINTR {
 			return -1
 		}
 		sysinfo.Nap(100e3)
@@ -151,12 +145,11 @@ func dial(ip [4]byte, port int) int {
 
 func readFull(fd int, b []byte) bool {
 	for len(b) > 0 {
-		k, e := sysinfo.BlockingSyscall6(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0, 0, 0)
-		runtime.KeepAlive(b)
-		if e == unix.EINTR {
+		k, err := sysinfo.BlockingRead(fd, b)
+		if err == unix.EINTR {
 			continue
 		}
-		if e != 0 || k == 0 {
+		if err != nil || k == 0 {
 			return false
 		}
 		b = b[k:]
