@@ -87,29 +87,24 @@ type rootVerdict struct {
 // dialRootSession connects to the root (tracked: the caller untracks rs.c).
 func (b *Bootstrap) dialRootSession(rs *rootSession) error {
 	deadline := time.Now().Add(rs.wait)
+	var c net.Conn
 	if rs.local != nil {
-		c := rs.local.acceptLocal()
-		if c == nil {
+		if c = rs.local.acceptLocal(); c == nil {
 			return b.errorf(status.RemoteError, "the root at %s was closed before all ranks connected", rs.addr)
 		}
-		if !b.track(c) {
-			c.Close()
-			return b.failed()
+	} else {
+		rc, err := dialRoot(rs.addr, deadline, rs.wait)
+		if err != nil {
+			return b.errorf(status.RemoteError, "%v", err)
 		}
-		rs.c = c
-		c.SetDeadline(deadline)
-		return nil
+		c = rc
 	}
-	rc, err := dialRoot(rs.addr, deadline, rs.wait)
-	if err != nil {
-		return b.errorf(status.RemoteError, "%v", err)
-	}
-	if !b.track(rc) {
-		rc.Close()
+	if !b.track(c) {
+		c.Close()
 		return b.failed()
 	}
-	rs.c = rc
-	rc.SetDeadline(deadline)
+	rs.c = c
+	c.SetDeadline(deadline)
 	return nil
 }
 
