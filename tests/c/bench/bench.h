@@ -19,6 +19,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dirent.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdint.h>
@@ -101,6 +102,21 @@ static inline void bench_report(int kind, int64_t value)
 }
 
 /* Tell the launcher this child is up, then block until it releases all. */
+/* The entries of directory path other than "." and ".." (of /proc/self/task: the
+ * process's threads; of /proc/self/fd: its descriptors, one of them the directory's
+ * own), or -1. */
+static inline int bench_count_entries(const char* path)
+{
+  DIR* d = opendir(path);
+  if (d == NULL) return -1;
+  int n = 0;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
+
 static inline void bench_start(void)
 {
   int fd = bench_env_int("BENCH_RELEASE_FD", -1);

@@ -16,7 +16,6 @@
  * to it; P is the process).
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <mscclpp.h>
 #include <time.h>
 
@@ -29,18 +28,6 @@ static long long clockNs(clockid_t id)
   return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-static int threads(void)
-{
-  DIR* d = opendir("/proc/self/task");
-  if (d == NULL) return -1;
-  int n = 0;
-  struct dirent* e;
-  while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] != '.') n++;
-  closedir(d);
-  return n;
-}
-
 int main(void)
 {
   int rank = bench_env_int("BENCH_RANK", 0), n = bench_env_int("BENCH_NRANKS", 1);
@@ -48,7 +35,7 @@ int main(void)
   if (!addr) BENCH_DIE("run me through launch");
   int v;
   mscclppGetVersion(&v);
-  int t0 = threads();
+  int t0 = bench_count_entries("/proc/self/task");
   bench_start();
   long long c0 = clockNs(CLOCK_PROCESS_CPUTIME_ID), w0 = clockNs(CLOCK_MONOTONIC);
   mscclppComm_t comm = NULL;
@@ -56,7 +43,7 @@ int main(void)
   long long c1 = clockNs(CLOCK_PROCESS_CPUTIME_ID), w1 = clockNs(CLOCK_MONOTONIC);
   bench_ready();
   fprintf(stderr, "INITCPU rank %d cpu_us %.1f wall_us %.1f threads %d %d window_ns %lld %lld pid %d\n", rank,
-          (c1 - c0) / 1e3, (w1 - w0) / 1e3, t0, threads(), w0, w1, (int)getpid());
+          (c1 - c0) / 1e3, (w1 - w0) / 1e3, t0, bench_count_entries("/proc/self/task"), w0, w1, (int)getpid());
   if (mscclppBootstrapBarrier(comm) != mscclppSuccess) BENCH_DIE("rank %d: final barrier", rank);
   mscclppCommDestroy(comm);
   return 0;

@@ -28,7 +28,6 @@
  * tests/multinode/rank.sh in a simulated cluster), else all on one node.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <mscclpp.h>
 
 #include "boot.h"
@@ -85,12 +84,8 @@ static void connect_all(mscclppComm_t comm, const int* node, char** bufs, uint64
 /* The file descriptors this process holds open. */
 static uint64_t open_fds(void)
 {
-  DIR* d = opendir("/proc/self/fd");
-  uint64_t n = 0;
-  if (!d) return 0;
-  while (readdir(d)) n++;
-  closedir(d);
-  return n > 3 ? n - 3 : 0; /* ., .. and the directory's own */
+  int n = bench_count_entries("/proc/self/fd");
+  return n > 1 ? (uint64_t)(n - 1) : 0; /* not the directory's own */
 }
 
 /* Every rank puts word(rank, p) into every peer p's buffer at offset 8, then
