@@ -93,11 +93,11 @@ cmake_up = $(if $(filter $(PREFIX)/%,$(LIBDIR)),$(subst $(eval) ,/,$(patsubst %,
 PERF := $(BUILD)/bin/mscclpp_allgather_perf
 DOCS := README.md CHANGELOG.md docs/PERFORMANCE.md docs/TOOLS.md
 
-# the perf tool (tests/c/perf.c) as installed: linked against the library,
+# the perf tool (tools/perf/perf.c) as installed: linked against the library,
 # with an rpath to LIBDIR unless the dynamic linker looks there anyway
-$(PERF): tests/c/perf.c $(LIB) Makefile FORCE
+$(PERF): $(wildcard tools/perf/*.c tools/perf/*.h) $(LIB) Makefile FORCE
 	@mkdir -p $(BUILD)/bin
-	$(CC) -std=c11 -O2 -Wall -Wextra -I$(BUILD)/include tests/c/perf.c -o $@ -L$(BLIBDIR) \
+	$(CC) -std=c11 -O2 -Wall -Wextra -I$(BUILD)/include tools/perf/perf.c -o $@ -L$(BLIBDIR) \
 	  $(if $(filter $(LIBDIR),$(SYSLIBDIRS)),,-Wl,-rpath,$(LIBDIR)) -lmscclpp -pthread
 
 install: all $(PERF)

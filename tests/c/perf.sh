@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# perf.sh BUILD_DIR [NRANKS [perf options...]]: build tests/c/perf.c against
+# perf.sh BUILD_DIR [NRANKS [perf options...]]: build tools/perf/perf.c against
 # BUILD_DIR through pkg-config and run the allgather perf tool on NRANKS
 # local ranks (default 4) over SHM. The options go to perf unchanged: the
 # flags of nccl-tests' all_gather_perf (-b -e -f -i -n -w -m -c -d -o -r -a
@@ -22,6 +22,6 @@ shift $(($# < 2 ? $# : 2))
 export PKG_CONFIG_PATH="$build/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 pc=$(pkg-config --cflags --libs mscclpp)
 mkdir -p "$build/tests"
-gcc -std=c11 -O2 -g -Wall -Wextra -o "$build/tests/perf" "$here/perf.c" $pc -pthread
+gcc -std=c11 -O2 -g -Wall -Wextra -o "$build/tests/perf" "$root/tools/perf/perf.c" $pc -pthread
 echo "# $build/tests/perf --nranks $n $*"
 exec "$build/tests/perf" --nranks "$n" "$@"

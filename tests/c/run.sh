@@ -179,7 +179,7 @@ builds=(
   "c abi_layout_c abi_layout.c" "c error_strings error_strings.c" "c bootstrap bootstrap.c"
   "c connections connections.c" "c alltoall alltoall.c" "c datapath datapath.c" "c ethwait ethwait.c" "c bad_input bad_input.c" "c timeouts timeouts.c"
   "c stranger stranger.c" "c adversary adversary.c" "c init_failures init_failures.c" "c logging logging.c" "c fork fork.c" "c hardening hardening.c" "c eager eager.c" "c mode mode.c" "cxx threads_cc threads.cc c++17"
-  "c perf perf.c" "readme readme_example readme_example.cc"
+  "c perf ../../tools/perf/perf.c" "readme readme_example readme_example.cc"
   "cxx abi_layout_cc11 abi_layout.cc c++11" "cxx abi_layout_cc14 abi_layout.cc c++14"
   "cxx abi_layout_cc17 abi_layout.cc c++17" "cxx abi_layout_cc20 abi_layout.cc c++20"
 )
@@ -469,6 +469,16 @@ assert d["params"]["agg_iters"] == 2 and d["params"]["average"] == 3 and d["para
     # shellcheck disable=SC2086
     perf_run 2 $bad && expect_line '^usage: perf '
   done
+  # --help is the manual: exit 0, and it names every flag of the option table
+  # (each long option of perf_opts.h's longopts, each letter of its getopt string)
+  if perf_run 0 --help; then
+    local opts=$root/tools/perf/perf_opts.h flag
+    for flag in $(grep -o '{"[a-z_-]*", [a-z_]*argument' "$opts" | sed 's/{"\([^"]*\)".*/--\1/') \
+      $(grep -o 'getopt_long(argc, argv, "[^"]*"' "$opts" | sed 's/.*"\(.*\)"/\1/; s/://g' | sed 's/./-& /g'); do
+      grep -q -e "^ *$flag[ ,]" -e "^ *-., $flag " "$o" || { echo "-- --help does not describe $flag" >>"$log"; ok=0; }
+    done
+    expect_line '^  --transport T '
+  fi
   # a cross-node transport the machine lacks (ib, no such device; every rank
   # its own host): each rank gives the library's reason and exits 3
   echo "== launch -n 2 (a host each) perf --transport ib, MSCCLPP_PERF_IB_DEV=nosuch0 (want exit 3 and the reason)" >>"$log"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_launchers.sh [BUILD_DIR]: the perf tool (tests/c/perf.c) under real
+# run_launchers.sh [BUILD_DIR]: the perf tool (tools/perf/perf.c) under real
 # launchers, each run with nothing set but the library's location
 # (LD_LIBRARY_PATH) and, for Slurm, the test cluster's SLURM_CONF:
 #   launch-srun-pmix   `srun -n 4 -O perf ...` three times in a row on a
@@ -45,7 +45,7 @@ finish() {
 
 export PKG_CONFIG_PATH="$build/lib/pkgconfig"
 perf=$out/perf
-if ! gcc -std=c11 -O2 -Wall -Wextra -Werror $(pkg-config --cflags mscclpp) -o "$perf" "$root/tests/c/perf.c" \
+if ! gcc -std=c11 -O2 -Wall -Wextra -Werror $(pkg-config --cflags mscclpp) -o "$perf" "$root/tools/perf/perf.c" \
   $(pkg-config --libs mscclpp) -pthread >"$out/build.log" 2>&1; then
   fail launchers-build "$out/build.log"
   finish

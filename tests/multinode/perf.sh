@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # perf.sh BUILD_DIR NODES [NRANKS [perf options...]]: `make run MULTINODE=NODES`.
 #
-# Builds the allgather perf tool (tests/c/perf.c) and the launcher against
+# Builds the allgather perf tool (tools/perf/perf.c) and the launcher against
 # BUILD_DIR through pkg-config, and runs perf as NRANKS ranks (default 4)
 # over NODES simulated nodes (tests/multinode/cluster.sh: block placement,
 # SHM between the ranks of a node, the cross-node transport between nodes).
@@ -47,7 +47,7 @@ fi
 export PKG_CONFIG_PATH="$build/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 pc=$(pkg-config --cflags --libs mscclpp) || exit 1
 mkdir -p "$build/tests/multinode"
-gcc -std=c11 -O2 -g -Wall -Wextra -o "$build/tests/perf" "$root/tests/c/perf.c" $pc || exit 1
+gcc -std=c11 -O2 -g -Wall -Wextra -o "$build/tests/perf" "$root/tools/perf/perf.c" $pc || exit 1
 gcc -std=c11 -O2 -o "$build/tests/multinode/launch" "$root/tests/c/launch.c" || exit 1
 
 transport=${MSCCLPP_PERF_TRANSPORT:-ethernet}

@@ -111,7 +111,7 @@ compile launch "$root/tests/c/launch.c" &
 compile bootstrap "$root/tests/c/bootstrap.c" &
 compile nodeshm "$here/nodeshm.c" &
 wait
-compile perf "$root/tests/c/perf.c" &
+compile perf "$root/tools/perf/perf.c" &
 compile allgather "$root/tests/c/shm/allgather.c" &
 wait
 compile fifo "$root/tests/c/shm/fifo.cc" &

@@ -1,8 +1,8 @@
 /*
  * perf_opts.h: perf's command line, nccl-tests' flags and perf's own, for
  * perf.c (included once there; static functions). parse_opts() exits 2 with
- * the usage on anything it does not take. The meaning of every flag is in
- * the comment at the top of perf.c.
+ * the usage on anything it does not take; -h/--help prints the meaning of
+ * every flag (help(), which tests/c/run.sh checks against the option table).
  */
 #ifndef PERF_OPTS_H_
 #define PERF_OPTS_H_
@@ -46,8 +46,67 @@ static void usage(void)
           "  --iters --warmup_iters --agg_iters --check --datatype --op --root --average --blocking --cudagraph\n"
           "  --parallel_init --report_cputime --stream_null --timeout --nthreads --ngpus --output_file; -J: --json);\n"
           "  sizes accept K/M/G suffixes; defaults: -b 8 -e 256M -f 2 -i 1M -n 20 -w 5 -m 1 -c 1 -d float -a 1\n"
-          "  -T 600 --nranks 4 --transport ethernet; see the comment at the top of tests/c/perf.c\n");
+          "  -T 600 --nranks 4 --transport ethernet; --help for what each flag means\n");
   exit(2);
+}
+
+/* The manual: every flag of parse_opts(), on stdout, exit 0. */
+static void help(void)
+{
+  fputs(
+    "mscclpp_allgather_perf: allgather bandwidth over libmscclpp connections, in the manner of\n"
+    "nccl-tests' all_gather_perf. Each rank puts its chunk into every peer's buffer with\n"
+    "putWithSignal and waits for every peer's signal; rows report time, algbw and busbw\n"
+    "(algbw * (N-1)/N) out of place and in place, as nccl-tests does.\n"
+    "\n"
+    "Sizes and iterations (nccl-tests' flags and meanings):\n"
+    "  -b, --minbytes N       smallest size: bytes gathered in all (K/M/G = powers of 1024; 8)\n"
+    "  -e, --maxbytes N       largest size (256M)\n"
+    "  -f, --stepfactor F     each size is the last times F (2); F <= 1 steps by -i instead\n"
+    "  -i, --stepbytes N      the step in bytes when -f is 1 (1M)\n"
+    "  -n, --iters N          timed iterations per size (20; without -n, sizes above 25 MiB\n"
+    "                         run fewer: about 512 MiB per size; the iters column says how many)\n"
+    "  -w, --warmup_iters N   warm-up iterations per size (5; without -w, 1 above 25 MiB)\n"
+    "  -m, --agg_iters N      allgathers per timed iteration (1); time is per allgather\n"
+    "  -c, --check N          1: check every element after each size (default); 0: no check\n"
+    "  -d, --datatype T       int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
+    "                         (float), or all: one pass per type\n"
+    "  -o, --op OP            sum prod max min avg mulsum all: accepted; an allgather has no\n"
+    "                         reduction (rows read \"none\")\n"
+    "  -r, --root R           accepted; an allgather has no root (rows read -1)\n"
+    "  -a, --average 0|1|2|3  the time a row reports: rank 0's, the ranks' average (default),\n"
+    "                         minimum, maximum\n"
+    "  -z, --blocking 0|1     1: a bootstrap barrier after each collective\n"
+    "  -G, --cudagraph N      host mode has no CUDA graph: the timed loop runs N times over\n"
+    "  -p, --parallel_init 0|1  accepted; one rank per process, so it changes nothing\n"
+    "  -C, --report_cputime 0|1 the time column reads \"cputime\" (the same figure)\n"
+    "  -y, --stream_null 0|1  accepted; host mode has no streams\n"
+    "  -t, --nthreads 1       threads per process: only 1\n"
+    "  -g, --ngpus 1          GPUs per thread: only 1\n"
+    "  -T, --timeout S        seconds before perf kills the local ranks it started (600)\n"
+    "  -F, --output_file F    also write the rows to F as CSV (rank 0)\n"
+    "  -J, --json F           also write the run as one JSON object to F (rank 0)\n"
+    "\n"
+    "Ranks and transports (perf's own):\n"
+    "  --nranks N             local ranks perf starts itself when no launcher gave a rank (4)\n"
+    "  --malloc               plain malloc buffers instead of mscclppHostAlloc\n"
+    "  --transport T          to ranks on other nodes: ethernet (default), ib, shm, p2p or a\n"
+    "                         number (also MSCCLPP_PERF_TRANSPORT; ib uses the device in\n"
+    "                         MSCCLPP_PERF_IB_DEV, default mlx5_0); ranks of one node use SHM\n"
+    "  --id-file PATH         pass the unique id through PATH.JOB on a file system every rank\n"
+    "                         sees (also MSCCLPP_PERF_ID_FILE), for launchers without PMIx/PMI-2\n"
+    "  --job-id ID            the JOB of --id-file (also MSCCLPP_PERF_JOB_ID; default the\n"
+    "                         launcher's: Slurm job.step, PMIX_NAMESPACE, Open MPI's job id)\n"
+    "  -h, --help             this text\n"
+    "\n"
+    "Launchers: mpirun -np N (Open MPI, PMIx) and srun -n N (Slurm, --mpi=pmix or pmi2) give each\n"
+    "rank its rank, size and rank 0's unique id; libpmix/libpmi2 are loaded at run time. Other\n"
+    "launchers: rank and size from OMPI_COMM_WORLD_*, PMI_RANK/PMI_SIZE or SLURM_PROCID/\n"
+    "SLURM_NTASKS, the id from --id-file or MSCCLPP_COMM_ID=ip:port (rank 0's address).\n"
+    "Exit status: 0 no wrong element and no failure; 1 a failure or a wrong element; 2 bad\n"
+    "options or no way to learn the unique id; 3 the cross-node transport cannot connect.\n",
+    stdout);
+  exit(0);
 }
 
 static void bad_option(const char* opt, const char* value, const char* want)
@@ -152,6 +211,7 @@ static void parse_one(struct perf_opts* o, int c, const char* arg)
   case 258: o->idFile = arg; break;
   case 259: o->jobId = arg; break;
   case 260: o->transport = arg; break;
+  case 'h': help(); break;
   default: usage();
   }
 }
