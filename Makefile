@@ -91,7 +91,7 @@ $(CMAKEDIR)/%.cmake: pkgconfig/%.cmake.in Makefile
 # under PREFIX (the package then names PREFIX itself)
 cmake_up = $(if $(filter $(PREFIX)/%,$(LIBDIR)),$(subst $(eval) ,/,$(patsubst %,..,cmake mscclpp $(subst /, ,$(patsubst $(PREFIX)/%,%,$(LIBDIR))))))
 PERF := $(BUILD)/bin/mscclpp_allgather_perf
-DOCS := README.md CHANGELOG.md docs/PERFORMANCE.md docs/TOOLS.md
+DOCS := README.md CHANGELOG.md $(wildcard docs/*.md)
 
 # the perf tool (tools/perf/perf.c) as installed: linked against the library,
 # with an rpath to LIBDIR unless the dynamic linker looks there anyway

@@ -53,6 +53,13 @@ if [ $rc -ne 0 ] && ! grep -q '^FAIL ' "$out/c.log"; then
   echo "FAIL c-suite (exit $rc, see above)" | tee -a "$records"
 fi
 
+echo "== tests/docs/check.sh $build"
+bash tests/docs/check.sh "$build" 2>&1 | tee "$out/docs.log"
+rc=$?
+if [ $rc -ne 0 ] && ! grep -q '^FAIL ' "$out/docs.log"; then
+  echo "FAIL docs-check (exit $rc, see above)" | tee -a "$records"
+fi
+
 echo "== tests/faults/run.sh $build (short: $FAULTS_TEST_CATS, $FAULTS_TEST_RUNS runs)"
 FAULTS_RUNS=$FAULTS_TEST_RUNS FAULTS_CATS=$FAULTS_TEST_CATS FAULTS_FUZZTIME=0 FAULTS_SELFTEST=0 \
   bash tests/faults/run.sh "$build" 2>&1 | tee "$out/faults.log"
@@ -70,4 +77,4 @@ echo "== summary (all of make test, $(($(date +%s) - start)) s)"
 strict=()
 [ "${MSCCLPP_CI:-0}" = 1 ] && strict=(--strict)
 "$out/summary" final "$here/skips-allowed.txt" ${strict[@]+"${strict[@]}"} \
-  "$records" "$out/go.records" "$out/c.log"
+  "$records" "$out/go.records" "$out/c.log" "$out/docs.log"

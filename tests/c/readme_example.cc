@@ -1,11 +1,11 @@
 /*
- * readme_example.cc: the host-mode example of README.md, built and run as
- * one rank started by launch (run with N = 2 and 3), so the README's code
- * cannot drift from the library.
+ * readme_example.cc: the host-mode example of docs/PROGRAMMING.md, built and run as
+ * one rank started by launch (run with N = 2 and 3), so the page's code
+ * cannot drift from the library (the name is from when it was in README.md).
  *
  * run.sh extracts the fenced block between the comments
  * <!-- readme-example:begin --> and <!-- readme-example:end --> of
- * README.md into BUILD/tests/c/readme_example.inc. This file includes it
+ * docs/PROGRAMMING.md into BUILD/tests/c/readme_example.inc. This file includes it
  * with its main renamed and calls it as `allgather RANK NRANKS IP:PORT`
  * with launch's MSCCLPP_TEST_RANK, _NRANKS and _ADDR. The example checks
  * every byte it gathered itself; its exit status is this program's.
@@ -35,6 +35,6 @@ int main()
   std::snprintf(addr, sizeof addr, "%s", a);
   char* argv[] = {prog, rank, nranks, addr, nullptr};
   int rc = readme_example_main(4, argv);
-  if (rc != 0) std::printf("FAILED: the README example exited with %d\n", rc);
+  if (rc != 0) std::printf("FAILED: the example of docs/PROGRAMMING.md exited with %d\n", rc);
   return rc;
 }

@@ -148,8 +148,8 @@ build_cxx() { # bin src std
   fi
 }
 
-# The README's example: the one fenced block between the marker comments of
-# README.md, extracted into readme_example.inc and compiled through the
+# The host-mode example: the one fenced block between the marker comments of
+# docs/PROGRAMMING.md, extracted into readme_example.inc and compiled through the
 # harness readme_example.cc (C++11, like any application would).
 build_readme() { # bin src
   local bin=$1 src=$2 inc=$out/readme_example.inc
@@ -157,9 +157,9 @@ build_readme() { # bin src
        /<!-- readme-example:end -->/ { inside = 0; ended++; next }
        inside && /^```/ { fence++; next }
        inside && fence == 1 { print }
-       END { if (begun != 1 || ended != 1 || fence != 2) exit 1 }' "$root/README.md" >"$inc"
+       END { if (begun != 1 || ended != 1 || fence != 2) exit 1 }' "$root/docs/PROGRAMMING.md" >"$inc"
   if [ $? -ne 0 ] || [ ! -s "$inc" ]; then
-    echo "README.md: want one fenced code block between one <!-- readme-example:begin --> and one <!-- readme-example:end -->" \
+    echo "docs/PROGRAMMING.md: want one fenced code block between one <!-- readme-example:begin --> and one <!-- readme-example:end -->" \
       >"$out/build-$bin.log"
     return
   fi

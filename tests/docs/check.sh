@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# check.sh [BUILD_DIR]: the docs do what they say. Blocks are marked for it by
+# an HTML comment on the line before their fence (invisible when rendered):
+#
+#   <!-- docs-check: file NAME -->   the block is the file NAME (written where
+#                                    the reader is at that point)
+#   <!-- docs-check: run -->         a shell block safe to run as it stands
+#   <!-- docs-check: output -->      lines the run block before it prints (each
+#                                    must be a whole line of its output)
+#
+# Cases, one PASS/FAIL line each, then "N passed, M failed, K skipped":
+#   docs-programs-PAGE  every file block named *.c, *.cc or *.cpp compiles and
+#                       links against BUILD_DIR through pkg-config with -Wall
+#                       -Wextra -Werror (one that says USE_MPI also with mpicc
+#                       -DUSE_MPI)
+#   docs-run-PAGE       the page's file and run blocks in order, as one bash -e
+#                       script from the repository root, with HOME a fresh
+#                       directory (README.md first: from `make` to a running
+#                       program; the pages after it start from where README
+#                       left the reader: PKG_CONFIG_PATH and PATH at the
+#                       install under that HOME), and every output block found
+# The paths the pages name are checked by tests/go/docpaths_test.go, and
+# docs/ENVIRONMENT.md against the code by tests/go/envdoc_test.go.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${1:-build}
+case $build in /*) ;; *) build=$root/$build ;; esac
+out=$build/tests/docs
+rm -rf "$out"
+mkdir -p "$out/home" || exit 1
+passed=0 failed=0 skipped=0
+pass() { passed=$((passed + 1)); echo "PASS $1"; }
+fail() {
+  failed=$((failed + 1))
+  echo "FAIL $1"
+  [ -f "${2:-}" ] && sed 's/^/    /' "$2" | tail -n 60
+}
+skip() { skipped=$((skipped + 1)); echo "SKIP $1: $2"; }
+
+pages=(README.md docs/*.md tools/*/README.md)
+cd "$root" || exit 1
+
+# blocks PAGE: the page's marked blocks as lines "KIND ARG" then the block's
+# lines prefixed with "|", then "END"
+blocks() {
+  awk '
+    /^<!-- docs-check: [a-z]+( [^ ]+)? -->$/ { kind = $3; arg = ($4 == "-->") ? "" : $4; next }
+    kind != "" && !inside && /^```/ { inside = 1; print kind " " arg; next }
+    inside && /^```/ { inside = 0; kind = ""; print "END"; next }
+    inside { print "|" $0 }
+  ' "$1"
+}
+
+# script PAGE: the page as one bash script; run block k writes its output to
+# $DOCS_OUT/k.out, an output block checks the last one
+script() {
+  local kind arg line step=0
+  echo 'set -e'
+  echo 'trap '\''s=$?; [ $s -ne 0 ] && [ -f "$DOCS_OUT/last" ] && { echo "-- the block exited $s:"; cat "$DOCS_OUT/$(cat "$DOCS_OUT/last").out"; }'\'' EXIT'
+  while IFS= read -r line; do
+    case $line in
+      "file "*) echo "cat >'${line#file }' <<'DOCS_CHECK_EOF'" ;;
+      "run "*)
+        step=$((step + 1))
+        echo "echo $step >\"\$DOCS_OUT/last\"; echo '== block $step'"
+        echo '{'
+        ;;
+      "output "*) echo "docs_expect \"\$DOCS_OUT/$step.out\" <<'DOCS_CHECK_EOF'" ;;
+      END)
+        if [ "$kind" = run ]; then echo "} >\"\$DOCS_OUT/$step.out\" 2>&1; cat \"\$DOCS_OUT/$step.out\""; else echo DOCS_CHECK_EOF; fi
+        kind=
+        continue
+        ;;
+      \|*) echo "${line#|}"; continue ;;
+    esac
+    kind=${line%% *}
+  done < <(blocks "$1")
+}
+
+# docs_expect OUT < LINES: every line is a whole line of OUT (for the scripts)
+docs_expect() {
+  local want ok=0
+  while IFS= read -r want; do
+    if ! grep -qxF -- "$want" "$1"; then echo "-- the output of the block has no line '$want'"; ok=1; fi
+  done
+  return $ok
+}
+export -f docs_expect
+
+# ---- docs-programs-PAGE ----
+export PKG_CONFIG_PATH=$build/lib/pkgconfig
+cflags=$(pkg-config --cflags mscclpp) libs=$(pkg-config --libs mscclpp) || exit 1
+for page in "${pages[@]}"; do
+  name=docs-programs-$(basename "$page" .md | tr 'A-Z/' 'a-z-')
+  [ "$page" = "${page#tools/}" ] || name=docs-programs-$(dirname "$page" | tr '/' '-')
+  dir=$out/programs/$name log=$out/$name.log n=0 ok=1
+  mkdir -p "$dir"
+  : >"$log"
+  file=
+  while IFS= read -r line; do
+    case $line in
+      "file "*) file=${line#file }; : >"$dir/$file" ;;
+      END) file= ;;
+      \|*) [ -n "$file" ] && printf '%s\n' "${line#|}" >>"$dir/$file" ;;
+      *) file= ;;
+    esac
+  done < <(blocks "$page")
+  for src in "$dir"/*.c "$dir"/*.cc "$dir"/*.cpp; do
+    [ -f "$src" ] || continue
+    n=$((n + 1))
+    case $src in
+      *.c) cmd=(cc -std=c11) mpi=(mpicc -std=c11) ;;
+      *) cmd=(c++ -std=c++17) mpi=(mpicxx -std=c++17) ;;
+    esac
+    echo "== ${cmd[*]} $(basename "$src")" >>"$log"
+    "${cmd[@]}" -Wall -Wextra -Werror $cflags "$src" $libs -pthread -o "${src%.*}" >>"$log" 2>&1 || ok=0
+    if grep -q USE_MPI "$src"; then
+      if ! command -v "${mpi[0]}" >/dev/null; then
+        echo "-- ${mpi[0]} not found (make deps installs Open MPI)" >>"$log"
+        ok=0
+      else
+        echo "== ${mpi[*]} -DUSE_MPI $(basename "$src")" >>"$log"
+        "${mpi[@]}" -DUSE_MPI -Wall -Wextra -Werror $cflags "$src" $libs -o "${src%.*}_mpi" >>"$log" 2>&1 || ok=0
+      fi
+    fi
+  done
+  [ $n -eq 0 ] && continue
+  if [ $ok = 1 ]; then pass "$name"; else fail "$name" "$log"; fi
+done
+
+# ---- docs-run-PAGE ----
+# the reader's environment: a fresh HOME, Go's caches where they were (no
+# download, no rebuild), root allowed to run mpirun
+gocache=$(go env GOCACHE 2>/dev/null) gomod=$(go env GOMODCACHE 2>/dev/null) gopath=$(go env GOPATH 2>/dev/null)
+for page in "${pages[@]}"; do
+  grep -q '^<!-- docs-check: run -->$' "$page" || continue
+  name=docs-run-$(basename "$page" .md | tr 'A-Z' 'a-z')
+  [ "$page" = "${page#tools/}" ] || name=docs-run-$(dirname "$page" | tr '/' '-')
+  log=$out/$name.log sh=$out/$name.sh
+  mkdir -p "$out/$name"
+  script "$page" >"$sh"
+  extra=()
+  if [ "$page" != README.md ]; then
+    extra=("PKG_CONFIG_PATH=$out/home/mscclpp/lib/pkgconfig" "PATH=$out/home/mscclpp/bin:$PATH")
+  fi
+  if env -u PKG_CONFIG_PATH HOME="$out/home" GOCACHE="$gocache" GOMODCACHE="$gomod" GOPATH="$gopath" \
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+    DOCS_OUT="$out/$name" ${extra[@]+"${extra[@]}"} timeout -k 5 300 bash "$sh" >"$log" 2>&1; then
+    pass "$name"
+  else
+    echo "-- exit $? (the script: $sh)" >>"$log"
+    fail "$name" "$log"
+  fi
+done
+
+echo "$passed passed, $failed failed, $skipped skipped"
+[ $failed -eq 0 ]
