@@ -57,7 +57,7 @@ static __attribute__((noinline)) engConn* connRefuse(engCtx* ctx, const char* fn
  * connection; NULL, with the process-wide last error set, when there is none.
  * hostOnly refuses CUDA-mode contexts. On success the caller must engLeave(c->ctx).
  * Inlined: on the host data path each call between a wait that returns and the signal
- * that answers it shows in the one-way latency (docs/PERFORMANCE.md, finding 7). */
+ * that answers it shows in the one-way latency (docs/PERFORMANCE.md, the 8-byte latency). */
 static inline __attribute__((always_inline)) engConn* connEnter(struct mscclppDevConn* dev, const char* fn,
                                                                 int hostOnly)
 {
@@ -238,7 +238,7 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
  * the epoch reached want. No check is due before then (waitFor reads the clock, and looks at a
  * closing communicator and a remote error, every ENG_CLOCK_EVERY pauses), and a signal that
  * arrives meanwhile returns through no call: each between the signal and the answering put
- * shows in the one-way latency (finding 7). A wait that may not spin (timeout 0, a yielding
+ * shows in the one-way latency (docs/PERFORMANCE.md). A wait that may not spin (timeout 0, a yielding
  * transport) skips it. */
 static inline int waitSpin(engConn* c, struct mscclppDevConn* conn, uint64_t want, int64_t timeoutMs)
 {

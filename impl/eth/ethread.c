@@ -114,7 +114,7 @@ static int waitEnded(ethConn* s, int rc)
 /* The header's recv after a spin on the socket (recv with MSG_DONTWAIT, for the wait's spin
  * budget): what recv returned. A thread asleep in recv is woken by the data's arrival, which on
  * this VM costs a halted vCPU's wake-up (tens of µs) on each side of a round trip; host waits of
- * the other transports spin first for the same reason (finding 10). Nothing else on this CPU
+ * the other transports spin first for the same reason (docs/PERFORMANCE.md, Ethernet). Nothing else on this CPU
  * needs it meanwhile: the receive thread is parked while a wait reads. */
 static uint64_t waitSpinNs(ethConn* s)
 {
@@ -139,7 +139,7 @@ static ssize_t recvHeader(ethConn* s, unsigned char* hdr)
  * the wait should look at its conditions again (ETH_WAIT_POLL_NS, or its deadline); -1 when the
  * stream ended (recorded). With a whole period left it spins, then blocks in the header's recv (the
  * socket's SO_RCVTIMEO is ETH_WAIT_POLL_NS in this mode): a poll before it cost a syscall per
- * frame, as the plain TCP reader makes none (finding 10); else it polls for what is left. */
+ * frame, as the plain TCP reader makes none (docs/PERFORMANCE.md, Ethernet); else it polls for what is left. */
 static int waitHeader(ethConn* s, unsigned char* hdr, uint64_t deadlineNs)
 {
   uint64_t left = ETH_WAIT_POLL_NS;

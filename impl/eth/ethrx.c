@@ -39,7 +39,7 @@ int ethRxTick(ethConn* s)
 /* Fills every byte of iov (advancing it); 0, -1 on a clean end of stream before the first byte,
  * else an errno (ETIMEDOUT: nothing came in for deadMs). A blocked recvmsg returns every tick
  * (SO_RCVTIMEO). For the first s->spinNs (a reading wait's spin budget) it does not block: a
- * thread asleep in recv pays a halted vCPU's wake-up per segment that arrives (finding 10). */
+ * thread asleep in recv pays a halted vCPU's wake-up per segment that arrives (docs/PERFORMANCE.md, Ethernet). */
 int ethRecvIov(ethConn* s, struct iovec* iov, int n)
 {
   int started = 0;

@@ -1,6 +1,6 @@
 /*
  * dropin.cc: call sequences real programs written against upstream 0.1 make,
- * which upstream accepts (issue 13). The transport is su_transport()
+ * which upstream accepts. The transport is su_transport()
  * (MSCCLPP_TEST_TRANSPORT: SHM by default, p2p, ethernet, ib).
  *
  *   dropin pyseq        upstream's Python bootstrap test: init by ip:port,

@@ -152,7 +152,7 @@ run_case robust_collthreads_tcp_n2 2 60 - robust collthreads
 # mscclppRegisterBuffer + mscclppRegisteredBufferWrite
 run_case regbuf_n2 2 60 - regbuf
 run_case regbuf_n3 3 60 - regbuf
-# call sequences upstream accepts (issue 13): its Python test's sequence, incremental setup,
+# call sequences upstream accepts: its Python test's sequence, incremental setup,
 # mscclppRegisterBuffer before setup; P2P in host mode is carried like SHM
 p2p() { case_lenv=(MSCCLPP_TEST_TRANSPORT=p2p MSCCLPP_DEVICE=host "${case_lenv[@]}"); run_case "$@"; }
 p2p dropin_pyseq_p2p_n2 2 60 - dropin pyseq
