@@ -131,7 +131,7 @@ for page in "${pages[@]}"; do
 done
 
 # ---- docs-run-PAGE ----
-# the reader's environment: a fresh HOME, Go's caches where they were (no
+# the reader's environment: a fresh HOME, no make of ours around it, Go's caches where they were (no
 # download, no rebuild), root allowed to run mpirun
 gocache=$(go env GOCACHE 2>/dev/null) gomod=$(go env GOMODCACHE 2>/dev/null) gopath=$(go env GOPATH 2>/dev/null)
 for page in "${pages[@]}"; do
@@ -155,7 +155,7 @@ for page in "${pages[@]}"; do
   if [ "$page" != README.md ]; then
     extra=("PKG_CONFIG_PATH=$out/home/mscclpp/lib/pkgconfig" "PATH=$out/home/mscclpp/bin:$PATH")
   fi
-  if env -u PKG_CONFIG_PATH HOME="$out/home" GOCACHE="$gocache" GOMODCACHE="$gomod" GOPATH="$gopath" \
+  if env -u PKG_CONFIG_PATH -u MAKEFLAGS -u MFLAGS -u MAKELEVEL HOME="$out/home" GOCACHE="$gocache" GOMODCACHE="$gomod" GOPATH="$gopath" \
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
     DOCS_OUT="$out/$name" ${extra[@]+"${extra[@]}"} timeout -k 5 300 bash "$sh" >"$log" 2>&1; then
     pass "$name"
