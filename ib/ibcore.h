@@ -58,6 +58,12 @@ typedef struct ibDmabufApi {
   iba_reg_dmabuf_mr_fn reg_dmabuf_mr;
 } ibDmabufApi;
 extern const dynSym ibDmabufSyms[];
+/* Optional too: ibv_reg_mr_iova2 (IBVERBS_1.8), the registration that takes relaxed ordering
+ * (NCCL's test of a library that knows the flag). */
+typedef struct ibRoApi {
+  iba_reg_mr_iova2_fn reg_mr_iova2;
+} ibRoApi;
+extern const dynSym ibRoSyms[];
 
 /* Names of the devices the library sees: fills names[i] (up to max), returns
  * the count, or -1 with err. Never calls ibv_free_device_list(NULL). */
@@ -89,7 +95,10 @@ int ibMrDereg(ibCtx* c, struct iba_mr* mr, char* err, int errLen);
 /* Registers length bytes at offset of dma-buf fd (GPU memory), addressed at iova, with the access
  * of ibMrReg (mrdev.c). */
 struct iba_mr* ibMrRegDmabuf(ibCtx* c, const ibDmabufApi* d, uint64_t offset, uint64_t length, uint64_t iova, int fd,
-                             char* err, int errLen);
+                             int relaxed, char* err, int errLen);
+/* ibMrReg with relaxed ordering (IBV_ACCESS_RELAXED_ORDERING: a data buffer, never a signal
+ * slot, whose writes need no order among themselves), through ibv_reg_mr_iova2 (mrdev.c). */
+struct iba_mr* ibMrRegRelaxed(ibCtx* c, const ibRoApi* ro, uint64_t addr, uint64_t size, char* err, int errLen);
 
 typedef struct ibQp ibQp;
 

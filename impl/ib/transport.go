@@ -127,7 +127,7 @@ func (t *ibt) Declare(d transport.Decl) (transport.Endpoint, error) {
 // the QP's address and the connection's heartbeat slot (QPInfo, then two MRInfos).
 func (t *ibt) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 	c := t.conns[idx]
-	mr, err := t.register(c.dev, b)
+	mr, err := t.register(c.dev, b, h != 0) // handle 0 is the signal slot: in order, never relaxed
 	if err != nil {
 		return nil, fmt.Errorf("IB registration of handle %d (%d bytes): %w", h, b.Size, err)
 	}
