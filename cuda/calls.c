@@ -303,6 +303,25 @@ int cuwEnablePeer(const cuwApi* a, cuwContext ctx, cuwContext peer, const char**
   return rc;
 }
 
+int cuwBufferId(const cuwApi* a, cuwDevicePtr p, unsigned long long* id, const char** call)
+{
+  *id = 0;
+  cuwResult rc = a->pointerGetAttribute(id, CUW_POINTER_ATTRIBUTE_BUFFER_ID, p);
+  if (rc != CUW_SUCCESS) *call = "cuPointerGetAttribute";
+  return rc;
+}
+
+int cuwStreamSync(const cuwApi* a, cuwContext ctx, uintptr_t stream, const char** call)
+{
+  cuwContext prev;
+  cuwResult rc = push(a, ctx, &prev, call);
+  if (rc != CUW_SUCCESS) return rc;
+  FAIL_IF(a->streamSynchronize((cuwStream)stream), "cuStreamSynchronize");
+out:
+  pop(a, ctx, prev);
+  return rc;
+}
+
 int cuwDeviceAttr(const cuwApi* a, cuwDevice dev, int attr, int* v, const char** call)
 {
   *v = 0;

@@ -44,6 +44,10 @@ int cuwDmabufFd(const cuwDmabufApi* b, const cuwApi* a, cuwContext ctx, cuwDevic
                 const char** call);
 /* Lets ctx access the memory of peer (cuCtxEnablePeerAccess); already enabled is success. */
 int cuwEnablePeer(const cuwApi* a, cuwContext ctx, cuwContext peer, const char** call);
+/* The id of the allocation holding p (CU_POINTER_ATTRIBUTE_BUFFER_ID: never reused in a process). */
+int cuwBufferId(const cuwApi* a, cuwDevicePtr p, unsigned long long* id, const char** call);
+/* Waits, with ctx current, for everything enqueued on stream (a CUstream; 0: the default stream). */
+int cuwStreamSync(const cuwApi* a, cuwContext ctx, uintptr_t stream, const char** call);
 /* Device attribute attr of dev (cuDeviceGetAttribute). */
 int cuwDeviceAttr(const cuwApi* a, cuwDevice dev, int attr, int* v, const char** call);
 /* A reference on device dev's primary context (cuDevicePrimaryCtxRetain) when ctx is that

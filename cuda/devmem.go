@@ -88,3 +88,31 @@ func (d Device) EnablePeerAccess(peer Device) error {
 	}
 	return nil
 }
+
+// BufferID returns the driver's id of the allocation holding ptr (CU_POINTER_ATTRIBUTE_BUFFER_ID:
+// never reused in a process, so a buffer freed and allocated again at the same address has
+// another), with the allocation's base and size.
+func (d Device) BufferID(ptr uint64) (id, base, size uint64, err error) {
+	if err := d.check(); err != nil {
+		return 0, 0, 0, err
+	}
+	var (
+		cid  C.ulonglong
+		call *C.char
+	)
+	if err := d.fail(C.cuwBufferId(d.api, C.cuwDevicePtr(ptr), &cid, &call), call); err != nil {
+		return 0, 0, 0, err
+	}
+	base, size, err = d.AddressRange(ptr)
+	return uint64(cid), base, size, err
+}
+
+// StreamSync waits for everything enqueued on stream (a CUstream or cudaStream_t; 0: the default
+// stream) with d's context current.
+func (d Device) StreamSync(stream uintptr) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	var call *C.char
+	return d.fail(C.cuwStreamSync(d.api, d.ctx(), C.uintptr_t(stream), &call), call)
+}

@@ -29,3 +29,7 @@ func doubleCounter(lib, sym string) int64 {
 	defer C.free(unsafe.Pointer(cs))
 	return int64(C.harnessCounter(cl, cs))
 }
+
+// TestDoubleCounter calls the counter sym of the libibverbs test double loaded as LibraryPath()
+// (MSCCLPP_IBV_SO): for tests of other packages; -1: not loaded, -2: no such counter.
+func TestDoubleCounter(sym string) int64 { return doubleCounter(LibraryPath(), sym) }

@@ -100,8 +100,10 @@ struct alloc {
   int chunk;   /* the mapping it lives in */
   size_t off;  /* its offset there */
   int ipc;     /* 1: another process's allocation, mapped by cuIpcOpenMemHandle */
+  unsigned long long id; /* CU_POINTER_ATTRIBUTE_BUFFER_ID: never reused in the process */
 };
 static struct alloc allocs[MAX_ALLOCS];
+static unsigned long long nextBufferId;
 
 #define FAKE_CHUNK (2u << 20)
 #define FAKE_SMALL (1u << 20)
@@ -472,7 +474,7 @@ static CUresult addAlloc(int ci, size_t off, size_t n, int ipc, CUdeviceptr* p)
 {
   for (int i = 0; i < MAX_ALLOCS; i++)
     if (allocs[i].dev == NULL) {
-      allocs[i] = (struct alloc){chunks[ci].dev + off, chunks[ci].shadow + off, n, curCtx(), ci, off, ipc};
+      allocs[i] = (struct alloc){chunks[ci].dev + off, chunks[ci].shadow + off, n, curCtx(), ci, off, ipc, ++nextBufferId};
       chunks[ci].live++;
       *p = (CUdeviceptr)(uintptr_t)allocs[i].dev;
       return 0;
@@ -615,17 +617,21 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr p)
   pthread_mutex_unlock(&mu);
   return rc;
 }
-/* CU_POINTER_ATTRIBUTE_CONTEXT (1) of device memory: the context it was allocated in. */
+/* CU_POINTER_ATTRIBUTE_CONTEXT (1) of device memory: the context it was allocated in;
+ * CU_POINTER_ATTRIBUTE_BUFFER_ID (7): its allocation's id, unique in the process. */
 CUresult cuPointerGetAttribute(void* data, int attr, CUdeviceptr p)
 {
   FAILS("cuPointerGetAttribute");
-  if (attr != 1) return 1;
+  if (attr != 1 && attr != 7) return 1;
   CUresult rc = 1; /* CUDA_ERROR_INVALID_VALUE: not device memory */
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAX_ALLOCS; i++) {
     char* b = allocs[i].dev;
     if (b != NULL && (char*)(uintptr_t)p >= b && (char*)(uintptr_t)p < b + allocs[i].size) {
-      *(void**)data = allocs[i].ctx;
+      if (attr == 1)
+        *(void**)data = allocs[i].ctx;
+      else
+        *(unsigned long long*)data = allocs[i].id;
       rc = 0;
     }
   }

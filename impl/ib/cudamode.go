@@ -60,17 +60,22 @@ func (t *ibt) Mode() string {
 // RDMA; data (not a signal slot) with relaxed ordering where the library offers it.
 func (t *ibt) register(x *verbs.Context, b transport.Buffer, data bool) (*verbs.MR, error) {
 	if dev, ok := deviceOf(b.Ptr); ok {
-		mr, how, why, err := registerDevice(t.lib, x, dev, uint64(uintptr(b.Ptr)), b.Size, data)
-		if err == nil && how != t.gdr {
-			t.gdr = how
-			if why != "" {
-				how += " (" + why + ")"
-			}
-			logx.Infof(logx.Net, "rank %d: IB: device memory of device %d %s for GPUDirect RDMA", t.h.Rank, dev.Ordinal, how)
-		}
-		return mr, err
+		return t.registerDev(x, dev, uint64(uintptr(b.Ptr)), b.Size, data)
 	}
 	return x.RegisterMRAccess(uint64(uintptr(b.Ptr)), b.Size, data)
+}
+
+// registerDev is registerDevice, with an INFO line when the way it worked changes.
+func (t *ibt) registerDev(x *verbs.Context, dev cuda.Device, ptr, size uint64, data bool) (*verbs.MR, error) {
+	mr, how, why, err := registerDevice(t.lib, x, dev, ptr, size, data)
+	if err == nil && how != t.gdr {
+		t.gdr = how
+		if why != "" {
+			how += " (" + why + ")"
+		}
+		logx.Infof(logx.Net, "rank %d: IB: device memory of device %d %s for GPUDirect RDMA", t.h.Rank, dev.Ordinal, how)
+	}
+	return mr, err
 }
 
 // registerDevice registers device memory [ptr, ptr+size) of dev for GPUDirect RDMA: through a

@@ -53,6 +53,7 @@ type ibt struct {
 	beats beats
 	cu    *cudaproxy.Proxy // CUDA mode: the proxy of connections over device memory (cudamode.go)
 	gdr   string           // how device memory was last registered (an INFO line when it changes)
+	srcs  srcCache         // MRs of device sources of mscclppRegisteredBufferWrite (write.go)
 }
 
 func newIBT(h *transport.Host) (transport.Transport, error) {
@@ -227,27 +228,6 @@ func (t *ibt) connect(idx int, conn *engine.Conn) error {
 // SetUp starts the heartbeats: every peer has its QPs in RTS (setup's barrier passed).
 func (t *ibt) SetUp() { t.beats.start() }
 
-// Write RDMA-writes src (registered for the call) to offset off of the peer's registration on
-// connection idx's QP and waits until the write completed (mscclppRegisteredBufferWrite).
-func (t *ibt) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, _ uintptr) error {
-	c := t.conns[idx]
-	if c == nil || c.state == nil {
-		return status.Errorf(status.InvalidUsage, "IB connection %d is not set up", idx)
-	}
-	if off > rec.Size() || size > rec.Size()-off {
-		return status.Errorf(status.InvalidArgument, "write of %d bytes at offset %d exceeds the peer's registered %d bytes", size, off, rec.Size())
-	}
-	mr, err := c.dev.RegisterMR(uint64(uintptr(src)), size)
-	if err != nil {
-		return fmt.Errorf("IB registration of the source (%d bytes): %w", size, err)
-	}
-	defer mr.Close()
-	if err := c.qp.Write(mr, 0, verbs.MRInfo{Addr: rec.Addr(), Size: rec.Size(), Rkey: rec.Key()}, off, size, true); err != nil {
-		return err
-	}
-	return c.qp.Flush(t.h.Timeout)
-}
-
 // Stopped completes every write this rank posted (completed == posted on every QP).
 func (t *ibt) Stopped() error {
 	if err := t.stopCUDA(); err != nil {
@@ -289,6 +269,7 @@ func (t *ibt) Close() error {
 		c.cq.Close()
 	}
 	t.conns = nil
+	t.srcs.close()
 	t.cu.Free() // after the MRs on its device memory are gone
 	t.cu = nil
 	for _, x := range t.devs {

@@ -158,6 +158,9 @@ static uint64_t gInline; /* inline WRs executed */
 
 /* The inline WRs this process executed (for tests). */
 uint64_t ibv_double_inline_writes(void) { return __atomic_load_n(&gInline, __ATOMIC_ACQUIRE); }
+static uint64_t gRegs; /* MRs this process registered */
+/* The MRs this process registered, all kinds (for tests). */
+uint64_t ibv_double_mr_regs(void) { return __atomic_load_n(&gRegs, __ATOMIC_ACQUIRE); }
 
 static int envOn(const char* name, int dflt)
 {
@@ -563,6 +566,7 @@ static struct iba_mr* regMr(struct iba_pd* pd, uint64_t addr, size_t len, int ac
   ST(m->backing, backing);
   uint32_t key = newKey(&gFab->nextKey, 0x1000, UINT32_MAX);
   __atomic_store_n(&m->key, key, __ATOMIC_RELEASE); /* published: readers may use it */
+  __atomic_fetch_add(&gRegs, 1, __ATOMIC_ACQ_REL);
   mr->context = pd->context;
   mr->pd = pd;
   mr->addr = (void*)(uintptr_t)addr;
