@@ -75,16 +75,19 @@ typedef struct ibCtx {
   struct iba_context* ctx;
   struct iba_pd* pd;
   char name[IBA_SYSFS_NAME_MAX];
-  int port;     /* first ACTIVE port */
+  int port;     /* the port in use: the one asked for, else the first ACTIVE one */
+  uint8_t sl;   /* service level of every QP's address (MSCCLPP_IB_SL) */
+  uint8_t tc;   /* traffic class of every QP's GRH, RoCE (MSCCLPP_IB_TC) */
   int gidIndex; /* MSCCLPP_IB_GID_INDEX, or picked from sysfs (gid.go); -1 until set */
   struct iba_port_attr portAttr;
   struct iba_device_attr devAttr;
   union iba_gid gid;
 } ibCtx;
 
-/* Opens device name (exact verbs name), picks the first ACTIVE port, reads
- * GID gidIndex (negative: later, ibCtxSetGid), allocates a PD. NULL with err on failure. */
-ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, char* err, int errLen);
+/* Opens device name (exact verbs name), picks port (> 0: that one, which must be ACTIVE; 0: the
+ * first ACTIVE one), reads GID gidIndex (negative: later, ibCtxSetGid), allocates a PD. NULL with
+ * err on failure. */
+ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, int port, char* err, int errLen);
 /* Reads GID gidIndex of c's port (gid.c): 0, or -1 with err (out of range, empty on RoCE, no LID on IB). */
 int ibCtxSetGid(ibCtx* c, int gidIndex, char* err, int errLen);
 void ibCtxClose(ibCtx* c);

@@ -54,6 +54,7 @@ type ibt struct {
 	cu    *cudaproxy.Proxy // CUDA mode: the proxy of connections over device memory (cudamode.go)
 	gdr   string           // how device memory was last registered (an INFO line when it changes)
 	srcs  srcCache         // MRs of device sources of mscclppRegisteredBufferWrite (write.go)
+	fab   fabric           // MSCCLPP_IB_HCA, _SL, _TC (fabric.go)
 }
 
 func newIBT(h *transport.Host) (transport.Transport, error) {
@@ -73,20 +74,36 @@ func newIBT(h *transport.Host) (transport.Transport, error) {
 			logx.Malformed("ignoring %s=%q: not a positive integer; the default %d is used", EnvMaxSendWr, v, wr)
 		}
 	}
+	fab, err := readFabric()
+	if err != nil {
+		ctx.Free()
+		return nil, err
+	}
 	return &ibt{h: h, lib: lib, devs: map[string]*verbs.Context{}, ctx: ctx, conns: map[int]*ibConn{}, wr: wr,
-		beats: beats{dead: h.Timeout}}, nil
+		beats: beats{dead: h.Timeout}, fab: fab}, nil
 }
 
-// device opens ibDev once per communicator.
+// device opens ibDev once per communicator, where MSCCLPP_IB_HCA allows it (on the port it names),
+// with MSCCLPP_IB_SL and MSCCLPP_IB_TC for its QPs.
 func (t *ibt) device(ibDev string) (*verbs.Context, error) {
 	if x, ok := t.devs[ibDev]; ok {
 		return x, nil
 	}
-	x, err := verbs.Open(t.lib, ibDev, verbs.Options{GIDIndex: -1})
+	name, err := verbs.ResolveDevice(t.lib, nil, ibDev)
+	if err != nil {
+		return nil, err
+	}
+	ok, port := t.fab.hca.allow(name)
+	if !ok {
+		return nil, status.Errorf(status.InvalidUsage, "IB device %q (%s) is excluded by %s=%q", ibDev, name, EnvHCA, t.fab.hcaRaw)
+	}
+	x, err := verbs.Open(t.lib, name, verbs.Options{GIDIndex: -1, Port: port, ServiceLevel: t.fab.sl, TrafficClass: t.fab.tc})
 	if err != nil {
 		return nil, err
 	}
 	t.devs[ibDev] = x
+	logx.Infof(logx.Net, "rank %d: IB device %s port %d: GID index %d, service level %d, traffic class %d, relaxed ordering on data buffers %v (%s, %s, %s, %s)",
+		t.h.Rank, name, x.Port(), x.GIDIndexInUse(), t.fab.sl, t.fab.tc, t.lib.RelaxedOrdering(), EnvHCA, verbs.EnvGIDIndex, EnvSL, EnvTC)
 	return x, nil
 }
 
