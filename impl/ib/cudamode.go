@@ -89,7 +89,11 @@ func registerDevice(lib *verbs.Lib, x *verbs.Context, dev cuda.Device, ptr, size
 	if err := lib.HasDmabuf(); err != nil {
 		whys = append(whys, "no dma-buf: this libibverbs lacks ibv_reg_dmabuf_mr (rdma-core 34 or later)")
 	} else if fd, off, err := dev.DmabufFD(ptr, size); err != nil {
-		whys = append(whys, fmt.Sprintf("no dma-buf: the CUDA driver exports none (%v; needs CUDA 11.7+ and an open kernel module)", err))
+		if status.CodeOf(err) == status.InvalidUsage { // this buffer's pages are not its own
+			whys = append(whys, fmt.Sprintf("no dma-buf: %v", err))
+		} else {
+			whys = append(whys, fmt.Sprintf("no dma-buf: the CUDA driver exports none (%v; needs CUDA 11.7+ and an open kernel module)", err))
+		}
 	} else {
 		mr, err := x.RegisterDmabufMRAccess(fd, off, size, ptr, relaxed)
 		unix.Close(fd)
