@@ -278,24 +278,55 @@ out:
   return rc;
 }
 
-int cuwDmabufFd(const cuwApi* a, const cuwDmabufApi* b, cuwContext ctx, cuwDevicePtr p, size_t n, int* fd,
-                uint64_t* offset, const char** call)
+int cuwDmabufFd(const cuwDmabufApi* b, const cuwApi* a, cuwContext ctx, cuwDevicePtr p, size_t n, int* fd,
+                const char** call)
 {
   cuwContext prev;
   cuwResult rc = push(a, ctx, &prev, call);
   if (rc != CUW_SUCCESS) return rc;
-  cuwDevicePtr base = 0;
-  size_t size = 0;
-  FAIL_IF(a->memGetAddressRange(&base, &size, p), "cuMemGetAddressRange");
-  uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-  cuwDevicePtr start = base & ~(page - 1);
-  size_t len = (size_t)((base + size - start + page - 1) & ~(page - 1));
-  FAIL_IF(b->getHandleForAddressRange(fd, start, len, CUW_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0),
+  FAIL_IF(b->getHandleForAddressRange(fd, p, n, CUW_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0),
           "cuMemGetHandleForAddressRange");
-  *offset = p - start;
-  (void)n;
 out:
   pop(a, ctx, prev);
+  return rc;
+}
+
+int cuwEnablePeer(const cuwApi* a, cuwContext ctx, cuwContext peer, const char** call)
+{
+  cuwContext prev;
+  cuwResult rc = push(a, ctx, &prev, call);
+  if (rc != CUW_SUCCESS) return rc;
+  rc = a->ctxEnablePeerAccess(peer, 0);
+  if (rc == CUW_ERROR_PEER_ACCESS_ALREADY_ENABLED) rc = CUW_SUCCESS; /* another communicator did */
+  if (rc != CUW_SUCCESS) *call = "cuCtxEnablePeerAccess";
+  pop(a, ctx, prev);
+  return rc;
+}
+
+int cuwBufferId(const cuwApi* a, cuwDevicePtr p, unsigned long long* id, const char** call)
+{
+  *id = 0;
+  cuwResult rc = a->pointerGetAttribute(id, CUW_POINTER_ATTRIBUTE_BUFFER_ID, p);
+  if (rc != CUW_SUCCESS) *call = "cuPointerGetAttribute";
+  return rc;
+}
+
+int cuwStreamSync(const cuwApi* a, cuwContext ctx, uintptr_t stream, const char** call)
+{
+  cuwContext prev;
+  cuwResult rc = push(a, ctx, &prev, call);
+  if (rc != CUW_SUCCESS) return rc;
+  FAIL_IF(a->streamSynchronize((cuwStream)stream), "cuStreamSynchronize");
+out:
+  pop(a, ctx, prev);
+  return rc;
+}
+
+int cuwDeviceAttr(const cuwApi* a, cuwDevice dev, int attr, int* v, const char** call)
+{
+  *v = 0;
+  cuwResult rc = a->deviceGetAttribute(v, attr, dev);
+  if (rc != CUW_SUCCESS) *call = "cuDeviceGetAttribute";
   return rc;
 }
 

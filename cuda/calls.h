@@ -38,10 +38,18 @@ int cuwIpcOpen(const cuwApi* a, cuwContext ctx, const cuwIpcMemHandle* h, cuwDev
 int cuwCopyAsync(const cuwApi* a, cuwContext ctx, cuwDevicePtr dst, cuwDevicePtr src, size_t n, uintptr_t stream,
                  const char** call);
 int cuwIpcClose(const cuwApi* a, cuwContext ctx, cuwDevicePtr base, const char** call);
-/* A dma-buf fd for the device allocation holding [p, p+n) (cuMemGetHandleForAddressRange over the
- * allocation's range rounded out to host pages, as NCCL does): *offset is p's offset in it. */
-int cuwDmabufFd(const cuwApi* a, const cuwDmabufApi* b, cuwContext ctx, cuwDevicePtr p, size_t n, int* fd,
-                uint64_t* offset, const char** call);
+/* A dma-buf fd for exactly [p, p+n) (cuMemGetHandleForAddressRange; the caller page-aligns the
+ * range inside one allocation, which the driver requires). */
+int cuwDmabufFd(const cuwDmabufApi* b, const cuwApi* a, cuwContext ctx, cuwDevicePtr p, size_t n, int* fd,
+                const char** call);
+/* Lets ctx access the memory of peer (cuCtxEnablePeerAccess); already enabled is success. */
+int cuwEnablePeer(const cuwApi* a, cuwContext ctx, cuwContext peer, const char** call);
+/* The id of the allocation holding p (CU_POINTER_ATTRIBUTE_BUFFER_ID: never reused in a process). */
+int cuwBufferId(const cuwApi* a, cuwDevicePtr p, unsigned long long* id, const char** call);
+/* Waits, with ctx current, for everything enqueued on stream (a CUstream; 0: the default stream). */
+int cuwStreamSync(const cuwApi* a, cuwContext ctx, uintptr_t stream, const char** call);
+/* Device attribute attr of dev (cuDeviceGetAttribute). */
+int cuwDeviceAttr(const cuwApi* a, cuwDevice dev, int attr, int* v, const char** call);
 /* A reference on device dev's primary context (cuDevicePrimaryCtxRetain) when ctx is that
  * context (*retained = 1), else nothing (*retained = 0: ctx is one the application created);
  * cuwPrimaryRelease gives a reference back. */

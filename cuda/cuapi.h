@@ -25,6 +25,9 @@
 #ifndef CUW_RANGE_HANDLE_TYPE
 #define CUW_RANGE_HANDLE_TYPE int
 #endif
+#ifndef CUW_DEVICE_ATTRIBUTE
+#define CUW_DEVICE_ATTRIBUTE int
+#endif
 #ifndef CUW_NVML_RETURN
 #define CUW_NVML_RETURN int
 #endif
@@ -51,7 +54,9 @@ enum {
   CUW_ERROR_OUT_OF_MEMORY = 2,
   CUW_ERROR_NOT_INITIALIZED = 3,
   CUW_ERROR_NO_DEVICE = 100,
+  CUW_ERROR_INVALID_VALUE = 1,
   CUW_ERROR_INVALID_CONTEXT = 201,
+  CUW_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
 };
 
 /* Flags (values from cuda.h). */
@@ -60,6 +65,8 @@ enum {
 #define CUW_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
 #define CUW_STREAM_NON_BLOCKING 0x1
 #define CUW_POINTER_ATTRIBUTE_CONTEXT 1
+#define CUW_POINTER_ATTRIBUTE_BUFFER_ID 7
+#define CUW_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED 124
 
 /* The driver entry points, each under the exported (versioned) name noted. */
 typedef struct cuwApi {
@@ -90,6 +97,8 @@ typedef struct cuwApi {
   cuwResult (*primaryCtxRetain)(cuwContext* pctx, cuwDevice dev);         /* cuDevicePrimaryCtxRetain */
   cuwResult (*primaryCtxRelease)(cuwDevice dev);                          /* cuDevicePrimaryCtxRelease_v2 */
   cuwResult (*primaryCtxGetState)(cuwDevice dev, unsigned int* flags, int* active); /* cuDevicePrimaryCtxGetState */
+  cuwResult (*ctxEnablePeerAccess)(cuwContext peer, unsigned int flags);   /* cuCtxEnablePeerAccess */
+  cuwResult (*deviceGetAttribute)(int* v, CUW_DEVICE_ATTRIBUTE attr, cuwDevice dev); /* cuDeviceGetAttribute */
 } cuwApi;
 
 /* Entry points a driver may lack (CUDA 11.7 added cuMemGetHandleForAddressRange): resolved in a

@@ -78,6 +78,7 @@ type Device struct {
 	Ctx     unsafe.Pointer // its CUcontext (the primary context after cudaSetDevice)
 	BusID   string         // its PCI bus id as the driver prints it, e.g. "0000:3B:00.0"
 	api     *C.cuwApi
+	lib     string // the driver library it was found through (its optional entry points come from there)
 }
 
 // Init loads the driver and initialises it (cuInit): CUDA is usable in this process, whether or not a context exists yet.
@@ -112,7 +113,7 @@ func probe(l *loader) (Device, error) {
 		return Device{}, status.Errorf(status.UnhandledCudaError,
 			"no current CUDA context on the calling thread (call cudaSetDevice first)")
 	}
-	return Device{Ordinal: int(ord), Ctx: unsafe.Pointer(ctx), BusID: C.GoString(&bus[0]), api: l.api()}, nil
+	return Device{Ordinal: int(ord), Ctx: unsafe.Pointer(ctx), BusID: C.GoString(&bus[0]), api: l.api(), lib: l.Name()}, nil
 }
 
 // ProbePointer loads the driver, initialises it and returns the device whose context allocated the device memory at ptr (CU_POINTER_ATTRIBUTE_CONTEXT): how to find the GPU when the calling thread has no current context yet (CUDA 11 runtimes create it lazily).
@@ -134,7 +135,7 @@ func probePointer(l *loader, ptr uint64) (Device, error) {
 	if ctx == nil {
 		return Device{}, status.Errorf(status.UnhandledCudaError, "the buffer at %#x belongs to no CUDA context", ptr)
 	}
-	return Device{Ordinal: int(ord), Ctx: unsafe.Pointer(ctx), BusID: C.GoString(&bus[0]), api: l.api()}, nil
+	return Device{Ordinal: int(ord), Ctx: unsafe.Pointer(ctx), BusID: C.GoString(&bus[0]), api: l.api(), lib: l.Name()}, nil
 }
 
 // PageNode returns the NUMA node of the memory page at p, or -1 where the kernel does not say.

@@ -119,9 +119,17 @@ func TestDeviceMemory(t *testing.T) {
 			if err != nil || off != 100 {
 				t.Fatalf("IpcHandleOf = %v, %d", err, off)
 			}
+			// the driver refuses a handle this process exported (a peer in the same process
+			// uses the pointer itself); another process maps the same bytes elsewhere
+			var ce *Error
+			if _, err := dev.IpcOpen(h); !errors.As(err, &ce) || ce.Code != 201 || ce.Call != "cuIpcOpenMemHandle" {
+				t.Errorf("IpcOpen of this process's own handle = %v, want cuIpcOpenMemHandle refused with 201", err)
+			}
+			harnessCall(fakeCuda, "fakeIpcForeign", "1")
 			base, err := dev.IpcOpen(h)
-			if err != nil || base != p {
-				t.Fatalf("IpcOpen = %#x, %v", base, err)
+			harnessCall(fakeCuda, "fakeIpcForeign", "0")
+			if err != nil || base == p || !bytes.Equal(peek(base, 4096), peek(p, 4096)) {
+				t.Fatalf("IpcOpen as another process = %#x, %v (the owner's at %#x)", base, err, p)
 			}
 			if err := dev.IpcClose(base); err != nil {
 				t.Fatal(err)

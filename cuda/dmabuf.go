@@ -7,6 +7,7 @@ static const cuwSym* dmabufSyms(void) { return cuwDmabufSyms; }
 import "C"
 
 import (
+	"os"
 	"sync"
 	"unsafe"
 
@@ -14,43 +15,95 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
-var dmabuf struct {
+var dmabufLibs sync.Map // driver library name -> *dmabufEntry
+
+type dmabufEntry struct {
 	once sync.Once
 	lib  *dynlib.Lib
 	err  error
 }
 
-// dmabufAPI is the driver's optional dma-buf export (cuMemGetHandleForAddressRange, CUDA 11.7
-// and later), or an error saying the driver lacks it.
-func dmabufAPI() (*C.cuwDmabufApi, error) {
-	dmabuf.once.Do(func() {
-		dmabuf.lib = dynlib.New(libraryName(), unsafe.Pointer(C.dmabufSyms()), C.sizeof_cuwDmabufApi, status.UnhandledCudaError)
-		dmabuf.err = dmabuf.lib.Load()
+// dmabufAPI is the optional dma-buf export (cuMemGetHandleForAddressRange, CUDA 11.7 and later)
+// of the driver library lib, or an error saying the driver lacks it.
+func dmabufAPI(lib string) (*C.cuwDmabufApi, error) {
+	v, _ := dmabufLibs.LoadOrStore(lib, &dmabufEntry{})
+	e := v.(*dmabufEntry)
+	e.once.Do(func() {
+		e.lib = dynlib.New(lib, unsafe.Pointer(C.dmabufSyms()), C.sizeof_cuwDmabufApi, status.UnhandledCudaError)
+		e.err = e.lib.Load()
 	})
-	if dmabuf.err != nil {
-		return nil, dmabuf.err
+	if e.err != nil {
+		return nil, e.err
 	}
-	return (*C.cuwDmabufApi)(dmabuf.lib.Table()), nil
+	return (*C.cuwDmabufApi)(e.lib.Table()), nil
 }
 
-// DmabufFD exports the device allocation holding [ptr, ptr+size) as a dma-buf (for
-// ibv_reg_dmabuf_mr): the file descriptor, which the caller closes, and ptr's offset in it.
-// An error says the driver offers no dma-buf export or refused this range.
+// DmabufSupported asks the device whether it exports dma-bufs (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED).
+func (d Device) DmabufSupported() (bool, error) {
+	if err := d.check(); err != nil {
+		return false, err
+	}
+	var (
+		v    C.int
+		call *C.char
+	)
+	if err := d.fail(C.cuwDeviceAttr(d.api, C.cuwDevice(d.Ordinal), C.CUW_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, &v, &call), call); err != nil {
+		return false, err
+	}
+	return v != 0, nil
+}
+
+// DmabufRange is the host-page-aligned range a dma-buf of [ptr, ptr+size) covers, checked to lie
+// inside the one allocation holding ptr (the driver refuses any other): its start, length and
+// ptr's offset in it, or an error saying why the range cannot be exported as it is.
+func (d Device) DmabufRange(ptr, size uint64) (start, length, offset uint64, err error) {
+	if size == 0 {
+		return 0, 0, 0, status.Errorf(status.InvalidArgument, "dma-buf of zero bytes at %#x", ptr)
+	}
+	base, n, err := d.AddressRange(ptr)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	page := uint64(os.Getpagesize())
+	start = ptr &^ (page - 1)
+	end := (ptr + size + page - 1) &^ (page - 1)
+	if start < base || end > base+n {
+		return 0, 0, 0, status.Errorf(status.InvalidUsage,
+			"[%#x, +%d) rounded to host pages is [%#x, %#x), which leaves its device allocation [%#x, +%d): the driver exports whole pages of one allocation only (allocate buffers for RDMA on a page boundary, e.g. 2 MiB or more)",
+			ptr, size, start, end, base, n)
+	}
+	return start, end - start, ptr - start, nil
+}
+
+// DmabufFD exports [ptr, ptr+size) of device memory as a dma-buf (for ibv_reg_dmabuf_mr): the
+// file descriptor, which the caller closes, and ptr's offset in it. The exported range is the
+// host pages holding the bytes, and must lie inside one allocation (DmabufRange). An error says
+// the device or driver offers no dma-buf export, or why this range cannot be exported.
 func (d Device) DmabufFD(ptr, size uint64) (fd int, offset uint64, err error) {
 	if err := d.check(); err != nil {
 		return -1, 0, err
 	}
-	b, err := dmabufAPI()
+	b, err := dmabufAPI(d.lib)
+	if err != nil {
+		return -1, 0, err
+	}
+	ok, err := d.DmabufSupported()
+	if err != nil {
+		return -1, 0, err
+	}
+	if !ok {
+		return -1, 0, status.Errorf(status.UnhandledCudaError, "device %d does not support dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0)", d.Ordinal)
+	}
+	start, length, off, err := d.DmabufRange(ptr, size)
 	if err != nil {
 		return -1, 0, err
 	}
 	var (
 		cfd  C.int
-		off  C.uint64_t
 		call *C.char
 	)
-	if err := d.fail(C.cuwDmabufFd(d.api, b, d.ctx(), C.cuwDevicePtr(ptr), C.size_t(size), &cfd, &off, &call), call); err != nil {
+	if err := d.fail(C.cuwDmabufFd(b, d.api, d.ctx(), C.cuwDevicePtr(start), C.size_t(length), &cfd, &call), call); err != nil {
 		return -1, 0, err
 	}
-	return int(cfd), uint64(off), nil
+	return int(cfd), off, nil
 }

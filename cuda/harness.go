@@ -30,6 +30,17 @@ static int harnessMem(const char* lib, const char* sym, uint64_t p, void* buf, s
   return f(p, buf, n);
 }
 
+static int harnessStream(const cuwApi* a, cuwContext ctx, uintptr_t* out)
+{
+  cuwContext prev = NULL;
+  a->ctxGetCurrent(&prev);
+  a->ctxSetCurrent(ctx);
+  cuwStream s = NULL;
+  int rc = a->streamCreate(&s, CUW_STREAM_NON_BLOCKING);
+  a->ctxSetCurrent(prev);
+  *out = (uintptr_t)s;
+  return rc;
+}
 */
 import "C"
 
@@ -122,3 +133,13 @@ func TestLibWrite(lib string, p uint64, b []byte) error { return harnessWrite(li
 
 // TestPolicyMode is the calling thread's memory policy mode (get_mempolicy), or -1.
 func TestPolicyMode() int { return policyMode() }
+
+// TestNewStream creates a non-blocking stream in dev's context (never freed: for tests), as an
+// application's cudaStreamCreate would.
+func TestNewStream(dev Device) (uintptr, error) {
+	var s C.uintptr_t
+	if rc := C.harnessStream(dev.api, dev.ctx(), &s); rc != 0 {
+		return 0, newError(dev.api, "cuStreamCreate", int(rc))
+	}
+	return uintptr(s), nil
+}

@@ -38,6 +38,8 @@ const cuwSym cuwCudaSyms[] = {
     SYM(primaryCtxRetain, "cuDevicePrimaryCtxRetain"),
     SYM2(primaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"),
     SYM(primaryCtxGetState, "cuDevicePrimaryCtxGetState"),
+    SYM(ctxEnablePeerAccess, "cuCtxEnablePeerAccess"),
+    SYM(deviceGetAttribute, "cuDeviceGetAttribute"),
     {NULL, NULL, 0},
 };
 

@@ -16,6 +16,14 @@ static long long harnessCounter(const char* lib, const char* sym)
   unsigned long long (*f)(void) = (unsigned long long (*)(void))dlsym(h, sym);
   return f == NULL ? -2 : (long long)f();
 }
+
+static long long harnessQuery(const char* lib, const char* sym, unsigned long long arg)
+{
+  void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
+  if (h == NULL) return -1;
+  unsigned long long (*f)(unsigned long long) = (unsigned long long (*)(unsigned long long))dlsym(h, sym);
+  return f == NULL ? -2 : (long long)f(arg);
+}
 */
 import "C"
 
@@ -28,4 +36,17 @@ func doubleCounter(lib, sym string) int64 {
 	defer C.free(unsafe.Pointer(cl))
 	defer C.free(unsafe.Pointer(cs))
 	return int64(C.harnessCounter(cl, cs))
+}
+
+// TestDoubleCounter calls the counter sym of the libibverbs test double loaded as LibraryPath()
+// (MSCCLPP_IBV_SO): for tests of other packages; -1: not loaded, -2: no such counter.
+func TestDoubleCounter(sym string) int64 { return doubleCounter(LibraryPath(), sym) }
+
+// TestDoubleQuery calls the query sym(arg) of the libibverbs test double loaded as LibraryPath()
+// (a uint64_t (*)(uint64_t)); -1: not loaded (or the double's "none"), -2: no such query.
+func TestDoubleQuery(sym string, arg uint64) int64 {
+	cl, cs := C.CString(LibraryPath()), C.CString(sym)
+	defer C.free(unsafe.Pointer(cl))
+	defer C.free(unsafe.Pointer(cs))
+	return int64(C.harnessQuery(cl, cs, C.ulonglong(arg)))
 }

@@ -111,13 +111,16 @@ static struct iba_context* openByName(const ibApi* a, const char* name, char* er
 
 /* Queries the device and takes its first ACTIVE port into c->port and c->portAttr; -1 with err
  * listing the ports' states when none is. */
-static int pickPort(ibCtx* c, char* err, int errLen)
+/* The first ACTIVE port, or port want (> 0), which must be ACTIVE. */
+static int pickPort(ibCtx* c, int want, char* err, int errLen)
 {
   const ibApi* a = c->api;
   int rc = a->query_device(c->ctx, &c->devAttr);
   if (rc != 0) return fail(err, errLen, "ibv_query_device(%s): %s", c->name, strerror(rc > 0 ? rc : errno));
   char states[160] = "";
-  for (int p = 1; p <= c->devAttr.phys_port_cnt; p++) {
+  if (want > c->devAttr.phys_port_cnt)
+    return fail(err, errLen, "IB device \"%s\": no port %d (it has %d)", c->name, want, c->devAttr.phys_port_cnt);
+  for (int p = want > 0 ? want : 1; p <= (want > 0 ? want : c->devAttr.phys_port_cnt); p++) {
     struct iba_port_attr pa;
     memset(&pa, 0, sizeof(pa)); /* as verbs.h's inline does before the exported call */
     rc = a->query_port(c->ctx, (uint8_t)p, &pa);
@@ -133,7 +136,7 @@ static int pickPort(ibCtx* c, char* err, int errLen)
   return fail(err, errLen, "IB device \"%s\": no ACTIVE port (%s)", c->name, states[0] ? states : "no ports");
 }
 
-ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, char* err, int errLen)
+ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, int port, char* err, int errLen)
 {
   ibCtx* c = calloc(1, sizeof(*c));
   if (c == NULL) {
@@ -149,7 +152,7 @@ ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, char* err, int 
     return NULL;
   }
   /* a negative index: the caller picks one once the port is known (ibCtxSetGid, gid.c) */
-  if (pickPort(c, err, errLen) != 0 || (gidIndex >= 0 && ibCtxSetGid(c, gidIndex, err, errLen) != 0)) goto bad;
+  if (pickPort(c, port, err, errLen) != 0 || (gidIndex >= 0 && ibCtxSetGid(c, gidIndex, err, errLen) != 0)) goto bad;
   errno = 0;
   c->pd = a->alloc_pd(c->ctx);
   if (c->pd == NULL) {
@@ -411,7 +414,7 @@ int ibQpRtr(ibQp* q, const ibQpInfo* r, char* err, int errLen)
   at.max_dest_rd_atomic = 1;
   at.min_rnr_timer = 12;
   at.ah_attr.dlid = r->lid;
-  at.ah_attr.sl = 0;
+  at.ah_attr.sl = q->ctx->sl;
   at.ah_attr.src_path_bits = 0;
   at.ah_attr.port_num = (uint8_t)q->ctx->port;
   if (q->ctx->portAttr.link_layer == IBA_LINK_LAYER_ETHERNET) {
@@ -421,7 +424,7 @@ int ibQpRtr(ibQp* q, const ibQpInfo* r, char* err, int errLen)
     at.ah_attr.grh.sgid_index = (uint8_t)q->ctx->gidIndex;
     at.ah_attr.grh.hop_limit = 255;
     at.ah_attr.grh.flow_label = 0;
-    at.ah_attr.grh.traffic_class = 0;
+    at.ah_attr.grh.traffic_class = q->ctx->tc;
   }
   int rc = q->ctx->api->modify_qp(q->qp, &at,
                                   IBA_QP_STATE | IBA_QP_AV | IBA_QP_PATH_MTU | IBA_QP_DEST_QPN | IBA_QP_RQ_PSN |

@@ -58,6 +58,12 @@ typedef struct ibDmabufApi {
   iba_reg_dmabuf_mr_fn reg_dmabuf_mr;
 } ibDmabufApi;
 extern const dynSym ibDmabufSyms[];
+/* Optional too: ibv_reg_mr_iova2 (IBVERBS_1.8), the registration that takes relaxed ordering
+ * (NCCL's test of a library that knows the flag). */
+typedef struct ibRoApi {
+  iba_reg_mr_iova2_fn reg_mr_iova2;
+} ibRoApi;
+extern const dynSym ibRoSyms[];
 
 /* Names of the devices the library sees: fills names[i] (up to max), returns
  * the count, or -1 with err. Never calls ibv_free_device_list(NULL). */
@@ -69,16 +75,19 @@ typedef struct ibCtx {
   struct iba_context* ctx;
   struct iba_pd* pd;
   char name[IBA_SYSFS_NAME_MAX];
-  int port;     /* first ACTIVE port */
+  int port;     /* the port in use: the one asked for, else the first ACTIVE one */
+  uint8_t sl;   /* service level of every QP's address (MSCCLPP_IB_SL) */
+  uint8_t tc;   /* traffic class of every QP's GRH, RoCE (MSCCLPP_IB_TC) */
   int gidIndex; /* MSCCLPP_IB_GID_INDEX, or picked from sysfs (gid.go); -1 until set */
   struct iba_port_attr portAttr;
   struct iba_device_attr devAttr;
   union iba_gid gid;
 } ibCtx;
 
-/* Opens device name (exact verbs name), picks the first ACTIVE port, reads
- * GID gidIndex (negative: later, ibCtxSetGid), allocates a PD. NULL with err on failure. */
-ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, char* err, int errLen);
+/* Opens device name (exact verbs name), picks port (> 0: that one, which must be ACTIVE; 0: the
+ * first ACTIVE one), reads GID gidIndex (negative: later, ibCtxSetGid), allocates a PD. NULL with
+ * err on failure. */
+ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, int port, char* err, int errLen);
 /* Reads GID gidIndex of c's port (gid.c): 0, or -1 with err (out of range, empty on RoCE, no LID on IB). */
 int ibCtxSetGid(ibCtx* c, int gidIndex, char* err, int errLen);
 void ibCtxClose(ibCtx* c);
@@ -89,7 +98,10 @@ int ibMrDereg(ibCtx* c, struct iba_mr* mr, char* err, int errLen);
 /* Registers length bytes at offset of dma-buf fd (GPU memory), addressed at iova, with the access
  * of ibMrReg (mrdev.c). */
 struct iba_mr* ibMrRegDmabuf(ibCtx* c, const ibDmabufApi* d, uint64_t offset, uint64_t length, uint64_t iova, int fd,
-                             char* err, int errLen);
+                             int relaxed, char* err, int errLen);
+/* ibMrReg with relaxed ordering (IBV_ACCESS_RELAXED_ORDERING: a data buffer, never a signal
+ * slot, whose writes need no order among themselves), through ibv_reg_mr_iova2 (mrdev.c). */
+struct iba_mr* ibMrRegRelaxed(ibCtx* c, const ibRoApi* ro, uint64_t addr, uint64_t size, char* err, int errLen);
 
 typedef struct ibQp ibQp;
 

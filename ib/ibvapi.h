@@ -133,7 +133,7 @@ enum iba_access_flags {
   IBA_ACCESS_REMOTE_WRITE = (1 << 1),
   IBA_ACCESS_REMOTE_READ = (1 << 2),
   IBA_ACCESS_REMOTE_ATOMIC = (1 << 3),
-  IBA_ACCESS_RELAXED_ORDERING = (1 << 20) /* IBV_ACCESS_OPTIONAL_FIRST: never set here */
+  IBA_ACCESS_RELAXED_ORDERING = (1 << 20) /* IBV_ACCESS_OPTIONAL_FIRST: data MRs only, through reg_mr_iova2 */
 };
 
 struct iba_pd {
@@ -503,6 +503,9 @@ typedef int (*iba_dereg_mr_fn)(struct iba_mr* mr);
 /* IBVERBS_1.12 (rdma-core 34): a dma-buf registration (GPU memory exported by the CUDA driver) */
 typedef struct iba_mr* (*iba_reg_dmabuf_mr_fn)(struct iba_pd* pd, uint64_t offset, size_t length, uint64_t iova,
                                                int fd, int access);
+/* IBVERBS_1.8 (rdma-core 28): takes the optional access flags (relaxed ordering) */
+typedef struct iba_mr* (*iba_reg_mr_iova2_fn)(struct iba_pd* pd, void* addr, size_t length, uint64_t iova,
+                                              unsigned int access);
 typedef struct iba_cq* (*iba_create_cq_fn)(struct iba_context* context, int cqe, void* cq_context,
                                             struct iba_comp_channel* channel, int comp_vector);
 typedef int (*iba_destroy_cq_fn)(struct iba_cq* cq);

@@ -16,8 +16,29 @@ const dynSym ibDmabufSyms[] = {
     {NULL, NULL, NULL, 0},
 };
 
+const dynSym ibRoSyms[] = {
+    {"ibv_reg_mr_iova2", NULL, "IBVERBS_1.8", offsetof(ibRoApi, reg_mr_iova2)},
+    {NULL, NULL, NULL, 0},
+};
+
+struct iba_mr* ibMrRegRelaxed(ibCtx* c, const ibRoApi* ro, uint64_t addr, uint64_t size, char* err, int errLen)
+{
+  if (size == 0) {
+    snprintf(err, (size_t)errLen, "ibv_reg_mr_iova2(%s): zero bytes", c->name);
+    return NULL;
+  }
+  errno = 0;
+  struct iba_mr* mr = ro->reg_mr_iova2(c->pd, (void*)(uintptr_t)addr, (size_t)size, addr,
+                                       IBA_ACCESS_LOCAL_WRITE | IBA_ACCESS_REMOTE_WRITE | IBA_ACCESS_REMOTE_READ |
+                                           IBA_ACCESS_RELAXED_ORDERING);
+  if (mr == NULL)
+    snprintf(err, (size_t)errLen, "ibv_reg_mr_iova2(%s, %#llx, %llu bytes, relaxed ordering): %s", c->name,
+             (unsigned long long)addr, (unsigned long long)size, errno ? strerror(errno) : "failed");
+  return mr;
+}
+
 struct iba_mr* ibMrRegDmabuf(ibCtx* c, const ibDmabufApi* d, uint64_t offset, uint64_t length, uint64_t iova, int fd,
-                             char* err, int errLen)
+                             int relaxed, char* err, int errLen)
 {
   if (length == 0) {
     snprintf(err, (size_t)errLen, "ibv_reg_dmabuf_mr(%s): zero bytes", c->name);
@@ -25,7 +46,8 @@ struct iba_mr* ibMrRegDmabuf(ibCtx* c, const ibDmabufApi* d, uint64_t offset, ui
   }
   errno = 0;
   struct iba_mr* mr = d->reg_dmabuf_mr(c->pd, offset, (size_t)length, iova, fd,
-                                       IBA_ACCESS_LOCAL_WRITE | IBA_ACCESS_REMOTE_WRITE | IBA_ACCESS_REMOTE_READ);
+                                       IBA_ACCESS_LOCAL_WRITE | IBA_ACCESS_REMOTE_WRITE | IBA_ACCESS_REMOTE_READ |
+                                           (relaxed ? IBA_ACCESS_RELAXED_ORDERING : 0));
   if (mr == NULL)
     snprintf(err, (size_t)errLen, "ibv_reg_dmabuf_mr(%s, %#llx, %llu bytes): %s", c->name, (unsigned long long)iova,
              (unsigned long long)length, errno ? strerror(errno) : "failed");

@@ -26,6 +26,10 @@ type Options struct {
 	// GIDIndex is the GID table index; negative: MSCCLPP_IB_GID_INDEX, and where that is unset
 	// the first RoCE v2 IPv4-mapped entry on RoCE (sysfs, as NCCL does), else 0.
 	GIDIndex int
+	// Port is the port to use (it must be ACTIVE); 0: the first ACTIVE one.
+	Port int
+	// ServiceLevel (0-15) goes into every QP's address; TrafficClass (0-255) into its GRH (RoCE).
+	ServiceLevel, TrafficClass int
 }
 
 // Context is an open device: its verbs context, one PD, the first ACTIVE
@@ -52,10 +56,14 @@ func Open(lib *Lib, ibDev string, opt Options) (*Context, error) {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	var msg [errLen]C.char
-	c := C.ibCtxOpen(lib.api, cname, C.int(gid), &msg[0], errLen)
+	if opt.ServiceLevel < 0 || opt.ServiceLevel > 15 || opt.TrafficClass < 0 || opt.TrafficClass > 255 || opt.Port < 0 {
+		return nil, status.Errorf(status.InvalidArgument, "IB device %s: service level %d (0-15), traffic class %d (0-255), port %d", name, opt.ServiceLevel, opt.TrafficClass, opt.Port)
+	}
+	c := C.ibCtxOpen(lib.api, cname, C.int(gid), C.int(opt.Port), &msg[0], errLen)
 	if c == nil {
 		return nil, status.Errorf(status.SystemError, "%s", cerr(&msg[0]))
 	}
+	c.sl, c.tc = C.uint8_t(opt.ServiceLevel), C.uint8_t(opt.TrafficClass)
 	x := &Context{c: c, lib: lib}
 	if gid < 0 { // unset: chosen from the port's GID table (gid.go)
 		if err := x.pickGID(); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mscclpp-go/mscclpp/cuda"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/p2p"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -25,7 +26,9 @@ const fakeChildEnv = "MSCCLPP_TEST_FAKE_CUDA_CHILD"
 // TestCUDAModeFakeDriver runs two ranks in CUDA mode against the stand-in driver of
 // cuda/testdata (in a child process: the driver library is chosen once per process) and checks
 // from the driver's call log that teardown waits for the proxy's streams and frees them before
-// closing the peers' IPC mappings.
+// closing the peers' IPC mappings. The two ranks share a process, so each describes itself as
+// another process would (p2p.TestAsOtherProcess) and the driver maps such handles
+// (fakeIpcForeign), as it does between processes: the IPC path.
 func TestCUDAModeFakeDriver(t *testing.T) {
 	if os.Getenv(fakeChildEnv) == "1" {
 		fakeCUDAChild(t)
@@ -232,6 +235,12 @@ func onLockedThread(f func()) {
 func fakeCUDAChild(t *testing.T) {
 	const size = 1 << 16
 	var bufs [2]uint64
+	p2p.TestAsOtherProcess(true)
+	defer p2p.TestAsOtherProcess(false)
+	if err := cuda.Load(); err != nil {
+		t.Fatal(err)
+	}
+	cuda.TestDriverCall("fakeIpcForeign", "1")
 	src := make([]byte, size)
 	for i := range src {
 		src[i] = byte(i*13 + 1)

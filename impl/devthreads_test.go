@@ -110,11 +110,18 @@ func devThreadsChild(t *testing.T, tr Transport) {
 }
 
 // devThreadsRanks forms two ranks in CUDA mode, each with one connection over tr to the other
-// and a device buffer of n bytes, proxies launched.
+// and a device buffer of n bytes, proxies launched. The buffers are allocated in whole 2 MiB
+// pages, as cudaMalloc places a large buffer, so that a dma-buf can export them (the driver
+// exports whole pages of one allocation only), unless MSCCLPP_TEST_SUBALLOCATED=1 asks for
+// buffers of n bytes, which the driver sub-allocates.
 func devThreadsRanks(t *testing.T, tr Transport, n int) []*Comm {
 	t.Helper()
 	var bufs [2]uint64
-	fakeDeviceBuffers(t, bufs[:], make([]byte, n))
+	alloc := (n + cuda.BlockAlign - 1) &^ (cuda.BlockAlign - 1)
+	if os.Getenv("MSCCLPP_TEST_SUBALLOCATED") == "1" {
+		alloc = n
+	}
+	fakeDeviceBuffers(t, bufs[:], make([]byte, alloc))
 	var dev *string
 	if tr == transportIB {
 		name := "double_0" // the verbs test double's device

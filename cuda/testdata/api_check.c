@@ -10,6 +10,7 @@
 #define CUW_POINTER_ATTRIBUTE CUpointer_attribute
 #define CUW_IPC_HANDLE CUipcMemHandle
 #define CUW_RANGE_HANDLE_TYPE CUmemRangeHandleType
+#define CUW_DEVICE_ATTRIBUTE CUdevice_attribute
 #include "cuapi.h"
 
 #define SAME(a, b) _Static_assert(__builtin_types_compatible_p(a, b), #a " != " #b)
@@ -34,6 +35,10 @@ _Static_assert(CUW_MEMHOSTALLOC_DEVICEMAP == CU_MEMHOSTALLOC_DEVICEMAP, "CU_MEMH
 _Static_assert(CUW_IPC_MEM_LAZY_ENABLE_PEER_ACCESS == CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, "IPC flag");
 _Static_assert(CUW_STREAM_NON_BLOCKING == CU_STREAM_NON_BLOCKING, "CU_STREAM_NON_BLOCKING");
 _Static_assert(CUW_POINTER_ATTRIBUTE_CONTEXT == CU_POINTER_ATTRIBUTE_CONTEXT, "CU_POINTER_ATTRIBUTE_CONTEXT");
+_Static_assert(CUW_POINTER_ATTRIBUTE_BUFFER_ID == CU_POINTER_ATTRIBUTE_BUFFER_ID, "CU_POINTER_ATTRIBUTE_BUFFER_ID");
+_Static_assert(CUW_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED == CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, "DMA_BUF_SUPPORTED");
+_Static_assert((int)CUW_ERROR_INVALID_VALUE == (int)CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE");
+_Static_assert((int)CUW_ERROR_PEER_ACCESS_ALREADY_ENABLED == (int)CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "PEER_ACCESS_ALREADY_ENABLED");
 
 FN(cuwApi, init, cuInit);
 FN(cuwApi, getErrorName, cuGetErrorName);
@@ -62,6 +67,8 @@ FN(cuwApi, pointerGetAttribute, cuPointerGetAttribute);
 FN(cuwApi, primaryCtxRetain, cuDevicePrimaryCtxRetain);
 FN(cuwApi, primaryCtxRelease, cuDevicePrimaryCtxRelease_v2);
 FN(cuwApi, primaryCtxGetState, cuDevicePrimaryCtxGetState);
+FN(cuwApi, ctxEnablePeerAccess, cuCtxEnablePeerAccess);
+FN(cuwApi, deviceGetAttribute, cuDeviceGetAttribute);
 
 FN(cuwDmabufApi, getHandleForAddressRange, cuMemGetHandleForAddressRange);
 _Static_assert(CUW_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD == CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, "DMA_BUF_FD");

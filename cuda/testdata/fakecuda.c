@@ -8,6 +8,10 @@
  *     of a PROT_NONE reservation, so a host dereference faults, while the data
  *     lives in a hidden shadow buffer the fake's copies use. Tests read and
  *     write it with fakeRead / fakeWrite (as cuMemcpyDtoH would).
+ *   - Like the real driver, cuMemAlloc sub-allocates small requests (under
+ *     1 MiB) from 2 MiB chunks at 256-byte alignment; a chunk's first
+ *     sub-allocation sits 512 bytes in, so no small allocation is page-aligned.
+ *     Larger requests get a mapping of their own on a 2 MiB boundary.
  *   - Streams are queues: an operation runs at once unless its stream is
  *     stalled (fakeStall) or has work queued; cuStreamSynchronize (or
  *     releasing the stall) runs the queue in order. A copy reads its source
@@ -26,13 +30,24 @@
  *   - cuMemGetHandleForAddressRange exports device memory as a "dma-buf": a memfd named
  *     "fakecuda-dmabuf:<start address>", from which the libibverbs double
  *     (tests/ib/double) learns the range and reaches its bytes through
- *     fakeKernelView; fakeFail("cuMemGetHandleForAddressRange") is a driver
- *     without dma-buf support.
+ *     fakeKernelView. As the real driver, it refuses (CUDA_ERROR_INVALID_VALUE)
+ *     a range whose start or length is not page-aligned or that leaves one
+ *     allocation; cuDeviceGetAttribute answers CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED.
+ *     fakeFail("cuMemGetHandleForAddressRange") is a driver without the entry
+ *     point working, fakeNoDmabuf("1") a device that says it has no dma-buf
+ *     (the export then fails with CUDA_ERROR_NOT_SUPPORTED).
  *   - CUDA IPC works between processes of one host: the shadow of each
  *     allocation is a shared mapping of a memfd, and a handle names the
  *     owner's pid and fd, so cuIpcOpenMemHandle in another process maps the
- *     same bytes (through /proc/<pid>/fd) behind a reservation of its own;
- *     in the owner's process it returns the owner's address, as before.
+ *     same bytes (through /proc/<pid>/fd) behind a reservation of its own.
+ *     As the real driver, it refuses a handle the calling process exported
+ *     (CUDA_ERROR_INVALID_CONTEXT, "invalid device context"); fakeIpcForeign("1")
+ *     makes it map such a handle as another process would (for tests of the
+ *     IPC path that run in one process).
+ *   - cuCtxEnablePeerAccess between the two contexts (devices 0 and 1), with the
+ *     real driver's results (already enabled: CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+ *     the current context itself: CUDA_ERROR_INVALID_CONTEXT); logged, and
+ *     fakePeerAccess("01") reads whether context 0 may access context 1's memory.
  *   - Primary contexts are reference counted (cuDevicePrimaryCtxRetain /
  *     Release); fakePrimaryRefs reads the count.
  */
@@ -57,21 +72,42 @@ static char fakeCtx[2];
 static __thread void* cur = &fakeCtx[0];
 static __thread int curSet = 0;
 static char failing[64];
-static int noCtx, noUva;
+static int noCtx, noUva, noDmabuf, ipcForeign;
+static int peerOn[2][2]; /* peerOn[a][b]: context a may access context b's memory */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* allocations, streams, log */
 static int syncs, streams, ipcOpen, primaryRefs[2];
 
 #define MAX_ALLOCS 1024
+/* A mapping allocations live in: a PROT_NONE reservation (the device addresses) and the shadow
+ * bytes behind it, a shared mapping of a memfd (so that another process can open it: IPC). */
+struct chunk {
+  char* dev;
+  char* shadow;
+  size_t len;
+  int fd;
+  size_t used; /* small chunks: bytes handed out so far (bump allocation, never reused) */
+  int live;    /* allocations still in it */
+  int small;   /* 1: sub-allocated by cuMemAlloc */
+  void* ctx;
+};
+static struct chunk chunks[MAX_ALLOCS];
+
 struct alloc {
-  char* dev;    /* PROT_NONE reservation: the device address */
+  char* dev;    /* the device address */
   char* shadow; /* where the bytes live */
   size_t size;
-  size_t mapLen;
-  void* ctx; /* the context it was allocated in */
-  int fd;    /* the memfd holding the shadow (shared with importers) */
-  int ipc;   /* 1: another process's allocation, mapped by cuIpcOpenMemHandle */
+  void* ctx;   /* the context it was allocated in */
+  int chunk;   /* the mapping it lives in */
+  size_t off;  /* its offset there */
+  int ipc;     /* 1: another process's allocation, mapped by cuIpcOpenMemHandle */
+  unsigned long long id; /* CU_POINTER_ATTRIBUTE_BUFFER_ID: never reused in the process */
 };
 static struct alloc allocs[MAX_ALLOCS];
+static unsigned long long nextBufferId;
+
+#define FAKE_CHUNK (2u << 20)
+#define FAKE_SMALL (1u << 20)
+#define FAKE_CHUNK_START 512
 
 struct hostAlloc {
   char* p;
@@ -187,6 +223,10 @@ int fakeSetCurrent(const char* i)
   curSet = 1;
   return 0;
 }
+int fakeNoDmabuf(const char* on) { noDmabuf = on != NULL && on[0] == '1'; return 0; }
+int fakeIpcForeign(const char* on) { ipcForeign = on != NULL && on[0] == '1'; return 0; }
+/* Whether context a may access context b's memory ("ab", e.g. "01"). */
+int fakePeerAccess(const char* ab) { return peerOn[ab[0] == '1'][ab[1] == '1']; }
 int fakeSyncs(const char* unused) { (void)unused; return syncs; }
 int fakeStreams(const char* unused) { (void)unused; return streams; }
 int fakeIpcOpen(const char* unused) { (void)unused; return ipcOpen; }
@@ -383,15 +423,15 @@ CUresult cuDeviceGetPCIBusId(char* s, int len, int dev)
 }
 static void* curCtx(void) { return (!curSet && noCtx) ? NULL : cur; }
 
-CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n)
+/* A new mapping of len bytes (a multiple of 4096) whose reservation starts on an align boundary,
+ * in a free slot of chunks[]; its index, or -1. Call without mu held. */
+static int newChunk(size_t len, size_t align, int small)
 {
-  FAILS("cuMemAlloc_v2");
-  if (curCtx() == NULL) return 201;
-  size_t len = (n + 4095) & ~(size_t)4095;
-  if (len == 0) len = 4096;
-  void* dev = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (dev == MAP_FAILED) return 2;
-  /* the shadow: a shared mapping of a memfd, so that another process can open it (IPC) */
+  char* r = mmap(NULL, len + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (r == MAP_FAILED) return -1;
+  char* dev = (char*)(((uintptr_t)r + align - 1) & ~(uintptr_t)(align - 1));
+  if (dev > r) munmap(r, (size_t)(dev - r));
+  if (r + len + align > dev + len) munmap(dev + len, (size_t)(r + len + align - (dev + len)));
   int fd = memfd_create("fakecuda-device", MFD_CLOEXEC);
   char* shadow = fd >= 0 && ftruncate(fd, (off_t)len) == 0
                      ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
@@ -399,43 +439,108 @@ CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n)
   if (shadow == MAP_FAILED) {
     if (fd >= 0) close(fd);
     munmap(dev, len);
-    return 2;
+    return -1;
   }
-  CUresult rc = 2;
+  int idx = -1;
   pthread_mutex_lock(&mu);
-  for (int i = 0; i < MAX_ALLOCS; i++)
-    if (allocs[i].dev == NULL) {
-      allocs[i] = (struct alloc){dev, shadow, n, len, curCtx(), fd, 0};
-      rc = 0;
-      break;
+  for (int i = 0; i < MAX_ALLOCS && idx < 0; i++)
+    if (chunks[i].dev == NULL) {
+      chunks[i] = (struct chunk){dev, shadow, len, fd, small ? FAKE_CHUNK_START : len, 0, small, curCtx()};
+      idx = i;
     }
   pthread_mutex_unlock(&mu);
-  if (rc != 0) {
+  if (idx < 0) {
     munmap(dev, len);
     munmap(shadow, len);
     close(fd);
+  }
+  return idx;
+}
+
+/* Drops one allocation's hold on chunk i, unmapping it with the last. Call with mu held. */
+static void chunkPut(int i)
+{
+  struct chunk* c = &chunks[i];
+  if (--c->live > 0) return;
+  munmap(c->dev, c->len);
+  munmap(c->shadow, c->len);
+  close(c->fd);
+  *c = (struct chunk){0};
+}
+
+/* Records an allocation of n bytes at offset off of chunk ci; 0, or 2 when the table is full.
+ * Call with mu held. */
+static CUresult addAlloc(int ci, size_t off, size_t n, int ipc, CUdeviceptr* p)
+{
+  for (int i = 0; i < MAX_ALLOCS; i++)
+    if (allocs[i].dev == NULL) {
+      allocs[i] = (struct alloc){chunks[ci].dev + off, chunks[ci].shadow + off, n, curCtx(), ci, off, ipc, ++nextBufferId};
+      chunks[ci].live++;
+      *p = (CUdeviceptr)(uintptr_t)allocs[i].dev;
+      return 0;
+    }
+  return 2;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n)
+{
+  FAILS("cuMemAlloc_v2");
+  if (curCtx() == NULL) return 201;
+  size_t need = n == 0 ? 256 : (n + 255) & ~(size_t)255;
+  if (n < FAKE_SMALL) {
+    /* sub-allocated from the context's current small chunk, or a new one */
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < MAX_ALLOCS; i++) {
+      struct chunk* c = &chunks[i];
+      if (c->dev != NULL && c->small && c->ctx == curCtx() && c->used + need <= c->len) {
+        size_t off = c->used;
+        CUresult rc = addAlloc(i, off, n, 0, p);
+        if (rc == 0) c->used += need;
+        pthread_mutex_unlock(&mu);
+        return rc;
+      }
+    }
+    pthread_mutex_unlock(&mu);
+    int ci = newChunk(FAKE_CHUNK, 4096, 1);
+    if (ci < 0) return 2;
+    pthread_mutex_lock(&mu);
+    CUresult rc = addAlloc(ci, chunks[ci].used, n, 0, p);
+    if (rc == 0) {
+      chunks[ci].used += need;
+    } else {
+      chunks[ci].live = 1;
+      chunkPut(ci);
+    }
+    pthread_mutex_unlock(&mu);
     return rc;
   }
-  *p = (CUdeviceptr)(uintptr_t)dev;
-  return 0;
+  size_t len = (n + FAKE_CHUNK - 1) & ~(size_t)(FAKE_CHUNK - 1);
+  int ci = newChunk(len, FAKE_CHUNK, 0);
+  if (ci < 0) return 2;
+  pthread_mutex_lock(&mu);
+  CUresult rc = addAlloc(ci, 0, n, 0, p);
+  if (rc != 0) {
+    chunks[ci].live = 1;
+    chunkPut(ci);
+  }
+  pthread_mutex_unlock(&mu);
+  return rc;
 }
 CUresult cuMemFree_v2(CUdeviceptr p)
 {
   FAILS("cuMemFree_v2");
-  struct alloc found = {0};
+  int found = 0;
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAX_ALLOCS; i++)
-    if (allocs[i].dev != NULL && allocs[i].dev == (char*)(uintptr_t)p) {
-      found = allocs[i];
+    if (allocs[i].dev != NULL && !allocs[i].ipc && allocs[i].dev == (char*)(uintptr_t)p) {
+      int ci = allocs[i].chunk;
       allocs[i] = (struct alloc){0};
+      chunkPut(ci);
+      found = 1;
     }
   logLine("cuMemFree ptr=%#llx", (unsigned long long)p);
   pthread_mutex_unlock(&mu);
-  if (found.dev == NULL) return 1;
-  munmap(found.dev, found.mapLen);
-  munmap(found.shadow, found.mapLen);
-  close(found.fd);
-  return 0;
+  return found ? 0 : 1;
 }
 CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n)
 {
@@ -512,35 +617,40 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr p)
   pthread_mutex_unlock(&mu);
   return rc;
 }
-/* CU_POINTER_ATTRIBUTE_CONTEXT (1) of device memory: the context it was allocated in. */
+/* CU_POINTER_ATTRIBUTE_CONTEXT (1) of device memory: the context it was allocated in;
+ * CU_POINTER_ATTRIBUTE_BUFFER_ID (7): its allocation's id, unique in the process. */
 CUresult cuPointerGetAttribute(void* data, int attr, CUdeviceptr p)
 {
   FAILS("cuPointerGetAttribute");
-  if (attr != 1) return 1;
+  if (attr != 1 && attr != 7) return 1;
   CUresult rc = 1; /* CUDA_ERROR_INVALID_VALUE: not device memory */
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAX_ALLOCS; i++) {
     char* b = allocs[i].dev;
     if (b != NULL && (char*)(uintptr_t)p >= b && (char*)(uintptr_t)p < b + allocs[i].size) {
-      *(void**)data = allocs[i].ctx;
+      if (attr == 1)
+        *(void**)data = allocs[i].ctx;
+      else
+        *(unsigned long long*)data = allocs[i].id;
       rc = 0;
     }
   }
   pthread_mutex_unlock(&mu);
   return rc;
 }
-/* Maps another process's allocation named by h (its memfd through /proc/<pid>/fd) behind a fresh
- * reservation; *p becomes the address of h's pointer in it. 0, or -1. */
+/* Maps another process's allocation named by h (its chunk's memfd through /proc/<pid>/fd) behind
+ * a fresh reservation; *p becomes the address of h's pointer in it. 0, or -1. */
 static int ipcMap(const CUipcMemHandle* h, CUdeviceptr* p)
 {
   int pid, fd;
-  uint64_t base, len;
+  uint64_t base, len, off;
   size_t size;
   memcpy(&pid, h->reserved + 16, 4);
   memcpy(&fd, h->reserved + 20, 4);
   memcpy(&base, h->reserved + 24, 8);
   memcpy(&len, h->reserved + 32, 8);
   memcpy(&size, h->reserved + 40, sizeof(size_t));
+  memcpy(&off, h->reserved + 48, 8);
   char path[64];
   snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
   int mine = open(path, O_RDWR | O_CLOEXEC);
@@ -548,11 +658,17 @@ static int ipcMap(const CUipcMemHandle* h, CUdeviceptr* p)
   char* shadow = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mine, 0);
   char* dev = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   int rc = -1;
+  CUdeviceptr at = 0;
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAX_ALLOCS && shadow != MAP_FAILED && dev != MAP_FAILED && rc != 0; i++)
-    if (allocs[i].dev == NULL) {
-      allocs[i] = (struct alloc){dev, shadow, size, len, curCtx(), mine, 1};
-      rc = 0;
+    if (chunks[i].dev == NULL) {
+      chunks[i] = (struct chunk){dev, shadow, len, mine, len, 0, 0, curCtx()};
+      if (addAlloc(i, (size_t)off, size, 1, &at) == 0) {
+        rc = 0;
+      } else {
+        chunks[i] = (struct chunk){0};
+        break;
+      }
     }
   pthread_mutex_unlock(&mu);
   if (rc != 0) {
@@ -561,25 +677,21 @@ static int ipcMap(const CUipcMemHandle* h, CUdeviceptr* p)
     close(mine);
     return -1;
   }
-  *p = (CUdeviceptr)(uintptr_t)dev + (*p - base);
+  *p = at + (*p - base);
   return 0;
 }
 
 /* Unmaps the mapping ipcMap made at p, if p is one. */
 static void ipcUnmap(CUdeviceptr p)
 {
-  struct alloc found = {0};
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAX_ALLOCS; i++)
     if (allocs[i].dev != NULL && allocs[i].ipc && allocs[i].dev == (char*)(uintptr_t)p) {
-      found = allocs[i];
+      int ci = allocs[i].chunk;
       allocs[i] = (struct alloc){0};
+      chunkPut(ci);
     }
   pthread_mutex_unlock(&mu);
-  if (found.dev == NULL) return;
-  munmap(found.dev, found.mapLen);
-  munmap(found.shadow, found.mapLen);
-  close(found.fd);
 }
 
 CUresult cuIpcGetMemHandle(CUipcMemHandle* h, CUdeviceptr p)
@@ -588,16 +700,19 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle* h, CUdeviceptr p)
   memset(h, 0, sizeof(*h));
   memcpy(h->reserved, "FAKEIPC", 7);
   memcpy(h->reserved + 8, &p, sizeof(p));
-  /* the owner and its allocation's memfd, for another process to map: pid, fd, base, size */
+  /* the owner and its allocation's chunk, for another process to map: pid, fd, base, chunk
+   * length, size, offset in the chunk */
   int pid = getpid(), fd = -1;
-  uint64_t base = 0, len = 0;
+  uint64_t base = 0, len = 0, off = 0;
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAX_ALLOCS; i++) {
     char* b = allocs[i].dev;
-    if (b != NULL && !allocs[i].ipc && (char*)(uintptr_t)p >= b && (char*)(uintptr_t)p < b + allocs[i].mapLen) {
-      fd = allocs[i].fd;
+    if (b != NULL && !allocs[i].ipc && (char*)(uintptr_t)p >= b && (char*)(uintptr_t)p < b + allocs[i].size) {
+      struct chunk* c = &chunks[allocs[i].chunk];
+      fd = c->fd;
       base = (uint64_t)(uintptr_t)b;
-      len = allocs[i].mapLen;
+      len = c->len;
+      off = allocs[i].off;
       memcpy(h->reserved + 40, &allocs[i].size, sizeof(size_t));
     }
   }
@@ -606,6 +721,7 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle* h, CUdeviceptr p)
   memcpy(h->reserved + 20, &fd, 4);
   memcpy(h->reserved + 24, &base, 8);
   memcpy(h->reserved + 32, &len, 8);
+  memcpy(h->reserved + 48, &off, 8);
   return fd < 0 ? 1 : 0;
 }
 #ifdef FAKE_OLD_IPC
@@ -617,10 +733,18 @@ CUdeviceptr* p, CUipcMemHandle h, unsigned int flags)
 {
   FAILS("cuIpcOpenMemHandle_v2");
   if (memcmp(h.reserved, "FAKEIPC", 7) != 0 || flags != 1) return 1;
+  if (curCtx() == NULL) return 201;
   memcpy(p, h.reserved + 8, sizeof(*p));
   int pid;
   memcpy(&pid, h.reserved + 16, 4);
-  if (pid != getpid() && ipcMap(&h, p) != 0) return 1;
+  if (pid == getpid() && !ipcForeign) {
+    /* the real driver refuses a handle of the calling process: CUDA_ERROR_INVALID_CONTEXT */
+    pthread_mutex_lock(&mu);
+    logLine("cuIpcOpenMemHandle refused: exported by this process");
+    pthread_mutex_unlock(&mu);
+    return 201;
+  }
+  if (ipcMap(&h, p) != 0) return 1;
   __atomic_fetch_add(&ipcOpen, 1, __ATOMIC_RELAXED);
   pthread_mutex_lock(&mu);
   logLine("cuIpcOpenMemHandle ptr=%#llx", (unsigned long long)*p);
@@ -640,20 +764,47 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr p)
   pthread_mutex_unlock(&mu);
   return 0;
 }
-/* CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD (1) of [p, p+n), which must lie in the pages of one device
- * allocation, p page-aligned, no flags: a memfd whose name carries p (see the header). */
+/* Lets the current context access peer's memory (flags must be 0), as the real driver does. */
+CUresult cuCtxEnablePeerAccess(void* peer, unsigned int flags)
+{
+  FAILS("cuCtxEnablePeerAccess");
+  void* c = curCtx();
+  if (flags != 0) return 1;
+  if (c == NULL || (peer != &fakeCtx[0] && peer != &fakeCtx[1]) || peer == c) return 201;
+  int a = c == &fakeCtx[1], b = peer == &fakeCtx[1];
+  pthread_mutex_lock(&mu);
+  int was = peerOn[a][b];
+  peerOn[a][b] = 1;
+  if (!was) logLine("cuCtxEnablePeerAccess from=%d to=%d", a, b);
+  pthread_mutex_unlock(&mu);
+  return was ? 704 : 0; /* CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED */
+}
+/* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED (124) only: 1 unless fakeNoDmabuf("1"). */
+CUresult cuDeviceGetAttribute(int* v, int attr, int dev)
+{
+  FAILS("cuDeviceGetAttribute");
+  if (dev < 0 || dev > 1) return 101;
+  if (attr != 124) return 1;
+  *v = !noDmabuf;
+  return 0;
+}
+/* CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD (1) of [p, p+n), which must lie in one device allocation,
+ * p and n page-aligned, no flags: a memfd whose name carries p (see the header). */
 CUresult cuMemGetHandleForAddressRange(void* handle, CUdeviceptr p, size_t n, int type, unsigned long long flags)
 {
   FAILS("cuMemGetHandleForAddressRange");
-  if (type != 1 || flags != 0 || (p & 4095) != 0 || n == 0) return 1;
+  pthread_mutex_lock(&mu);
+  logLine("cuMemGetHandleForAddressRange ptr=%#llx size=%zu", (unsigned long long)p, n);
+  pthread_mutex_unlock(&mu);
+  if (noDmabuf) return 801; /* CUDA_ERROR_NOT_SUPPORTED */
+  if (type != 1 || flags != 0 || (p & 4095) != 0 || (n & 4095) != 0 || n == 0) return 1;
   int ok = 0;
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAX_ALLOCS; i++) {
     char* b = allocs[i].dev;
     char* a = (char*)(uintptr_t)p;
-    if (b != NULL && a >= b && a < b + allocs[i].mapLen && n <= allocs[i].mapLen - (size_t)(a - b)) ok = 1;
+    if (b != NULL && a >= b && a < b + allocs[i].size && n <= allocs[i].size - (size_t)(a - b)) ok = 1;
   }
-  logLine("cuMemGetHandleForAddressRange ptr=%#llx size=%zu", (unsigned long long)p, n);
   pthread_mutex_unlock(&mu);
   if (!ok) return 1;
   char name[64];

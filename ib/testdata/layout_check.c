@@ -212,3 +212,4 @@ SAME_VAL(SYSFS_NAME_MAX);
 SAME_FN(get_device_list);
 SAME_FN(open_device);
 SAME_FN(reg_dmabuf_mr);
+SAME_FN(reg_mr_iova2);

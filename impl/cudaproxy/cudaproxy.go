@@ -28,7 +28,7 @@ const epochBytes, waitBytes = engine.EpochBytes, 8
 type Proxy struct {
 	Dev   cuda.Device
 	rank  int
-	block uint64         // device memory: MaxConns signal epochs, then MaxConns wait counters
+	block cuda.Block     // device memory: MaxConns signal epochs, then MaxConns wait counters
 	State unsafe.Pointer // cuda's P2P state: the context, streams and device tail
 	mem   unsafe.Pointer // pinned host memory holding the engine context and its FIFO
 	head  uint64         // device memory: the FIFO's head
@@ -50,11 +50,12 @@ func New(dev cuda.Device, rank int) (*Proxy, error) {
 			dev.ReleasePrimary()
 		}
 	}
+	// on a large-page boundary: IB registers it for the NIC (a dma-buf of its pages)
 	size := uint64(engine.MaxConns * (epochBytes + waitBytes))
-	blk, err := dev.MemAlloc(size)
+	blk, err := dev.AllocBlock(size)
 	if err == nil {
-		if err = dev.Memset(blk, 0, size); err != nil {
-			dev.MemFree(blk)
+		if err = dev.Memset(blk.Ptr, 0, size); err != nil {
+			dev.FreeBlock(blk)
 		}
 	}
 	if err != nil {
@@ -65,10 +66,12 @@ func New(dev cuda.Device, rank int) (*Proxy, error) {
 }
 
 // Epoch is the device address of connection i's signal epoch.
-func (p *Proxy) Epoch(i int) uint64 { return p.block + uint64(i*epochBytes) }
+func (p *Proxy) Epoch(i int) uint64 { return p.block.Ptr + uint64(i*epochBytes) }
 
 // Wait is the device address of connection i's wait counter.
-func (p *Proxy) Wait(i int) uint64 { return p.block + uint64(engine.MaxConns*epochBytes+i*waitBytes) }
+func (p *Proxy) Wait(i int) uint64 {
+	return p.block.Ptr + uint64(engine.MaxConns*epochBytes+i*waitBytes)
+}
 
 // Start creates the proxy context on first use, for a transport's ops table (a const engOps*)
 // whose per-context state transport(state) returns.
@@ -162,15 +165,15 @@ func (p *Proxy) FreeContext() {
 // Free frees the counters' block (after FreeContext; peers that mapped it through CUDA IPC must
 // have closed their mappings) and releases the primary context New retained.
 func (p *Proxy) Free() {
-	if p == nil || p.block == 0 {
+	if p == nil || p.block.Ptr == 0 {
 		return
 	}
 	p.FreeContext()
-	p.warn("signal epochs", p.Dev.MemFree(p.block))
+	p.warn("signal epochs", p.Dev.FreeBlock(p.block))
 	if p.retained {
 		p.warn("releasing the primary context", p.Dev.ReleasePrimary())
 	}
-	p.block, p.retained = 0, false
+	p.block, p.retained = cuda.Block{}, false
 }
 
 func (p *Proxy) warn(what string, err error) {

@@ -56,44 +56,59 @@ func (t *ibt) Mode() string {
 	return ""
 }
 
-// register registers b with device x: host memory with ibv_reg_mr, device memory for GPUDirect RDMA.
-func (t *ibt) register(x *verbs.Context, b transport.Buffer) (*verbs.MR, error) {
+// register registers b with device x: host memory with ibv_reg_mr, device memory for GPUDirect
+// RDMA; data (not a signal slot) with relaxed ordering where the library offers it.
+func (t *ibt) register(x *verbs.Context, b transport.Buffer, data bool) (*verbs.MR, error) {
 	if dev, ok := deviceOf(b.Ptr); ok {
-		mr, how, err := registerDevice(t.lib, x, dev, uint64(uintptr(b.Ptr)), b.Size)
-		if err == nil && how != t.gdr {
-			t.gdr = how
-			logx.Infof(logx.Net, "rank %d: IB: device memory of device %d %s for GPUDirect RDMA", t.h.Rank, dev.Ordinal, how)
-		}
-		return mr, err
+		return t.registerDev(x, dev, uint64(uintptr(b.Ptr)), b.Size, data)
 	}
-	return x.RegisterMR(uint64(uintptr(b.Ptr)), b.Size)
+	return x.RegisterMRAccess(uint64(uintptr(b.Ptr)), b.Size, data)
+}
+
+// registerDev is registerDevice, with an INFO line when the way it worked changes.
+func (t *ibt) registerDev(x *verbs.Context, dev cuda.Device, ptr, size uint64, data bool) (*verbs.MR, error) {
+	mr, how, why, err := registerDevice(t.lib, x, dev, ptr, size, data)
+	if err == nil && how != t.gdr {
+		t.gdr = how
+		if why != "" {
+			how += " (" + why + ")"
+		}
+		logx.Infof(logx.Net, "rank %d: IB: device memory of device %d %s for GPUDirect RDMA", t.h.Rank, dev.Ordinal, how)
+	}
+	return mr, err
 }
 
 // registerDevice registers device memory [ptr, ptr+size) of dev for GPUDirect RDMA: through a
 // dma-buf (cuMemGetHandleForAddressRange, ibv_reg_dmabuf_mr) where the driver and libibverbs
 // offer it, else ibv_reg_mr on the device pointer (which works when nvidia-peermem is loaded).
 // Where neither works the error names what is missing; nothing is staged through host memory.
-func registerDevice(lib *verbs.Lib, x *verbs.Context, dev cuda.Device, ptr, size uint64) (*verbs.MR, string, error) {
-	var why []string
+// how says which way worked, why (when not through a dma-buf) why the dma-buf was not used.
+// relaxed asks for relaxed ordering (data buffers; never a signal slot) where the device has it.
+func registerDevice(lib *verbs.Lib, x *verbs.Context, dev cuda.Device, ptr, size uint64, relaxed bool) (mr *verbs.MR, how, why string, err error) {
+	var whys []string
 	if err := lib.HasDmabuf(); err != nil {
-		why = append(why, "no dma-buf: this libibverbs lacks ibv_reg_dmabuf_mr (rdma-core 34 or later)")
+		whys = append(whys, "no dma-buf: this libibverbs lacks ibv_reg_dmabuf_mr (rdma-core 34 or later)")
 	} else if fd, off, err := dev.DmabufFD(ptr, size); err != nil {
-		why = append(why, fmt.Sprintf("no dma-buf: the CUDA driver exports none (%v; needs CUDA 11.7+ and an open kernel module)", err))
+		if status.CodeOf(err) == status.InvalidUsage { // this buffer's pages are not its own
+			whys = append(whys, fmt.Sprintf("no dma-buf: %v", err))
+		} else {
+			whys = append(whys, fmt.Sprintf("no dma-buf: the CUDA driver exports none (%v; needs CUDA 11.7+ and an open kernel module)", err))
+		}
 	} else {
-		mr, err := x.RegisterDmabufMR(fd, off, size, ptr)
+		mr, err := x.RegisterDmabufMRAccess(fd, off, size, ptr, relaxed)
 		unix.Close(fd)
 		if err == nil {
-			return mr, "registered through a dma-buf", nil
+			return mr, "registered through a dma-buf", "", nil
 		}
-		why = append(why, fmt.Sprintf("dma-buf registration refused (%v; needs Linux 5.12+ and a provider with dma-buf support)", err))
+		whys = append(whys, fmt.Sprintf("dma-buf registration refused (%v; needs Linux 5.12+ and a provider with dma-buf support)", err))
 	}
-	mr, err := x.RegisterMR(ptr, size)
+	mr, err = x.RegisterMRAccess(ptr, size, relaxed)
 	if err == nil {
-		return mr, "registered with ibv_reg_mr (nvidia-peermem)", nil
+		return mr, "registered with ibv_reg_mr (nvidia-peermem)", strings.Join(whys, "; "), nil
 	}
-	why = append(why, fmt.Sprintf("ibv_reg_mr on the device pointer failed (%v): is nvidia-peermem loaded?", err))
-	return nil, "", status.Errorf(status.SystemError, "IB transport: device memory %#x (%d bytes) cannot be registered for GPUDirect RDMA: %s",
-		ptr, size, strings.Join(why, "; "))
+	whys = append(whys, fmt.Sprintf("ibv_reg_mr on the device pointer failed (%v): is nvidia-peermem loaded?", err))
+	return nil, "", "", status.Errorf(status.SystemError, "IB transport: device memory %#x (%d bytes) cannot be registered for GPUDirect RDMA: %s",
+		ptr, size, strings.Join(whys, "; "))
 }
 
 // stopCUDA waits for the CUDA-mode proxy's copies (its FIFO tail publications).

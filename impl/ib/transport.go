@@ -53,6 +53,8 @@ type ibt struct {
 	beats beats
 	cu    *cudaproxy.Proxy // CUDA mode: the proxy of connections over device memory (cudamode.go)
 	gdr   string           // how device memory was last registered (an INFO line when it changes)
+	srcs  srcCache         // MRs of device sources of mscclppRegisteredBufferWrite (write.go)
+	fab   fabric           // MSCCLPP_IB_HCA, _SL, _TC (fabric.go)
 }
 
 func newIBT(h *transport.Host) (transport.Transport, error) {
@@ -72,20 +74,36 @@ func newIBT(h *transport.Host) (transport.Transport, error) {
 			logx.Malformed("ignoring %s=%q: not a positive integer; the default %d is used", EnvMaxSendWr, v, wr)
 		}
 	}
+	fab, err := readFabric()
+	if err != nil {
+		ctx.Free()
+		return nil, err
+	}
 	return &ibt{h: h, lib: lib, devs: map[string]*verbs.Context{}, ctx: ctx, conns: map[int]*ibConn{}, wr: wr,
-		beats: beats{dead: h.Timeout}}, nil
+		beats: beats{dead: h.Timeout}, fab: fab}, nil
 }
 
-// device opens ibDev once per communicator.
+// device opens ibDev once per communicator, where MSCCLPP_IB_HCA allows it (on the port it names),
+// with MSCCLPP_IB_SL and MSCCLPP_IB_TC for its QPs.
 func (t *ibt) device(ibDev string) (*verbs.Context, error) {
 	if x, ok := t.devs[ibDev]; ok {
 		return x, nil
 	}
-	x, err := verbs.Open(t.lib, ibDev, verbs.Options{GIDIndex: -1})
+	name, err := verbs.ResolveDevice(t.lib, nil, ibDev)
+	if err != nil {
+		return nil, err
+	}
+	ok, port := t.fab.hca.allow(name)
+	if !ok {
+		return nil, status.Errorf(status.InvalidUsage, "IB device %q (%s) is excluded by %s=%q", ibDev, name, EnvHCA, t.fab.hcaRaw)
+	}
+	x, err := verbs.Open(t.lib, name, verbs.Options{GIDIndex: -1, Port: port, ServiceLevel: t.fab.sl, TrafficClass: t.fab.tc})
 	if err != nil {
 		return nil, err
 	}
 	t.devs[ibDev] = x
+	logx.Infof(logx.Net, "rank %d: IB device %s port %d: GID index %d, service level %d, traffic class %d, relaxed ordering on data buffers %v (%s, %s, %s, %s)",
+		t.h.Rank, name, x.Port(), x.GIDIndexInUse(), t.fab.sl, t.fab.tc, t.lib.RelaxedOrdering(), EnvHCA, verbs.EnvGIDIndex, EnvSL, EnvTC)
 	return x, nil
 }
 
@@ -127,7 +145,7 @@ func (t *ibt) Declare(d transport.Decl) (transport.Endpoint, error) {
 // the QP's address and the connection's heartbeat slot (QPInfo, then two MRInfos).
 func (t *ibt) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 	c := t.conns[idx]
-	mr, err := t.register(c.dev, b)
+	mr, err := t.register(c.dev, b, h != 0) // handle 0 is the signal slot: in order, never relaxed
 	if err != nil {
 		return nil, fmt.Errorf("IB registration of handle %d (%d bytes): %w", h, b.Size, err)
 	}
@@ -227,27 +245,6 @@ func (t *ibt) connect(idx int, conn *engine.Conn) error {
 // SetUp starts the heartbeats: every peer has its QPs in RTS (setup's barrier passed).
 func (t *ibt) SetUp() { t.beats.start() }
 
-// Write RDMA-writes src (registered for the call) to offset off of the peer's registration on
-// connection idx's QP and waits until the write completed (mscclppRegisteredBufferWrite).
-func (t *ibt) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, _ uintptr) error {
-	c := t.conns[idx]
-	if c == nil || c.state == nil {
-		return status.Errorf(status.InvalidUsage, "IB connection %d is not set up", idx)
-	}
-	if off > rec.Size() || size > rec.Size()-off {
-		return status.Errorf(status.InvalidArgument, "write of %d bytes at offset %d exceeds the peer's registered %d bytes", size, off, rec.Size())
-	}
-	mr, err := c.dev.RegisterMR(uint64(uintptr(src)), size)
-	if err != nil {
-		return fmt.Errorf("IB registration of the source (%d bytes): %w", size, err)
-	}
-	defer mr.Close()
-	if err := c.qp.Write(mr, 0, verbs.MRInfo{Addr: rec.Addr(), Size: rec.Size(), Rkey: rec.Key()}, off, size, true); err != nil {
-		return err
-	}
-	return c.qp.Flush(t.h.Timeout)
-}
-
 // Stopped completes every write this rank posted (completed == posted on every QP).
 func (t *ibt) Stopped() error {
 	if err := t.stopCUDA(); err != nil {
@@ -289,6 +286,7 @@ func (t *ibt) Close() error {
 		c.cq.Close()
 	}
 	t.conns = nil
+	t.srcs.close()
 	t.cu.Free() // after the MRs on its device memory are gone
 	t.cu = nil
 	for _, x := range t.devs {

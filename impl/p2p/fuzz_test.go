@@ -6,14 +6,16 @@ import (
 	"testing"
 )
 
-// FuzzDecodeIpcDesc: a peer's P2P registration is 80 bytes (size, offset,
-// IPC handle); anything else is an error, never a panic.
+// FuzzDecodeIpcDesc: a peer's P2P registration is 96 bytes (size, offset,
+// IPC handle, process nonce, allocation address); anything else is an error, never a panic.
 func FuzzDecodeIpcDesc(f *testing.F) {
 	good := binary.LittleEndian.AppendUint64(nil, 1<<20)
 	good = binary.LittleEndian.AppendUint64(good, 4096)
 	good = append(good, bytes.Repeat([]byte{0xab}, 64)...)
+	good = binary.LittleEndian.AppendUint64(good, 0x1234567)
+	good = binary.LittleEndian.AppendUint64(good, 1<<40)
 	f.Add(good)
-	f.Add(good[:79])
+	f.Add(good[:95])
 	f.Add(append(good, 0))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d, err := decodeIpcDesc(data)
@@ -23,9 +25,7 @@ func FuzzDecodeIpcDesc(f *testing.F) {
 			}
 			return
 		}
-		again := binary.LittleEndian.AppendUint64(nil, d.size)
-		again = binary.LittleEndian.AppendUint64(again, d.offset)
-		if again = append(again, d.ipc[:]...); !bytes.Equal(again, data) {
+		if again := d.marshal(); !bytes.Equal(again, data) {
 			t.Fatalf("%x decodes to %+v, which encodes differently", data, d)
 		}
 	})

@@ -172,3 +172,7 @@ func p2pStream(state unsafe.Pointer, tail bool) uintptr {
 	}
 	return uintptr(C.harnessStream(state, C.int(t)))
 }
+
+// TestAsOtherProcess makes this process's P2P registrations describe themselves as another
+// process's (a nonce of their own), so that two ranks of one process take the CUDA IPC path.
+func TestAsOtherProcess(on bool) { asOtherProcess.Store(on) }

@@ -49,6 +49,8 @@ type cudaState struct {
 	proxy *cudaproxy.Proxy
 	ipc   map[cuda.IpcHandle]uint64
 	peers map[int]bool // ranks whose memory this rank mapped: they map this rank's (setup is symmetric)
+	// peerOn: the GPUs (ordinals) this context may access, for peers in this process (sameproc.go)
+	peerOn map[int]bool
 }
 
 // p2p is the transport's instance for one communicator.
@@ -103,13 +105,16 @@ func (c *p2p) Declare(d transport.Decl) (transport.Endpoint, error) {
 	return transport.Endpoint{Ctx: ctx, Epoch: epoch}, nil
 }
 
-// ipcDesc is device memory on the wire: the IPC handle of its allocation, the offset and size.
+// ipcDesc is device memory on the wire: the IPC handle of its allocation, the offset and size,
+// and for a peer in the same process (which the driver refuses an IPC import of the process's
+// own handle) the exporter's process nonce and the allocation's address.
 type ipcDesc struct {
 	size, offset uint64
 	ipc          [64]byte
+	nonce, base  uint64
 }
 
-const ipcDescBytes = 16 + 64
+const ipcDescBytes = 16 + 64 + 16
 
 // Describe describes device memory for a peer: the IPC handle of its allocation and the offset.
 func (c *p2p) Describe(idx, hd int, b transport.Buffer) ([]byte, error) {
@@ -121,13 +126,21 @@ func (c *p2p) Describe(idx, hd int, b transport.Buffer) ([]byte, error) {
 			return nil, err
 		}
 	}
-	h, off, err := c.cuda.dev.IpcHandleOf(uint64(uintptr(b.Ptr)))
+	ptr := uint64(uintptr(b.Ptr))
+	h, off, err := c.cuda.dev.IpcHandleOf(ptr)
 	if err != nil {
 		return nil, err
 	}
-	out := binary.LittleEndian.AppendUint64(nil, b.Size)
-	out = binary.LittleEndian.AppendUint64(out, off)
-	return append(out, h[:]...), nil
+	return ipcDesc{size: b.Size, offset: off, ipc: h, nonce: describedNonce(), base: ptr - off}.marshal(), nil
+}
+
+// marshal encodes d in ipcDescBytes (little-endian).
+func (d ipcDesc) marshal() []byte {
+	out := binary.LittleEndian.AppendUint64(nil, d.size)
+	out = binary.LittleEndian.AppendUint64(out, d.offset)
+	out = append(out, d.ipc[:]...)
+	out = binary.LittleEndian.AppendUint64(out, d.nonce)
+	return binary.LittleEndian.AppendUint64(out, d.base)
 }
 
 // hostBlob refuses, in host mode, a registration the peer made in CUDA mode.
@@ -144,17 +157,24 @@ func decodeIpcDesc(blob []byte) (ipcDesc, error) {
 		return ipcDesc{}, status.Errorf(status.RemoteError, "malformed P2P registration (%d bytes, want %d)", len(blob), ipcDescBytes)
 	}
 	d := ipcDesc{size: binary.LittleEndian.Uint64(blob), offset: binary.LittleEndian.Uint64(blob[8:])}
-	copy(d.ipc[:], blob[16:])
+	copy(d.ipc[:], blob[16:80])
+	d.nonce = binary.LittleEndian.Uint64(blob[80:])
+	d.base = binary.LittleEndian.Uint64(blob[88:])
 	return d, nil
 }
 
-// importReg opens a peer's device memory through CUDA IPC.
-func (c *p2p) importReg(blob []byte) (engine.Reg, error) {
+// importReg maps a peer's device memory: through CUDA IPC, or for a peer in this process (peerPid
+// and its nonce say so) at its own address.
+func (c *p2p) importReg(blob []byte, peerPid int) (engine.Reg, error) {
 	d, err := decodeIpcDesc(blob)
 	if err != nil {
 		return engine.Reg{}, err
 	}
-	a, err := c.openIpc(d)
+	open := c.openIpc
+	if sameProcess(d, peerPid) {
+		open = c.openDirect
+	}
+	a, err := open(d)
 	if err != nil {
 		return engine.Reg{}, err
 	}
@@ -173,7 +193,7 @@ func (c *p2p) Finish(s transport.Setup) (transport.Connected, error) {
 		out.Path = "host mode, as SHM: " + out.Path
 		return out, err
 	}
-	remote, err := transport.ImportAll(s, func(_ int, blob []byte) (engine.Reg, error) { return c.importReg(blob) })
+	remote, err := transport.ImportAll(s, func(_ int, blob []byte) (engine.Reg, error) { return c.importReg(blob, s.Pid) })
 	if err != nil {
 		return transport.Connected{}, err
 	}
@@ -183,8 +203,13 @@ func (c *p2p) Finish(s transport.Setup) (transport.Connected, error) {
 		return engine.Reg{Addr: uint64(uintptr(b.Ptr)), Size: b.Size, Pid: os.Getpid()}
 	})
 	epoch := engine.DevPtr(remote[0].Addr)
-	out := transport.Connected{Eng: c.h.Wire(s, local, remote, epoch), RemoteEpoch: epoch,
-		Path: "cuMemcpyDtoDAsync into the peer's buffer opened through CUDA IPC"}
+	path := "cuMemcpyDtoDAsync into the peer's buffer opened through CUDA IPC"
+	if len(s.Blobs) > 0 && len(s.Blobs[0]) == ipcDescBytes {
+		if d, err := decodeIpcDesc(s.Blobs[0]); err == nil && sameProcess(d, s.Pid) {
+			path = "cuMemcpyDtoDAsync into the peer's buffer at its own address (same process)"
+		}
+	}
+	out := transport.Connected{Eng: c.h.Wire(s, local, remote, epoch), RemoteEpoch: epoch, Path: path}
 	if len(remote) > 1 {
 		out.RemoteBuff = engine.DevPtr(remote[1].Addr)
 	}
@@ -199,7 +224,7 @@ func (c *p2p) ImportRegistered(idx, pid int, blob []byte) (engine.Reg, unsafe.Po
 		}
 		return c.host.(transport.Registrar).ImportRegistered(idx, pid, blob)
 	}
-	r, err := c.importReg(blob)
+	r, err := c.importReg(blob, pid)
 	return r, engine.DevPtr(r.Addr), err
 }
 
@@ -315,7 +340,7 @@ func (c *p2p) initCUDA(dev cuda.Device) error {
 	if err != nil {
 		return err
 	}
-	c.cuda = &cudaState{dev: dev, proxy: px, ipc: map[cuda.IpcHandle]uint64{}, peers: map[int]bool{}}
+	c.cuda = &cudaState{dev: dev, proxy: px, ipc: map[cuda.IpcHandle]uint64{}, peers: map[int]bool{}, peerOn: map[int]bool{}}
 	logx.SetDevice(dev.Ordinal)
 	logx.Infof(logx.Init, "rank %d: CUDA mode on device %d (%s)", c.h.Rank, dev.Ordinal, dev.BusID)
 	return nil
@@ -335,8 +360,13 @@ func (c *p2p) openIpc(d ipcDesc) (uint64, error) {
 		}
 		c.cuda.ipc[h] = base
 	}
-	// what the peer claims is checked against the allocation: a copy past its end would be
-	// an illegal address, which poisons the whole CUDA context
+	return c.inAllocation(d, base)
+}
+
+// inAllocation checks what the peer claims against the allocation at base and returns the
+// described address: a copy past its end would be an illegal address, which poisons the whole
+// CUDA context.
+func (c *p2p) inAllocation(d ipcDesc, base uint64) (uint64, error) {
 	n, err := c.cuda.dev.AllocSize(base)
 	if err != nil {
 		return 0, err

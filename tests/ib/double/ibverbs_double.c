@@ -61,6 +61,15 @@
  *    address only with MSCCLPP_IBV_DOUBLE_PEERMEM=1 (nvidia-peermem loaded;
  *    else EFAULT, as without it). An MR records where its bytes live in the
  *    owner (the driver's fakeKernelView), which the writes use.
+ *  - access flags: LOCAL_WRITE, REMOTE_WRITE (with LOCAL_WRITE), REMOTE_READ,
+ *    REMOTE_ATOMIC and RELAXED_ORDERING; any other bit is EINVAL.
+ *    ibv_reg_mr_iova2 (IBVERBS_1.8) is exported, with iova == addr only;
+ *    ibv_double_mr_access_of(addr) reads the access flags of this process's
+ *    MR at addr (tests);
+ *  - RTR refuses a service level above 15 (EINVAL), as the kernel does; the
+ *    address an RTR gave (service level, traffic class, source GID index,
+ *    port) is kept: ibv_double_qp_attr(n) reads that of this process's n-th
+ *    QP past RTR (tests).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -142,6 +151,7 @@ typedef struct dblCq {
 typedef struct dblQpL {
   struct iba_qp qp;
   uint32_t maxSendWr, maxSendSge, maxInline, slot;
+  uint32_t sl, tc, sgid, port; /* the address of its RTR */
   uint64_t posted, retired; /* send queue occupancy: posted - retired */
   uint64_t pdId;
 } dblQpL;
@@ -158,6 +168,10 @@ static uint64_t gInline; /* inline WRs executed */
 
 /* The inline WRs this process executed (for tests). */
 uint64_t ibv_double_inline_writes(void) { return __atomic_load_n(&gInline, __ATOMIC_ACQUIRE); }
+static uint64_t gRegs; /* MRs this process registered */
+static struct dblQpL* gLocalQps[DBL_MAX_QP]; /* this process's QPs, by fabric slot */
+/* The MRs this process registered, all kinds (for tests). */
+uint64_t ibv_double_mr_regs(void) { return __atomic_load_n(&gRegs, __ATOMIC_ACQUIRE); }
 
 static int envOn(const char* name, int dflt)
 {
@@ -494,9 +508,19 @@ static int readable(uint64_t addr, uint64_t len)
 
 static struct iba_mr* regMr(struct iba_pd* pd, uint64_t addr, size_t len, int access, uint64_t backing);
 
+#define DBL_ACCESS_KNOWN                                                                            \
+  (IBA_ACCESS_LOCAL_WRITE | IBA_ACCESS_REMOTE_WRITE | IBA_ACCESS_REMOTE_READ | IBA_ACCESS_REMOTE_ATOMIC | \
+   IBA_ACCESS_RELAXED_ORDERING)
+
+/* Access flags real verbs refuse: REMOTE_WRITE without LOCAL_WRITE, unknown bits. */
+static int badAccess(int access)
+{
+  return ((access & IBA_ACCESS_REMOTE_WRITE) && !(access & IBA_ACCESS_LOCAL_WRITE)) || (access & ~DBL_ACCESS_KNOWN);
+}
+
 struct iba_mr* ibv_reg_mr(struct iba_pd* pd, void* addr, size_t len, int access)
 {
-  if (pd == NULL || len == 0 || ((access & IBA_ACCESS_REMOTE_WRITE) && !(access & IBA_ACCESS_LOCAL_WRITE))) {
+  if (pd == NULL || len == 0 || badAccess(access)) {
     errno = EINVAL;
     return NULL;
   }
@@ -521,7 +545,7 @@ struct iba_mr* ibv_reg_dmabuf_mr(struct iba_pd* pd, uint64_t offset, size_t leng
     errno = EOPNOTSUPP;
     return NULL;
   }
-  if (pd == NULL || length == 0 || ((access & IBA_ACCESS_REMOTE_WRITE) && !(access & IBA_ACCESS_LOCAL_WRITE))) {
+  if (pd == NULL || length == 0 || badAccess(access)) {
     errno = EINVAL;
     return NULL;
   }
@@ -539,6 +563,38 @@ struct iba_mr* ibv_reg_dmabuf_mr(struct iba_pd* pd, uint64_t offset, size_t leng
     return NULL;
   }
   return regMr(pd, iova, length, access, backing);
+}
+
+/* ibv_reg_mr_iova2 (IBVERBS_1.8): the double models iova == addr only. */
+struct iba_mr* ibv_reg_mr_iova2(struct iba_pd* pd, void* addr, size_t len, uint64_t iova, unsigned int access)
+{
+  if (iova != (uint64_t)(uintptr_t)addr) {
+    errno = EOPNOTSUPP;
+    return NULL;
+  }
+  return ibv_reg_mr(pd, addr, len, (int)access);
+}
+
+/* The access flags of this process's (first live) MR at addr, or UINT64_MAX (for tests). */
+uint64_t ibv_double_mr_access_of(uint64_t addr)
+{
+  for (int i = 0; gFab != NULL && i < DBL_MAX_MR; i++) {
+    dblMr* m = &gFab->mrs[i];
+    if (LD(m->key) != 0 && LD(m->pid) == getpid() && LD(m->addr) == addr) return LD(m->access);
+  }
+  return UINT64_MAX;
+}
+
+/* The address of this process's n-th QP past RTR: sl | tc << 8 | sgid index << 16 | port << 24,
+ * or UINT64_MAX (for tests). */
+uint64_t ibv_double_qp_attr(uint64_t n)
+{
+  for (int i = 0; i < DBL_MAX_QP; i++) {
+    struct dblQpL* q = gLocalQps[i];
+    if (q == NULL || (q->qp.state != IBA_QPS_RTR && q->qp.state != IBA_QPS_RTS)) continue;
+    if (n-- == 0) return q->sl | q->tc << 8 | q->sgid << 16 | q->port << 24;
+  }
+  return UINT64_MAX;
 }
 
 static struct iba_mr* regMr(struct iba_pd* pd, uint64_t addr, size_t len, int access, uint64_t backing)
@@ -563,6 +619,7 @@ static struct iba_mr* regMr(struct iba_pd* pd, uint64_t addr, size_t len, int ac
   ST(m->backing, backing);
   uint32_t key = newKey(&gFab->nextKey, 0x1000, UINT32_MAX);
   __atomic_store_n(&m->key, key, __ATOMIC_RELEASE); /* published: readers may use it */
+  __atomic_fetch_add(&gRegs, 1, __ATOMIC_ACQ_REL);
   mr->context = pd->context;
   mr->pd = pd;
   mr->addr = (void*)(uintptr_t)addr;
@@ -719,6 +776,7 @@ struct iba_qp* ibv_create_qp(struct iba_pd* pd, struct iba_qp_init_attr* ia)
   q->pdId = ((dblPd*)pd)->id;
   q->maxInline = ia->cap.max_inline_data < DBL_MAX_INLINE ? ia->cap.max_inline_data : DBL_MAX_INLINE;
   ia->cap.max_inline_data = q->maxInline;
+  gLocalQps[slot] = q;
   return &q->qp;
 }
 
@@ -726,6 +784,7 @@ int ibv_destroy_qp(struct iba_qp* qp)
 {
   dblQpL* q = (dblQpL*)qp;
   dblQp* g = &gFab->qps[q->slot];
+  gLocalQps[q->slot] = NULL;
   __atomic_store_n(&g->qpn, 0, __ATOMIC_RELAXED); /* withdrawn before its fields change */
   __atomic_thread_fence(__ATOMIC_RELEASE);
   ST(g->state, 0);
@@ -768,6 +827,7 @@ int ibv_modify_qp(struct iba_qp* qp, struct iba_qp_attr* at, int mask)
     if ((mask & REQ_RTR) != REQ_RTR) return EINVAL;
     if (at->path_mtu < IBA_MTU_256 || at->path_mtu > IBA_MTU_4096) return EINVAL;
     if (at->ah_attr.port_num != 0 && at->ah_attr.port_num != 1) return EINVAL;
+    if (at->ah_attr.sl > 15) return EINVAL;
     /* the address must name a device of this fabric */
     int found = 0;
     for (int i = 0; i < gNumDevs && !found; i++) {
@@ -792,7 +852,13 @@ int ibv_modify_qp(struct iba_qp* qp, struct iba_qp_attr* at, int mask)
   return EINVAL;
 ok:
   dblQp* g = &gFab->qps[q->slot]; /* this process's own entry: the destination before the state */
-  if (next == IBA_QPS_RTR) ST(g->destQpn, at->dest_qp_num);
+  if (next == IBA_QPS_RTR) {
+    ST(g->destQpn, at->dest_qp_num);
+    q->sl = at->ah_attr.sl;
+    q->tc = at->ah_attr.is_global ? at->ah_attr.grh.traffic_class : 0;
+    q->sgid = at->ah_attr.is_global ? at->ah_attr.grh.sgid_index : 0;
+    q->port = at->ah_attr.port_num;
+  }
   __atomic_store_n(&g->state, (uint32_t)next, __ATOMIC_RELEASE);
   if (next == IBA_QPS_RESET) ST(g->destQpn, 0);
   if (next == IBA_QPS_RESET) q->posted = q->retired = 0;
