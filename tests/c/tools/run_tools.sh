@@ -250,6 +250,11 @@ check_comm() {
   has '^\[rank 0\] mscclpp-counter: mscclppCommInitRank 1$'
   has '^\[rank 1\] mscclpp-counter: mscclppCommInitRank 1$'
   has '^\[rank 1\] mscclpp-counter: mscclppBootstrapBarrier 1$'
+  # mscclppCommReport: not intercepted (no trace line), its table on stdout
+  has '^\[rank 0\] mscclpp report: rank 0 of 2$'
+  has '^\[rank 1\] mscclpp report: connections set up: 0 \(declared: 0\);'
+  has '^\[rank 1\] mscclpp report: last error: mscclppCommReport: f is NULL$'
+  hasnt 'mscclpp-trace .*mscclppCommReport'
 }
 rm -f "$out"/comm-trace-*.log
 run_case tools-comm-n2 60 check_comm MSCCLPP_TOOLS="$counter:$tracer" MSCCLPP_TRACER_FILE="$out/comm-trace-%p.log" \

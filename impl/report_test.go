@@ -1,0 +1,187 @@
+package impl
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/logx"
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+// reportLog sends the log lines to a slice, with when each came, for the test's duration.
+type reportLog struct {
+	mu    sync.Mutex
+	lines []string
+	at    []time.Time
+}
+
+func captureReports(t *testing.T, hangReportS string) *reportLog {
+	t.Helper()
+	t.Setenv("MSCCLPP_DEBUG", "WARN")
+	t.Setenv("MSCCLPP_DEBUG_SUBSYS", "")
+	t.Setenv("MSCCLPP_DEBUG_FILE", "")
+	os.Unsetenv("MSCCLPP_DEBUG_SUBSYS")
+	os.Unsetenv("MSCCLPP_DEBUG_FILE")
+	t.Setenv(envHangReport, hangReportS)
+	logx.Reset()
+	l := &reportLog{}
+	logx.SetHandler(func(line string) {
+		l.mu.Lock()
+		l.lines = append(l.lines, line)
+		l.at = append(l.at, time.Now())
+		l.mu.Unlock()
+	})
+	t.Cleanup(func() {
+		logx.SetHandler(nil)
+		logx.Reset()
+	})
+	return l
+}
+
+// matching returns the lines matching re and when the first came.
+func (l *reportLog) matching(re string) ([]string, time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	var first time.Time
+	r := regexp.MustCompile(re)
+	for i, s := range l.lines {
+		if r.MatchString(strings.TrimSuffix(s, "\n")) {
+			if out == nil {
+				first = l.at[i]
+			}
+			out = append(out, s)
+		}
+	}
+	return out, first
+}
+
+// stalledPair: on a 2-rank SHM pair, rank 1 signals 3 times and then stops; rank 0 takes the 3
+// signals and waits (bounded by waitMs) for a 4th. It returns when rank 0's last wait began.
+func stalledPair(t *testing.T, waitMs int64) time.Time {
+	t.Helper()
+	var began time.Time
+	hostAllocPair(t, 4096, func(c *Comm, buf []byte, dev unsafe.Pointer) error {
+		if c.Rank() == 1 {
+			for i := 0; i < 3; i++ {
+				if rc := engine.ConnSignalOp(dev, opFlag, 0, 0, 0); rc != status.Success {
+					return fmt.Errorf("signal: %v", rc)
+				}
+			}
+			return c.Barrier() // until rank 0 gave up waiting
+		}
+		for i := 0; i < 3; i++ {
+			if err := waitNext(dev); err != nil {
+				return err
+			}
+		}
+		began = time.Now()
+		if rc := engine.ConnWaitNext(dev, waitMs); rc != status.InProgress {
+			return fmt.Errorf("the wait for a 4th signal returned %v, want InProgress (no signal came)", rc)
+		}
+		return c.Barrier()
+	})
+	return began
+}
+
+// A wait that makes no progress for MSCCLPP_HANG_REPORT_S reports once, within a second of that
+// time, naming the rank behind, the connection and both epochs, then the connection table.
+func TestHangReportNamesTheRankBehind(t *testing.T) {
+	l := captureReports(t, "1")
+	began := stalledPair(t, 3000)
+	head, at := l.matching(`MSCCLPP WARN hang report: rank \d+ has waited`)
+	if len(head) != 1 {
+		t.Fatalf("%d hang report headers, want 1 (once per communicator):\n%s", len(head), strings.Join(head, ""))
+	}
+	want := regexp.MustCompile(`MSCCLPP WARN hang report: rank 0 has waited 1\.\d s without progress on connection 0 to rank 1 ` +
+		`\(SHM, tag 0\) for epoch 4; rank 1 has signalled epoch 3 \(MSCCLPP_HANG_REPORT_S=1; reported once\)$`)
+	if !want.MatchString(strings.TrimSuffix(head[0], "\n")) {
+		t.Errorf("header %q does not match %v", head[0], want)
+	}
+	if d := at.Sub(began); d < time.Second || d > 2*time.Second {
+		t.Errorf("reported %v after the wait began, want within [1 s, 2 s]", d)
+	}
+	rows, _ := l.matching(`MSCCLPP WARN hang report: +0 +1 SHM +0 +4 \(\d+\.\ds\) +3 +0 +0 +0/0/0 +stopped +alive \(pid \d+\)$`)
+	if len(rows) != 1 {
+		all, _ := l.matching(`hang report`)
+		t.Errorf("no table row for connection 0 with epochs 4 and 3:\n%s", strings.Join(all, ""))
+	}
+	if last, _ := l.matching(`MSCCLPP WARN hang report: last error: `); len(last) != 1 {
+		t.Errorf("%d last-error lines, want 1", len(last))
+	}
+}
+
+// With MSCCLPP_HANG_REPORT_S=0 the same stall prints nothing.
+func TestHangReportOff(t *testing.T) {
+	l := captureReports(t, "0")
+	stalledPair(t, 1500)
+	if all, _ := l.matching(`hang report`); len(all) != 0 {
+		t.Errorf("reports off, but:\n%s", strings.Join(all, ""))
+	}
+}
+
+// A wait polled with short timeouts makes no progress either: the report counts across the calls.
+func TestHangReportAcrossPolls(t *testing.T) {
+	l := captureReports(t, "1")
+	hostAllocPair(t, 4096, func(c *Comm, buf []byte, dev unsafe.Pointer) error {
+		if c.Rank() == 1 {
+			return c.Barrier()
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		if rc := engine.ConnWaitNext(dev, 10); rc != status.InProgress {
+			return fmt.Errorf("first poll: %v", rc)
+		}
+		for time.Now().Before(deadline) {
+			if head, _ := l.matching(`hang report: rank 0 has waited`); len(head) > 0 {
+				break
+			}
+			if rc := engine.ConnWait(dev, 10); rc != status.InProgress {
+				return fmt.Errorf("poll: %v", rc)
+			}
+		}
+		return c.Barrier()
+	})
+	if head, _ := l.matching(`hang report: rank 0 has waited 1\.\d s without progress on connection 0 to rank 1 \(SHM, tag 0\) for epoch 1; rank 1 has signalled epoch 0 `); len(head) != 1 {
+		all, _ := l.matching(`hang report`)
+		t.Errorf("polls of 10 ms for 5 s: want one report naming epochs 1 and 0, got:\n%s", strings.Join(all, ""))
+	}
+}
+
+// Report (mscclppCommReport) writes the table on demand.
+func TestCommReportOnDemand(t *testing.T) {
+	captureReports(t, "0")
+	hostAllocPair(t, 4096, func(c *Comm, buf []byte, dev unsafe.Pointer) error {
+		if c.Rank() == 0 {
+			if rc := engine.ConnSignalOp(dev, opData|opFlag, 0, 0, 64); rc != status.Success {
+				return fmt.Errorf("put: %v", rc)
+			}
+		} else if err := waitNext(dev); err != nil {
+			return err
+		}
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		var b bytes.Buffer
+		if err := c.Report(&b); err != nil {
+			return err
+		}
+		out := b.String()
+		row := `(?m)^mscclpp report: +0 +1 SHM +0 +0 +0 +1 +64 +0/0/0 +stopped +alive \(pid \d+\)$`
+		if c.Rank() == 1 {
+			row = `(?m)^mscclpp report: +0 +0 SHM +0 +1 +1 +0 +0 +0/0/0 +stopped +alive \(pid \d+\)$`
+		}
+		if !strings.HasPrefix(out, fmt.Sprintf("mscclpp report: rank %d of 2\n", c.Rank())) || !regexp.MustCompile(row).MatchString(out) ||
+			!strings.Contains(out, "mscclpp report: last error: none\n") {
+			return fmt.Errorf("report:\n%s\nwant a row matching %s", out, row)
+		}
+		return nil
+	})
+}
