@@ -39,6 +39,7 @@ func (c *Comm) registerReports() {
 	c.hangAfter = after
 	c.host.Eng.SetHangReport(after)
 	reportComms.Store(c.host.Eng.Ptr(), c)
+	c.serveJobViews()
 }
 
 // unregisterReports is registerReports undone, before the engine state is freed.
@@ -59,6 +60,11 @@ func onHang(eng unsafe.Pointer, conn *engine.Conn, want uint64, waited time.Dura
 	for _, l := range c.reportLines() {
 		logx.Alertf("hang report: %s", l)
 	}
+	go func() { // the other ranks' answers take up to jobViewBound: not on the waiting thread
+		for _, l := range c.jobView(jobViewBound) {
+			logx.Alertf("hang report: job view from rank %d: %s", c.rank, l)
+		}
+	}()
 }
 
 // Report writes the table of c's connections to w.

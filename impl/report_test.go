@@ -64,6 +64,15 @@ func (l *reportLog) matching(re string) ([]string, time.Time) {
 	return out, first
 }
 
+// eventually waits, at most 5 s, until a line matches re: the job view prints from a goroutine.
+func (l *reportLog) eventually(re string) {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if got, _ := l.matching(re); len(got) > 0 {
+			return
+		}
+	}
+}
+
 // stalledPair: on a 2-rank SHM pair, rank 1 signals 3 times and then stops; rank 0 takes the 3
 // signals and waits (bounded by waitMs) for a 4th. It returns when rank 0's last wait began.
 func stalledPair(t *testing.T, waitMs int64) time.Time {
@@ -184,4 +193,76 @@ func TestCommReportOnDemand(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// chainOf4 runs 4 ranks in a chain of waits: rank r (r < 3) waits for a signal of rank r+1 on
+// an SHM connection (tag 0) that never comes, for waitMs; rank 3 waits on nothing. quiet ranks
+// do not answer the job view's requests (as if their bootstrap were gone).
+func chainOf4(t *testing.T, waitMs int64, quiet map[int]bool) {
+	t.Helper()
+	forRanks(t, 4, func(c *Comm) error {
+		r := c.Rank()
+		if quiet[r] {
+			c.boot.SetTagHandler(viewRequestTag, nil) // requests queue unanswered
+		}
+		next := -1
+		for _, p := range []int{r - 1, r + 1} {
+			if p < 0 || p > 3 {
+				continue
+			}
+			if p == r+1 {
+				next = len(c.conns)
+			}
+			if err := c.Connect(p, 0, nil, 0, TransportSHM, nil, false); err != nil {
+				return err
+			}
+		}
+		if err := c.ConnectionSetup(); err != nil {
+			return err
+		}
+		if next >= 0 {
+			if rc := engine.ConnWaitNext(c.host.DevConns.At(next), waitMs); rc != status.InProgress {
+				return fmt.Errorf("rank %d: the wait on rank %d returned %v, want InProgress", r, r+1, rc)
+			}
+		}
+		return c.Barrier()
+	})
+}
+
+// The job's view: rank 0's report asks the others and names the rank at the end of the chain.
+func TestHangReportJobViewChain(t *testing.T) {
+	l := captureReports(t, "1")
+	chainOf4(t, 3500, nil)
+	l.eventually(`job view from rank 0: chain of waits`)
+	want := []string{
+		`job view from rank 0: 3 of 3 other ranks answered within 2s$`,
+		`job view from rank 0: rank 1 waits on rank 2 \(tag 0\) for epoch 1 \(no progress for \d\.\d s\); rank 2 has signalled 0$`,
+		`job view from rank 0: rank 2 waits on rank 3 \(tag 0\) for epoch 1 \(no progress for \d\.\d s\); rank 3 has signalled 0$`,
+		`job view from rank 0: rank 3: no wait without progress$`,
+		`job view from rank 0: chain of waits: rank 0 -> rank 1 -> rank 2 -> rank 3, which waits on nothing: rank 3 is behind$`,
+	}
+	for _, re := range want {
+		if got, _ := l.matching(`MSCCLPP WARN hang report: ` + re); len(got) != 1 {
+			all, _ := l.matching(`job view from rank 0`)
+			t.Errorf("%d lines match %q; rank 0's job view:\n%s", len(got), re, strings.Join(all, ""))
+		}
+	}
+}
+
+// A rank that does not answer within the bound is named as missing, and the chain ends there.
+func TestHangReportJobViewMissing(t *testing.T) {
+	l := captureReports(t, "1")
+	chainOf4(t, 3500, map[int]bool{2: true})
+	l.eventually(`job view from rank 0: chain of waits`)
+	want := []string{
+		`job view from rank 0: 2 of 3 other ranks answered within 2s$`,
+		`job view from rank 0: rank 2: missing \(no answer within 2s\)$`,
+		`job view from rank 0: chain of waits: rank 0 -> rank 1 -> rank 2, which is missing: rank 2 is the one to look at$`,
+	}
+	for _, re := range want {
+		if got, _ := l.matching(`MSCCLPP WARN hang report: ` + re); len(got) != 1 {
+			all, _ := l.matching(`job view from rank 0`)
+			t.Errorf("%d lines match %q; rank 0's job view:\n%s", len(got), re, strings.Join(all, ""))
+		}
+	}
 }
