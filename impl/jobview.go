@@ -121,7 +121,7 @@ func (c *Comm) jobView(bound time.Duration) []string {
 		go func(p int) {
 			if err := c.boot.Send(p, viewRequestTag, req[:]); err != nil {
 				select {
-				case ch <- rankView{Rank: p, Note: fmt.Sprintf("unreachable (%v)", err), unreachable: true}:
+				case ch <- rankView{Rank: p, Note: fmt.Sprintf("missing (unreachable: %v)", err), unreachable: true}:
 				default:
 				}
 			}

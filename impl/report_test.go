@@ -1,9 +1,11 @@
 package impl
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
@@ -258,6 +260,127 @@ func TestHangReportJobViewMissing(t *testing.T) {
 		`job view from rank 0: 2 of 3 other ranks answered within 2s$`,
 		`job view from rank 0: rank 2: missing \(no answer within 2s\)$`,
 		`job view from rank 0: chain of waits: rank 0 -> rank 1 -> rank 2, which is missing: rank 2 is the one to look at$`,
+	}
+	for _, re := range want {
+		if got, _ := l.matching(`MSCCLPP WARN hang report: ` + re); len(got) != 1 {
+			all, _ := l.matching(`job view from rank 0`)
+			t.Errorf("%d lines match %q; rank 0's job view:\n%s", len(got), re, strings.Join(all, ""))
+		}
+	}
+}
+
+const viewChildEnv = "MSCCLPP_TEST_VIEW_CHILD"
+
+// A killed rank is named as missing in the job's view. Rank 3 runs in a child process (so that
+// it can be killed): it connects to rank 2 and is killed; ranks 0 -> 1 -> 2 wait in a chain.
+func TestHangReportJobViewKilled(t *testing.T) {
+	if addr := os.Getenv(viewChildEnv); addr != "" {
+		c, err := InitRank(4, addr, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Connect(2, 0, nil, 0, TransportSHM, nil, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ConnectionSetup(); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Println("view child ready")
+		select {} // until killed
+	}
+	l := captureReports(t, "1")
+	t.Setenv("MSCCLPP_BOOTSTRAP_TIMEOUT", "5") // the survivors' teardown with a dead peer
+	addr := freeAddr(t)
+	child := exec.Command(os.Args[0], "-test.run=^TestHangReportJobViewKilled$", "-test.count=1")
+	child.Env = append(os.Environ(), viewChildEnv+"="+addr, "MSCCLPP_DEBUG=")
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Process.Kill()
+	killed := make(chan error, 1)
+	go func() { // once rank 3 set up its connection, kill it
+		r := bufio.NewScanner(out)
+		for r.Scan() {
+			if r.Text() == "view child ready" {
+				child.Process.Kill()
+				child.Wait()
+				killed <- nil
+				return
+			}
+		}
+		killed <- fmt.Errorf("rank 3 (child) ended without setting up: %v", child.Wait())
+	}()
+	// done: rank 3 is dead, ranks 0 and 1 may wait; doneWaiting: rank 0 has its report. Each is
+	// closed once, also when its rank fails early, so that no rank waits for ever.
+	done, doneWaiting := make(chan struct{}), make(chan struct{})
+	var doneOnce, waitingOnce sync.Once
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for r := 0; r < 3; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			errs[r] = func() error {
+				switch r {
+				case 0:
+					defer waitingOnce.Do(func() { close(doneWaiting) })
+				case 2:
+					defer doneOnce.Do(func() { close(done) })
+				}
+				c, err := InitRank(4, addr, r)
+				if err != nil {
+					return err
+				}
+				defer c.Destroy()
+				next := -1
+				for _, p := range []int{r - 1, r + 1} {
+					if p < 0 {
+						continue
+					}
+					if p == r+1 && r < 2 {
+						next = len(c.conns)
+					}
+					if err := c.Connect(p, 0, nil, 0, TransportSHM, nil, false); err != nil {
+						return err
+					}
+				}
+				if err := c.ConnectionSetup(); err != nil {
+					return err
+				}
+				if r == 2 {
+					err := <-killed
+					doneOnce.Do(func() { close(done) })
+					<-doneWaiting
+					return err
+				}
+				<-done
+				if rc := engine.ConnWaitNext(c.host.DevConns.At(next), 3500); rc != status.InProgress {
+					return fmt.Errorf("rank %d: the wait on rank %d returned %v, want InProgress", r, r+1, rc)
+				}
+				if r == 0 {
+					l.eventually(`job view from rank 0: chain of waits`)
+					waitingOnce.Do(func() { close(doneWaiting) }) // before Destroy, which rank 2 takes part in
+				}
+				return nil
+			}()
+		}(r)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+	want := []string{
+		`job view from rank 0: 2 of 3 other ranks answered within 2s$`,
+		`job view from rank 0: rank 3: missing \(unreachable: .*\)$`,
+		`job view from rank 0: rank 1 waits on rank 2 \(tag 0\) for epoch 1 \(no progress for \d\.\d s\); rank 2 has signalled 0$`,
+		`job view from rank 0: chain of waits: rank 0 -> rank 1 -> rank 2, which waits on nothing: rank 2 is behind$`,
 	}
 	for _, re := range want {
 		if got, _ := l.matching(`MSCCLPP WARN hang report: ` + re); len(got) != 1 {
