@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -281,5 +282,77 @@ func checkProfile(t *testing.T, path string, rank int) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(wantCalls) {
 		t.Errorf("%s: profiled calls %v, want %v", path, got, wantCalls)
+	}
+}
+
+// perfSource is the perf tool's source: where it lives now, or where it lived.
+func perfSource(t *testing.T, root string) string {
+	t.Helper()
+	for _, p := range []string{"tools/perf/perf.c", "tests/c/perf.c"} {
+		if _, err := os.Stat(filepath.Join(root, p)); err == nil {
+			return filepath.Join(root, p)
+		}
+	}
+	t.Fatal("no perf.c under tools/perf or tests/c")
+	return ""
+}
+
+// A 4-rank perf run (the perf tool spawns its ranks) traced and profiled: one merged trace in the
+// trace-event format with every rank, each rank's connections to its 3 peers in both tools.
+func TestTraceOfAPerfRun(t *testing.T) {
+	root, profile, trace, merge := built(t)
+	b := filepath.Join(root, "build")
+	dir := t.TempDir()
+	perf := filepath.Join(dir, "perf")
+	cc := exec.Command("cc", "-std=c11", "-O2", "-I"+filepath.Join(b, "include"), perfSource(t, root), "-o", perf,
+		"-L"+filepath.Join(b, "lib"), "-Wl,-rpath,"+filepath.Join(b, "lib"), "-lmscclpp", "-pthread")
+	if out, err := cc.CombinedOutput(); err != nil {
+		t.Fatalf("building perf.c: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	run := exec.CommandContext(ctx, perf, "--nranks", strconv.Itoa(nranks), "-b", "8", "-e", "64K", "-f", "8", "-n", "3", "-w", "1")
+	run.Dir = dir
+	run.Env = append(os.Environ(), "MSCCLPP_TOOLS="+trace+":"+profile, "MSCCLPP_TRACE_FILE="+filepath.Join(dir, "perf.%r.json"),
+		"MSCCLPP_PROFILE_FILE="+filepath.Join(dir, "profile.%r.txt"))
+	if out, err := run.CombinedOutput(); err != nil {
+		t.Fatalf("perf: %v\n%s", err, out)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "perf.*.json"))
+	if len(files) != nranks {
+		t.Fatalf("trace files %v, want one per rank (the launching process makes no call)", files)
+	}
+	merged := filepath.Join(dir, "perf.json")
+	if out, err := exec.Command(merge, append([]string{"-o", merged}, files...)...).CombinedOutput(); err != nil {
+		t.Fatalf("mscclpp-trace-merge: %v\n%s", err, out)
+	}
+	byRank := validate(t, merged)
+	for r := 0; r < nranks; r++ {
+		peers := map[int]bool{}
+		for _, e := range byRank[r] {
+			if e.Name != "mscclppConnect" {
+				continue
+			}
+			var args struct {
+				Peer *int `json:"peer"`
+			}
+			if err := json.Unmarshal(e.Args, &args); err != nil || args.Peer == nil {
+				t.Fatalf("rank %d: mscclppConnect without a peer: %s", r, e.Args)
+			}
+			peers[*args.Peer] = true
+		}
+		if len(peers) != nranks-1 || peers[r] {
+			t.Errorf("rank %d: traced connections to %v, want the %d other ranks", r, peers, nranks-1)
+		}
+		prof, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("profile.%d.txt", r)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p := 0; p < nranks; p++ {
+			row := regexp.MustCompile(fmt.Sprintf(`(?m)^mscclpp-profile: mscclppConnect +%d +1 `, p))
+			if got := row.Match(prof); got == (p == r) {
+				t.Errorf("rank %d: profile row for peer %d present=%v:\n%s", r, p, got, prof)
+			}
+		}
 	}
 }
