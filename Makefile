@@ -170,3 +170,6 @@ bench: all
 
 clean:
 	rm -rf $(BUILD)
+
+# the shipped tools: profile, trace, mscclpp-trace-merge
+include tools/observe.mk

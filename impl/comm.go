@@ -37,6 +37,7 @@ type Comm struct {
 	collSeq    uint64     // collectives done through the node segment
 	regRecords []engine.RegRecord
 	pins       []*hostmem.Pin // mscclppHostAlloc buffers of the connections: not freeable until Destroy
+	hangAfter  time.Duration  // MSCCLPP_HANG_REPORT_S as read at init (report.go)
 }
 
 // commState is where a communicator is in its life.
@@ -137,8 +138,10 @@ func newComm(b *bootstrap.Bootstrap, start time.Time, node *nodeJoin) (*Comm, er
 	c.host.Eng.SetStreamBytes(uint64(envUint("MSCCLPP_STREAM_COPY_BYTES", 8<<20)), uint64(envUint("MSCCLPP_STREAM_COPY_MAX_BYTES", 128<<20)))
 	c.host.Eng.SetStreamAuto(envUint("MSCCLPP_STREAM_COPY_AUTO", 1) != 0)
 	c.host.Eng.SetEagerBytes(eagerBytes())
+	c.registerReports()
 	var err error
 	if c.host.DevConns, err = engine.NewDevConns(engine.MaxConns); err != nil {
+		c.unregisterReports()
 		c.host.Eng.Free()
 		c.host.Node.Close()
 		return fail(err)
@@ -149,6 +152,7 @@ func newComm(b *bootstrap.Bootstrap, start time.Time, node *nodeJoin) (*Comm, er
 		}
 		if err := e.Init(&c.host); err != nil {
 			c.host.DevConns.Free()
+			c.unregisterReports()
 			c.host.Eng.Free()
 			c.host.Node.Close()
 			return fail(fmt.Errorf("rank %d: %s transport: %w", c.rank, e.Name, err))
@@ -298,6 +302,7 @@ func (c *Comm) Destroy() error {
 		hostmem.Unpin(p)
 	}
 	c.host.DevConns.Free()
+	c.unregisterReports()
 	c.host.Eng.Free()
 	c.host.Node.Unlink()
 	c.host.Node.Close()

@@ -14,6 +14,8 @@
 
 #include "mscclppfifo.h"
 
+#include <stdio.h> /* FILE, for mscclppCommReport */
+
 #define MSCCLPP_MAJOR 0
 #define MSCCLPP_MINOR 1
 #define MSCCLPP_PATCH 0
@@ -578,6 +580,13 @@ mscclppResult_t mscclppCommGetAsyncError(mscclppComm_t comm, mscclppResult_t* as
  * buffer is one memcpy, and remoteBuff is set for it. */
 mscclppResult_t mscclppHostAlloc(void** ptr, size_t size);
 mscclppResult_t mscclppHostFree(void* ptr);
+/* Writes a table of comm's connections to f (lines starting "mscclpp report: "): per
+ * connection the peer, transport, tag, the epoch this side waits for and the one the
+ * peer signalled, signals sent, bytes put, the FIFO's head/tail/served, the proxy and
+ * the peer's liveness; then comm's last error. The same table a stalled wait prints
+ * at WARN after MSCCLPP_HANG_REPORT_S seconds. Not intercepted by tools (a
+ * diagnostic). InvalidArgument for a NULL f, SystemError when writing fails. */
+mscclppResult_t mscclppCommReport(mscclppComm_t comm, FILE* f);
 
 #ifdef __cplusplus
 }

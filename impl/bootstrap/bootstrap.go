@@ -130,6 +130,8 @@ type Bootstrap struct {
 
 	out []outConn // outgoing point-to-point connections, by peer
 
+	handlers sync.Map // tag -> TagHandler: messages answered on arrival, not queued (SetTagHandler)
+
 	boxMu   sync.Mutex
 	box     map[boxKey][][]byte
 	waiters map[boxKey]chan struct{} // closed when a message for the key arrives

@@ -135,8 +135,31 @@ func (b *Bootstrap) recv(peer, tag int) ([]byte, error) {
 	}
 }
 
-// deliver queues a message and wakes its receivers.
+// TagHandler handles a message from peer on the bootstrap's own goroutine, without a Recv.
+type TagHandler func(peer int, msg []byte)
+
+// SetTagHandler makes messages with tag go to h as they arrive (each call in a goroutine of its
+// own) instead of the queue Recv reads; nil restores the queue. For requests a rank answers
+// whatever its application threads are doing (a report of a rank whose threads are stuck).
+func (b *Bootstrap) SetTagHandler(tag int, h TagHandler) {
+	if h == nil {
+		b.handlers.Delete(tag)
+		return
+	}
+	b.handlers.Store(tag, h)
+}
+
+// deliver queues a message and wakes its receivers, or hands it to its tag's handler.
 func (b *Bootstrap) deliver(peer, tag int, msg []byte) {
+	if h, ok := b.handlers.Load(tag); ok {
+		if peer != b.rank {
+			b.boxMu.Lock()
+			b.releaseLocked(peer, len(msg)) // admitted by readPeer, never queued
+			b.boxMu.Unlock()
+		}
+		go h.(TagHandler)(peer, msg)
+		return
+	}
 	k := boxKey{peer, tag}
 	b.boxMu.Lock()
 	b.box[k] = append(b.box[k], msg)

@@ -77,6 +77,7 @@ typedef struct engWait {
   int64_t timeoutMs; /* < 0: none */
   uint64_t deadline; /* absolute ns, set at the first clock read (timeoutMs >= 0) */
   uint64_t nextSlow; /* absolute ns of the next slow check; 0 before the first clock read */
+  uint64_t start;    /* absolute ns of the first clock read */
 } engWait;
 
 static inline void engWaitInit(engWait* w, int64_t timeoutMs)
@@ -87,6 +88,7 @@ static inline void engWaitInit(engWait* w, int64_t timeoutMs)
   w->timeoutMs = timeoutMs;
   w->deadline = 0;
   w->nextSlow = 0;
+  w->start = 0;
 }
 
 /* Reads the clock; the first read starts the wait's deadline and slow-check period. */
@@ -100,6 +102,7 @@ static inline uint64_t engWaitClock(engWait* w)
       w->deadline = ms > (UINT64_MAX - now) / 1000000ull ? UINT64_MAX : now + ms * 1000000ull;
     }
     w->nextSlow = now + ENG_SLOW_FIRST_NS;
+    w->start = now;
   }
   return now;
 }

@@ -168,6 +168,7 @@ static inline int connOp(engConn* c, uint64_t type, uint64_t dstDataOffset, uint
   int rc = mscclppSuccess;
   if (type & (mscclppFlag | mscclppSync)) rc = drainFifo(c);
   if (rc == mscclppSuccess) rc = c->ops->op(c, type, 1, dstDataOffset, 1, srcDataOffset, dataSize);
+  if ((type & mscclppData) && rc == mscclppSuccess) engCountPut(c, dataSize);
   return rc;
 }
 
@@ -205,6 +206,7 @@ mscclppResult_t mscclppConnPutHandle(struct mscclppDevConn* conn, mscclppBufferH
   engConn* c = connEnter(conn, "mscclppConnPutHandle", 0);
   if (c == NULL) return mscclppInvalidUsage;
   int rc = c->ops->op(c, mscclppData, dst, dstDataOffset, src, srcDataOffset, dataSize);
+  if (rc == mscclppSuccess) engCountPut(c, dataSize);
   engLeave(c->ctx);
   return (mscclppResult_t)rc;
 }
@@ -338,8 +340,12 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
       continue;
     case ENG_WAIT_TIMEOUT:
       landQueued(c);
-      return __atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want ? mscclppSuccess : mscclppInProgress;
+      if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
+      /* a wait polled with timeouts makes no progress either: the report counts across calls */
+      if (__builtin_expect(c->comm->hangReportNs != 0, 0)) engHangCheck(c, want, w.start);
+      return mscclppInProgress;
     case ENG_WAIT_SLOW:
+      if (__builtin_expect(c->comm->hangReportNs != 0, 0)) engHangCheck(c, want, w.start);
       /* the peer may signal (or queue a signal) and exit between the load above and this check: look again */
       if (engProcessGone(c->peerPid)) {
         landQueued(c);

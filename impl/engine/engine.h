@@ -53,6 +53,8 @@ typedef struct engComm {
   int streamAuto;          /* 1: there, the faster of memcpy and that copy, timed (copy.c); 0: always that copy */
   engCopyBand copyBands[ENG_COPY_BANDS];
   uint64_t eagerBytes;     /* SHM puts of up to this many bytes into unmapped memory go through the eager ring (0: never) */
+  uint64_t hangReportNs;   /* a signal wait without progress this long reports the connections (report.c); 0: never */
+  int hangReported;        /* set once the report was made: one per communicator */
 } engComm;
 
 /* A registration as seen from this process. */
@@ -101,6 +103,10 @@ typedef struct engConn {
    * or a millisecond passed (the wait then looks at its conditions and calls again); returns 0
    * at once when another thread reads them or reading is over (the wait backs off as usual). */
   int (*readSelf)(struct engConn* c, volatile uint64_t* epoch, uint64_t want, uint64_t deadlineNs);
+  /* For reports (report.c), relaxed: bytes this side put (host calls and proxy triggers), and
+   * the epoch the last wait without progress waited for and since when (engNowNs). */
+  uint64_t bytesPut;
+  uint64_t stallWant, stallSince;
 } engConn;
 
 typedef struct engCtx {
@@ -236,6 +242,15 @@ int engWaitSeq(engComm* comm, volatile uint64_t* seq, uint64_t want, int pid, in
                int brief);
 /* Stores v into *seq and wakes the threads asleep on it (engWaitSeq) when *sleepers counts any. */
 void engPublishSeq(volatile uint64_t* seq, uint64_t v, uint32_t* sleepers);
+/* A signal wait on c for epoch want, begun at startNs (engNowNs), has not ended: when c's
+ * communicator reports hangs and no progress was made for hangReportNs, reports once (report.c).
+ * Called from a wait's slow checks only. */
+void engHangCheck(engConn* c, uint64_t want, uint64_t startNs);
+/* Counts size bytes put on c (relaxed: a statistic, no locked instruction on the data path). */
+static inline void engCountPut(engConn* c, uint64_t size)
+{
+  __atomic_store_n(&c->bytesPut, __atomic_load_n(&c->bytesPut, __ATOMIC_RELAXED) + size, __ATOMIC_RELAXED);
+}
 /* Copies a put of [streamBytes, streamMaxBytes) bytes into mapped memory (copy.c). */
 void engCopyLarge(engComm* comm, char* dst, const char* src, uint64_t size);
 /* Whether a put of size bytes into mapped memory goes through engCopyLarge (comm may be NULL). */

@@ -86,7 +86,9 @@ static void* proxyMain(void* arg)
     } else {
       /* a Flag or Sync trigger carries size 1 only to mark the slot: it moves no data;
        * a failure is recorded on the communicator by the transport */
-      c->ops->op(c, type, 1, dstOff, 1, srcOff, (type & mscclppData) ? size : 0);
+      if (c->ops->op(c, type, 1, dstOff, 1, srcOff, (type & mscclppData) ? size : 0) == mscclppSuccess &&
+          (type & mscclppData))
+        engCountPut(c, size);
     }
     __atomic_store_n(&slot->value[1], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&slot->value[0], 0, __ATOMIC_RELEASE);

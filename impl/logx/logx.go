@@ -373,6 +373,20 @@ func Malformed(format string, args ...any) {
 	os.Stderr.WriteString(line)
 }
 
+// Alertf is a WARN line like Warnf's that is never lost: with WARN disabled it
+// goes to stderr, as Malformed's does. For what a user must see although they
+// turned logging off (a hang report).
+func Alertf(format string, args ...any) {
+	c := get()
+	f := caller(1) // Alertf
+	line := prefix(c) + filepath.Base(f.File) + ":" + strconv.Itoa(f.Line) + " MSCCLPP WARN " + fmt.Sprintf(format, args...) + "\n"
+	if c.level >= LevelWarn {
+		emit(line)
+		return
+	}
+	os.Stderr.WriteString(line)
+}
+
 // Infof logs at INFO when that level and sub are enabled.
 func Infof(sub Subsys, format string, args ...any) {
 	c := get()

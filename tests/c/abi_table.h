@@ -212,6 +212,7 @@ static void abi_check_symbols(void)
     ABI_FN(mscclppCommGetAsyncError),
     ABI_FN(mscclppHostAlloc),
     ABI_FN(mscclppHostFree),
+    ABI_FN(mscclppCommReport),
     ABI_FN(mscclppConnOp),
     ABI_FN(mscclppConnPutHandle),
     ABI_FN(mscclppConnWait),

@@ -23,7 +23,8 @@
 # Section 3 times the tool dispatch (mscclpp_tools.h): mscclppGetErrorString
 # with no tool, one and two pass-through tools (MSCCLPP_TOOLS), beside a
 # plain function call and the same function in another shared library,
-# measured in the same process.
+# measured in the same process; then the shipped profile and trace tools
+# (tools/), each against the run with no tool.
 #
 # Section 4 (scale) times, at N = 16, 32 and 64 local ranks (scale.c):
 # init, the 4-byte mscclppBootstrapAllGather and a full all-to-all
@@ -203,6 +204,11 @@ if want tools; then
     run t0 env -u MSCCLPP_TOOLS "$OUT/tools_bench"
     run t1 env MSCCLPP_TOOLS="$OUT/tools_pass1.so" "$OUT/tools_bench"
     run t2 env MSCCLPP_TOOLS="$OUT/tools_pass1.so:$OUT/tools_pass2.so" "$OUT/tools_bench"
+    # the shipped tools; the trace keeps every call in memory, so its run is
+    # the 16-block minimum (under 1M calls), written to /dev/null at exit
+    run tp env MSCCLPP_TOOLS="$BUILD/lib/mscclpp/libmscclpp_profile.so" "$OUT/tools_bench"
+    run tt env MSCCLPP_TOOLS="$BUILD/lib/mscclpp/libmscclpp_trace.so" MSCCLPP_TRACE_FILE=/dev/null \
+      MSCCLPP_TRACE_MAX_EVENTS=2000000 BENCH_BUDGET_S=0 "$OUT/tools_bench"
   done
 fi
 
@@ -410,9 +416,17 @@ if want tools; then
   row "added per tool, 2 tools (vs the other .so)" t "$(perlayer "$(get t2.tools.errstr_ns)" "$(get t2.tools.libref_ns)" 2)" "" "<= 10 ns per tool" "abs 10"
   row "mscclppGetVersion (enters Go), 0 tools" t "$(get t0.tools.version_ns)" "$(get t0.tools.plain_ns)" "(diagnostic)" ""
   row "mscclppGetVersion (enters Go), 2 tools" t "$(get t2.tools.version_ns)" "$(get t2.tools.plain_ns)" "(diagnostic)" ""
-  for k in 0 1 2; do
+  row "profile tool vs no tool" t "$(get tp.tools.errstr_ns)" "$(get t0.tools.errstr_ns)" "(diagnostic)" ""
+  row "trace tool vs no tool" t "$(get tt.tools.errstr_ns)" "$(get t0.tools.errstr_ns)" "(diagnostic)" ""
+  row "mscclppGetVersion, profile tool vs no tool" t "$(get tp.tools.version_ns)" "$(get t0.tools.version_ns)" "(diagnostic)" ""
+  row "mscclppGetVersion, trace tool vs no tool" t "$(get tt.tools.version_ns)" "$(get t0.tools.version_ns)" "(diagnostic)" ""
+  echo "   added per call: profile $(perlayer "$(get tp.tools.errstr_ns)" "$(get t0.tools.errstr_ns)" 1) ns," \
+    "trace $(perlayer "$(get tt.tools.errstr_ns)" "$(get t0.tools.errstr_ns)" 1) ns (two clock reads, counters or a record)"
+  for k in 0 1 2 p t; do
     l=$(get t$k.tools.layers)
-    [ "$l" = "$k" ] || { echo "bench: the run with $k tools had ${l:-no} layers"; FAILED=$((FAILED + 1)); }
+    w=$k
+    case $k in p | t) w=1 ;; esac
+    [ "$l" = "$w" ] || { echo "bench: the run t$k had ${l:-no} layers, expected $w"; FAILED=$((FAILED + 1)); }
   done
 fi
 

@@ -27,7 +27,7 @@ var api = []string{
 var extensions = []string{
 	"mscclppGetLastError", "mscclppGetVersion", "mscclppCommGetAsyncError", "mscclppHostAlloc", "mscclppHostFree",
 	"mscclppConnOp", "mscclppConnPutHandle", "mscclppConnWait", "mscclppConnWaitNext", "mscclppConnEpochIncrement",
-	"mscclppConnSignalOp", "mscclppFifoPush", "mscclppFifoWaitServed",
+	"mscclppConnSignalOp", "mscclppFifoPush", "mscclppFifoWaitServed", "mscclppCommReport",
 	// the tool interface (mscclpp_tools.h)
 	"mscclppToolRegisterName", "mscclppToolRegisterFunction", "mscclppToolGetNext", "mscclppToolSetContext",
 	"mscclppToolGetContext", "mscclppToolFunctionName", "mscclppToolLayerName", "mscclppToolNumLayers",

@@ -24,7 +24,7 @@ if ! pc=$(pkg-config --cflags --libs mscclpp 2>&1); then
   echo "0 passed, 1 failed"
   exit 1
 fi
-unset MSCCLPP_TOOLS MSCCLPP_TRACE_FILE MSCCLPP_COUNTER_FILE MSCCLPP_DEBUG MSCCLPP_DEBUG_FILE TOOLS_APP_CTOR \
+unset MSCCLPP_TOOLS MSCCLPP_TRACER_FILE MSCCLPP_TRACE_FILE MSCCLPP_PROFILE_FILE MSCCLPP_COUNTER_FILE MSCCLPP_DEBUG MSCCLPP_DEBUG_FILE TOOLS_APP_CTOR \
   TOOLS_APP_LAYERS TESTTOOL_A TESTTOOL_B
 
 out=$build/tests/c/tools
@@ -231,7 +231,7 @@ check_threads() {
   [ "$tids" -ge 9 ] || problem "trace lines from $tids threads, expected 9 (8 and main)"
 }
 rm -f "$out/threads-trace.log"
-run_case tools-threads 60 check_threads MSCCLPP_TOOLS="$counter:$tracer" MSCCLPP_TRACE_FILE="$out/threads-trace.log" \
+run_case tools-threads 60 check_threads MSCCLPP_TOOLS="$counter:$tracer" MSCCLPP_TRACER_FILE="$out/threads-trace.log" \
   -- "$app" threads
 
 # a real communicator on 2 ranks, each tracing to its own file (%p)
@@ -250,9 +250,14 @@ check_comm() {
   has '^\[rank 0\] mscclpp-counter: mscclppCommInitRank 1$'
   has '^\[rank 1\] mscclpp-counter: mscclppCommInitRank 1$'
   has '^\[rank 1\] mscclpp-counter: mscclppBootstrapBarrier 1$'
+  # mscclppCommReport: not intercepted (no trace line), its table on stdout
+  has '^\[rank 0\] mscclpp report: rank 0 of 2$'
+  has '^\[rank 1\] mscclpp report: connections set up: 0 \(declared: 0\);'
+  has '^\[rank 1\] mscclpp report: last error: mscclppCommReport: f is NULL$'
+  hasnt 'mscclpp-trace .*mscclppCommReport'
 }
 rm -f "$out"/comm-trace-*.log
-run_case tools-comm-n2 60 check_comm MSCCLPP_TOOLS="$counter:$tracer" MSCCLPP_TRACE_FILE="$out/comm-trace-%p.log" \
+run_case tools-comm-n2 60 check_comm MSCCLPP_TOOLS="$counter:$tracer" MSCCLPP_TRACER_FILE="$out/comm-trace-%p.log" \
   -- "$out/launch" -n 2 -t 50 -- "$app" comm
 
 # in a child forked after loading, calls fail before any tool, and no fini runs there

@@ -11,7 +11,8 @@
  *   change   changed arguments and results (testtool change)
  *   badpath  the library works and the last error names MSCCLPP_TOOLS
  *   threads  8 threads call the API while main registers one more layer
- *   comm     a real communicator: init, rank, size, allgather, barrier, destroy
+ *   comm     a real communicator: init, rank, size, allgather, barrier, the
+ *            on-demand report (mscclppCommReport), destroy
  *   fork     a forked child's calls fail before any tool sees them
  *
  * With TOOLS_APP_CTOR=1 a constructor of this program registers a layer
@@ -314,6 +315,11 @@ static void modeComm(void)
   MCHECK(mscclppBootstrapAllGather(comm, data, sizeof(int)));
   for (int r = 0; r < n; r++) CHECK(data[r] == 1000 + r, "allgather slot %d: %d", r, data[r]);
   MCHECK(mscclppBootstrapBarrier(comm));
+  /* the on-demand report (not intercepted: the tools see no call) */
+  CHECK(mscclppCommReport(comm, NULL) == mscclppInvalidArgument, "mscclppCommReport(comm, NULL)");
+  CHECK(strstr(mscclppGetLastError(comm), "f is NULL") != NULL, "last error %s", mscclppGetLastError(comm));
+  fflush(stdout);
+  MCHECK(mscclppCommReport(comm, stdout));
   MCHECK(mscclppCommDestroy(comm));
 }
 

@@ -7,7 +7,7 @@
  * <result> is the result code's name ("mscclppSuccess"), a quoted string,
  * or "void". Out-parameters are shown with the value they received, as
  * "rank=0x7ffc...->1". Lines go to stderr, or to the file named by
- * MSCCLPP_TRACE_FILE (appended; "%p" in the name becomes the pid); each line
+ * MSCCLPP_TRACER_FILE (appended; "%p" in the name becomes the pid); each line
  * is one write(), so lines from several threads never mix.
  *
  *   cc -shared -fPIC tracer.c -o libmscclpp_tracer.so $(pkg-config --cflags --libs mscclpp)
@@ -220,7 +220,7 @@ static void traceDefaultLogHandler(int layer, const char* msg)
 
 static void openTraceFile(void)
 {
-  const char* name = getenv("MSCCLPP_TRACE_FILE");
+  const char* name = getenv("MSCCLPP_TRACER_FILE");
   if (name == NULL || *name == '\0') return;
   char path[4096];
   size_t o = 0;
