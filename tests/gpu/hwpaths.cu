@@ -3,7 +3,7 @@
  *   sameproc      (launch -n 1) two communicators in one process, a thread each (rank r on GPU
  *                 r % ndev): P2P between them, putWithSignal + wait both ways, every byte checked.
  *                 The driver refuses an IPC import of a handle the same process exported.
- *   everywait     (-n 2) 2000 rounds of one-thread putWithSignal + wait, the received 64 KiB
+ *   everywait     (-n 2) 500 rounds of one-thread putWithSignal + wait, the received 64 KiB
  *                 checked by the kernel after every wait() (double-buffered: a round's data is
  *                 never overwritten while it is checked).
  *   syncthreads   (-n 2) the same with 1024 threads: all write the chunk, __syncthreads(), thread
@@ -25,7 +25,7 @@
 #include "common.h"
 
 #define CH (64ull << 10)
-#define ROUNDS 2000
+#define ROUNDS 500
 
 __device__ __host__ inline unsigned char hpat(int rank, int round, uint64_t j)
 {
