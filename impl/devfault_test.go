@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/cuda"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
@@ -242,4 +243,29 @@ func faultEthRank(t *testing.T, n int) {
 	checkFaultErr(t, 0, c)
 	c.Destroy()
 	fmt.Println("fault-eth: done")
+}
+
+// TestHostWaitServedFailed: a trigger the proxy could not do (a put past the end of the peer's
+// buffer) is served, but mscclppFifoWaitServed must not read as success: it returns the
+// communicator's asynchronous error.
+func TestHostWaitServedFailed(t *testing.T) {
+	bufs := [2][]byte{make([]byte, 64), make([]byte, 64)}
+	comms := twoRanksLaunched(t, func(r int, c *Comm) error {
+		return c.Connect(1-r, 0, unsafe.Pointer(&bufs[r][0]), 64, TransportSHM, nil, true)
+	})
+	dev := comms[0].host.DevConns.At(0)
+	seq := engine.FifoPush(dev, 1, 1<<20, 0, 8) // Data, 8 bytes at 1 MiB of a 64-byte buffer
+	if seq == engine.PushFailed {
+		t.Fatal("the push failed")
+	}
+	rc := engine.FifoWaitServed(dev, seq)
+	if rc == status.Success {
+		t.Errorf("mscclppFifoWaitServed returned success for a trigger that failed (async error: %v)", comms[0].AsyncErr())
+	} else if err := comms[0].AsyncErr(); err == nil || status.CodeOf(err) != rc {
+		t.Errorf("mscclppFifoWaitServed returned %v, the communicator's error is %v", rc, err)
+	} else {
+		t.Logf("mscclppFifoWaitServed: %v (%v)", rc, err)
+	}
+	proxyStopAll(t, comms)
+	destroyAll(comms)
 }
