@@ -48,6 +48,7 @@ func TestDeviceThreadsFaultIB(t *testing.T) {
 			t.Fatal(err)
 		}
 		comms := devThreadsRanks(t, transportIB, n)
+		stallCopies(t)
 		var wg sync.WaitGroup
 		rcs, took := make([]int, 2), make([]time.Duration, 2)
 		for r := range comms {
@@ -77,6 +78,14 @@ func TestDeviceThreadsFaultIB(t *testing.T) {
 	env := append(ibDoubleEnv(t), fmt.Sprintf("MSCCLPP_IBV_DOUBLE_FAIL_BYTES=%d", failBytes))
 	out := runFakeChildWith(t, buildDevThreadsDriver(t), t.Name(), "fault-ib", env...)
 	t.Logf("child:\n%s", out)
+}
+
+// stallCopies makes the stand-in driver's asynchronous copies wait until their stream is
+// synchronized, as a GPU's may: a failed tail that the proxy only enqueued would not reach the
+// kernels, so this checks that the proxy makes it visible itself.
+func stallCopies(t *testing.T) {
+	cuda.TestDriverCall("fakeStall", "all")
+	t.Cleanup(func() { cuda.TestDriverCall("fakeStall", "") })
 }
 
 // checkFaultErr fails t unless c recorded mscclppRemoteError naming its peer (unreachable, or
@@ -234,6 +243,7 @@ func faultEthRank(t *testing.T, n int) {
 		time.Sleep(time.Hour) // stopped, then killed, by the parent
 		return
 	}
+	stallCopies(t)
 	fmt.Println("fault-eth: waiting")
 	rc := cuda.TestDriverCall("devFault", faultSpec(c, n, 0))
 	fmt.Println("fault-eth: released")
