@@ -152,7 +152,9 @@ struct mscclppConcurrentFifo
    * A trigger that moves no data (dataSize 0 at srcDataOffset 0) would read
    * as an empty slot (word 0 = 0): it is pushed without the Data bit and
    * with dataSize 1, as signal() and flush() push theirs; a Data-only one
-   * becomes a Sync (nothing to move, still a slot to sync on). */
+   * becomes a Sync (nothing to move, still a slot to sync on). On the device,
+   * once the communicator failed (MSCCLPP_FIFO_TAIL_FAILED in the tail) it
+   * stops waiting and pushes nothing: failed() says so. */
   MSCCLPP_HOSTDEVICE_INLINE uint64_t push(uint64_t type, uint64_t dstDataOffset, uint64_t srcDataOffset,
                                           uint64_t dataSize)
   {
