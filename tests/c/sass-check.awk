@@ -1,8 +1,10 @@
 # sass-check.awk: checks the SASS (cuobjdump -sass) of the kernels of cuda_sass.cu, one device
 # method each, for what the trigger protocol needs of the GPU's memory model:
 #   - every poll is a volatile system-scope load (LD/LDG ... .STRONG.SYS) inside its loop: each
-#     loop (a backward branch) holds a load, every global load in a loop is .STRONG.SYS, and the
-#     kernel has as many such poll loops as its method spins (sass_<name>_<polls>);
+#     loop (a backward branch) holds a load, every global load in a loop is .STRONG.SYS unless
+#     it only fetches the address a .STRONG.SYS load of the loop reads (a field of the
+#     connection, reloaded each turn), and the kernel has as many such poll loops as its method
+#     spins (sass_<name>_<polls>);
 #   - a system-scope fence (MEMBAR ... SYS) follows each poll loop before the next store (an
 #     acquire: nothing the kernel does after a poll moves before it);
 #   - the trigger is one 128-bit volatile store (ST/STG .E.128 .STRONG.SYS), with a system-scope
