@@ -69,9 +69,11 @@ SYSLIBDIRS := /lib /usr/lib /lib64 /usr/lib64 $(if $(MULTIARCH),/lib/$(MULTIARCH
 pc_sed = sed -e 's|@PREFIX@|$(1)|' -e 's|@LIBDIR@|$(patsubst $(1)/%,$${prefix}/%,$(2))|' \
   -e 's|@RPATH@|$(if $(filter $(2),$(SYSLIBDIRS)),,-Xlinker -rpath=$${libdir} )|'
 
+# The build tree's .pc finds its prefix from its own location (pkg-config's ${pcfiledir}), so
+# a build/ carried to another path or machine still works; the installed one names PREFIX.
 $(BLIBDIR)/pkgconfig/mscclpp.pc: pkgconfig/mscclpp.pc.in Makefile
 	@mkdir -p $(BLIBDIR)/pkgconfig
-	$(call pc_sed,$(abspath $(BUILD)),$(abspath $(BLIBDIR))) $< > $@
+	$(call pc_sed,$${pcfiledir}/../..,$${pcfiledir}/../../lib) $< > $@
 
 # The CMake package finds its prefix from its own location: the same files
 # serve the build tree and every install prefix.

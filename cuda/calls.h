@@ -94,6 +94,8 @@ int cudaP2PStateFree(cudaP2PState* st, const char** call);
  * stream. Return a cuwResult; cudaP2PThreadEnter names the failing call. */
 int cudaP2PThreadEnter(cudaP2PState* st, const char** call);
 int cudaP2PPushTail(cudaP2PState* st, uint64_t tail);
+/* cudaP2PPushTail, then a wait until the tail is in device memory (the tail stream synchronized). */
+int cudaP2PPushTailNow(cudaP2PState* st, uint64_t tail);
 /* Synchronous copies through pinned host memory for host-side transports (Ethernet in CUDA
  * mode): device src to host dst on st's stream, host src to device dst on its tail stream,
  * with st's context current for the call. Return a mscclppResult_t; err says what failed. */

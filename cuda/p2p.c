@@ -47,6 +47,12 @@ int cudaP2PPushTail(cudaP2PState* st, uint64_t tail)
   return st->api->memcpyHtoDAsync(st->devTail, st->hostTail, sizeof(uint64_t), st->tailStream);
 }
 
+int cudaP2PPushTailNow(cudaP2PState* st, uint64_t tail)
+{
+  cuwResult rc = cudaP2PPushTail(st, tail);
+  return rc != CUW_SUCCESS ? rc : st->api->streamSynchronize(st->tailStream);
+}
+
 /* A synchronous copy on one of st's streams with st's context current on the calling thread
  * (the caller's own context is restored). */
 static int stageCopy(cudaP2PState* st, cuwStream stream, cuwDevicePtr dst, cuwDevicePtr src, size_t n, int toDevice,

@@ -184,18 +184,27 @@ struct mscclppDevConn
   }
 
   /* Wait for the peer's next signal; then an acquire, so that the data the
-   * signal announced is visible to the reads after wait() returns. */
+   * signal announced is visible to the reads after wait() returns. On the
+   * device it also returns when the communicator failed (a peer lost, a
+   * transport error: see MSCCLPP_FIFO_TAIL_FAILED), with failed() true and
+   * no data promised. */
   MSCCLPP_HOSTDEVICE_INLINE void wait()
   {
 #if defined(__CUDA_ARCH__)
     (*waitEpochId) += 1;
     while (mscclppDeviceLoad(&localSignalEpochId->proxy) < (*waitEpochId))
-      ;
+      if (mscclppDeviceLoad(fifo.triggerFifoTail) & MSCCLPP_FIFO_TAIL_FAILED) break;
     __threadfence_system(); /* acquire */
 #else
     mscclppConnWaitNext(this, -1);
 #endif
   }
+
+#if defined(__CUDACC__)
+  /* Extension, device code: whether this connection's communicator has failed, so that the
+   * put, signal, flush or wait that just returned did not do its work (fifo.failed()). */
+  __forceinline__ __device__ bool failed() const { return fifo.failed(); }
+#endif
 
   /* Count one signal of mine: signal(), putWithSignal() and
    * putWithSignalAndFlush() call it once before pushing their Flag.

@@ -107,6 +107,15 @@ __forceinline__ __device__ void mscclppDeviceStoreTrigger(union mscclppTrigger* 
 }
 #endif
 
+/* Extension: the bit a CUDA-mode proxy sets in the FIFO tail it publishes to the device
+ * (*triggerFifoTail) once its communicator has failed: a transport operation failed (an IB
+ * error completion, a send that could not be made), a peer became unreachable (lost heartbeat
+ * or link, a peer that died), or any other asynchronous error was recorded. It is set before the
+ * slot of a failed trigger is emptied and stays set. The device methods poll it beside their
+ * condition: push() then pushes nothing, sync()/flush() and wait() return, and failed() says so.
+ * A real tail never reaches it (2^63 triggers). */
+#define MSCCLPP_FIFO_TAIL_FAILED (1ull << 63)
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -125,7 +134,8 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
  * Returns 0 (mscclppSuccess), or a mscclppResult_t code with the process-wide
  * last error set: InvalidUsage for a NULL, foreign or CUDA-mode FIFO, no proxy
  * running, or a communicator destroyed meanwhile; InvalidArgument for a seq
- * that no push returned. */
+ * that no push returned; the communicator's first asynchronous error (its
+ * text in the last error) when it has one: the trigger may not have been done. */
 int mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq);
 #ifdef __cplusplus
 }
@@ -142,7 +152,9 @@ struct mscclppConcurrentFifo
    * A trigger that moves no data (dataSize 0 at srcDataOffset 0) would read
    * as an empty slot (word 0 = 0): it is pushed without the Data bit and
    * with dataSize 1, as signal() and flush() push theirs; a Data-only one
-   * becomes a Sync (nothing to move, still a slot to sync on). */
+   * becomes a Sync (nothing to move, still a slot to sync on). On the device,
+   * once the communicator failed (MSCCLPP_FIFO_TAIL_FAILED in the tail) it
+   * stops waiting and pushes nothing: failed() says so. */
   MSCCLPP_HOSTDEVICE_INLINE uint64_t push(uint64_t type, uint64_t dstDataOffset, uint64_t srcDataOffset,
                                           uint64_t dataSize)
   {
@@ -153,11 +165,14 @@ struct mscclppConcurrentFifo
       dataSize = 1;
     }
     uint64_t curFifoHead = atomicAdd((unsigned long long int*)this->triggerFifoHead, 1);
-    while (curFifoHead >= MSCCLPP_PROXY_FIFO_SIZE + mscclppDeviceLoad(this->triggerFifoTail))
+    /* room: a failed communicator's tail (MSCCLPP_FIFO_TAIL_FAILED) ends this wait too */
+    uint64_t tail;
+    while (curFifoHead >= MSCCLPP_PROXY_FIFO_SIZE + (tail = mscclppDeviceLoad(this->triggerFifoTail)))
       ;
+    if (tail & MSCCLPP_FIFO_TAIL_FAILED) return curFifoHead; /* failed: nothing pushed */
     mscclppTrigger* slot = &this->triggerFifo[curFifoHead % MSCCLPP_PROXY_FIFO_SIZE];
     while (mscclppDeviceLoad(&slot->value[0]) != 0)
-      ;
+      if (mscclppDeviceLoad(this->triggerFifoTail) & MSCCLPP_FIFO_TAIL_FAILED) return curFifoHead;
     __threadfence_system(); /* release: the data before the trigger */
     mscclppDeviceStoreTrigger(slot, MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize),
                               MSCCLPP_TRIGGER_WORD1(type, this->connId, dstDataOffset));
@@ -168,8 +183,10 @@ struct mscclppConcurrentFifo
   }
 
   /* Wait until the trigger with sequence number curFifoHead was served:
-   * its slot emptied by the proxy, or the tail moved past it; then an
-   * acquire, so that what the proxy did before is visible after. */
+   * its slot emptied by the proxy, or the tail moved past it (a failed
+   * communicator's tail is past every trigger: failed() says whether it
+   * was served or the communicator failed); then an acquire, so that what
+   * the proxy did before is visible after. */
   MSCCLPP_HOSTDEVICE_INLINE void sync(uint64_t curFifoHead)
   {
 #if defined(__CUDA_ARCH__)
@@ -181,6 +198,22 @@ struct mscclppConcurrentFifo
     mscclppFifoWaitServed(this, curFifoHead);
 #endif
   }
+
+#if defined(__CUDACC__)
+  /* Extension, device code: whether the communicator of this FIFO has failed (its proxy
+   * published MSCCLPP_FIFO_TAIL_FAILED). A push, sync, flush or wait that returned while it
+   * is true did not do its work: the kernel should stop using the communicator and return;
+   * the host's next mscclppCommGetAsyncError (or the next call that waits on a peer) returns
+   * the error with its text. (Host threads get the error from the calls themselves.) */
+  __forceinline__ __device__ bool failed() const
+  {
+#if defined(__CUDA_ARCH__)
+    return (mscclppDeviceLoad(this->triggerFifoTail) & MSCCLPP_FIFO_TAIL_FAILED) != 0;
+#else
+    return false; /* nvcc's host pass: never called there */
+#endif
+  }
+#endif
 #endif /* __cplusplus */
 
   mscclppTrigger* triggerFifo; /* 128 slots, read by the proxy */

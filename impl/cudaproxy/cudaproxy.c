@@ -31,11 +31,14 @@ int cudaProxyThreadInit(engCtx* ctx, cudaP2PState* st)
 int cudaProxyPublishTail(engCtx* ctx, cudaP2PState* st, uint64_t tail)
 {
   if (st == NULL) return mscclppInvalidUsage;
-  int rc = cudaP2PPushTail(st, tail);
+  /* a failed communicator's tail is visible before the slot of the trigger that failed empties */
+  int now = (tail & MSCCLPP_FIFO_TAIL_FAILED) != 0;
+  int rc = now ? cudaP2PPushTailNow(st, tail) : cudaP2PPushTail(st, tail);
   if (rc != CUW_SUCCESS) {
     char buf[32];
-    return engFail(ctx->comm, mscclppUnhandledCudaError, "%s proxy: cuMemcpyHtoDAsync of the FIFO tail: %s",
-                   ctx->ops->name, cudaProxyErrName(st->api, rc, buf, sizeof(buf)));
+    return engFail(ctx->comm, mscclppUnhandledCudaError, "%s proxy: %s of the FIFO tail: %s", ctx->ops->name,
+                   now ? "cuMemcpyHtoDAsync + cuStreamSynchronize" : "cuMemcpyHtoDAsync",
+                   cudaProxyErrName(st->api, rc, buf, sizeof(buf)));
   }
   return mscclppSuccess;
 }

@@ -11,7 +11,8 @@
 
 /* The proxy thread's setup: st's context current, the thread bound near the GPU. */
 int cudaProxyThreadInit(engCtx* ctx, cudaP2PState* st);
-/* Publishes the FIFO tail to device memory on st's tail stream. */
+/* Publishes the FIFO tail to device memory on st's tail stream (a failed communicator's tail,
+ * MSCCLPP_FIFO_TAIL_FAILED, synchronously). */
 int cudaProxyPublishTail(engCtx* ctx, cudaP2PState* st, uint64_t tail);
 /* The driver's name of rc into buf (or its number). */
 const char* cudaProxyErrName(const cuwApi* a, int rc, char* buf, size_t len);

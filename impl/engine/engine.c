@@ -469,6 +469,10 @@ int mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq)
       break;
     }
   }
+  /* served, but by a communicator that failed meanwhile: the trigger may not have been done */
+  char why[512];
+  int async = rc == mscclppSuccess ? errAsync(&ctx->comm->err, why, (int)sizeof(why)) : 0;
+  if (async != 0) rc = errFail(NULL, async, "%s: the communicator failed: %s", fn, why);
   engLeave(ctx);
   return rc;
 }

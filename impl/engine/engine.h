@@ -125,6 +125,7 @@ typedef struct engCtx {
   volatile int closing; /* set by engCtxClose: host calls still inside leave with InvalidUsage */
   int slot;             /* index in the table of live contexts, or -1 */
   uint64_t served;      /* triggers served, for tests and stats */
+  int failed;           /* proxy thread only: its published tail carries MSCCLPP_FIFO_TAIL_FAILED */
 } engCtx;
 
 /* Live contexts. A host call on a mscclppDevConn first looks its FIFO pointer

@@ -12,6 +12,13 @@
  * non-zero: a GPU's 16-byte store may become visible to the host as two
  * 8-byte writes, word 0 first. A slot whose type stays zero for
  * ENG_TYPELESS_NS is reported (a trigger pushed with type 0) and dropped.
+ *
+ * Errors reach the initiators: once the communicator records an asynchronous
+ * error (a failed operation here, a lost peer seen by a transport's own thread)
+ * every tail this proxy publishes carries MSCCLPP_FIFO_TAIL_FAILED, which the
+ * device methods poll beside their condition, so no kernel spins on a FIFO or
+ * an epoch that will never move. A failed operation's slot is emptied only
+ * after that tail is visible, so its sync never reads as served.
  */
 #include <stdio.h>
 
@@ -32,8 +39,19 @@ static void idle(engCtx* ctx, engBackoff* b)
 static void publish(engCtx* ctx, uint64_t tail)
 {
   __atomic_store_n(&ctx->tail, tail, __ATOMIC_RELEASE);
-  int rc = ctx->ops->publishTail(ctx, tail);
+  int rc = ctx->ops->publishTail(ctx, ctx->failed ? tail | MSCCLPP_FIFO_TAIL_FAILED : tail);
   if (rc != mscclppSuccess) engFail(ctx->comm, rc, "proxy: publishing the FIFO tail failed");
+}
+
+/* Once the communicator has an asynchronous error: publishes the failed tail (visible when
+ * publishTail returns) and keeps it so. Returns whether the communicator failed. */
+static int failedNow(engCtx* ctx, uint64_t tail)
+{
+  if (ctx->failed) return 1;
+  if (errAsyncCode(&ctx->comm->err) == 0) return 0;
+  ctx->failed = 1;
+  publish(ctx, tail);
+  return 1;
 }
 
 /* Whether every pushed trigger was served: known only where the head is host memory. */
@@ -54,7 +72,7 @@ static void* proxyMain(void* arg)
     mscclppTrigger* slot = &ctx->fifo[tail % MSCCLPP_PROXY_FIFO_SIZE];
     uint64_t v0 = __atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE);
     if (v0 == 0) {
-      if (__atomic_load_n(&ctx->tail, __ATOMIC_RELAXED) != tail) publish(ctx, tail);
+      if (!failedNow(ctx, tail) && __atomic_load_n(&ctx->tail, __ATOMIC_RELAXED) != tail) publish(ctx, tail);
       if (__atomic_load_n(&ctx->stop, __ATOMIC_ACQUIRE) && drained(ctx, tail)) break;
       idle(ctx, &b);
       continue;
@@ -90,6 +108,8 @@ static void* proxyMain(void* arg)
           (type & mscclppData))
         engCountPut(c, size);
     }
+    /* a failed trigger (recorded above or by the transport) must not read as served */
+    failedNow(ctx, tail);
     __atomic_store_n(&slot->value[1], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&slot->value[0], 0, __ATOMIC_RELEASE);
     tail++;

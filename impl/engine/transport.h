@@ -26,7 +26,8 @@ typedef struct engOps {
   /* Runs first on the proxy thread (e.g. make a CUDA context current, bind CPUs). */
   int (*threadInit)(struct engCtx* ctx);
   /* Makes the proxy's tail visible to initiators after the engine's own release store
-   * (e.g. a copy to device memory). */
+   * (e.g. a copy to device memory). A tail with MSCCLPP_FIFO_TAIL_FAILED set (the
+   * communicator failed) must be visible when it returns. */
   int (*publishTail)(struct engCtx* ctx, uint64_t tail);
   /* Releases the context's transport state once the proxy stopped and no call is inside. */
   void (*close)(struct engCtx* ctx);

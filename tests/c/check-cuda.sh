@@ -1,11 +1,24 @@
 #!/bin/sh
-# check-cuda.sh [DIR]: compile tests/c/cuda_devconn.cu with nvcc -c (a
-# kernel calling every device method of mscclppDevConn and
-# mscclppConcurrentFifo), and checks in its sm_70 PTX that every trigger
-# store follows a system-scope fence. DIR is a build directory (its include/ is used) or
-# an include directory; default: the repository's include/.
-# Without nvcc (on PATH or /usr/bin/nvcc, /usr/local/cuda/bin/nvcc) it says
-# so and exits 0. Extra nvcc flags can come in NVCC_FLAGS.
+# check-cuda.sh [DIR]: the header's device side under nvcc.
+#  1. compiles tests/c/cuda_devconn.cu with nvcc -c (a kernel calling every
+#     device method of mscclppDevConn and mscclppConcurrentFifo, and the same
+#     calls on the host) for the default architecture, sm_70 and sm_90;
+#  2. checks in its sm_70 PTX that every trigger store follows a system-scope
+#     fence;
+#  3. the SASS check: compiles tests/c/cuda_sass.cu (one kernel per device
+#     method) for sm_80 and sm_90, disassembles it with cuobjdump -sass and
+#     checks it with sass-check.awk: every poll a .STRONG.SYS load inside its
+#     loop, a system-scope fence after each poll and before the trigger, the
+#     trigger one 128-bit volatile store;
+#  4. proves the SASS check can fail: copies of the header with the poll's
+#     volatile removed, the release fence removed, the acquire fences removed,
+#     the trigger split into two 64-bit stores, and the trigger store made
+#     non-volatile must each fail it (sm_90).
+# DIR is a build directory (its include/ is used) or an include directory;
+# default: the repository's include/. Without nvcc (on PATH or /usr/bin/nvcc,
+# /usr/local/cuda/bin/nvcc) it says so and exits 0 (tests/c/run.sh counts
+# that as a skip, which CI does not allow where nvcc is installed). Extra nvcc
+# flags can come in NVCC_FLAGS.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 inc=${1:-$here/../../include}
@@ -26,6 +39,8 @@ if [ -z "$nvcc" ]; then
   echo "check-cuda: skipped (nvcc not found)"
   exit 0
 fi
+cuobjdump=$(dirname "$nvcc")/cuobjdump
+[ -x "$cuobjdump" ] || cuobjdump=$(command -v cuobjdump 2>/dev/null || true)
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mscclpp-cuda.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
@@ -59,4 +74,56 @@ else
   echo "check-cuda: note nvcc -ptx -arch=sm_70 failed; ordering not checked"
   sed 's/^/    /' "$tmp/log"
 fi
+
+# sass INCDIR SM OUT: the SASS check of cuda_sass.cu built against INCDIR for sm_SM; its
+# report in OUT; 0 when it passes, 1 when it fails, 2 when it could not be built.
+sass() {
+  "$nvcc" -cubin -gencode "arch=compute_$2,code=sm_$2" ${NVCC_FLAGS:-} -std=c++14 -I"$1" \
+    -o "$tmp/s.cubin" "$here/cuda_sass.cu" >"$3" 2>&1 || return 2
+  "$cuobjdump" -sass "$tmp/s.cubin" >"$tmp/s.sass" 2>>"$3" || return 2
+  awk -f "$here/sass-check.awk" "$tmp/s.sass" >>"$3" 2>&1
+}
+if [ -z "$cuobjdump" ]; then
+  echo "check-cuda: FAILED cuobjdump not found beside nvcc ($nvcc) nor on PATH: the SASS is not checked"
+  exit 1
+fi
+for sm in 80 90; do
+  sass "$inc" $sm "$tmp/sass.log"
+  rc=$?
+  if [ $rc = 0 ]; then
+    echo "check-cuda: ok   SASS sm_$sm: every poll .STRONG.SYS in its loop, fences after polls and before the trigger, one 128-bit trigger store"
+    sed 's/^/    /' "$tmp/sass.log"
+  else
+    echo "check-cuda: FAILED SASS sm_$sm:"
+    sed 's/^/    /' "$tmp/sass.log"
+    status=1
+  fi
+done
+
+# The check must fail on a broken header: each variant below is a copy with one mistake.
+variant() { # name, sed expression
+  rm -rf "$tmp/v"
+  mkdir -p "$tmp/v"
+  cp "$inc/mscclpp.h" "$inc/mscclppfifo.h" "$tmp/v/" || return 2
+  sed -i "$2" "$tmp/v/mscclpp.h" "$tmp/v/mscclppfifo.h"
+  if cmp -s "$tmp/v/mscclpp.h" "$inc/mscclpp.h" && cmp -s "$tmp/v/mscclppfifo.h" "$inc/mscclppfifo.h"; then
+    echo "check-cuda: FAILED broken variant '$1': the edit did not apply (the header changed: update check-cuda.sh)"
+    return 1
+  fi
+  sass "$tmp/v" 90 "$tmp/variant.log"
+  case $? in
+  1) echo "check-cuda: ok   the SASS check fails on a header with $1: $(grep -m1 FAIL "$tmp/variant.log" | cut -c1-160)" ;;
+  0) echo "check-cuda: FAILED the SASS check passes a header with $1"
+     return 1 ;;
+  *) echo "check-cuda: FAILED the header with $1 did not build:"
+     sed 's/^/    /' "$tmp/variant.log"
+     return 1 ;;
+  esac
+}
+variant "the poll's volatile removed" 's|return \*(const volatile uint64_t\*)p;|return *p;|' || status=1
+variant "the release fence before the trigger removed" '/__threadfence_system(); \/\* release/d' || status=1
+variant "the acquire fences after the polls removed" 's|__threadfence_system(); /\* acquire \*/||' || status=1
+variant "the trigger split into two 64-bit stores" \
+  's|st.volatile.global.v2.u64 \[%0\], {%1,%2};|st.volatile.global.u64 [%0], %1; st.volatile.global.u64 [%0+8], %2;|' || status=1
+variant "a non-volatile trigger store" 's|st.volatile.global.v2.u64|st.global.v2.u64|' || status=1
 exit $status

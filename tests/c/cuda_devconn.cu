@@ -25,7 +25,7 @@ __global__ void everyDeviceMethod(mscclppDevConn* conns, int nConns, uint64_t* o
   c.epochIncrement();                 // ++device
   uint64_t h = c.fifo.push(mscclppData | mscclppFlag, 1, 2, 3);
   c.fifo.sync(h);
-  out[threadIdx.x] = h + c.localSignalEpochId->device + *c.waitEpochId;
+  out[threadIdx.x] = h + c.localSignalEpochId->device + *c.waitEpochId + c.failed() + c.fifo.failed();
 }
 
 // The same calls on the host (host mode), compiled by nvcc's host compiler.

@@ -561,6 +561,28 @@ cuda_case() {
   fi
 }
 
+# tests/gpu/moved.sh: build/ carried to another path (a copy), the GPU checks built from it
+# with nvcc alone, through its relocatable .pc and without pkg-config, linked to the copy
+gpu_moved_case() {
+  local name=gpu-build-moved start log=$out/gpu-build-moved.log t
+  selected "$name" || return 0
+  start=$(date +%s.%N)
+  if ! t=$(time_left 120); then
+    echo "not run: the suite's ${budget} s budget is used up" >"$log"
+    fail "$name" "$start" "$log"
+    return
+  fi
+  timeout -k 5 "$t" bash "$root/tests/gpu/moved.sh" "$build" >"$log" 2>&1
+  local rc=$?
+  if [ $rc = 0 ] && grep -q "skipped (nvcc not found)" "$log"; then
+    skip "$name" "nvcc not found"
+  elif [ $rc = 0 ]; then
+    pass "$name" "$start" "$log"
+  else
+    fail "$name" "$start" "$log"
+  fi
+}
+
 # packaging.sh: make install as distributions use it (DESTDIR, multiarch
 # LIBDIR, uninstall), and a .cu program built by nvcc from the .pc's flags
 packaging_case() { # name what
@@ -691,6 +713,7 @@ run_case threads.cc 2 30 threads_cc
 run_case readme-example-n2 2 30 readme_example
 run_case readme-example-n3 3 30 readme_example
 cuda_case
+gpu_moved_case
 install_case
 cmake_case
 packaging_case install-destdir-multiarch destdir

@@ -19,6 +19,11 @@
  *       writes part i of my chunk [R*C, (R+1)*C), pushes it to every peer with
  *       putWithSignal, waits for the K signals of connection i and checks Pi's
  *       chunk
+ *   devFault("conn=ADDR size=N put=P")  one thread on a connection whose communicator is
+ *       about to fail: a putWithSignalAndFlush of P bytes (P > 0), a wait() for a signal the
+ *       peer never sends, then 300 puts (more than the FIFO holds) and a flush; each must
+ *       return with failed() true instead of spinning (a missing error hangs it until the
+ *       deadline)
  * Each returns 0, or a negative count of what failed (reported on stderr).
  */
 #include <stdarg.h>
@@ -324,4 +329,39 @@ extern "C" int devAllgather(const char* spec)
   free(k);
   free(a);
   return -failed;
+}
+
+/* ---- devFault ---- */
+
+static void faultOne(mscclppDevConn& c, const args& a, int)
+{
+  long missed = 0; /* a bit per step that returned without failed() */
+  if (a.threads > 0) {
+    for (uint64_t j = 0; j < (uint64_t)a.threads; j++) devStore((uint8_t*)c.localBuff + j, (uint8_t)j);
+    c.putWithSignalAndFlush(0, 0, (uint64_t)a.threads);
+    if (!c.failed()) missed |= 1;
+  }
+  c.wait();
+  if (!c.failed()) missed |= 2;
+  for (int i = 0; i < 3 * MSCCLPP_PROXY_FIFO_SIZE; i++) c.put(0, 0, 8);
+  c.flush();
+  if (!c.failed()) missed |= 4;
+  devTls.k->result = missed;
+}
+
+extern "C" int devFault(const char* spec)
+{
+  uint64_t conn = 0, size = 0, put = 0;
+  if (sscanf(spec, "conn=%lx size=%lu put=%lu", &conn, &size, &put) != 3 || put > size) {
+    fprintf(stderr, "devthreads: bad spec %s\n", spec);
+    return -1;
+  }
+  char one[128];
+  snprintf(one, sizeof(one), "conn=%#lx size=%lu threads=%lu", conn, size, put); /* threads carries P */
+  long missed = 0;
+  int rc = run(one, 1, faultOne, &missed);
+  if (missed)
+    fprintf(stderr, "devthreads: %s: returned without failed() after:%s%s%s\n", spec, (missed & 1) ? " the flush" : "",
+            (missed & 2) ? " the wait" : "", (missed & 4) ? " the puts and flush" : "");
+  return rc - (missed != 0);
 }

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# build.sh BUILD_DIR OUTDIR: compile the GPU checks (allgather, latency, devpaths) with
-# nvcc against the library in BUILD_DIR (made by `make` at the repository
-# root), using only its headers and pkg-config (BUILD_DIR/lib/pkgconfig),
-# plus tests/c/launch.c (the rank launcher) with cc, into OUTDIR.
+# build.sh BUILD_DIR OUTDIR: compile the GPU checks (allgather, latency, devpaths, hwpaths)
+# with nvcc against the library in BUILD_DIR (made by `make` at the repository root, possibly
+# carried to another machine and path since), plus tests/c/launch.c (the rank launcher) with
+# cc, into OUTDIR. Flags come from BUILD_DIR's own pkg-config file (relocatable: its prefix is
+# ${pcfiledir}/../..), or, without pkg-config, straight from the tree: -I BUILD_DIR/include,
+# -L and rpath BUILD_DIR/lib. Nothing outside BUILD_DIR, OUTDIR and tests/ is read.
+# With MSCCLPP_UPSTREAM_FILE (upstream 0.1's allgather_test_standalone.cu) it also builds
+# OUTDIR/upstream_allgather from a copy with its one-line device change (cudaSetDevice of the
+# rank modulo the number of GPUs, for fewer GPUs than ranks; see ../shared/upstream/README.md).
 # Without nvcc it prints "skipped: nvcc not found" and exits 0.
 #
-# Environment: NVCC (the compiler), NVCC_FLAGS (extra flags, e.g.
-# -arch=native), CC (for launch.c; default cc).
+# Environment: NVCC (the compiler), NVCC_FLAGS (default: SASS for sm_70, sm_80 and sm_90 and
+# PTX for compute_90; e.g. -arch=native), CC (for launch.c; default cc), PKG_CONFIG (default
+# pkg-config; "none": read the tree directly).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -28,20 +34,19 @@ if [ -z "$nvcc" ]; then
   exit 0
 fi
 
-pc=$build/lib/pkgconfig/mscclpp.pc
-if [ ! -f "$pc" ] || [ ! -e "$build/lib/libmscclpp.so" ]; then
-  echo "build.sh: $build has no libmscclpp.so and mscclpp.pc: run make at the repository root first" >&2
+if [ ! -f "$build/include/mscclpp.h" ] || [ ! -e "$build/lib/libmscclpp.so" ]; then
+  echo "build.sh: $build has no include/mscclpp.h and lib/libmscclpp.so: run make at the repository root first" >&2
   exit 1
 fi
-if command -v pkg-config >/dev/null 2>&1; then
-  cflags=$(PKG_CONFIG_PATH="$build/lib/pkgconfig" pkg-config --cflags mscclpp) || exit 1
-  libs=$(PKG_CONFIG_PATH="$build/lib/pkgconfig" pkg-config --libs mscclpp) || exit 1
+pkgconfig=${PKG_CONFIG:-pkg-config}
+if [ "$pkgconfig" != none ] && command -v "$pkgconfig" >/dev/null 2>&1 && [ -f "$build/lib/pkgconfig/mscclpp.pc" ]; then
+  cflags=$(PKG_CONFIG_PATH="$build/lib/pkgconfig" "$pkgconfig" --cflags mscclpp) || exit 1
+  libs=$(PKG_CONFIG_PATH="$build/lib/pkgconfig" "$pkgconfig" --libs mscclpp) || exit 1
+  echo "build.sh: flags from $build/lib/pkgconfig/mscclpp.pc: $cflags $libs"
 else
-  # no pkg-config: read the two lines of the .pc file ourselves
-  prefix=$(sed -n 's/^prefix=//p' "$pc")
-  expand() { sed -e "s|\${prefix}|$prefix|g" -e "s|\${libdir}|$prefix/lib|g" -e "s|\${includedir}|$prefix/include|g"; }
-  cflags=$(sed -n 's/^Cflags: *//p' "$pc" | expand)
-  libs=$(sed -n 's/^Libs: *//p' "$pc" | expand)
+  cflags="-I$build/include"
+  libs="-L$build/lib -Xlinker -rpath=$build/lib -lmscclpp"
+  echo "build.sh: no pkg-config: flags from the tree: $cflags $libs"
 fi
 # nvcc does not take -Wl,...: hand those to the host linker with -Xlinker
 nvlibs=()
@@ -51,17 +56,35 @@ for f in $libs; do
     *) nvlibs+=("$f") ;;
   esac
 done
+archs=${NVCC_FLAGS-"-gencode arch=compute_70,code=sm_70 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"}
 
 status=0
 "${CC:-cc}" -O2 -Wall -o "$out/launch" "$root/tests/c/launch.c" || status=1
-for prog in allgather latency devpaths; do
+# build PROG SOURCE: one program, compiled in the background (the programs build in parallel)
+pids=()
+build() {
   # shellcheck disable=SC2086
-  if "$nvcc" -std=c++14 -O2 ${NVCC_FLAGS:-} $cflags -I"$here" -o "$out/$prog" "$here/$prog.cu" \
-      "${nvlibs[@]}"; then
-    echo "built $out/$prog"
-  else
-    echo "build.sh: FAILED to build $prog" >&2
+  { "$nvcc" -std=c++14 -O2 $archs $cflags -I"$here" -o "$out/$1" "$2" "${nvlibs[@]}" >"$out/$1.buildlog" 2>&1 &&
+    echo "built $out/$1" || { echo "build.sh: FAILED to build $1:" >&2; sed 's/^/    /' "$out/$1.buildlog" >&2; exit 1; }; } &
+  pids+=($!)
+}
+for prog in allgather latency devpaths hwpaths; do
+  build "$prog" "$here/$prog.cu"
+done
+if [ -n "${MSCCLPP_UPSTREAM_FILE:-}" ]; then
+  # a copy, changed at build time: never the file itself, never inside the repository
+  up=$out/upstream_allgather.cu
+  line='CUDACHECK(cudaSetDevice(cudaNum));'
+  if ! grep -qF "$line" "$MSCCLPP_UPSTREAM_FILE"; then
+    echo "build.sh: FAILED: no '$line' in $MSCCLPP_UPSTREAM_FILE to change" >&2
     status=1
+  else
+    sed "s|$line|{ int nDev_ = 1; CUDACHECK(cudaGetDeviceCount(\&nDev_)); CUDACHECK(cudaSetDevice(cudaNum % nDev_)); }|" \
+      "$MSCCLPP_UPSTREAM_FILE" >"$up"
+    build upstream_allgather "$up"
   fi
+fi
+for p in "${pids[@]}"; do
+  wait "$p" || status=1
 done
 exit $status

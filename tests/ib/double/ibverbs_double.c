@@ -69,7 +69,10 @@
  *  - RTR refuses a service level above 15 (EINVAL), as the kernel does; the
  *    address an RTR gave (service level, traffic class, source GID index,
  *    port) is kept: ibv_double_qp_attr(n) reads that of this process's n-th
- *    QP past RTR (tests).
+ *    QP past RTR (tests);
+ *  - fault injection: MSCCLPP_IBV_DOUBLE_FAIL_BYTES=n makes every RDMA
+ *    write of exactly n bytes complete with RETRY_EXC_ERR (a link lost
+ *    under it), moving the QP to ERR.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -197,6 +200,14 @@ static int linkEth(void)
 {
   const char* s = getenv("MSCCLPP_IBV_DOUBLE_LINK");
   return s != NULL && strcmp(s, "eth") == 0;
+}
+
+/* MSCCLPP_IBV_DOUBLE_FAIL_BYTES=n: an RDMA write of exactly n bytes fails as a lost link does
+ * (RETRY_EXC_ERR, the QP to ERR); 0 or unset: none. */
+static uint64_t failBytes(void)
+{
+  const char* s = getenv("MSCCLPP_IBV_DOUBLE_FAIL_BYTES");
+  return s != NULL ? strtoull(s, NULL, 10) : 0;
 }
 
 /* Opens the fabric of this job (once per process). 0, or -1 with errno. */
@@ -884,6 +895,8 @@ static enum iba_wc_status execute(dblQpL* q, struct iba_send_wr* wr, uint32_t* b
   if (!findQp(LD(me->destQpn), peer) || peer->destQpn != myQpn ||
       (peer->state != IBA_QPS_RTR && peer->state != IBA_QPS_RTS))
     return IBA_WC_RETRY_EXC_ERR; /* nobody answers */
+  if (wr->opcode == IBA_WR_RDMA_WRITE && len != 0 && len == failBytes())
+    return IBA_WC_RETRY_EXC_ERR; /* injected: the link failed under this write */
   /* the local gather list: lkeys of this process and PD, in bounds (an inline WR's bytes are
    * copied at post time, its lkey unused); src[i] is where its bytes live */
   int inl = (wr->send_flags & IBA_SEND_INLINE) != 0;
