@@ -15,11 +15,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"sync"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/hostmem"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
+	"github.com/mscclpp-go/mscclpp/impl/peercred"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
@@ -37,19 +39,20 @@ const (
 	regRaw       = 3 // any memory: the peer writes it with process_vm_writev
 )
 
-// desc is one registration on the wire: seven little-endian words.
+// desc is one registration on the wire: eight little-endian words.
 type desc struct {
 	kind, addr, size, fd, ino, regSize uint64
 	offset                             uint64 // regHostAlloc: offset in the region; regSignal: local index << 32 | conn index
 	// regRaw: fd, ino and regSize name the arena of the connection's eager ring (ring.go), offset
 	// the ring in it; regSize 0: no ring
+	proof uint64 // the owner's proof socket (proof.go)
 }
 
-const descBytes = 7 * 8
+const descBytes = 8 * 8
 
 func (d desc) encode() []byte {
 	out := make([]byte, 0, descBytes)
-	for _, w := range [7]uint64{d.kind, d.addr, d.size, d.fd, d.ino, d.regSize, d.offset} {
+	for _, w := range [8]uint64{d.kind, d.addr, d.size, d.fd, d.ino, d.regSize, d.offset, d.proof} {
 		out = binary.LittleEndian.AppendUint64(out, w)
 	}
 	return out
@@ -60,7 +63,7 @@ func decode(b []byte) (desc, error) {
 		return desc{}, status.Errorf(status.RemoteError, "malformed SHM registration (%d bytes, want %d)", len(b), descBytes)
 	}
 	w := func(i int) uint64 { return binary.LittleEndian.Uint64(b[8*i:]) }
-	return desc{kind: w(0), addr: w(1), size: w(2), fd: w(3), ino: w(4), regSize: w(5), offset: w(6)}, nil
+	return desc{kind: w(0), addr: w(1), size: w(2), fd: w(3), ino: w(4), regSize: w(5), offset: w(6), proof: w(7)}, nil
 }
 
 type shm struct {
@@ -71,6 +74,11 @@ type shm struct {
 	arena    *arena             // where they lie, or nil
 	lander   *C.shmLander       // lands what peers queue in them, or nil
 	conns    map[int]*C.shmConn // connections' transport states (ring.h), by connection
+	decls    map[int]proofKey   // each connection's peer and tag, by connection
+
+	proof   *peercred.Server // proves this process to peers (proof.go), from the first Describe
+	proofMu sync.Mutex       // guards blobs (the proof server reads it)
+	blobs   map[proofKey]map[string]struct{}
 }
 
 func newSHM(h *transport.Host) (transport.Transport, error) { return &shm{h: h}, nil }
@@ -88,11 +96,19 @@ func (s *shm) Declare(d transport.Decl) (transport.Endpoint, error) {
 		}
 		s.ctx = x
 	}
+	if s.decls == nil {
+		s.decls = map[int]proofKey{}
+	}
+	s.decls[d.Idx] = proofKey{d.Peer, d.Tag}
 	return s.h.HostSlot(d.Idx, d.Peer, d.Tag, d.Local, s.ctx), nil
 }
 
 func (s *shm) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
-	d := desc{kind: regRaw, addr: uint64(uintptr(b.Ptr)), size: b.Size}
+	proof, err := s.proofID()
+	if err != nil {
+		return nil, err
+	}
+	d := desc{kind: regRaw, addr: uint64(uintptr(b.Ptr)), size: b.Size, proof: proof}
 	if sh, ok := hostmem.Lookup(b.Ptr, b.Size); ok {
 		d.kind, d.fd, d.ino, d.regSize, d.offset = regHostAlloc, uint64(sh.Fd), sh.Ino, sh.Size, sh.Offset
 	} else if h > 0 {
@@ -109,7 +125,9 @@ func (s *shm) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 	if h == 0 {
 		d.kind, d.offset = regSignal, uint64(s.h.LocalIdx)<<32|uint64(idx)
 	}
-	return d.encode(), nil
+	blob := d.encode()
+	s.described(idx, blob)
+	return blob, nil
 }
 
 // signalSlot is the (local index, connection index) of a signal registration, range-checked.
@@ -121,6 +139,7 @@ func (s *shm) signalSlot(d desc) (int, int, error) {
 	return local, conn, nil
 }
 
+// importReg imports one of the peer's registrations; pid is the peer's, as proven (provenPid).
 func (s *shm) importReg(pid int, blob []byte) (engine.Reg, error) {
 	d, err := decode(blob)
 	if err != nil {
@@ -151,6 +170,11 @@ func (s *shm) importReg(pid int, blob []byte) (engine.Reg, error) {
 // Finish maps the peer's registrations and wires the connection; waits on it sleep on a futex
 // that the peer's signals wake: both epoch slots are in the node segment.
 func (s *shm) Finish(st transport.Setup) (transport.Connected, error) {
+	pid, err := s.provenPid(st.Peer, st.Tag, st.Pid, st.Blobs)
+	if err != nil {
+		return transport.Connected{}, err
+	}
+	st.Pid = pid // what the rest (rings, Wire) uses
 	remote, err := transport.ImportAll(st, func(_ int, blob []byte) (engine.Reg, error) { return s.importReg(st.Pid, blob) })
 	if err != nil {
 		return transport.Connected{}, err
@@ -201,9 +225,17 @@ func putPath(remote []engine.Reg) string {
 }
 
 // ImportRegistered maps a peer's buffer of mscclppRegisterBuffer where it can (mscclppHostAlloc).
-func (s *shm) ImportRegistered(_, pid int, blob []byte) (engine.Reg, unsafe.Pointer, error) {
+func (s *shm) ImportRegistered(idx, claimed int, blob []byte) (engine.Reg, unsafe.Pointer, error) {
+	d := s.decls[idx]
+	pid, err := s.provenPid(d.peer, d.tag, claimed, [][]byte{blob})
+	if err != nil {
+		return engine.Reg{}, nil, err
+	}
 	r, err := s.importReg(pid, blob)
-	return r, r.Mapped, err
+	if err != nil {
+		return engine.Reg{}, nil, err
+	}
+	return r, r.Mapped, nil
 }
 
 func (s *shm) Write(_ int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, _ uintptr) error {
@@ -211,6 +243,7 @@ func (s *shm) Write(_ int, rec engine.RegRecord, off uint64, src unsafe.Pointer,
 }
 
 func (s *shm) Close() error {
+	s.closeProof()
 	s.closeRings()
 	if s.ctx != nil {
 		s.ctx.Free()
