@@ -37,13 +37,13 @@ type forgedPidCase struct {
 // forgedPidCases; the forger's side of each is forgePid. victim and third are the pids of the
 // victim and of an unrelated process of the same user.
 func forgedPidCases(victim, third int) []forgedPidCase {
+	self := fmt.Sprintf("the peer claims pid %d, this process, which holds no proof of rank 0", victim)
 	return []forgedPidCase{
-		{"victim-pid", false, fmt.Sprintf("the peer claims pid %d, this process, but the kernel says", victim)},
-		{"third-pid", false, fmt.Sprintf("the peer claims pid %d, but the kernel says", third)},
-		{"victim-proof-socket", false, "belongs to another rank"},
-		{"unregistered-range", false, "did not describe these registrations"},
-		{"register-victim-pid", true, fmt.Sprintf("the peer claims pid %d, this process, but the kernel says", victim)},
-		{"register-victim-proof-socket", true, "belongs to another rank"},
+		{"victim-pid", false, self},
+		{"third-pid", false, fmt.Sprintf("the peer claims pid %d, which holds no proof of rank 0", third)},
+		{"victim-proof", false, self},
+		{"register-victim-pid", true, self},
+		{"register-victim-proof", true, self},
 		{"genuine", false, ""},
 		{"register-genuine", true, ""},
 	}
@@ -51,9 +51,9 @@ func forgedPidCases(victim, third int) []forgedPidCase {
 
 // TestForgedPidClaims: a peer in another process, which holds the communicator's key (a
 // genuine rank 0 that lies), claims memory in the victim's own process or in a third process
-// of the same user: it names that pid, and the victim's own canary as its buffer (without an
-// eager ring, so that a put would be a process_vm_writev), or the victim's own proof socket,
-// or a range it never registered. Each is refused with RemoteError naming rank 0, over
+// of the same user: it names that pid and the victim's own canary as its buffer (without an
+// eager ring, so that a put would be a process_vm_writev), also with the descriptor of the
+// victim's own proof of its rank. Each is refused with RemoteError naming rank 0, over
 // mscclppConnectionSetup and mscclppRegisterBuffer, and not one byte of the victim's memory
 // around its buffer changes even when it then puts (where a forgery was accepted, the put is
 // what would overwrite the canary). The genuine setup and registration work.
@@ -257,7 +257,7 @@ func forgerRound(c *Comm, tc forgedPidCase, canary uint64, third int) error {
 		m.pid = third
 		setWord(&m, data, shmWAddr, canary)
 		noRing()
-	case "victim-proof-socket":
+	case "victim-proof":
 		m.pid = os.Getppid()
 		victimProof := binary.LittleEndian.Uint64(victim.blobs[0][8*shmWProof:])
 		for h := range m.blobs {
@@ -265,8 +265,6 @@ func forgerRound(c *Comm, tc forgedPidCase, canary uint64, third int) error {
 		}
 		setWord(&m, data, shmWAddr, canary)
 		noRing()
-	case "unregistered-range":
-		setWord(&m, data, shmWAddr, canary)
 	}
 	if err := c.boot.Send(1, 3, m.encode()); err != nil {
 		return err

@@ -2,143 +2,72 @@ package shm
 
 // The peer's process, as the kernel vouches for it. A put into a peer's malloc buffer is a
 // process_vm_writev into the peer's pid, and a mscclppHostAlloc region or eager ring is mapped
-// through /proc/PID/fd: a pid taken from the peer's message would let a peer that holds the
-// communicator's key name any process of the same user (this one included) and an address in
-// it. So every SHM registration names the socket of its owner's proof server (peercred), and
-// the importing rank asks that server: the kernel says which process listens there
-// (SO_PEERCRED), and the server confirms that it is the rank the connection is with and that
-// it described exactly these registrations for this rank and tag. Only that pid is written
-// to or mapped from, and only in the ranges so confirmed.
+// through /proc/PID/fd: a pid taken from the peer's message alone would let a peer that holds
+// the communicator's key name any process of the same user (this one included) and an address
+// in it. So each rank holds a proof of its rank: an empty memfd whose name says which
+// communicator (its node segment's name) and which rank, made by that rank, in its own process;
+// every SHM registration names the descriptor it lies at. The importing rank asks the kernel
+// (readlink of /proc/PID/fd/N) whether the claimed process holds that proof at that number, for
+// the rank the connection is with. No process can give another one a descriptor it did not
+// accept (this library accepts none; a peer's memory it opens to map it is closed at once, and
+// never while a proof is checked: hostmem.FdLink), and no rank makes another rank's proof, so
+// only the process of that rank passes: this very process only when the peer lives in it. Only
+// that pid is written to or mapped from. The check is a system call on this side, no round trip to the
+// peer (a socket handshake per connection cost an all-to-all setup of 64 ranks 4 times its time).
 
 import (
-	"encoding/binary"
+	"fmt"
 	"os"
 
-	"github.com/mscclpp-go/mscclpp/impl/peercred"
+	"golang.org/x/sys/unix"
+
+	"github.com/mscclpp-go/mscclpp/impl/hostmem"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
-// A proof request: the asking rank, the rank it believes it talks to, the connection's tag, then
-// the registrations (as the peer's blobs). The answer: one byte, proofOK or a refusal.
-const (
-	proofOK      = 1
-	proofNotRank = 2 // the server is another rank
-	proofUnknown = 3 // a registration the server did not describe for the asker
-)
+// proofName is the name of rank's proof in the communicator of node segment seg.
+func proofName(seg string, rank int) string { return fmt.Sprintf("mscclpp-proof.%s.r%d", seg, rank) }
 
-type proofKey struct{ peer, tag int }
-
-// proofID starts this rank's proof server if it has not started, and returns its socket's id.
-func (s *shm) proofID() (uint64, error) {
-	if s.proof == nil {
-		srv, err := peercred.Listen(s.answerProof, s.h.Timeout)
+// proofFd makes this rank's proof if it has not, and returns its descriptor.
+func (s *shm) proofFd() (int, error) {
+	if !s.hasProof {
+		fd, err := unix.MemfdCreate(proofName(s.h.Node.Name(), s.h.Rank), unix.MFD_CLOEXEC)
 		if err != nil {
-			return 0, status.Errorf(status.SystemError, "SHM transport: %v", err)
+			return 0, status.Errorf(status.SystemError, "SHM transport: memfd_create for this rank's proof: %v", err)
 		}
-		s.proof = srv
+		s.proof, s.hasProof = fd, true
 	}
-	return s.proof.ID(), nil
+	return s.proof, nil
 }
 
-// described records blob as one that connection idx's peer may ask about.
-func (s *shm) described(idx int, blob []byte) {
-	d, ok := s.decls[idx]
-	if !ok {
-		return
+// provenPid checks that process claimed holds rank peer's proof at descriptor fd, and returns
+// it; every failure is a RemoteError.
+func (s *shm) provenPid(peer, claimed int, fd uint64) (int, error) {
+	want := "/memfd:" + proofName(s.h.Node.Name(), peer) + " (deleted)"
+	var got string
+	var err error
+	if claimed > 0 && fd < 1<<31 {
+		got, err = hostmem.FdLink(claimed, fd)
+	} else {
+		err = fmt.Errorf("no such process or descriptor")
 	}
-	s.proofMu.Lock()
-	defer s.proofMu.Unlock()
-	if s.blobs == nil {
-		s.blobs = map[proofKey]map[string]struct{}{}
+	if err == nil && got == want {
+		return claimed, nil
 	}
-	set := s.blobs[d]
-	if set == nil {
-		set = map[string]struct{}{}
-		s.blobs[d] = set
-	}
-	set[string(blob)] = struct{}{}
-}
-
-// answerProof is the proof server's answer to req (from any process: it confirms, never tells).
-func (s *shm) answerProof(req []byte) []byte {
-	le := binary.LittleEndian
-	if len(req) < 28 {
-		return nil
-	}
-	asker, claimed, tag, n := int(int64(le.Uint64(req))), int(int64(le.Uint64(req[8:]))), int(int64(le.Uint64(req[16:]))), le.Uint32(req[24:])
-	if claimed != s.h.Rank {
-		return []byte{proofNotRank}
-	}
-	rest := req[28:]
-	s.proofMu.Lock()
-	defer s.proofMu.Unlock()
-	set := s.blobs[proofKey{asker, tag}]
-	for i := uint32(0); i < n; i++ {
-		if len(rest) < 4 || uint64(le.Uint32(rest)) > uint64(len(rest)-4) {
-			return nil
-		}
-		l := le.Uint32(rest)
-		if _, ok := set[string(rest[4:4+l])]; !ok {
-			return []byte{proofUnknown}
-		}
-		rest = rest[4+l:]
-	}
-	return []byte{proofOK}
-}
-
-// provenPid asks the proof server named in blobs[0] whether it is rank peer, which claims pid,
-// and whether it described blobs for this rank over connection tag; it returns the pid the
-// kernel reports for that server. Every failure is a RemoteError.
-func (s *shm) provenPid(peer, tag, claimed int, blobs [][]byte) (int, error) {
-	d, err := decode(blobs[0])
+	why := fmt.Sprintf("its descriptor %d is %q", fd, got)
 	if err != nil {
-		return 0, err
+		why = err.Error()
 	}
-	le := binary.LittleEndian
-	req := make([]byte, 0, 28+len(blobs)*(4+descBytes))
-	req = le.AppendUint64(req, uint64(s.h.Rank))
-	req = le.AppendUint64(req, uint64(peer))
-	req = le.AppendUint64(req, uint64(tag))
-	req = le.AppendUint32(req, uint32(len(blobs)))
-	for _, b := range blobs {
-		req = le.AppendUint32(req, uint32(len(b)))
-		req = append(req, b...)
+	if claimed == os.Getpid() {
+		return 0, status.Errorf(status.RemoteError, "the peer claims pid %d, this process, which holds no proof of rank %d (%s): refused", claimed, peer, why)
 	}
-	pid, reply, err := peercred.Ask(d.proof, req, 1, s.h.Timeout)
-	refuse := func(format string, args ...any) (int, error) {
-		return 0, status.Errorf(status.RemoteError, format, args...)
-	}
-	switch {
-	case err != nil:
-		return refuse("cannot prove the peer's process (pid %d claimed): %v", claimed, err)
-	case pid <= 0:
-		return refuse("the peer's process (pid %d claimed) is not visible from this process's pid namespace", claimed)
-	case len(reply) == 1 && reply[0] == proofNotRank:
-		return refuse("the proof socket the peer named belongs to another rank (pid %d), not to rank %d: refused", pid, peer)
-	case claimed != pid && claimed == os.Getpid():
-		return refuse("the peer claims pid %d, this process, but the kernel says it is pid %d: refused", claimed, pid)
-	case claimed != pid:
-		return refuse("the peer claims pid %d, but the kernel says it is pid %d: refused", claimed, pid)
-	case len(reply) == 1 && reply[0] == proofUnknown:
-		return refuse("the peer's process (pid %d) did not describe these registrations for rank %d tag %d: refused", pid, s.h.Rank, tag)
-	case len(reply) != 1 || reply[0] != proofOK:
-		return refuse("the peer's process (pid %d) refused its registrations (answer %x)", pid, reply)
-	}
-	return pid, nil
+	return 0, status.Errorf(status.RemoteError, "the peer claims pid %d, which holds no proof of rank %d (%s): refused", claimed, peer, why)
 }
 
-// Confirm makes this rank's proof server confirm blob for connection idx as if Describe had
-// made it: for tests, whose forged peers confirm what they forge (as a peer that lies in its
-// own process would).
-func (s *shm) Confirm(idx int, blob []byte) { s.described(idx, blob) }
-
-// closeProof stops the proof server.
+// closeProof closes this rank's proof: peers that set up after it fail.
 func (s *shm) closeProof() {
-	if s.proof != nil {
-		s.proof.Close()
-		s.proof = nil
+	if s.hasProof {
+		_ = unix.Close(s.proof)
+		s.hasProof = false
 	}
-	s.proofMu.Lock()
-	s.blobs = nil
-	s.proofMu.Unlock()
 }

@@ -15,13 +15,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"sync"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/hostmem"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
-	"github.com/mscclpp-go/mscclpp/impl/peercred"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
@@ -45,7 +43,7 @@ type desc struct {
 	offset                             uint64 // regHostAlloc: offset in the region; regSignal: local index << 32 | conn index
 	// regRaw: fd, ino and regSize name the arena of the connection's eager ring (ring.go), offset
 	// the ring in it; regSize 0: no ring
-	proof uint64 // the owner's proof socket (proof.go)
+	proof uint64 // the descriptor of the owner's proof of its rank (proof.go)
 }
 
 const descBytes = 8 * 8
@@ -74,11 +72,9 @@ type shm struct {
 	arena    *arena             // where they lie, or nil
 	lander   *C.shmLander       // lands what peers queue in them, or nil
 	conns    map[int]*C.shmConn // connections' transport states (ring.h), by connection
-	decls    map[int]proofKey   // each connection's peer and tag, by connection
-
-	proof   *peercred.Server // proves this process to peers (proof.go), from the first Describe
-	proofMu sync.Mutex       // guards blobs (the proof server reads it)
-	blobs   map[proofKey]map[string]struct{}
+	peers    map[int]int        // each connection's peer rank, by connection
+	proof    int                // this rank's proof (proof.go), when hasProof
+	hasProof bool
 }
 
 func newSHM(h *transport.Host) (transport.Transport, error) { return &shm{h: h}, nil }
@@ -96,19 +92,19 @@ func (s *shm) Declare(d transport.Decl) (transport.Endpoint, error) {
 		}
 		s.ctx = x
 	}
-	if s.decls == nil {
-		s.decls = map[int]proofKey{}
+	if s.peers == nil {
+		s.peers = map[int]int{}
 	}
-	s.decls[d.Idx] = proofKey{d.Peer, d.Tag}
+	s.peers[d.Idx] = d.Peer
 	return s.h.HostSlot(d.Idx, d.Peer, d.Tag, d.Local, s.ctx), nil
 }
 
 func (s *shm) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
-	proof, err := s.proofID()
+	proof, err := s.proofFd()
 	if err != nil {
 		return nil, err
 	}
-	d := desc{kind: regRaw, addr: uint64(uintptr(b.Ptr)), size: b.Size, proof: proof}
+	d := desc{kind: regRaw, addr: uint64(uintptr(b.Ptr)), size: b.Size, proof: uint64(proof)}
 	if sh, ok := hostmem.Lookup(b.Ptr, b.Size); ok {
 		d.kind, d.fd, d.ino, d.regSize, d.offset = regHostAlloc, uint64(sh.Fd), sh.Ino, sh.Size, sh.Offset
 	} else if h > 0 {
@@ -125,9 +121,7 @@ func (s *shm) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 	if h == 0 {
 		d.kind, d.offset = regSignal, uint64(s.h.LocalIdx)<<32|uint64(idx)
 	}
-	blob := d.encode()
-	s.described(idx, blob)
-	return blob, nil
+	return d.encode(), nil
 }
 
 // signalSlot is the (local index, connection index) of a signal registration, range-checked.
@@ -170,16 +164,14 @@ func (s *shm) importReg(pid int, blob []byte) (engine.Reg, error) {
 // Finish maps the peer's registrations and wires the connection; waits on it sleep on a futex
 // that the peer's signals wake: both epoch slots are in the node segment.
 func (s *shm) Finish(st transport.Setup) (transport.Connected, error) {
-	pid, err := s.provenPid(st.Peer, st.Tag, st.Pid, st.Blobs)
-	if err != nil {
-		return transport.Connected{}, err
-	}
-	st.Pid = pid // what the rest (rings, Wire) uses
-	remote, err := transport.ImportAll(st, func(_ int, blob []byte) (engine.Reg, error) { return s.importReg(st.Pid, blob) })
-	if err != nil {
-		return transport.Connected{}, err
-	}
 	d, err := decode(st.Blobs[0])
+	if err != nil {
+		return transport.Connected{}, err
+	}
+	if st.Pid, err = s.provenPid(st.Peer, st.Pid, d.proof); err != nil { // what the rest (rings, Wire) uses
+		return transport.Connected{}, err
+	}
+	remote, err := transport.ImportAll(st, func(_ int, blob []byte) (engine.Reg, error) { return s.importReg(st.Pid, blob) })
 	if err != nil {
 		return transport.Connected{}, err
 	}
@@ -226,8 +218,11 @@ func putPath(remote []engine.Reg) string {
 
 // ImportRegistered maps a peer's buffer of mscclppRegisterBuffer where it can (mscclppHostAlloc).
 func (s *shm) ImportRegistered(idx, claimed int, blob []byte) (engine.Reg, unsafe.Pointer, error) {
-	d := s.decls[idx]
-	pid, err := s.provenPid(d.peer, d.tag, claimed, [][]byte{blob})
+	d, err := decode(blob)
+	if err != nil {
+		return engine.Reg{}, nil, err
+	}
+	pid, err := s.provenPid(s.peers[idx], claimed, d.proof)
 	if err != nil {
 		return engine.Reg{}, nil, err
 	}

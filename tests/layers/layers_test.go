@@ -23,7 +23,7 @@ var layer = map[string]int{
 	// 0-2: the ground every layer stands on: settings, result codes, logging, dlopen, memory.
 	"impl/env": 0, "impl/status": 0, "impl/sysinfo": 0,
 	"impl/logx": 1, "impl/dynlib": 1,
-	"impl/hostmem": 2, "impl/peercred": 2,
+	"impl/hostmem": 2,
 	// 3: the vendor bindings, the C engine, the node segment and the bootstrap network.
 	"cuda": 3, "ib": 3, "impl/engine": 3, "impl/nodeshm": 3, "impl/bootstrap": 3,
 	// 4: what transports are built from: their contract and the shared CUDA-mode proxy.
