@@ -114,7 +114,7 @@ func setWord(m *setupMsg, h, i int, v uint64) {
 // TestForgedSHMSetup: what a peer claims about its memory is checked against the memory:
 // a region or buffer larger than the memfd behind it (1 GiB or 1 TiB over 4 KiB: SIGSEGV or
 // SIGBUS on the first put) fails setup with RemoteError naming the rank, and so does a peer
-// whose process is gone (it was SystemError "open peer memory /proc/PID/fd/N").
+// that claims a pid which is not its own (a process that exited: it holds no proof of the rank).
 func TestForgedSHMSetup(t *testing.T) {
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
@@ -136,7 +136,7 @@ func TestForgedSHMSetup(t *testing.T) {
 			setWord(m, 1, wOffset, 8)
 			setWord(m, 1, wSize, ^uint64(0)-4)
 		}},
-		{"dead-peer", fmt.Sprintf("peer process %d exited", dead.Process.Pid), func(m *setupMsg) { m.pid = dead.Process.Pid }},
+		{"pid-not-its-own", fmt.Sprintf("the peer claims pid %d, which holds no proof of rank 0", dead.Process.Pid), func(m *setupMsg) { m.pid = dead.Process.Pid }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

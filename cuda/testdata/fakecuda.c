@@ -136,7 +136,7 @@ static void logLine(const char* fmt, ...)
 __attribute__((constructor)) static void fakeInit(void)
 {
   const char* p = getenv("FAKECUDA_LOG");
-  if (p != NULL && p[0] != 0) logf_ = fopen(p, "a");
+  if (p != NULL && p[0] != 0) logf_ = fopen(p, "ae");
 }
 
 /* The shadow bytes behind device address p (n bytes must fit), p itself when p is not device
@@ -286,7 +286,7 @@ int fakeLogTo(const char* path)
 {
   pthread_mutex_lock(&mu);
   if (logf_ != NULL) fclose(logf_);
-  logf_ = (path != NULL && path[0] != 0) ? fopen(path, "a") : NULL;
+  logf_ = (path != NULL && path[0] != 0) ? fopen(path, "ae") : NULL;
   pthread_mutex_unlock(&mu);
   return logf_ == NULL && path != NULL && path[0] != 0 ? -1 : 0;
 }

@@ -217,7 +217,7 @@ int engProcessGone(int pid)
   if (kill(pid, 0) != 0) return errno == ESRCH;
   char path[64], buf[256];
   snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  FILE* f = fopen(path, "r");
+  FILE* f = fopen(path, "re"); /* "e": O_CLOEXEC, as every descriptor the library opens */
   if (f == NULL) return 1;
   size_t n = fread(buf, 1, sizeof(buf) - 1, f);
   fclose(f);

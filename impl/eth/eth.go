@@ -306,7 +306,7 @@ func (e *eth) join(idx int, conn *engine.Conn, remoteBlobs [][]byte) error {
 	if err != nil {
 		return status.Errorf(status.SystemError, "Ethernet transport: socket to rank %d: %v", peer, err)
 	}
-	fd, err := unix.Dup(int(f.Fd()))
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0) // close-on-exec: an exec'd child must not hold the peer's socket open
 	f.Close()
 	if err != nil {
 		return status.Errorf(status.SystemError, "Ethernet transport: socket to rank %d: %v", peer, err)

@@ -322,6 +322,9 @@ func throttle(check func() error, period time.Duration) func() error {
 	}
 }
 
+// Name is the segment's name: unique to one communicator instance and node.
+func (s *Segment) Name() string { return s.name }
+
 // Unlink removes the segment's name (harmless when already gone).
 func (s *Segment) Unlink() { _ = os.Remove(shmDir + s.name) }
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// FuzzDecode: a peer's SHM registration (seven words) decodes to the words
+// FuzzDecode: a peer's SHM registration (eight words) decodes to the words
 // it holds, and anything else is an error, never a panic.
 func FuzzDecode(f *testing.F) {
 	f.Add(desc{kind: regHostAlloc, addr: 0x7f0000000000, size: 4096, fd: 7, ino: 99, regSize: 8192, offset: 64}.encode())

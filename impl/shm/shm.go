@@ -37,19 +37,20 @@ const (
 	regRaw       = 3 // any memory: the peer writes it with process_vm_writev
 )
 
-// desc is one registration on the wire: seven little-endian words.
+// desc is one registration on the wire: eight little-endian words.
 type desc struct {
 	kind, addr, size, fd, ino, regSize uint64
 	offset                             uint64 // regHostAlloc: offset in the region; regSignal: local index << 32 | conn index
 	// regRaw: fd, ino and regSize name the arena of the connection's eager ring (ring.go), offset
 	// the ring in it; regSize 0: no ring
+	proof uint64 // the descriptor of the owner's proof of its rank (proof.go)
 }
 
-const descBytes = 7 * 8
+const descBytes = 8 * 8
 
 func (d desc) encode() []byte {
 	out := make([]byte, 0, descBytes)
-	for _, w := range [7]uint64{d.kind, d.addr, d.size, d.fd, d.ino, d.regSize, d.offset} {
+	for _, w := range [8]uint64{d.kind, d.addr, d.size, d.fd, d.ino, d.regSize, d.offset, d.proof} {
 		out = binary.LittleEndian.AppendUint64(out, w)
 	}
 	return out
@@ -60,7 +61,7 @@ func decode(b []byte) (desc, error) {
 		return desc{}, status.Errorf(status.RemoteError, "malformed SHM registration (%d bytes, want %d)", len(b), descBytes)
 	}
 	w := func(i int) uint64 { return binary.LittleEndian.Uint64(b[8*i:]) }
-	return desc{kind: w(0), addr: w(1), size: w(2), fd: w(3), ino: w(4), regSize: w(5), offset: w(6)}, nil
+	return desc{kind: w(0), addr: w(1), size: w(2), fd: w(3), ino: w(4), regSize: w(5), offset: w(6), proof: w(7)}, nil
 }
 
 type shm struct {
@@ -71,6 +72,9 @@ type shm struct {
 	arena    *arena             // where they lie, or nil
 	lander   *C.shmLander       // lands what peers queue in them, or nil
 	conns    map[int]*C.shmConn // connections' transport states (ring.h), by connection
+	peers    map[int]int        // each connection's peer rank, by connection
+	proof    int                // this rank's proof (proof.go), when hasProof
+	hasProof bool
 }
 
 func newSHM(h *transport.Host) (transport.Transport, error) { return &shm{h: h}, nil }
@@ -88,11 +92,19 @@ func (s *shm) Declare(d transport.Decl) (transport.Endpoint, error) {
 		}
 		s.ctx = x
 	}
+	if s.peers == nil {
+		s.peers = map[int]int{}
+	}
+	s.peers[d.Idx] = d.Peer
 	return s.h.HostSlot(d.Idx, d.Peer, d.Tag, d.Local, s.ctx), nil
 }
 
 func (s *shm) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
-	d := desc{kind: regRaw, addr: uint64(uintptr(b.Ptr)), size: b.Size}
+	proof, err := s.proofFd()
+	if err != nil {
+		return nil, err
+	}
+	d := desc{kind: regRaw, addr: uint64(uintptr(b.Ptr)), size: b.Size, proof: uint64(proof)}
 	if sh, ok := hostmem.Lookup(b.Ptr, b.Size); ok {
 		d.kind, d.fd, d.ino, d.regSize, d.offset = regHostAlloc, uint64(sh.Fd), sh.Ino, sh.Size, sh.Offset
 	} else if h > 0 {
@@ -121,6 +133,7 @@ func (s *shm) signalSlot(d desc) (int, int, error) {
 	return local, conn, nil
 }
 
+// importReg imports one of the peer's registrations; pid is the peer's, as proven (provenPid).
 func (s *shm) importReg(pid int, blob []byte) (engine.Reg, error) {
 	d, err := decode(blob)
 	if err != nil {
@@ -151,11 +164,14 @@ func (s *shm) importReg(pid int, blob []byte) (engine.Reg, error) {
 // Finish maps the peer's registrations and wires the connection; waits on it sleep on a futex
 // that the peer's signals wake: both epoch slots are in the node segment.
 func (s *shm) Finish(st transport.Setup) (transport.Connected, error) {
-	remote, err := transport.ImportAll(st, func(_ int, blob []byte) (engine.Reg, error) { return s.importReg(st.Pid, blob) })
+	d, err := decode(st.Blobs[0])
 	if err != nil {
 		return transport.Connected{}, err
 	}
-	d, err := decode(st.Blobs[0])
+	if st.Pid, err = s.provenPid(st.Peer, st.Pid, d.proof); err != nil { // what the rest (rings, Wire) uses
+		return transport.Connected{}, err
+	}
+	remote, err := transport.ImportAll(st, func(_ int, blob []byte) (engine.Reg, error) { return s.importReg(st.Pid, blob) })
 	if err != nil {
 		return transport.Connected{}, err
 	}
@@ -201,9 +217,20 @@ func putPath(remote []engine.Reg) string {
 }
 
 // ImportRegistered maps a peer's buffer of mscclppRegisterBuffer where it can (mscclppHostAlloc).
-func (s *shm) ImportRegistered(_, pid int, blob []byte) (engine.Reg, unsafe.Pointer, error) {
+func (s *shm) ImportRegistered(idx, claimed int, blob []byte) (engine.Reg, unsafe.Pointer, error) {
+	d, err := decode(blob)
+	if err != nil {
+		return engine.Reg{}, nil, err
+	}
+	pid, err := s.provenPid(s.peers[idx], claimed, d.proof)
+	if err != nil {
+		return engine.Reg{}, nil, err
+	}
 	r, err := s.importReg(pid, blob)
-	return r, r.Mapped, err
+	if err != nil {
+		return engine.Reg{}, nil, err
+	}
+	return r, r.Mapped, nil
 }
 
 func (s *shm) Write(_ int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, _ uintptr) error {
@@ -211,6 +238,7 @@ func (s *shm) Write(_ int, rec engine.RegRecord, off uint64, src unsafe.Pointer,
 }
 
 func (s *shm) Close() error {
+	s.closeProof()
 	s.closeRings()
 	if s.ctx != nil {
 		s.ctx.Free()

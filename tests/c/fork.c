@@ -15,10 +15,20 @@
  *   mscclppFifoWaitServed) must fail at once (InvalidUsage,
  *   MSCCLPP_FIFO_PUSH_FAILED) with a message that mentions fork, and write
  *   nothing into the peer; the parents' connection still works afterwards.
+ *
+ *   fork exec (N = 2): with connections over SHM (a malloc buffer and an
+ *   mscclppHostAlloc one) and Ethernet set up and the proxies running, each
+ *   rank forks and execs `ls -l /proc/self/fd/`, which lists the child's
+ *   descriptors: every one the library opened must be close-on-exec,
+ *   so the child may hold only what the process held before its first
+ *   library call.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "mscclppfifo.h"
@@ -184,9 +194,95 @@ static int datapath(void)
   return test_finish();
 }
 
+enum { MAX_FDS = 4096 };
+
+/* Marks in open[] the descriptors this process holds now. */
+static void held_fds(char* open)
+{
+  memset(open, 0, MAX_FDS);
+  DIR* d = opendir("/proc/self/fd");
+  REQUIRE(d != NULL, "opendir /proc/self/fd: %s", strerror(errno));
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    int fd = atoi(e->d_name);
+    if (e->d_name[0] != '.' && fd != dirfd(d) && fd < MAX_FDS) open[fd] = 1;
+  }
+  closedir(d);
+}
+
+static int exec_check(void)
+{
+  const int rank = test_rank(), peer = 1 - rank;
+  static char before[MAX_FDS];
+  held_fds(before);
+  enum { SZ = 1 << 16 };
+  void* raw = calloc(1, SZ);
+  void* shared = NULL;
+  mscclppComm_t comm = NULL;
+  MCHECK(mscclppCommInitRank(&comm, 2, test_addr(), rank));
+  MCHECK(mscclppHostAlloc(&shared, SZ));
+  MCHECK_COMM(comm, mscclppConnect(comm, peer, 0, raw, SZ, mscclppTransportSHM, NULL));
+  MCHECK_COMM(comm, mscclppConnect(comm, peer, 1, shared, SZ, mscclppTransportSHM, NULL));
+  MCHECK_COMM(comm, mscclppConnect(comm, peer, 2, raw, SZ, mscclppTransportEthernet, NULL));
+  MCHECK_COMM(comm, mscclppConnectionSetup(comm));
+  MCHECK_COMM(comm, mscclppProxyLaunch(comm));
+  mscclppDevConn_t* all = NULL;
+  int n = 0;
+  MCHECK_COMM(comm, mscclppGetAllDeviceConnections(comm, &all, &n));
+  for (int i = 0; i < n; i++) { /* a put and a wait on each: every lazy descriptor is open */
+    MCHECK(mscclppConnOp(&all[i], mscclppData | mscclppFlag, 0, 0, 64));
+    MCHECK(mscclppConnWaitNext(&all[i], 10000));
+  }
+  fflush(stdout);
+  int pipefd[2];
+  REQUIRE(pipe2(pipefd, O_CLOEXEC) == 0, "pipe2: %s", strerror(errno));
+  pid_t pid = fork();
+  REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    dup2(pipefd[1], 1);
+    /* ls, not a program that loads the library (whose own descriptors would be listed) */
+    execl("/bin/ls", "ls", "-l", "/proc/self/fd/", (char*)NULL);
+    _exit(127);
+  }
+  close(pipefd[1]);
+  FILE* in = fdopen(pipefd[0], "r");
+  char line[700];
+  int held = 0, leaked = 0;
+  while (fgets(line, sizeof line, in) != NULL) { /* "lrwx------ 1 u g 64 date N -> target" */
+    char* arrow = strstr(line, " -> ");
+    if (arrow == NULL) continue; /* "total 0" */
+    char* num = arrow;
+    while (num > line && num[-1] != ' ') num--;
+    int fd = atoi(num);
+    const char* target = arrow + 4;
+    if (strncmp(target, "/proc/", 6) == 0 && strstr(target, "/fd\n") != NULL) continue; /* ls's own directory */
+    held++;
+    if (fd > 2 && (fd >= MAX_FDS || !before[fd])) {
+      leaked++;
+      printf("leaked into the exec'd child: fd %d -> %s", fd, target);
+    }
+  }
+  fclose(in);
+  int st = 0;
+  REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the exec'd child failed (status %d)", st);
+  if (CHECK(held >= 3 && leaked == 0, "the exec'd child holds %d descriptor(s) the library opened (%d listed)", leaked, held))
+    printf("ok   exec'd child after SHM and Ethernet connections: %d descriptors, none of the library's\n", held);
+  MCHECK_COMM(comm, mscclppProxyStop(comm));
+  MCHECK_COMM(comm, mscclppBootstrapBarrier(comm));
+  MCHECK(mscclppCommDestroy(comm));
+  MCHECK(mscclppHostFree(shared));
+  free(raw);
+  return test_finish();
+}
+
 int main(int argc, char** argv)
 {
   test_init("fork");
+  if (argc > 1 && strcmp(argv[1], "exec") == 0) {
+    REQUIRE(test_nranks() == 2, "run with N = 2");
+    return exec_check();
+  }
   if (argc > 1 && strcmp(argv[1], "datapath") == 0) {
     REQUIRE(test_nranks() == 2, "run with N = 2");
     return datapath();

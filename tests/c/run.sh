@@ -694,6 +694,8 @@ case_env=(MSCCLPP_DEBUG=INFO "MSCCLPP_DEBUG_FILE=$linkdir/dbg.log" "MSCCLPP_TEST
 run_case logging-file-symlink 1 15 logging symlink
 run_case fork 1 30 fork
 run_case fork-datapath 2 30 fork datapath
+case_env=(MSCCLPP_DEBUG=INFO "MSCCLPP_DEBUG_FILE=$out/fork-exec-debug.%p.log") # the log file is open too
+run_case fork-exec 2 30 fork exec
 run_case hardening-stale-devconn 2 30 hardening stale
 run_case hardening-wait-overflow 2 30 hardening wait
 run_case hardening-hostfree-registered 2 30 hardening hostfree

@@ -13,6 +13,9 @@
 #                      environment: the file is mode 0600, named per job, kept
 #                      fresh for a rank that starts late, removed afterwards;
 #                      a stale file at that name is never read; three reruns
+#   launch-id-file-attacks  another user's file, links at the id file's and the
+#                      probe's names, two jobs on one path, future-dated and
+#                      stale files: each refused with a clear message
 # Every run must exit 0 and print the expected sizes, "through PMIx" (or
 # PMI-2) on its launcher line and "# Out of bounds values : 0 OK".
 # The cluster: munged with its own key and socket directory, slurmctld and
@@ -101,6 +104,7 @@ fi
 # ---- --id-file, ranks from the environment only ----
 . "$here/idfile_case.sh"
 idfile_case
+idfile_attacks_case
 
 # ---- Slurm ----
 . "$here/slurm_cluster.sh"

@@ -52,9 +52,12 @@
  *                count wins). tests/c/perf.sh passes its NRANKS argument here.
  *   --malloc     plain malloc buffers instead of mscclppHostAlloc
  *   --id-file P  hand the unique id over through a file (perf_idfile.h):
- *                P.JOB, written atomically with mode 0600 by rank 0, kept
- *                fresh until every rank joined, then removed; readers take
- *                only a file written after they started
+ *                P.JOB, created exclusively (never through a link) with
+ *                mode 0600 by rank 0, kept fresh until every rank joined,
+ *                then removed; rank 0 refuses a link, another user's file or
+ *                another live job's, and readers take only a regular 0600
+ *                file of their own user written after they started and not
+ *                future-dated (each refusal says why)
  *   --job-id ID  the JOB of --id-file (also MSCCLPP_PERF_JOB_ID; default the
  *                launcher's: SLURM_JOB_ID.SLURM_STEP_ID, PMIX_NAMESPACE,
  *                Open MPI's job id)
