@@ -27,6 +27,9 @@ type Comm struct {
 	nranks int
 	boot   *bootstrap.Bootstrap
 	host   transport.Host // who is where, the node segment, the engine: what transports see
+	// timeout bounds every wait of this communicator: the bootstrap timeout it was formed
+	// with, for its whole life (a later mscclppSetBootstrapConnTimeout or init does not change it)
+	timeout time.Duration
 
 	conns      []*Conn
 	transports map[Transport]transport.Transport // made at the first connection over each
@@ -121,8 +124,8 @@ var versionOnce sync.Once
 
 func newComm(b *bootstrap.Bootstrap, start time.Time, node *nodeJoin) (*Comm, error) {
 	versionOnce.Do(func() { logx.Versionf("MSCCL++ version 0.1.0 (Go implementation)") })
-	c := &Comm{rank: b.Rank(), nranks: b.Size(), boot: b, transports: map[Transport]transport.Transport{}}
-	c.host = transport.Host{Rank: c.rank, NRanks: c.nranks, HostIDs: b.HostIDs(), ListenIP: listenIP(b.ListenAddr()), Timeout: BootstrapTimeout()}
+	c := &Comm{rank: b.Rank(), nranks: b.Size(), boot: b, timeout: b.Timeout(), transports: map[Transport]transport.Transport{}}
+	c.host = transport.Host{Rank: c.rank, NRanks: c.nranks, HostIDs: b.HostIDs(), ListenIP: listenIP(b.ListenAddr()), Timeout: c.timeout}
 	c.host.PeersClosed = c.peersClosed
 	fail := func(err error) (*Comm, error) {
 		b.Abort(err)
