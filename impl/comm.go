@@ -40,6 +40,7 @@ type Comm struct {
 	collSeq    uint64     // collectives done through the node segment
 	regRecords []engine.RegRecord
 	pins       []*hostmem.Pin // mscclppHostAlloc buffers of the connections: not freeable until Destroy
+	deferred   []deferredFree // device memory peers may still map, freed after Destroy (teardown.go)
 }
 
 // commState is where a communicator is in its life.
@@ -272,14 +273,28 @@ func (c *Comm) Mode() string {
 	return "host mode"
 }
 
-// Destroy stops the proxies and frees everything the communicator holds.
+// Destroy stops the proxies and frees everything the communicator holds. It is local, as
+// upstream's: it waits for no peer (no fence, no flush of writes in flight, no barrier). The
+// contexts are marked closing and the transports aborted before the proxies stop, so a send in
+// progress to a busy or lost peer gives up at once; a peer still sending sees its connection
+// end (RemoteError on it). An orderly drain is the application's: the peer's wait before this.
 func (c *Comm) Destroy() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state == stateClosed {
 		return status.Errorf(status.InvalidUsage, "communicator already destroyed")
 	}
-	_ = c.stopProxies() // the transports' Close waits for their work again and logs what fails
+	for _, x := range c.contexts() {
+		x.MarkClosing()
+	}
+	for _, t := range c.trOrder {
+		if a, ok := c.transports[t].(transport.Aborter); ok {
+			a.Abort()
+		}
+	}
+	for _, x := range c.contexts() {
+		x.Stop() // prompt: every op the proxy still serves gives up at once
+	}
 	c.state = stateClosed
 	for _, x := range c.contexts() {
 		x.Close() // no host call is inside a context from here on
@@ -304,7 +319,7 @@ func (c *Comm) Destroy() error {
 	c.host.Eng.Free()
 	c.host.Node.Unlink()
 	c.host.Node.Close()
-	return c.boot.Close()
+	return c.finishDestroy()
 }
 
 // stopProxies stops the proxy threads, then lets each transport wait for the work they left in flight.
@@ -379,12 +394,24 @@ func (c *Comm) startProxies() (int, error) {
 	return len(started), nil
 }
 
-// ProxyStop waits for every rank (a barrier), then drains, stops and joins the proxies.
+// ProxyStop waits for every rank (a barrier), then drains, stops and joins the proxies. After a
+// reported remote failure it waits for no peer: no barrier, no fence, sends in progress give up.
 func (c *Comm) ProxyStop() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != stateRunning {
 		return status.Errorf(status.InvalidUsage, "mscclppProxyStop without a running proxy (call mscclppProxyLaunch first)")
+	}
+	if failed := c.AsyncErr(); status.CodeOf(failed) == status.RemoteError {
+		start := time.Now()
+		for _, x := range c.contexts() {
+			x.Abandon(true)
+			x.Stop()
+			x.Abandon(false)
+		}
+		c.state = stateIdle
+		c.logProxy(false, len(c.contexts()), start)
+		return fmt.Errorf("rank %d: mscclppProxyStop after a failure (proxies stopped without waiting for the peers): %w", c.rank, failed)
 	}
 	err := c.Barrier()
 	start := time.Now()

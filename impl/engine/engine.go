@@ -330,6 +330,20 @@ func (x *Ctx) Start() error {
 // Stop drains the FIFO, then stops and joins the proxy thread (no-op when not running).
 func (x *Ctx) Stop() { C.engProxyStop(x.p) }
 
+// MarkClosing makes the transports' sends in progress on the context and host waits give up
+// at once: the destroy of its communicator, before the proxy stops.
+func (x *Ctx) MarkClosing() { C.engCtxMarkClosing(x.p) }
+
+// Abandon makes the transports' sends on the context give up instead of waiting for a peer
+// (on), or wait again (off): mscclppProxyStop after a reported failure.
+func (x *Ctx) Abandon(on bool) {
+	v := C.int(0)
+	if on {
+		v = 1
+	}
+	C.engCtxAbandon(x.p, v)
+}
+
 // Running reports whether the proxy thread runs.
 func (x *Ctx) Running() bool { return x.p.running != 0 }
 

@@ -116,7 +116,9 @@ typedef struct engCtx {
   pthread_t thread;
   volatile int running;
   volatile int stop;
-  volatile int closing; /* set by engCtxClose: host calls still inside leave with InvalidUsage */
+  volatile int closing; /* set by engCtxClose (or engCtxMarkClosing before the proxy stops): host calls
+                         * still inside leave with InvalidUsage, a transport's send in progress gives up */
+  volatile int abandon; /* mscclppProxyStop after a reported failure: sends give up instead of waiting */
   int slot;             /* index in the table of live contexts, or -1 */
   uint64_t served;      /* triggers served, for tests and stats */
 } engCtx;
@@ -177,6 +179,11 @@ static inline void engLeave(engCtx* ctx)
   else
     __atomic_fetch_sub(&engCtxSlots[ctx->slot].users, 1, __ATOMIC_RELEASE);
 }
+/* Marks ctx closing before its proxy stops (the destroy of its communicator): the transports'
+ * sends in progress and host waits give up at once, so joining the proxy waits for no peer. */
+void engCtxMarkClosing(engCtx* ctx);
+/* Sets ctx->abandon (on: 1) or clears it: see engCtx. */
+void engCtxAbandon(engCtx* ctx, int on);
 /* Removes ctx from the live table and waits until no host call is inside it. Idempotent. */
 void engCtxClose(engCtx* ctx);
 
