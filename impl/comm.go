@@ -234,11 +234,12 @@ func (c *Comm) AllGather(data unsafe.Pointer, size int) error {
 	return nil
 }
 
-// remoteFailure records a peer's failure as the communicator's asynchronous error too, so
-// that host waits on connections stop waiting for a peer that is gone.
+// remoteFailure records a failure of the communicator itself (its bootstrap: a collective
+// failed with a remote error) as its asynchronous error and marks it lost, so that host waits
+// on every connection stop waiting. A failure of one connection is that connection's only.
 func (c *Comm) remoteFailure(err error) error {
 	if status.CodeOf(err) == status.RemoteError {
-		c.host.Eng.SetErr(err)
+		c.host.Eng.SetBroken(err)
 	}
 	return err
 }

@@ -274,6 +274,7 @@ mscclppResult_t mscclppConnWait(struct mscclppDevConn* conn, int64_t timeoutMs)
 /* Records and returns the failure of a wait on c whose peer exited. */
 static mscclppResult_t peerGone(engConn* c, const char* what)
 {
+  engMarkConnFailed(c->comm, c->connId);
   return (mscclppResult_t)engFail(c->comm, mscclppRemoteError, "rank %d (pid %d) exited while rank %d waited for %s",
                                   c->peerRank, c->peerPid, c->comm->rank, what);
 }
@@ -353,8 +354,11 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
                                         "rank %d closed its connection or is unreachable while rank %d waited for its signal",
                                         c->peerRank, c->comm->rank);
       }
-      /* only a remote failure ends the wait: a rejected put of this rank's does not */
-      if (errAsyncCode(&c->comm->err) == mscclppRemoteError) return mscclppRemoteError;
+      /* only a remote failure of this connection, or of the communicator, ends the wait: a
+       * rejected put of this rank's does not, nor another connection's failure */
+      if (__atomic_load_n(&c->comm->connFailed[c->connId], __ATOMIC_ACQUIRE) ||
+          __atomic_load_n(&c->comm->broken, __ATOMIC_ACQUIRE))
+        return mscclppRemoteError;
       if (__atomic_load_n(&c->ctx->closing, __ATOMIC_ACQUIRE))
         return engFail(NULL, mscclppInvalidUsage, "mscclppConnWait: communicator destroyed while waiting");
     }

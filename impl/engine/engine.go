@@ -121,6 +121,24 @@ func (c *Comm) SetErr(err error) {
 	C.errSetAsync(&c.p.err, C.int(status.CodeOf(err)), msg)
 }
 
+// SetBroken records err on c (SetErr) and marks the communicator lost: every wait on any of
+// its connections, and every collective through the node segment, ends with a remote error.
+func (c *Comm) SetBroken(err error) {
+	c.SetErr(err)
+	C.engSetBroken(c.p)
+}
+
+// FailConn makes err the last error of c and marks connection connID failed: waits on it end
+// with a remote error; the other connections are not affected. It records no asynchronous
+// error: the caller reports err itself.
+func (c *Comm) FailConn(connID int, err error) {
+	c.SetLast(err.Error())
+	C.engMarkConnFailed(c.p, C.int(connID))
+}
+
+// ConnFailed reports whether a remote error was recorded on connection connID.
+func (c *Comm) ConnFailed(connID int) bool { return C.engConnFailed(c.p, C.int(connID)) != 0 }
+
 // DevConns is the C array of mscclppDevConn_t handed to applications.
 type DevConns struct {
 	p *C.struct_mscclppDevConn

@@ -53,7 +53,25 @@ typedef struct engComm {
   int streamAuto;          /* 1: there, the faster of memcpy and that copy, timed (copy.c); 0: always that copy */
   engCopyBand copyBands[ENG_COPY_BANDS];
   uint64_t eagerBytes;     /* SHM puts of up to this many bytes into unmapped memory go through the eager ring (0: never) */
+  /* A remote failure is sticky per connection: connFailed[connId] is set (atomic) once a remote
+   * error was recorded on that connection, and ends every wait on it; broken is set when the
+   * communicator itself is lost (its bootstrap failed) and ends every wait. */
+  volatile int broken;
+  uint8_t connFailed[ENG_MAX_CONNS];
 } engComm;
+
+/* Marks comm lost (broken: every wait ends), and whether connection connId is marked failed. */
+static inline void engSetBroken(engComm* comm) { __atomic_store_n(&comm->broken, 1, __ATOMIC_RELEASE); }
+static inline int engConnFailed(engComm* comm, int connId)
+{
+  return connId >= 0 && connId < ENG_MAX_CONNS && __atomic_load_n(&comm->connFailed[connId], __ATOMIC_ACQUIRE);
+}
+/* Marks connection connId of comm failed by a remote error (its waits end). */
+static inline void engMarkConnFailed(engComm* comm, int connId)
+{
+  if (comm != NULL && connId >= 0 && connId < ENG_MAX_CONNS)
+    __atomic_store_n(&comm->connFailed[connId], 1, __ATOMIC_RELEASE);
+}
 
 /* A registration as seen from this process. */
 typedef struct engReg {
@@ -208,10 +226,12 @@ int engProxyStart(engCtx* ctx);
 /* Drains the FIFO, then stops and joins the proxy thread. */
 void engProxyStop(engCtx* ctx);
 
-/* engFail on connection c, the message prefixed with its id, peer and tag; returns code. */
-#define engConnFail(c, code, fmt, ...)                                                                 \
-  engFail((c)->comm, (code), "connection %d (rank %d, tag %d): " fmt, (c)->connId, (c)->peerRank, (c)->tag, \
-          ##__VA_ARGS__)
+/* engFail on connection c, the message prefixed with its id, peer and tag; returns code. A remote
+ * error also marks the connection failed (engMarkConnFailed): sticky for it, not for the others. */
+#define engConnFail(c, code, fmt, ...)                                                                           \
+  (((code) == mscclppRemoteError ? engMarkConnFailed((c)->comm, (c)->connId) : (void)0),                        \
+   engFail((c)->comm, (code), "connection %d (rank %d, tag %d): " fmt, (c)->connId, (c)->peerRank, (c)->tag, \
+           ##__VA_ARGS__))
 /* Checks a put's handles and ranges against the registrations; on success sets
  * *src and *dst, else records the failure (engConnFail) and returns its code. */
 int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff, uint64_t size,
