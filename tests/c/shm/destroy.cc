@@ -7,6 +7,13 @@
  *   destroy stopped  rank 1 SIGSTOPs itself (a peer that reads nothing, as
  *                    after a link loss) while rank 0 queues the same puts and
  *                    destroys; rank 0 then continues rank 1.
+ *   destroy proxystop the same stopped peer, but rank 0 first waits until
+ *                    its communicator reports the peer unreachable (a
+ *                    remote error, after the bootstrap timeout), then calls
+ *                    mscclppProxyStop: it must return that error within
+ *                    the same bound, with no barrier or fence waiting for
+ *                    the stopped peer (Ethernet and IB only: nothing tells a
+ *                    stopped SHM peer from a slow one).
  *
  * Rank 0's destroy must return within DESTROY_BOUND_S (the case runs with a
  * 5 s bootstrap timeout: a destroy that waited for the peer's fence, or for a
@@ -56,8 +63,9 @@ static bool stopped(int pid)
 int main(int argc, char** argv)
 {
   su_init("destroy");
-  SU_REQUIRE(su_nranks == 2 && argc == 2, "usage: destroy busy|stopped, 2 ranks");
-  bool stop = strcmp(argv[1], "stopped") == 0;
+  SU_REQUIRE(su_nranks == 2 && argc == 2, "usage: destroy busy|stopped|proxystop, 2 ranks");
+  bool proxyStop = strcmp(argv[1], "proxystop") == 0;
+  bool stop = proxyStop || strcmp(argv[1], "stopped") == 0;
   int me = su_rank, peer = 1 - su_rank;
   mscclppComm_t ctl = nullptr;
   SU_CK(mscclppCommInitRank(&ctl, 2, addr_plus(15).c_str(), me));
@@ -100,6 +108,25 @@ int main(int argc, char** argv)
     }
     for (int i = 0; i < NT; i++)
       conn->fifo.push(mscclppData, (size_t)i * TS, AREA + (size_t)i * TS, TS);
+    if (proxyStop) {
+      mscclppResult_t async = mscclppSuccess;
+      double t0 = su_now();
+      while (async != mscclppRemoteError && su_now() - t0 < 30) {
+        SU_CK(mscclppCommGetAsyncError(su_comm, &async));
+        su_sleep_ms(5);
+      }
+      SU_REQUIRE(async == mscclppRemoteError, "the stopped peer was not reported within 30 s (%s)",
+                 su_lasterr(su_comm));
+      t0 = su_now();
+      mscclppResult_t r = mscclppProxyStop(su_comm);
+      double dt = su_now() - t0;
+      printf("destroy proxystop rank 0: mscclppProxyStop after the failure took %.3f s: %s\n", dt,
+             mscclppGetErrorString(r));
+      SU_CHECK(r == mscclppRemoteError, "ProxyStop after a reported failure: %s, want the remote error",
+               mscclppGetErrorString(r));
+      SU_CHECK(dt <= DESTROY_BOUND_S, "mscclppProxyStop after a reported failure took %.3f s (bound %.1f s)", dt,
+               DESTROY_BOUND_S);
+    }
   }
   double t0 = su_now();
   SU_CK(mscclppCommDestroy(su_comm));

@@ -194,6 +194,8 @@ case_lenv=(MSCCLPP_TEST_TRANSPORT=ethernet MSCCLPP_BOOTSTRAP_TIMEOUT=5)
 run_case eth_destroy_busy_n2 2 60 - destroy busy
 case_lenv=(MSCCLPP_TEST_TRANSPORT=ethernet MSCCLPP_BOOTSTRAP_TIMEOUT=5)
 run_case eth_destroy_stopped_n2 2 60 - destroy stopped
+case_lenv=(MSCCLPP_TEST_TRANSPORT=ethernet MSCCLPP_BOOTSTRAP_TIMEOUT=2)
+run_case eth_destroy_proxystop_n2 2 60 - destroy proxystop
 eth eth_dropin_incremental_n3 3 60 - dropin incremental
 eth eth_regbuf_n2 2 60 - regbuf
 eth eth_regbuf_before_n3 3 60 - regbuf before
@@ -224,6 +226,8 @@ if bash "$root/tests/ib/double/build.sh" "$out/ibdouble" >"$out/build-ibdouble.l
   run_case ib_destroy_busy_n2 2 60 - destroy busy
   case_lenv=(MSCCLPP_TEST_TRANSPORT=ib MSCCLPP_TEST_IB_DEV=double_0 "MSCCLPP_IBV_SO=$dbl" "MSCCLPP_IBV_DOUBLE_DIR={DIR}" MSCCLPP_BOOTSTRAP_TIMEOUT=5)
   run_case ib_destroy_stopped_n2 2 60 - destroy stopped
+  case_lenv=(MSCCLPP_TEST_TRANSPORT=ib MSCCLPP_TEST_IB_DEV=double_0 "MSCCLPP_IBV_SO=$dbl" "MSCCLPP_IBV_DOUBLE_DIR={DIR}" MSCCLPP_BOOTSTRAP_TIMEOUT=2)
+  run_case ib_destroy_proxystop_n2 2 60 - destroy proxystop
 else
   echo "FAIL build-ibdouble"
   sed 's/^/    /' "$out/build-ibdouble.log" | head -20
