@@ -30,7 +30,6 @@ import (
 	"net/netip"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
@@ -113,7 +112,6 @@ type Bootstrap struct {
 	spin         time.Duration
 	listenAddr   string
 	ringOnly     bool                          // no star, and the ring connects at the first collective (see Options.RingOnlyOnOneHost)
-	joinPoll     atomic.Pointer[inlineVerdict] // while Options.Joined runs: Failed checks for the root's verdict
 	table        []peerEntry
 	nonce        uint64 // the root's: names this instance of the communicator
 
@@ -372,14 +370,9 @@ func randomNonce() uint64 {
 func (b *Bootstrap) ListenAddr() string { return b.listenAddr }
 
 // Failed returns why the bootstrap is unusable (it failed to form, was
-// aborted or closed), or nil. Called from Options.Joined, it also reads a
-// failure the root reported meanwhile (see verdict.go).
-func (b *Bootstrap) Failed() error {
-	if iv := b.joinPoll.Load(); iv != nil {
-		iv.poll()
-	}
-	return b.failed()
-}
+// aborted or closed, or, while Options.Joined runs, the root reported
+// another rank's failure), or nil.
+func (b *Bootstrap) Failed() error { return b.failed() }
 
 // failed returns why the bootstrap is unusable, or nil.
 func (b *Bootstrap) failed() error {

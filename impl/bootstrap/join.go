@@ -73,7 +73,7 @@ type rootSession struct {
 	addr      netip.AddrPort
 	wait      time.Duration // the bootstrap timeout plus rootGrace
 	local     *root         // the root of this process (rs.c is then a pipe to it), or nil
-	c         net.Conn      // *fdConn, or a pipe to local
+	c         net.Conn      // a TCP connection, or a pipe to local
 	challenge nonce         // what the root sent this rank
 	hello     *hello        // this rank's registration
 }
@@ -127,8 +127,8 @@ func (b *Bootstrap) listen(rs *rootSession) error {
 			return err
 		}
 		lip = a.ip
-	} else if fc, ok := rs.c.(*fdConn); ok && fc.local.IsValid() {
-		lip = fc.local.Addr()
+	} else if ta, ok := rs.c.LocalAddr().(*net.TCPAddr); ok {
+		lip = ta.AddrPort().Addr().Unmap()
 	} else {
 		lip = localSource(rs.addr.Addr())
 	}
@@ -166,16 +166,15 @@ func (b *Bootstrap) register(rs *rootSession, hostID string) error {
 	return nil
 }
 
-// verdictSource reads the root's verdict: on a blocking root socket with no
-// ring to form, inline (see verdict.go); otherwise in the background, and a
-// failure aborts this rank at once.
+// verdictSource returns the root's verdict; with wait > 0 it gives up after
+// wait (false: no verdict came), with 0 it waits until the session's deadline.
+type verdictSource func(wait time.Duration) (rootVerdict, bool)
+
+// verdictSource reads the root's verdict in the background: a failure the
+// root reports while the ring and star form (or Options.Joined runs) aborts
+// this rank at once.
 func (b *Bootstrap) verdictSource(rs *rootSession) verdictSource {
-	if fc, ok := rs.c.(*fdConn); ok && b.ringOnly {
-		iv := &inlineVerdict{b: b, rs: rs, fc: fc}
-		b.joinPoll.Store(iv)
-		return iv.get
-	}
-	verdict := make(chan rootVerdict, 1)
+	ch := make(chan rootVerdict, 1)
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
@@ -183,9 +182,41 @@ func (b *Bootstrap) verdictSource(rs *rootSession) verdictSource {
 		if v.err != nil {
 			v.err = b.fail(v.err)
 		}
-		verdict <- v
+		ch <- v
 	}()
-	return goVerdict(verdict)
+	var got *rootVerdict // what the channel delivered (it delivers once)
+	return func(wait time.Duration) (rootVerdict, bool) {
+		if got != nil {
+			return *got, true
+		}
+		var timeout <-chan time.Time
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case v := <-ch:
+			got = &v
+			return v, true
+		case <-timeout:
+			return rootVerdict{}, false
+		}
+	}
+}
+
+// readVerdict reads the root's last word from rs; err != nil is this rank's
+// error (not yet recorded with fail).
+func (b *Bootstrap) readVerdict(rs *rootSession) rootVerdict {
+	st, payload, err := readReply(rs.c, b.magic, &b.key, labelDone, &rs.hello.nonce, maxErrorText)
+	v := rootVerdict{fromRoot: err == nil}
+	if err == nil {
+		err = b.replyErr(rs.addr, st, payload)
+	} else if b.failed() == nil {
+		err = b.rootErr(rs.addr, rs.wait, err)
+	}
+	v.err = err
+	return v
 }
 
 // connectAndJoin connects the ring and star (in a goroutine) while joined, when set, runs
@@ -219,7 +250,6 @@ func (b *Bootstrap) connectAndJoin(rs *rootSession, verdict verdictSource, joine
 			report(jerr, true) // tells the others, through the root
 		}
 	}
-	b.joinPoll.Store(nil)
 	<-connected
 	if joinedFirst {
 		return jerr
@@ -391,13 +421,15 @@ func (b *Bootstrap) dialAsync(peer int, kind byte, deadline time.Time) <-chan di
 // find the root a fraction of a millisecond to several (ranks outnumbering
 // CPUs) before it listens: the retries come after 50 µs, 100 µs, ... (sysinfo.Nap:
 // time.Sleep would wait a millisecond at least), see nextRootRetry.
-func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*fdConn, error) {
+func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (net.Conn, error) {
 	backoff := 50 * time.Microsecond
 	start := time.Now()
 	var last error // the last error other than a timeout
+	d := net.Dialer{Deadline: deadline}
 	for {
-		c, err := dialFD(addr, deadline)
+		c, err := d.Dial("tcp", addr.String())
 		if err == nil {
+			c.(*net.TCPConn).SetNoDelay(true)
 			return c, nil
 		}
 		if !isTimeout(err) {

@@ -9,7 +9,7 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
-// The large ring (duplex.c) at slot sizes around the socket buffers and not multiples of
+// The large ring (ringLarge) at slot sizes around the socket buffers and not multiples of
 // anything, at 2 and 4 ranks: every byte arrives.
 func TestRingLargeData(t *testing.T) {
 	for _, n := range []int{2, 4} {
