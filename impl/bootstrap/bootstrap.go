@@ -111,7 +111,7 @@ type Bootstrap struct {
 	logf         logFunc
 	spin         time.Duration
 	listenAddr   string
-	ringOnly     bool                          // no star, and the ring connects at the first collective (see Options.RingOnlyOnOneHost)
+	ringOnly     bool // no star, and the ring connects at the first collective (see Options.RingOnlyOnOneHost)
 	table        []peerEntry
 	nonce        uint64 // the root's: names this instance of the communicator
 
