@@ -62,7 +62,7 @@ func localRanks(hostIDs []string, rank int) (map[int]int, int) {
 			n++
 		}
 	}
-	local, leader := make(map[int]int, n), -1 // sized once: growing it cost 1 % of an init at N=16
+	local, leader := make(map[int]int, n), -1 // sized once
 	for r, h := range hostIDs {
 		if h == hostIDs[rank] {
 			if leader < 0 {
@@ -82,8 +82,8 @@ type segOpener func(name string, leader bool, nLocal, maxConns int, deadline tim
 // one; every rank's pid (in the root's table too) lets local ranks notice one that exits
 // while they wait for it. With leaderOnly (nodeshm.Join, whose only wait is for the
 // leader to create the segment) only the leader's exit is watched for: the bootstrap reports
-// the others, and each check of a process costs a kill and a read of /proc/PID/stat, which
-// a rank waiting for a busy leader at N=16 paid 15 times a millisecond.
+// the others, and each check of a process costs a kill and a read of /proc/PID/stat, paid
+// on every turn of the wait.
 func openNode(b *bootstrap.Bootstrap, local map[int]int, leader int, start time.Time, open segOpener, leaderOnly bool) (*nodeshm.Segment, error) {
 	rank, pids := b.Rank(), b.Pids()
 	alive := func() error {

@@ -12,9 +12,18 @@
 // that small collectives use (see coll.go). Point-to-point connections are
 // made lazily by the first Send to a peer, one per direction, separate from
 // the others. Every connection is authenticated by a challenge-response
-// over the communicator's key (see wire.go), in both directions; connections
+// over the communicator's key (see auth.go), in both directions; connections
 // that do not prove the key are dropped and logged, and the root sends the
-// table only to ranks that proved it.
+// table only to ranks that proved it. Every connection is a net.Conn of Go's
+// net package; the one exception, rank 0 of InitAddr talking to the root of
+// its own process, runs the same code over a net.Pipe.
+//
+// The files, by responsibility: wire.go (frame layouts), auth.go and
+// secret.go (authentication, and where keys come from), id.go and addr.go
+// (unique ids, addresses), root.go and rootrun.go (the root), join.go (a
+// joining rank), accept.go and dial.go (the two sides of a connection to a
+// rank), ring.go and coll.go (the collectives' connections and algorithms),
+// p2p.go (Send and Recv), warm.go (work done once per process at load).
 //
 // Every wait is bounded by Options.Timeout; failures are status.RemoteError
 // naming the rank or root that did not answer. A failed collective aborts

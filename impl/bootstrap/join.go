@@ -1,8 +1,8 @@
 package bootstrap
 
 // A rank joining its communicator: registering with the root, taking the
-// table, opening the ring and star, and the dialling side of every
-// connection (the accepting side is accept.go).
+// table, connecting its ring and star (ring.go) while Options.Joined runs,
+// reporting ready, and taking the root's last word.
 
 import (
 	"errors"
@@ -141,6 +141,20 @@ func (b *Bootstrap) listen(rs *rootSession) error {
 	b.wg.Add(1)
 	go b.acceptor().loop()
 	return nil
+}
+
+// localSource is the address a TCP connection from this host to its own address a
+// leaves from: a itself (the kernel's route to a local address prefers it), or for
+// an unspecified address (which reaches this host) its family's loopback.
+func localSource(a netip.Addr) netip.Addr {
+	a = a.Unmap()
+	switch {
+	case !a.IsUnspecified():
+		return a
+	case a.Is4():
+		return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	}
+	return netip.IPv6Loopback()
 }
 
 // register sends this rank's registration and takes the root's table.
@@ -299,123 +313,6 @@ func (b *Bootstrap) keyAdvice() string {
 	return fmt.Sprintf("this rank's bootstrap secret (from %s) differs from the root's: %s", b.keySource, secretAdvice)
 }
 
-// connectCollectives opens the connections of the ring (to the successor,
-// from the predecessor) and of the star (every rank to rank 0); with
-// Options.RingOnlyOnOneHost on one host, none: the ring connects on first use
-// (connectRing).
-func (b *Bootstrap) connectCollectives() error {
-	if b.ringOnly {
-		return nil
-	}
-	return b.connect(b.nranks >= starMinRanks, false)
-}
-
-// connect opens the ring connections and, with useStar, the star's, within the
-// timeout; with watch, a successor that closes the connection this rank dialled
-// while it waits for its predecessor ends the wait (see watchClosed).
-func (b *Bootstrap) connect(useStar, watch bool) error {
-	n := b.nranks
-	deadline := time.Now().Add(b.timeout)
-	nextRank, prevRank := (b.rank+1)%n, (b.rank+n-1)%n
-	var hub <-chan dialed
-	if useStar && b.rank != 0 {
-		hub = b.dialAsync(0, kindStar, deadline) // at the same time as the ring's: one wait, not two
-	}
-	c, err := b.dialPeer(nextRank, kindRing, deadline)
-	if err != nil {
-		return err
-	}
-	if b.next, err = newRingConn(c, nextRank); err != nil {
-		return b.errorf(status.SystemError, "ring connection to rank %d: %w", nextRank, err)
-	}
-	var gone <-chan error
-	var probe <-chan time.Time
-	if watch {
-		var stop func()
-		gone, probe, stop = b.watchWait(c, prevRank)
-		defer stop()
-	}
-	if hub != nil {
-		d := <-hub
-		if d.err != nil {
-			return d.err
-		}
-		rc, err := newRingConn(d.c, 0)
-		if err != nil {
-			return b.errorf(status.SystemError, "star connection to rank 0: %w", err)
-		}
-		b.star = []*ringConn{rc}
-	}
-	spokes := 0
-	if useStar && b.rank == 0 {
-		b.star = make([]*ringConn, n)
-		spokes = n - 1
-	}
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	for b.prev == nil || spokes > 0 {
-		select {
-		case pc := <-b.ringCh:
-			if b.prev, err = newRingConn(pc, prevRank); err != nil {
-				return b.errorf(status.SystemError, "ring connection from rank %d: %w", prevRank, err)
-			}
-		case sc := <-b.starCh:
-			if b.star[sc.rank], err = newRingConn(sc.c, sc.rank); err != nil {
-				return b.errorf(status.SystemError, "star connection from rank %d: %w", sc.rank, err)
-			}
-			spokes--
-		case <-timer.C:
-			if b.prev == nil {
-				return b.errorf(status.RemoteError, "rank %d (at %s) did not connect within %v", prevRank, b.table[prevRank].addr, b.timeout)
-			}
-			var missing []int
-			for r := 1; r < n; r++ {
-				if b.star[r] == nil {
-					missing = append(missing, r)
-				}
-			}
-			return b.errorf(status.RemoteError, "%s did not connect to rank 0 within %v", rankList(missing), b.timeout)
-		case <-probe:
-			if pid := int(b.table[prevRank].pid); b.prev == nil && sysinfo.ProcessGone(pid) {
-				return b.errorf(status.RemoteError, "rank %d (pid %d) exited before it connected its ring", prevRank, pid)
-			}
-		case err := <-gone:
-			return b.errorf(status.RemoteError, "rank %d closed its ring connection before rank %d connected (%v): it failed or exited", nextRank, prevRank, err)
-		case <-b.done:
-			return b.err
-		}
-	}
-	return nil
-}
-
-// oneHost reports whether every rank of table has the same host id.
-func oneHost(table []peerEntry) bool {
-	for _, e := range table {
-		if e.hostID != table[0].hostID {
-			return false
-		}
-	}
-	return true
-}
-
-// dialed is the outcome of dialAsync.
-type dialed struct {
-	c   *net.TCPConn
-	err error
-}
-
-// dialAsync runs dialPeer in a goroutine of b (Close waits for it) and delivers its outcome.
-func (b *Bootstrap) dialAsync(peer int, kind byte, deadline time.Time) <-chan dialed {
-	out := make(chan dialed, 1)
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		c, err := b.dialPeer(peer, kind, deadline)
-		out <- dialed{c, err}
-	}()
-	return out
-}
-
 // dialRoot connects to the root, retrying (the root may not listen yet)
 // until deadline; wait is as in rootErr. Ranks started together usually
 // find the root a fraction of a millisecond to several (ranks outnumbering
@@ -480,53 +377,4 @@ func (b *Bootstrap) rootErr(addr netip.AddrPort, wait time.Duration, err error) 
 		return b.errorf(status.RemoteError, "the root at %s closed the connection before the communicator formed", addr)
 	}
 	return b.errorf(status.RemoteError, "talking to the root at %s: %w", addr, err)
-}
-
-// dialPeer opens a ring or point-to-point connection to peer and waits for
-// its acknowledgement.
-func (b *Bootstrap) dialPeer(peer int, kind byte, deadline time.Time) (*net.TCPConn, error) {
-	addr := b.table[peer].addr
-	what := "ring"
-	if kind == kindP2P {
-		what = "point-to-point"
-	}
-	d := net.Dialer{Deadline: deadline}
-	c, err := d.DialContext(b.dialCtx, "tcp", addr)
-	if err != nil {
-		if ferr := b.failed(); ferr != nil {
-			return nil, ferr // aborted while dialling (dialCtx)
-		}
-		if isTimeout(err) {
-			return nil, b.errorf(status.RemoteError, "cannot open a %s connection to rank %d at %s within %v", what, peer, addr, b.timeout)
-		}
-		return nil, b.errorf(status.RemoteError, "cannot open a %s connection to rank %d at %s: %w", what, peer, addr, err)
-	}
-	tc := c.(*net.TCPConn)
-	if !b.track(tc) {
-		tc.Close()
-		return nil, b.failed()
-	}
-	tc.SetNoDelay(true)
-	tc.SetDeadline(deadline)
-	challenge, err := readChallenge(tc)
-	var ack *hello
-	h := hello{kind: kind, magic: b.magic, nonce: newNonce(), rank: b.rank, nranks: b.nranks}
-	if err == nil {
-		_, err = tc.Write(h.encode(&b.key, &challenge))
-	}
-	if err == nil {
-		ack, err = readHello(tc, b.magic, &b.key, &h.nonce)
-	}
-	if err == nil && (ack.kind != kindAck || ack.rank != peer) {
-		err = fmt.Errorf("unexpected answer (kind %d from rank %d)", ack.kind, ack.rank)
-	}
-	if err != nil {
-		b.untrack(tc)
-		if e := b.failed(); e != nil {
-			return nil, e
-		}
-		return nil, b.errorf(status.RemoteError, "rank %d at %s did not accept a %s connection: %w", peer, addr, what, err)
-	}
-	tc.SetDeadline(time.Time{})
-	return tc, nil
 }
