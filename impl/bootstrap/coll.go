@@ -2,7 +2,6 @@ package bootstrap
 
 import (
 	"encoding/binary"
-	"net"
 	"time"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
@@ -163,37 +162,19 @@ func (b *Bootstrap) ringSmall(data []byte, size int, op uint32) error {
 	return nil
 }
 
-// ringLarge runs each step with a goroutine that sends the slot received in
-// the step before while this one receives the next: slots this large do not
-// fit in the socket buffers, so a rank that wrote before reading would wait
-// for its successor, which waits for its own. It sends no abort frames: its
-// writes may stop in the middle of a message.
+// ringLarge runs each step in one goroutine that polls both ring sockets
+// (duplexStep): it sends the slot it received in the step before while
+// receiving the next, as the plain-TCP reference does. It sends no abort
+// frames: its writes may stop in the middle of a message.
 func (b *Bootstrap) ringLarge(data []byte, size int, op uint32) error {
 	n, me := b.nranks, b.rank
 	shdr, rhdr := make([]byte, ringHdrLen), make([]byte, ringHdrLen)
+	deadline := time.Now().Add(b.timeout)
 	for s := 0; s < n-1; s++ {
 		so, ro := (me-s+n)%n, (me-s-1+n)%n
 		putRingHdr(shdr, b.seq, size, op, s)
-		sent := make(chan error, 1)
-		go func() {
-			bufs := net.Buffers{shdr, data[so*size : (so+1)*size]}
-			_, err := bufs.WriteTo(b.next.c)
-			sent <- err
-		}()
-		_, err := b.recvMsg(b.prev, rhdr, size, op, s)
-		if err == nil {
-			err = b.prev.readFull(data[ro*size:(ro+1)*size], b.spin)
-			if err != nil {
-				err = b.ioErr(op, b.prev.peer, false, err)
-			}
-		}
-		if err != nil {
-			err = b.failColl(err, "", nil, nil) // closes the sockets: the writer returns
-			<-sent
-			return err
-		}
-		if err := <-sent; err != nil {
-			return b.failColl(b.ioErr(op, b.next.peer, true, err), "", nil, nil)
+		if err := b.duplexStep(shdr, data[so*size:(so+1)*size], rhdr, data[ro*size:(ro+1)*size], op, s, deadline); err != nil {
+			return b.failColl(err, "", nil, nil)
 		}
 	}
 	return b.failed()
