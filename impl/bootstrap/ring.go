@@ -2,10 +2,11 @@ package bootstrap
 
 // The connections of the collectives (coll.go): the ring (each rank to its
 // successor) and, with 3 or more ranks, the star (each rank to rank 0),
-// connected during Init, or, for a communicator formed with
-// Options.RingOnlyOnOneHost on one host, the ring alone at the first
-// collective (its Init makes no ring connection: the caller does not use the
-// bootstrap's collectives there, so the ring is behaviour on demand).
+// connected during Init; for a communicator formed with
+// Options.RingOnlyOnOneHost on one host, the ring alone, at the first
+// collective (connectRing): its caller gathers through the node's shared
+// memory, so a communicator that never uses the bootstrap's collectives never
+// connects a ring.
 
 import (
 	"errors"

@@ -15,6 +15,8 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
+// startRoot listens at addr (port 0: any) and starts the root of the communicator of
+// magic and key in a goroutine of its own.
 func startRoot(addr netip.AddrPort, magic uint64, key [keyBytes]byte, timeout time.Duration, logf logFunc) (*root, error) {
 	ln, err := listenTCP(addr, false)
 	if err != nil {
