@@ -36,6 +36,7 @@ func initRank(rootAddr netip.AddrPort, ownRoot *root, magic uint64, key [keyByte
 	}
 	defer b.untrack(rs.c)
 	if err := b.listen(rs); err != nil { // while the root's challenge is on its way
+		b.tellRoot(rs, err)
 		return nil, err
 	}
 	if err := b.readRootChallenge(rs); err != nil {
@@ -141,6 +142,27 @@ func (b *Bootstrap) listen(rs *rootSession) error {
 	b.wg.Add(1)
 	go b.acceptor().loop()
 	return nil
+}
+
+// tellRoot tells the root why this rank cannot join (err: its own setting, found before it
+// registered), so that every rank fails at once with the reason instead of waiting for this
+// one until the timeout. Best effort, bounded by the handshake timeout; the root of this
+// process learns it through root.abort instead.
+func (b *Bootstrap) tellRoot(rs *rootSession, err error) {
+	if rs.local != nil {
+		return
+	}
+	rs.c.SetDeadline(deadlineIn(b.hsTimeout))
+	if b.readRootChallenge(rs) != nil {
+		return
+	}
+	text := err.Error()
+	if len(text) > maxHelloPayload-1 {
+		text = text[:maxHelloPayload-1]
+	}
+	h := hello{kind: kindAbort, magic: b.magic, nonce: newNonce(), rank: b.rank, nranks: b.nranks,
+		payload: append([]byte{byte(status.CodeOf(err))}, text...)}
+	_, _ = rs.c.Write(h.encode(&b.key, &rs.challenge))
 }
 
 // localSource is the address a TCP connection from this host to its own address a

@@ -90,12 +90,14 @@ type rootReg struct {
 	ready  bool
 }
 
-// rootAbort is the failure of the root's own process's rank before it
-// registered: the other ranks must learn the reason, not only that the root
-// went away.
+// rootAbort is the failure of a rank before it registered (the root's own
+// process's, or one that told the root with a kindAbort hello): the other
+// ranks must learn the reason, not only that the root went away or that the
+// rank never connected.
 type rootAbort struct {
 	rank, nranks int
 	err          error
+	from         string // where a remote rank's abort came from; "" for this process's rank
 }
 
 func (r *root) track(c net.Conn) bool {

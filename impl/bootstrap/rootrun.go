@@ -62,6 +62,23 @@ func (r *root) abort(rank, nranks int, err error) {
 	}
 }
 
+// remoteAbort takes the kindAbort hello h of a rank that cannot join (authenticated by greet)
+// and fails the communicator with its reason, as abort does for this process's rank.
+func (r *root) remoteAbort(c net.Conn, h *hello) {
+	code, text := status.RemoteError, "no reason given"
+	if len(h.payload) > 0 {
+		if status.Code(h.payload[0]) == status.InvalidUsage {
+			code = status.InvalidUsage
+		}
+		text = string(h.payload[1:])
+	}
+	select {
+	case r.abortReq <- rootAbort{rank: h.rank, nranks: h.nranks, err: status.Errorf(code, "%s", text), from: c.RemoteAddr().String()}:
+	default: // one is enough
+	}
+	r.drop(c)
+}
+
 // acceptor is the root's accept loop: every connection goes to handshake.
 func (r *root) acceptor() acceptor {
 	stopped := func() bool {
@@ -106,6 +123,10 @@ func (r *root) acceptLocal() net.Conn {
 // failed to be, chErr).
 func (r *root) handshake(c net.Conn, ch nonce, chErr error) {
 	h, challenge, err := greet(c, ch, chErr, r.magic, &r.key)
+	if err == nil && h.kind == kindAbort {
+		r.remoteAbort(c, h)
+		return
+	}
 	var e peerEntry
 	if err == nil {
 		var ok bool
@@ -214,6 +235,9 @@ func (r *root) run() {
 				code = status.InvalidUsage
 			}
 			msg := fmt.Sprintf("rank %d, in the process of the root at %s, could not join: %v", ab.rank, r.addr, ab.err)
+			if ab.from != "" {
+				msg = fmt.Sprintf("rank %d (from %s) could not join the communicator at the root %s: %v", ab.rank, ab.from, r.addr, ab.err)
+			}
 			r.fail(st.regs, st.formed, st.nranks, code, msg, nil, nil, ab.rank)
 			return
 		case <-r.stopReq:

@@ -110,6 +110,10 @@ const (
 	kindP2P      = 3
 	kindAck      = 4
 	kindStar     = 5
+	// kindAbort: to the root, from a rank that cannot join (its own setting is bad, e.g. no
+	// interface matches MSCCLPP_SOCKET_IFNAME): the payload is its result code (1 byte) and
+	// why, which the root tells every rank at once.
+	kindAbort = 6
 
 	replyOK     = 0
 	replyError  = 1
