@@ -97,7 +97,7 @@ func InitRank(nranks int, addr string, rank int) (*Comm, error) {
 	}
 	start := time.Now()
 	node := &nodeJoin{start: start}
-	b, err := runBootstrap(rank, func() (*bootstrap.Bootstrap, error) {
+	b, err := runBootstrap(func() (*bootstrap.Bootstrap, error) {
 		return bootstrap.InitAddrPort(ap, addr, rank, nranks, node.options())
 	})
 	if err != nil {
@@ -114,7 +114,7 @@ func InitRankFromID(nranks int, id bootstrap.ID, rank int) (*Comm, error) {
 	}
 	start := time.Now()
 	node := &nodeJoin{start: start}
-	b, err := runBootstrap(rank, func() (*bootstrap.Bootstrap, error) { return bootstrap.Init(id, rank, nranks, node.options()) })
+	b, err := runBootstrap(func() (*bootstrap.Bootstrap, error) { return bootstrap.Init(id, rank, nranks, node.options()) })
 	if err != nil {
 		node.drop()
 		return nil, fmt.Errorf("rank %d of %d: bootstrap: %w", rank, nranks, err)

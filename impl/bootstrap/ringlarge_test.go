@@ -9,7 +9,7 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
-// The large ring (duplex.c) at slot sizes around the socket buffers and not multiples of
+// The large ring (ringLarge) at slot sizes around the socket buffers and not multiples of
 // anything, at 2 and 4 ranks: every byte arrives.
 func TestRingLargeData(t *testing.T) {
 	for _, n := range []int{2, 4} {
@@ -56,14 +56,14 @@ func TestRingLargeTimeout(t *testing.T) {
 	})
 }
 
-// An abort while a large gather waits inside C ends the gather promptly with the abort's error.
+// An abort while a large gather waits ends the gather promptly with the abort's error.
 func TestRingLargeAbort(t *testing.T) {
 	bs := formAddr(t, 2, Options{Timeout: 30 * time.Second})
 	myErr := status.Errorf(status.InternalError, "test abort")
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() { done <- bs[0].AllGather(make([]byte, 2<<20), 1<<20) }()
-	time.Sleep(50 * time.Millisecond) // let it reach the poll (the result does not depend on it)
+	time.Sleep(50 * time.Millisecond) // let it reach its wait (the result does not depend on it)
 	bs[0].Abort(myErr)
 	select {
 	case err := <-done:
