@@ -168,9 +168,10 @@ func TestHostAllocSmallPuts(t *testing.T) {
 }
 
 // A wait with timeout 0 polls: nothing signalled, it returns mscclppInProgress at once (it does
-// not spin), and the wait stays counted for mscclppConnWait; a wait whose signal comes while it
-// spins returns it.
+// not spin), and the wait stays counted for mscclppConnWait; a wait whose signal is already there
+// is answered by mscclppConnWaitNext's inline spin, without entering the back-off loop.
 func TestHostWaitPollAndSpin(t *testing.T) {
+	const spun = 100
 	hostAllocPair(t, 4096, func(c *Comm, buf []byte, dev unsafe.Pointer) error {
 		if c.Rank() == 1 {
 			start := time.Now()
@@ -186,24 +187,30 @@ func TestHostWaitPollAndSpin(t *testing.T) {
 			if rc := engine.ConnWait(dev, 20000); rc != status.Success {
 				return errors.New("the counted wait did not see the signal: " + rc.String())
 			}
-			for i := 0; i < 1000; i++ { // ping-pong: most signals arrive while the wait spins
-				if err := op(dev, opFlag, 0, 0, 1); err != nil {
-					return err
+			// the spin: a wait whose signal is already there when it starts is answered by the
+			// inline spin, every time (rank 0 signalled before the barrier)
+			if err := c.boot.Barrier(); err != nil {
+				return err
+			}
+			before := c.conns[0].eng.SpinAnswered()
+			for i := 0; i < spun; i++ {
+				if rc := engine.ConnWaitNext(dev, 20000); rc != status.Success {
+					return errors.New("a signalled wait failed: " + rc.String())
 				}
-				if err := waitNext(dev); err != nil {
-					return err
-				}
+			}
+			if got := c.conns[0].eng.SpinAnswered() - before; got != spun {
+				return fmt.Errorf("the inline spin answered %d of %d signalled waits", got, spun)
 			}
 			return nil
 		}
-		for i := 0; i <= 1000; i++ {
-			if err := waitNext(dev); err != nil {
-				return err
-			}
+		if err := waitNext(dev); err != nil {
+			return err
+		}
+		for i := 0; i <= spun; i++ { // the counted wait's signal, then one per spun wait
 			if err := op(dev, opFlag, 0, 0, 1); err != nil {
 				return err
 			}
 		}
-		return nil
+		return c.boot.Barrier()
 	})
 }

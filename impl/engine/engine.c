@@ -247,7 +247,10 @@ static inline int waitSpin(engConn* c, struct mscclppDevConn* conn, uint64_t wan
   if (c->land != NULL || c->yieldFirst || timeoutMs == 0) return 0;
   volatile uint64_t* proxy = &conn->localSignalEpochId->proxy;
   for (int i = 0; i < ENG_CLOCK_EVERY; i++) {
-    if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return 1;
+    if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) {
+      c->spinAnswered++;
+      return 1;
+    }
     engPause();
   }
   return 0;

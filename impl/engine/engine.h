@@ -107,6 +107,8 @@ typedef struct engConn {
    * the epoch the last wait without progress waited for and since when (engNowNs). */
   uint64_t bytesPut;
   uint64_t stallWant, stallSince;
+  /* Waits that the inline spin of mscclppConnWaitNext answered (tests read it). */
+  uint64_t spinAnswered;
 } engConn;
 
 typedef struct engCtx {
