@@ -195,7 +195,7 @@ func (e *eth) connectCUDA(idx, peer, tag int, local unsafe.Pointer, dev cuda.Dev
 			return transport.Endpoint{}, err
 		}
 		if _, err := px.Start(e.h.Eng, C.ethOpsPtr(), func(state unsafe.Pointer) unsafe.Pointer {
-			e.cuState = C.ethCtxNew((*C.struct_cudaP2PState)(state))
+			e.cuState = C.ethCtxNew((*C.struct_cudaProxyState)(state))
 			return unsafe.Pointer(e.cuState)
 		}); err != nil {
 			px.Free()

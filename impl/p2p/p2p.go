@@ -1,7 +1,7 @@
 // Package p2p is the P2P transport of CUDA mode between GPUs of one node:
 // registrations exchanged as CUDA IPC handles, puts and signals as
 // asynchronous copies on the proxy's streams (p2p.c, its engOps table, over
-// cuda's P2P state), the trigger FIFO
+// cuda's proxy state), the trigger FIFO
 // in pinned host memory with its head in device memory. The first P2P
 // connection puts the communicator in CUDA mode, or, in host mode (no CUDA
 // driver in use, or MSCCLPP_DEVICE=host), makes P2P carry host memory
