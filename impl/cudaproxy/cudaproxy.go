@@ -5,6 +5,8 @@
 //
 // cudaproxy.c (cudaproxy.h) holds the C side those transports' engOps tables share: the
 // proxy thread's setup and the FIFO tail's publication, over cuda's proxy state.
+// ondemand.go holds what Ethernet and IB share, which start the proxy at their first
+// connection over device memory.
 package cudaproxy
 
 /*

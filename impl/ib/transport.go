@@ -51,10 +51,10 @@ type ibt struct {
 	conns map[int]*ibConn
 	wr    int
 	beats beats
-	cu    *cudaproxy.Proxy // CUDA mode: the proxy of connections over device memory (cudamode.go)
-	gdr   string           // how device memory was last registered (an INFO line when it changes)
-	srcs  srcCache         // MRs of device sources of mscclppRegisteredBufferWrite (write.go)
-	fab   fabric           // MSCCLPP_IB_HCA, _SL, _TC (fabric.go)
+	cu    cudaproxy.OnDemand // CUDA mode: the proxy of connections over device memory (cudamode.go)
+	gdr   string             // how device memory was last registered (an INFO line when it changes)
+	srcs  srcCache           // MRs of device sources of mscclppRegisteredBufferWrite (write.go)
+	fab   fabric             // MSCCLPP_IB_HCA, _SL, _TC (fabric.go)
 }
 
 func newIBT(h *transport.Host) (transport.Transport, error) {
@@ -80,7 +80,8 @@ func newIBT(h *transport.Host) (transport.Transport, error) {
 		return nil, err
 	}
 	return &ibt{h: h, lib: lib, devs: map[string]*verbs.Context{}, ctx: ctx, conns: map[int]*ibConn{}, wr: wr,
-		beats: beats{dead: h.Timeout}, fab: fab}, nil
+		beats: beats{dead: h.Timeout}, fab: fab, cu: cudaproxy.OnDemand{Name: "IB", Ops: CudaEngOps(),
+			Means: "RDMA writes from and into device memory (GPUDirect RDMA)"}}, nil
 }
 
 // device opens ibDev once per communicator, where MSCCLPP_IB_HCA allows it (on the port it names),
@@ -135,8 +136,8 @@ func (t *ibt) Declare(d transport.Decl) (transport.Endpoint, error) {
 		return transport.Endpoint{}, err
 	}
 	t.conns[idx] = &ibConn{dev: x, cq: cq, qp: qp, beat: slot}
-	if dv, ok := deviceOf(local); ok || (local == nil && t.cu != nil) {
-		return t.connectCUDA(idx, peer, tag, local, dv)
+	if dv, ok := t.cu.Serves(local); ok {
+		return t.cu.Declare(t.h, d, dv)
 	}
 	return t.h.HostSlot(idx, peer, tag, local, t.ctx), nil
 }
@@ -201,7 +202,7 @@ func (t *ibt) Finish(s transport.Setup) (transport.Connected, error) {
 		return transport.Connected{}, err
 	}
 	local := transport.LocalRegs(s, func(b transport.Buffer) engine.Reg {
-		if _, dev := deviceOf(b.Ptr); dev {
+		if _, dev := cudaproxy.DeviceOf(b.Ptr); dev {
 			return engine.Reg{Addr: uint64(uintptr(b.Ptr)), Size: b.Size} // device memory: the NIC's alone
 		}
 		return engine.Reg{Mapped: b.Ptr, Addr: uint64(uintptr(b.Ptr)), Size: b.Size}
@@ -269,7 +270,7 @@ func (t *ibt) Close() error {
 		t.ctx.Free()
 		t.ctx = nil
 	}
-	if t.cu != nil {
+	if t.cu.Proxy != nil {
 		t.cu.Ctx.Close() // no call inside the proxy context: the states below may go
 	}
 	for _, c := range t.conns {
@@ -288,7 +289,7 @@ func (t *ibt) Close() error {
 	t.conns = nil
 	t.srcs.close()
 	t.cu.Free() // after the MRs on its device memory are gone
-	t.cu = nil
+	t.cu.Proxy = nil
 	for _, x := range t.devs {
 		x.Close()
 	}

@@ -27,14 +27,15 @@ var layer = map[string]int{
 	"impl/hostmem": 2,
 	// 3: the vendor bindings, the C engine, the node segment and the bootstrap network.
 	"cuda": 3, "ib": 3, "impl/engine": 3, "impl/nodeshm": 3, "impl/bootstrap": 3,
-	// 4: what transports are built from: their contract and the shared CUDA-mode proxy.
-	"impl/transport": 4, "impl/cudaproxy": 4,
-	// 5: the transports, each in its own folder.
-	"impl/shm": 5, "impl/p2p": 5, "impl/eth": 5, "impl/ib": 5,
-	"impl/eth/ethfuzz": 5, // test support: Ethernet's C frame decoder for Go fuzz tests
-	// 6: the communicator core (with the registry of transports); 7: the C API.
-	"impl": 6,
-	"capi": 7,
+	// 4: the contract between the core and a transport; 5: the CUDA-mode proxy that three
+	// transports share, built on that contract.
+	"impl/transport": 4, "impl/cudaproxy": 5,
+	// 6: the transports, each in its own folder.
+	"impl/shm": 6, "impl/p2p": 6, "impl/eth": 6, "impl/ib": 6,
+	"impl/eth/ethfuzz": 6, // test support: Ethernet's C frame decoder for Go fuzz tests
+	// 7: the communicator core (with the registry of transports); 8: the C API.
+	"impl": 7,
+	"capi": 8,
 }
 
 // allowed are the imports that break the rule, each with the reason it stands. The test fails
@@ -160,10 +161,10 @@ func TestUpwardFindsWhatBreaksTheRule(t *testing.T) {
 	}
 	got := upward(imports, layer, stale)
 	want := []string{
-		"ib (layer 3) imports impl/ib (layer 5): imports must point to a lower layer",
-		"impl (layer 6) imports capi (layer 7): imports must point to a lower layer",
-		"impl/engine (layer 3) imports impl/shm (layer 5): imports must point to a lower layer",
-		"impl/eth (layer 5) imports impl/ib (layer 5): imports must point to a lower layer",
+		"ib (layer 3) imports impl/ib (layer 6): imports must point to a lower layer",
+		"impl (layer 7) imports capi (layer 8): imports must point to a lower layer",
+		"impl/engine (layer 3) imports impl/shm (layer 6): imports must point to a lower layer",
+		"impl/eth (layer 6) imports impl/ib (layer 6): imports must point to a lower layer",
 		"package newpkg has no layer: place it in layers_test.go (and docs/ARCHITECTURE.md)",
 		"the allowed import cuda -> ib is gone: remove it from the list",
 	}
