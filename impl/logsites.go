@@ -13,25 +13,16 @@ import (
 // bootstrap collectives, with timings. Each is one call at its site; the
 // ones on a per-call path check the level before formatting anything.
 
-// subsysOf is the logging subsystem of a transport (its registry entry's): P2P, SHM, or NET
-// for the network transports.
-func subsysOf(t Transport) logx.Subsys {
-	if e, err := lookupTransport(t); err == nil && e.Subsys != 0 {
-		return e.Subsys
-	}
-	return logx.Net
-}
-
 // logConnect says that a connection was declared.
 func (c *Comm) logConnect(cn *Conn, buff unsafe.Pointer, size uint64) {
-	logx.Infof(logx.Init|subsysOf(cn.transport), "rank %d: connection %d to rank %d tag %d declared over %v (buffer %p, %d bytes); it is set up by the next mscclppConnectionSetup",
-		c.rank, cn.idx, cn.remoteRank, cn.tag, transportName(cn.transport), buff, size)
+	logx.Infof(logx.Init|cn.entry.Subsys, "rank %d: connection %d to rank %d tag %d declared over %v (buffer %p, %d bytes); it is set up by the next mscclppConnectionSetup",
+		c.rank, cn.idx, cn.remoteRank, cn.tag, cn.entry.Name, buff, size)
 }
 
 // logRegisterForConn says that a buffer became handle h of connection cn.
 func (c *Comm) logRegisterForConn(cn *Conn, h int, buff unsafe.Pointer, size uint64) {
-	logx.Infof(subsysOf(cn.transport), "rank %d: buffer %p (%d bytes) registered as handle %d of connection %d to rank %d over %v",
-		c.rank, buff, size, h, cn.idx, cn.remoteRank, transportName(cn.transport))
+	logx.Infof(cn.entry.Subsys, "rank %d: buffer %p (%d bytes) registered as handle %d of connection %d to rank %d over %v",
+		c.rank, buff, size, h, cn.idx, cn.remoteRank, cn.entry.Name)
 }
 
 // logRegisterBuffer says that mscclppRegisterBuffer exchanged mem with every peer.
@@ -45,8 +36,8 @@ func (c *Comm) logRegisterBuffer(mem unsafe.Pointer, size uint64, peers []Regist
 		if p.RemoteBuff != nil {
 			mapped = fmt.Sprintf("mapped here at %p", p.RemoteBuff)
 		}
-		logx.Infof(subsysOf(cn.transport), "rank %d: mscclppRegisterBuffer %p (%d bytes): the peer's buffer over connection %d to rank %d (%v) is %s",
-			c.rank, mem, size, i, cn.remoteRank, transportName(cn.transport), mapped)
+		logx.Infof(cn.entry.Subsys, "rank %d: mscclppRegisterBuffer %p (%d bytes): the peer's buffer over connection %d to rank %d (%v) is %s",
+			c.rank, mem, size, i, cn.remoteRank, cn.entry.Name, mapped)
 	}
 	logx.Infof(logx.Init, "rank %d: mscclppRegisterBuffer of %d bytes with %d connections in %v", c.rank, size, len(peers), time.Since(start))
 }

@@ -222,7 +222,7 @@ func (c *p2p) ImportRegistered(idx, pid int, blob []byte) (engine.Reg, unsafe.Po
 		if err := c.hostBlob(blob); err != nil {
 			return engine.Reg{}, nil, err
 		}
-		return c.host.(transport.Registrar).ImportRegistered(idx, pid, blob)
+		return c.host.ImportRegistered(idx, pid, blob)
 	}
 	r, err := c.importReg(blob, pid)
 	return r, engine.DevPtr(r.Addr), err
@@ -232,7 +232,7 @@ func (c *p2p) ImportRegistered(idx, pid int, blob []byte) (engine.Reg, unsafe.Po
 // stream (in host mode: host memory, as SHM, done on return).
 func (c *p2p) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, stream uintptr) error {
 	if c.host != nil {
-		return c.host.(transport.Registrar).Write(idx, rec, off, src, size, stream)
+		return c.host.Write(idx, rec, off, src, size, stream)
 	}
 	if off > rec.Size() || size > rec.Size()-off {
 		return status.Errorf(status.InvalidArgument, "write of %d bytes at offset %d exceeds the peer's registered %d bytes", size, off, rec.Size())

@@ -1,6 +1,6 @@
 // Package transport is the contract between the communicator core and its
 // transports (SHM, P2P, ...): the Transport interface a transport implements
-// (with the optional Registrar, Stopper, SetUpper and Moder), the Entry that
+// (with the optional Stopper, SetUpper and Moder), the Entry that
 // lists it in impl/registry.go (like NCCL's ncclTransports array), and the
 // Host a communicator offers it. The core never names a transport; each
 // transport lives in its own package under impl/.
@@ -103,7 +103,8 @@ type Connected struct {
 
 // Transport is one transport of one communicator, what NCCL's struct ncclTransport is: the
 // core declares a connection, sends the blob of each registration, finishes the connection
-// from the peer's blobs, and closes. It calls it under its control-plane lock.
+// from the peer's blobs, serves mscclppRegisterBuffer and mscclppRegisteredBufferWrite, and
+// closes. It calls it under its control-plane lock.
 type Transport interface {
 	// Declare checks that the connection can be served (an error says why not) and sets up
 	// its local side: the proxy context serving it and its signal slot.
@@ -114,13 +115,6 @@ type Transport interface {
 	// Finish imports the peer's blobs, builds and wires the connection's engine connection
 	// (Host.Wire) and returns what the device connection needs.
 	Finish(s Setup) (Connected, error)
-	// Close releases everything; the proxies are stopped and no host call is inside a context.
-	Close() error
-}
-
-// Registrar is implemented by transports that serve mscclppRegisterBuffer and
-// mscclppRegisteredBufferWrite (every transport of this library does).
-type Registrar interface {
 	// ImportRegistered turns the blob the peer (pid) described for a buffer of
 	// mscclppRegisterBuffer (handle Registered) over connection idx into a registration, and
 	// the address an application here uses for it (nil when not addressable here).
@@ -128,6 +122,8 @@ type Registrar interface {
 	// Write copies size bytes of src to offset off of a peer's Registered registration over
 	// connection idx (mscclppRegisteredBufferWrite); the connection is set up.
 	Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, stream uintptr) error
+	// Close releases everything; the proxies are stopped and no host call is inside a context.
+	Close() error
 }
 
 // Stopper is implemented by transports with work in flight once the proxies stopped (this
