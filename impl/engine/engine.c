@@ -38,8 +38,8 @@ void engCommFree(engComm* c)
 /* A child forked after the library loaded must not use the data path: its
  * connections, FIFOs and proxy flags are copies of the parent's (a put would
  * write into the peer, a wait would wait on a proxy that does not exist in
- * the child). Every entry point checks errForkedChild first (one load), and
- * errForked records the last error in the words of every entry point. */
+ * the child). Every entry point makes the fork check of every entry point first
+ * (errForked, impl/status/errs.h: one load). */
 
 #define ENG_NOT_OURS "not a connection returned by mscclppGetAllDeviceConnections, or its communicator was destroyed"
 #define ENG_CUDA_MODE \
@@ -61,10 +61,7 @@ static __attribute__((noinline)) engConn* connRefuse(engCtx* ctx, const char* fn
 static inline __attribute__((always_inline)) engConn* connEnter(struct mscclppDevConn* dev, const char* fn,
                                                                 int hostOnly)
 {
-  if (__builtin_expect(errForkedChild, 0)) {
-    errForked(fn);
-    return NULL;
-  }
+  if (errForked(fn)) return NULL;
   if (__builtin_expect(dev == NULL, 0)) return connRefuse(NULL, fn, "conn is NULL");
   engCtx* ctx = engEnter(dev->fifo.triggerFifo);
   if (__builtin_expect(ctx == NULL, 0)) return connRefuse(NULL, fn, ENG_NOT_OURS);
@@ -374,10 +371,7 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
  * process-wide last error set. */
 static engCtx* fifoEnter(struct mscclppConcurrentFifo* fifo, const char* fn)
 {
-  if (__builtin_expect(errForkedChild, 0)) {
-    errForked(fn);
-    return NULL;
-  }
+  if (errForked(fn)) return NULL;
   if (fifo == NULL) {
     engFail(NULL, mscclppInvalidUsage, "%s: fifo is NULL", fn);
     return NULL;

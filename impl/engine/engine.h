@@ -19,7 +19,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "../status/errs.h" /* impl/status: the one home of error text (a path from here: no -I needed) */
+#include "errs.h" /* impl/status: the one home of error text */
 #include "mscclpp.h"
 
 /* Connections per context: every connId a trigger can carry (include/mscclppfifo.h). */
