@@ -123,7 +123,8 @@ var versionOnce sync.Once
 func newComm(b *bootstrap.Bootstrap, start time.Time, node *nodeJoin) (*Comm, error) {
 	versionOnce.Do(func() { logx.Versionf("MSCCL++ version 0.1.0 (Go implementation)") })
 	c := &Comm{rank: b.Rank(), nranks: b.Size(), boot: b, transports: map[Transport]transport.Transport{}}
-	c.host = transport.Host{Rank: c.rank, NRanks: c.nranks, HostIDs: b.HostIDs(), ListenIP: listenIP(b.ListenAddr()), Timeout: BootstrapTimeout()}
+	c.host = transport.Host{Rank: c.rank, NRanks: c.nranks, HostIDs: b.HostIDs(), ListenIP: listenIP(b.ListenAddr()), Timeout: BootstrapTimeout(),
+		Settings: transportSettings()}
 	c.host.PeersClosed = c.peersClosed
 	fail := func(err error) (*Comm, error) {
 		b.Abort(err)
@@ -135,8 +136,9 @@ func newComm(b *bootstrap.Bootstrap, start time.Time, node *nodeJoin) (*Comm, er
 	}
 	c.waitCfg = waitBackoff(len(c.host.LocalOf))
 	c.host.Eng = engine.NewComm(c.rank, c.waitCfg, proxyBackoff())
-	c.host.Eng.SetStreamBytes(uint64(envUint("MSCCLPP_STREAM_COPY_BYTES", 8<<20)), uint64(envUint("MSCCLPP_STREAM_COPY_MAX_BYTES", 128<<20)))
-	c.host.Eng.SetStreamAuto(envUint("MSCCLPP_STREAM_COPY_AUTO", 1) != 0)
+	copyBytes, copyMax, copyAuto := streamCopy()
+	c.host.Eng.SetStreamBytes(copyBytes, copyMax)
+	c.host.Eng.SetStreamAuto(copyAuto)
 	c.host.Eng.SetEagerBytes(eagerBytes())
 	c.registerReports()
 	var err error

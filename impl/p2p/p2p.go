@@ -28,7 +28,6 @@ import (
 	"github.com/mscclpp-go/mscclpp/cuda"
 	"github.com/mscclpp-go/mscclpp/impl/cudaproxy"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
-	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
@@ -37,11 +36,15 @@ import (
 // ID is mscclppTransportP2P.
 const ID transport.ID = 0
 
-// Entry registers the transport; its Init reads MSCCLPP_DEVICE at every mscclppCommInitRank.
-var Entry = transport.Entry{ID: ID, Name: "P2P", Subsys: logx.P2P, New: newP2P, Init: func(*transport.Host) error {
-	_, err := devicePolicy(true)
-	return err
-}}
+// EnvDevice chooses host or CUDA mode (devicePolicy).
+const EnvDevice = "MSCCLPP_DEVICE"
+
+// Entry registers the transport; its Init checks MSCCLPP_DEVICE at every mscclppCommInitRank.
+var Entry = transport.Entry{ID: ID, Name: "P2P", Subsys: logx.P2P, New: newP2P, Settings: []string{EnvDevice},
+	Init: func(h *transport.Host) error {
+		_, err := devicePolicy(h.Setting(EnvDevice), true)
+		return err
+	}}
 
 // cudaState is what a communicator holds in CUDA mode: the proxy and the peers' IPC mappings.
 type cudaState struct {
@@ -62,7 +65,7 @@ type p2p struct {
 }
 
 func newP2P(h *transport.Host) (transport.Transport, error) {
-	policy, err := devicePolicy(false)
+	policy, err := devicePolicy(h.Setting(EnvDevice), false)
 	if err != nil {
 		return nil, err
 	}
@@ -264,12 +267,12 @@ const (
 	deviceCUDA        // as auto, but the driver must load and initialise at init
 )
 
-// devicePolicy reads MSCCLPP_DEVICE; atInit also says in an INFO line what it means now and
+// devicePolicy parses MSCCLPP_DEVICE's value v; atInit also says in an INFO line what it means now and
 // checks that the driver works where the setting demands it. The mode itself is decided at the
 // first P2P connection (enterCUDA), not at init: CUDA 11 runtimes create the context lazily, so
 // at mscclppCommInitRank the thread may have none yet even after cudaSetDevice.
-func devicePolicy(atInit bool) (int, error) {
-	v := strings.ToLower(env.Get("MSCCLPP_DEVICE"))
+func devicePolicy(v string, atInit bool) (int, error) {
+	v = strings.ToLower(v)
 	if !atInit {
 		switch v {
 		case "host":

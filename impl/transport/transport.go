@@ -35,7 +35,14 @@ type Host struct {
 	// waits (at most the bootstrap timeout) until each said the same of this rank's: memory
 	// peers mapped through CUDA IPC is freed only after that. Nil: nothing to wait for.
 	PeersClosed func(peers []int) error
+	// Settings holds the environment variables the registered transports declare
+	// (Entry.Settings), read once by the core at mscclppCommInitRank: "" where unset.
+	Settings map[string]string
 }
+
+// Setting is the value of the environment variable name as the core read it for this
+// communicator ("" where unset); name must be in the transport's Entry.Settings.
+func (h *Host) Setting(name string) string { return h.Settings[name] }
 
 // OnMyNode reports whether rank peer runs on this rank's node.
 func (h *Host) OnMyNode(peer int) bool {
@@ -151,8 +158,11 @@ type Entry struct {
 	Subsys logx.Subsys // the logging subsystem of its INFO lines
 	// New makes the transport's instance for one communicator (at its first connection over it).
 	New func(h *Host) (Transport, error)
-	// Init, when set, runs at every mscclppCommInitRank (e.g. to read settings that make init fail).
+	// Init, when set, runs at every mscclppCommInitRank (e.g. to check settings that make init fail).
 	Init func(h *Host) error
+	// Settings names the environment variables the transport reads: the core reads them (and
+	// logs each), the transport parses them from Host.Setting and holds their defaults.
+	Settings []string
 }
 
 // ImportAll imports the peer's blobs of s by handle with imp: how a transport's Finish begins.
