@@ -413,3 +413,28 @@ func (c *Comm) ProxyServed() uint64 {
 	}
 	return n
 }
+
+// logProxy says that the proxies started or stopped.
+func (c *Comm) logProxy(started bool, n int, start time.Time) {
+	if started {
+		logx.Infof(logx.Init, "rank %d: %d proxy thread(s) started (one per transport context) in %v", c.rank, n, time.Since(start))
+		return
+	}
+	logx.Infof(logx.Init, "rank %d: %d proxy thread(s) stopped in %v (%d triggers served)", c.rank, n, time.Since(start), c.ProxyServed())
+}
+
+// logColl says which path a bootstrap collective takes (size 0: a barrier).
+func (c *Comm) logColl(what string, size int, shm bool) {
+	if !logx.Enabled(logx.LevelInfo, logx.Coll) {
+		return
+	}
+	path := "TCP (the bootstrap ring)"
+	if shm {
+		path = "the node's shared-memory segment"
+	}
+	if size == 0 {
+		logx.Infof(logx.Coll, "rank %d: %s of %d ranks through %s", c.rank, what, c.nranks, path)
+		return
+	}
+	logx.Infof(logx.Coll, "rank %d: %s of %d bytes per rank, %d ranks, through %s", c.rank, what, size, c.nranks, path)
+}

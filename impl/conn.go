@@ -6,6 +6,7 @@ import (
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/hostmem"
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
@@ -137,4 +138,16 @@ func (c *Comm) DeviceConnection(remoteRank, tag int) (unsafe.Pointer, error) {
 		}
 	}
 	return nil, status.Errorf(status.InvalidArgument, "no connection to rank %d with tag %d", remoteRank, tag)
+}
+
+// logConnect says that a connection was declared.
+func (c *Comm) logConnect(cn *Conn, buff unsafe.Pointer, size uint64) {
+	logx.Infof(logx.Init|cn.entry.Subsys, "rank %d: connection %d to rank %d tag %d declared over %v (buffer %p, %d bytes); it is set up by the next mscclppConnectionSetup",
+		c.rank, cn.idx, cn.remoteRank, cn.tag, cn.entry.Name, buff, size)
+}
+
+// logRegisterForConn says that a buffer became handle h of connection cn.
+func (c *Comm) logRegisterForConn(cn *Conn, h int, buff unsafe.Pointer, size uint64) {
+	logx.Infof(cn.entry.Subsys, "rank %d: buffer %p (%d bytes) registered as handle %d of connection %d to rank %d over %v",
+		c.rank, buff, size, h, cn.idx, cn.remoteRank, cn.entry.Name)
 }

@@ -256,3 +256,27 @@ func (c *Comm) RegisteredBufferWrite(peers []RegisteredPeer, src unsafe.Pointer,
 	}
 	return nil
 }
+
+// logRegisterBuffer says that mscclppRegisterBuffer exchanged mem with every peer.
+func (c *Comm) logRegisterBuffer(mem unsafe.Pointer, size uint64, peers []RegisteredPeer, start time.Time) {
+	if !logx.Enabled(logx.LevelInfo, logx.P2P|logx.SHM|logx.Net) {
+		return
+	}
+	for i, p := range peers {
+		cn := c.conns[i]
+		mapped := "not mapped here: written through the transport"
+		if p.RemoteBuff != nil {
+			mapped = fmt.Sprintf("mapped here at %p", p.RemoteBuff)
+		}
+		logx.Infof(cn.entry.Subsys, "rank %d: mscclppRegisterBuffer %p (%d bytes): the peer's buffer over connection %d to rank %d (%v) is %s",
+			c.rank, mem, size, i, cn.remoteRank, cn.entry.Name, mapped)
+	}
+	logx.Infof(logx.Init, "rank %d: mscclppRegisterBuffer of %d bytes with %d connections in %v", c.rank, size, len(peers), time.Since(start))
+}
+
+// logSetup says how long mscclppConnectionSetup took.
+func (c *Comm) logSetup(fresh, all int, start time.Time, err error) {
+	if err == nil {
+		logx.Infof(logx.Init, "rank %d: mscclppConnectionSetup of %d new connections (%d in all) done in %v", c.rank, fresh, all, time.Since(start))
+	}
+}
