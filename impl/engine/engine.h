@@ -55,7 +55,27 @@ typedef struct engComm {
   uint64_t eagerBytes;     /* SHM puts of up to this many bytes into unmapped memory go through the eager ring (0: never) */
   uint64_t hangReportNs;   /* a signal wait without progress this long reports the connections (report.c); 0: never */
   int hangReported;        /* set once the report was made: one per communicator */
+  /* A remote failure is sticky per connection: connFailed[connId] is set (atomic) once a remote
+   * error was recorded on that connection, and ends every wait on it; broken is set when the
+   * communicator itself is lost (its bootstrap failed) and ends every wait. */
+  volatile int broken;
+  uint32_t nConnFailed; /* connections marked failed so far (atomic): a proxy rescans its own when it moves */
+  uint8_t connFailed[ENG_MAX_CONNS];
 } engComm;
+
+/* Marks comm lost (broken: every wait ends), and whether connection connId is marked failed. */
+static inline void engSetBroken(engComm* comm) { __atomic_store_n(&comm->broken, 1, __ATOMIC_RELEASE); }
+static inline int engConnFailed(engComm* comm, int connId)
+{
+  return connId >= 0 && connId < ENG_MAX_CONNS && __atomic_load_n(&comm->connFailed[connId], __ATOMIC_ACQUIRE);
+}
+/* Marks connection connId of comm failed by a remote error (its waits end). */
+static inline void engMarkConnFailed(engComm* comm, int connId)
+{
+  if (comm != NULL && connId >= 0 && connId < ENG_MAX_CONNS &&
+      __atomic_exchange_n(&comm->connFailed[connId], 1, __ATOMIC_ACQ_REL) == 0)
+    __atomic_fetch_add(&comm->nConnFailed, 1, __ATOMIC_RELEASE);
+}
 
 /* A registration as seen from this process. */
 typedef struct engReg {
@@ -124,10 +144,16 @@ typedef struct engCtx {
   pthread_t thread;
   volatile int running;
   volatile int stop;
-  volatile int closing; /* set by engCtxClose: host calls still inside leave with InvalidUsage */
+  volatile int closing; /* set by engCtxClose (or engCtxMarkClosing before the proxy stops): host calls
+                         * still inside leave with InvalidUsage, a transport's send in progress gives up */
+  volatile int abandon; /* mscclppProxyStop after a reported failure: sends give up instead of waiting */
   int slot;             /* index in the table of live contexts, or -1 */
   uint64_t served;      /* triggers served, for tests and stats */
-  int failed;           /* proxy thread only: its published tail carries MSCCLPP_FIFO_TAIL_FAILED */
+  int failed;           /* set by the proxy thread (atomic): its published tail carries MSCCLPP_FIFO_TAIL_FAILED */
+  int opFailed;         /* proxy thread only: an operation failed other than for a bad trigger */
+  uint64_t refused;     /* set by the proxy thread (atomic): 1 + the sequence number of the last trigger it
+                         * refused (bad arguments), 0 when none: its mscclppFifoWaitServed reports it */
+  uint32_t failedSeen;  /* proxy thread only: engComm.nConnFailed when it last looked at its connections */
 } engCtx;
 
 /* Live contexts. A host call on a mscclppDevConn first looks its FIFO pointer
@@ -186,6 +212,11 @@ static inline void engLeave(engCtx* ctx)
   else
     __atomic_fetch_sub(&engCtxSlots[ctx->slot].users, 1, __ATOMIC_RELEASE);
 }
+/* Marks ctx closing before its proxy stops (the destroy of its communicator): the transports'
+ * sends in progress and host waits give up at once, so joining the proxy waits for no peer. */
+void engCtxMarkClosing(engCtx* ctx);
+/* Sets ctx->abandon (on: 1) or clears it: see engCtx. */
+void engCtxAbandon(engCtx* ctx, int on);
 /* Removes ctx from the live table and waits until no host call is inside it. Idempotent. */
 void engCtxClose(engCtx* ctx);
 
@@ -210,10 +241,12 @@ int engProxyStart(engCtx* ctx);
 /* Drains the FIFO, then stops and joins the proxy thread. */
 void engProxyStop(engCtx* ctx);
 
-/* engFail on connection c, the message prefixed with its id, peer and tag; returns code. */
-#define engConnFail(c, code, fmt, ...)                                                                 \
-  engFail((c)->comm, (code), "connection %d (rank %d, tag %d): " fmt, (c)->connId, (c)->peerRank, (c)->tag, \
-          ##__VA_ARGS__)
+/* engFail on connection c, the message prefixed with its id, peer and tag; returns code. A remote
+ * error also marks the connection failed (engMarkConnFailed): sticky for it, not for the others. */
+#define engConnFail(c, code, fmt, ...)                                                                           \
+  (((code) == mscclppRemoteError ? engMarkConnFailed((c)->comm, (c)->connId) : (void)0),                        \
+   engFail((c)->comm, (code), "connection %d (rank %d, tag %d): " fmt, (c)->connId, (c)->peerRank, (c)->tag, \
+           ##__VA_ARGS__))
 /* Checks a put's handles and ranges against the registrations; on success sets
  * *src and *dst, else records the failure (engConnFail) and returns its code. */
 int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff, uint64_t size,

@@ -38,24 +38,37 @@ struct ethCtx* ethCtxNew(struct cudaProxyState* cuda)
   return e;
 }
 
+/* Whether the sender of a frame on s must give up now: the context closes (destroy), or its
+ * proxy stops after a reported failure (abandon). */
+static int giveUp(ethConn* s)
+{
+  engCtx* x = s->c->ctx;
+  return s->closing || __atomic_load_n(&x->closing, __ATOMIC_ACQUIRE) || __atomic_load_n(&x->abandon, __ATOMIC_ACQUIRE);
+}
+
 /* Sends every byte of iov (advancing it); 0, or the errno that stopped it: ETIMEDOUT when
  * nothing went out for deadMs, EHOSTUNREACH once the connection is declared dead, ESHUTDOWN when
- * the context is closing. A blocked sendmsg returns every tick (SO_SNDTIMEO) to look. */
+ * the context is closing or abandons its sends before the frame started, ECANCELED when it
+ * does inside the frame (the stream is then cut). Checked at every step: a blocked sendmsg
+ * returns every tick (SO_SNDTIMEO), and ethAbort's shutdown releases it at once. */
 int ethSendAll(ethConn* s, struct iovec* iov, int n)
 {
   uint64_t progress = engNowNs();
+  int started = 0;
   while (n > 0) {
     if (__atomic_load_n(&s->dead, __ATOMIC_ACQUIRE)) return EHOSTUNREACH;
+    if (giveUp(s)) return started ? ECANCELED : ESHUTDOWN;
     ssize_t k = sendmsg(s->fd, &(struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)n}, MSG_NOSIGNAL);
     if (k < 0) {
       if (errno == EINTR) continue;
       if (__atomic_load_n(&s->dead, __ATOMIC_ACQUIRE)) return EHOSTUNREACH; /* shut down by ethMarkDead */
+      if (giveUp(s)) return started ? ECANCELED : ESHUTDOWN; /* or by ethAbort */
       if (errno != EAGAIN && errno != EWOULDBLOCK) return errno;
-      if (s->closing || __atomic_load_n(&s->c->ctx->closing, __ATOMIC_ACQUIRE)) return ESHUTDOWN;
       if (engNowNs() - progress >= s->deadNs) return ETIMEDOUT;
       continue;
     }
     progress = engNowNs();
+    started = started || k > 0;
     __atomic_store_n(&s->lastSendNs, progress, __ATOMIC_RELAXED);
     while (n > 0 && (size_t)k >= iov->iov_len) {
       k -= (ssize_t)iov->iov_len;
@@ -90,7 +103,13 @@ void ethPutHeader(unsigned char* h, uint32_t type, uint64_t a, uint64_t b, uint6
 
 int ethSendFailed(engConn* c, ethConn* s, int err)
 {
-  if (s->closing || err == ESHUTDOWN) return mscclppInvalidUsage;
+  if (err == ECANCELED && !s->closing && !__atomic_load_n(&c->ctx->closing, __ATOMIC_ACQUIRE)) {
+    /* a frame cut by mscclppProxyStop after a failure: the stream cannot go on */
+    int rc = engConnFail(c, mscclppRemoteError, "a send to rank %d was given up inside a frame (mscclppProxyStop after a failure): the connection is closed", c->peerRank);
+    ethMarkDead(s);
+    return rc;
+  }
+  if (s->closing || err == ESHUTDOWN || err == ECANCELED) return mscclppInvalidUsage;
   char what[200];
   if (err == ETIMEDOUT)
     snprintf(what, sizeof(what),
@@ -301,20 +320,36 @@ int ethFence(struct ethCtx* e, uint64_t seq, int64_t timeoutMs, char* err, int e
   return mscclppSuccess;
 }
 
+void ethAbort(struct ethCtx* e)
+{
+  if (e == NULL) return;
+  for (int i = 0; i < ENG_MAX_CONNS; i++) {
+    ethConn* s = e->conns[i];
+    if (s == NULL || __atomic_load_n(&s->closing, __ATOMIC_ACQUIRE)) continue;
+    __atomic_store_n(&s->closing, 1, __ATOMIC_RELEASE);
+    /* at a frame boundary (nobody holds the send lock) a goodbye ends the stream cleanly; a sender
+     * inside a frame is released by the shutdown, and the peer sees the frame cut: RemoteError */
+    if (pthread_mutex_trylock(&s->sendLock) == 0) {
+      unsigned char hdr[ETH_HDR_BYTES];
+      ethPutHeader(hdr, ETH_BYE, 0, 0, 0);
+      (void)send(s->fd, hdr, sizeof(hdr), MSG_NOSIGNAL | MSG_DONTWAIT); /* best effort */
+      shutdown(s->fd, SHUT_WR);
+      pthread_mutex_unlock(&s->sendLock);
+    } else {
+      shutdown(s->fd, SHUT_WR);
+    }
+  }
+}
+
 /* Closes every connection's socket and joins its receive thread, then frees the state. */
 static void ethClose(engCtx* ctx)
 {
   struct ethCtx* e = (struct ethCtx*)ctx->transport;
   if (e == NULL) return;
+  ethAbort(e); /* a goodbye on every connection, unless ethAbort said it already */
   for (int i = 0; i < ENG_MAX_CONNS; i++) {
     ethConn* s = e->conns[i];
     if (s == NULL) continue;
-    __atomic_store_n(&s->closing, 1, __ATOMIC_RELEASE);
-    unsigned char hdr[ETH_HDR_BYTES];
-    ethPutHeader(hdr, ETH_BYE, 0, 0, 0);
-    pthread_mutex_lock(&s->sendLock);
-    (void)send(s->fd, hdr, sizeof(hdr), MSG_NOSIGNAL | MSG_DONTWAIT); /* best effort */
-    pthread_mutex_unlock(&s->sendLock);
     shutdown(s->fd, SHUT_RDWR);
     ethReaderEnd(s); /* a receive thread parked while a wait read wakes and exits */
     if (s->rxStarted) pthread_join(s->rx, NULL);

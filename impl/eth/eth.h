@@ -57,6 +57,12 @@ int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t 
  * Returns a mscclppResult_t; err gets the reason. */
 int ethFence(struct ethCtx* e, uint64_t seq, int64_t timeoutMs, char* err, int errLen);
 
+/* Ends every connection of e for the destroy of its communicator, without waiting for any peer:
+ * marks them closing (sends give up), says goodbye where no frame is in progress, and shuts the
+ * sockets' sending side down, which releases a sender blocked on a busy or lost peer at once. The
+ * receive threads go on until the context's close op. */
+void ethAbort(struct ethCtx* e);
+
 /* Buffers of mscclppRegisterBuffer a peer writes with ETH_REG, per connection: chunks that
  * never move (the receive thread reads them while more are added), at most ETH_MAX_REGS. */
 #define ETH_REG_CHUNK 64
