@@ -127,7 +127,8 @@ var versionOnce sync.Once
 func newComm(b *bootstrap.Bootstrap, start time.Time, node *nodeJoin) (*Comm, error) {
 	versionOnce.Do(func() { logx.Versionf("MSCCL++ version 0.1.0 (Go implementation)") })
 	c := &Comm{rank: b.Rank(), nranks: b.Size(), boot: b, timeout: b.Timeout(), transports: map[Transport]transport.Transport{}}
-	c.host = transport.Host{Rank: c.rank, NRanks: c.nranks, HostIDs: b.HostIDs(), ListenIP: listenIP(b.ListenAddr()), Timeout: c.timeout}
+	c.host = transport.Host{Rank: c.rank, NRanks: c.nranks, HostIDs: b.HostIDs(), ListenIP: listenIP(b.ListenAddr()), Timeout: c.timeout,
+		Settings: transportSettings()}
 	c.host.PeersClosed = c.peersClosed
 	fail := func(err error) (*Comm, error) {
 		b.Abort(err)
@@ -139,8 +140,9 @@ func newComm(b *bootstrap.Bootstrap, start time.Time, node *nodeJoin) (*Comm, er
 	}
 	c.waitCfg = waitBackoff(len(c.host.LocalOf))
 	c.host.Eng = engine.NewComm(c.rank, c.waitCfg, proxyBackoff())
-	c.host.Eng.SetStreamBytes(uint64(envUint("MSCCLPP_STREAM_COPY_BYTES", 8<<20)), uint64(envUint("MSCCLPP_STREAM_COPY_MAX_BYTES", 128<<20)))
-	c.host.Eng.SetStreamAuto(envUint("MSCCLPP_STREAM_COPY_AUTO", 1) != 0)
+	copyBytes, copyMax, copyAuto := streamCopy()
+	c.host.Eng.SetStreamBytes(copyBytes, copyMax)
+	c.host.Eng.SetStreamAuto(copyAuto)
 	c.host.Eng.SetEagerBytes(eagerBytes())
 	c.registerReports()
 	var err error
@@ -441,4 +443,29 @@ func (c *Comm) ProxyServed() uint64 {
 		n += x.Served()
 	}
 	return n
+}
+
+// logProxy says that the proxies started or stopped.
+func (c *Comm) logProxy(started bool, n int, start time.Time) {
+	if started {
+		logx.Infof(logx.Init, "rank %d: %d proxy thread(s) started (one per transport context) in %v", c.rank, n, time.Since(start))
+		return
+	}
+	logx.Infof(logx.Init, "rank %d: %d proxy thread(s) stopped in %v (%d triggers served)", c.rank, n, time.Since(start), c.ProxyServed())
+}
+
+// logColl says which path a bootstrap collective takes (size 0: a barrier).
+func (c *Comm) logColl(what string, size int, shm bool) {
+	if !logx.Enabled(logx.LevelInfo, logx.Coll) {
+		return
+	}
+	path := "TCP (the bootstrap ring)"
+	if shm {
+		path = "the node's shared-memory segment"
+	}
+	if size == 0 {
+		logx.Infof(logx.Coll, "rank %d: %s of %d ranks through %s", c.rank, what, c.nranks, path)
+		return
+	}
+	logx.Infof(logx.Coll, "rank %d: %s of %d bytes per rank, %d ranks, through %s", c.rank, what, size, c.nranks, path)
 }

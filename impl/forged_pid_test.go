@@ -226,7 +226,7 @@ func forgerRound(c *Comm, tc forgedPidCase, canary uint64, third int) error {
 		if err != nil {
 			return err
 		}
-		m = setupMsg{transport: cn.transport, pid: os.Getpid(), blobs: [][]byte{blob}}
+		m = setupMsg{transport: cn.entry.ID, pid: os.Getpid(), blobs: [][]byte{blob}}
 	} else if m, err = c.describe(cn, []int{0, 1}); err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "../status/errs.h" /* impl/status: the one home of error text (a path from here: no -I needed) */
+#include "errs.h" /* impl/status: the one home of error text */
 #include "mscclpp.h"
 
 /* Connections per context: every connId a trigger can carry (include/mscclppfifo.h). */
@@ -127,6 +127,8 @@ typedef struct engConn {
    * the epoch the last wait without progress waited for and since when (engNowNs). */
   uint64_t bytesPut;
   uint64_t stallWant, stallSince;
+  /* Waits that the inline spin of mscclppConnWaitNext answered (tests read it). */
+  uint64_t spinAnswered;
 } engConn;
 
 typedef struct engCtx {

@@ -54,7 +54,7 @@ typedef struct ethRegs {
 struct ethCtx {
   ethConn* conns[ENG_MAX_CONNS];
   ethRegs* regs[ENG_MAX_CONNS]; /* mscclppRegisterBuffer registrations by connId, or NULL */
-  struct cudaP2PState* cuda; /* CUDA mode, else NULL */
+  struct cudaProxyState* cuda; /* CUDA mode, else NULL */
 };
 
 static inline struct ethCtx* ctxState(engConn* c) { return (struct ethCtx*)c->ctx->transport; }

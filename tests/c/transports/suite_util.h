@@ -1,5 +1,5 @@
 /*
- * shm_util.h: helpers shared by the SHM data-path tests (tests/c/shm).
+ * suite_util.h: helpers shared by the data-path suite (tests/c/transports), run over every transport.
  *
  * Works from C11 and C++11. The program defines _GNU_SOURCE before any
  * include. Rank information comes from the launcher (tests/c/launch.c):
@@ -15,8 +15,8 @@
  *   su_shm_*                    find /dev/shm/mscclpp.* files this job left behind
  *   su_finish()                 print the summary; the exit status
  */
-#ifndef SHM_UTIL_H_
-#define SHM_UTIL_H_
+#ifndef SUITE_UTIL_H_
+#define SUITE_UTIL_H_
 
 #include <mscclpp.h>
 
@@ -367,4 +367,4 @@ static SU_UNUSED int su_finish(void)
   return 1;
 }
 
-#endif /* SHM_UTIL_H_ */
+#endif /* SUITE_UTIL_H_ */

@@ -15,7 +15,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "shm_util.h"
+#include "suite_util.h"
 
 #include <vector>
 

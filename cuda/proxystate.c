@@ -1,11 +1,11 @@
 /*
- * p2p.c: the driver side of the CUDA P2P state (cudaP2PState): a proxy
+ * proxystate.c: the driver side of a CUDA-mode proxy's state (cudaProxyState): a proxy
  * context's two streams (one for copies in trigger order, one for the FIFO
  * tail, as upstream's fifoStream), the tail word in device memory with its
  * pinned staging words, and the proxy thread's setup (context current,
  * bound near the GPU). Driver calls only, returning a cuwResult and the
  * failing call's name: the transports that use the state (impl/p2p's engOps
- * table, impl/eth in CUDA mode, through impl/cudaproxy) turn those into
+ * table, Ethernet and IB in CUDA mode, through impl/cudaproxy) turn those into
  * engine errors. Runs on the proxy thread (and on host initiators' threads),
  * never calls into Go.
  */
@@ -27,7 +27,7 @@ static const char* errName(const cuwApi* a, cuwResult rc, char* buf, size_t len)
   return buf;
 }
 
-int cudaP2PThreadEnter(cudaP2PState* st, const char** call)
+int cudaProxyStateEnter(cudaProxyState* st, const char** call)
 {
   cuwResult rc = st->api->ctxSetCurrent(st->ctx);
   if (rc != CUW_SUCCESS) *call = "cuCtxSetCurrent";
@@ -39,7 +39,7 @@ int cudaP2PThreadEnter(cudaP2PState* st, const char** call)
   return rc;
 }
 
-int cudaP2PPushTail(cudaP2PState* st, uint64_t tail)
+int cudaProxyStatePushTail(cudaProxyState* st, uint64_t tail)
 {
   /* hostTail is pinned: the copy reads it when it runs, and a newer tail is
    * always a valid one to publish */
@@ -47,15 +47,15 @@ int cudaP2PPushTail(cudaP2PState* st, uint64_t tail)
   return st->api->memcpyHtoDAsync(st->devTail, st->hostTail, sizeof(uint64_t), st->tailStream);
 }
 
-int cudaP2PPushTailNow(cudaP2PState* st, uint64_t tail)
+int cudaProxyStatePushTailNow(cudaProxyState* st, uint64_t tail)
 {
-  cuwResult rc = cudaP2PPushTail(st, tail);
+  cuwResult rc = cudaProxyStatePushTail(st, tail);
   return rc != CUW_SUCCESS ? rc : st->api->streamSynchronize(st->tailStream);
 }
 
 /* A synchronous copy on one of st's streams with st's context current on the calling thread
  * (the caller's own context is restored). */
-static int stageCopy(cudaP2PState* st, cuwStream stream, cuwDevicePtr dst, cuwDevicePtr src, size_t n, int toDevice,
+static int stageCopy(cudaProxyState* st, cuwStream stream, cuwDevicePtr dst, cuwDevicePtr src, size_t n, int toDevice,
                      char* err, int errLen)
 {
   const cuwApi* a = st->api;
@@ -83,22 +83,22 @@ static int stageCopy(cudaP2PState* st, cuwStream stream, cuwDevicePtr dst, cuwDe
   return mscclppSuccess;
 }
 
-int cudaStageToHost(cudaP2PState* st, void* dst, uint64_t src, size_t n, char* err, int errLen)
+int cudaStageToHost(cudaProxyState* st, void* dst, uint64_t src, size_t n, char* err, int errLen)
 {
   return stageCopy(st, st->stream, (cuwDevicePtr)(uintptr_t)dst, (cuwDevicePtr)src, n, 0, err, errLen);
 }
 
-int cudaStageToDevice(cudaP2PState* st, uint64_t dst, const void* src, size_t n, char* err, int errLen)
+int cudaStageToDevice(cudaProxyState* st, uint64_t dst, const void* src, size_t n, char* err, int errLen)
 {
   /* the tail stream: receiving never waits behind the proxy's own copies */
   return stageCopy(st, st->tailStream, (cuwDevicePtr)dst, (cuwDevicePtr)(uintptr_t)src, n, 1, err, errLen);
 }
 
-int cudaP2PStateNew(const cuwApi* a, cuwContext ctx, const int* cpus, int nCpus, int numaNode, cudaP2PState** out,
+int cudaProxyStateNew(const cuwApi* a, cuwContext ctx, const int* cpus, int nCpus, int numaNode, cudaProxyState** out,
                     const char** call)
 {
   *out = NULL;
-  cudaP2PState* st = (cudaP2PState*)calloc(1, sizeof(*st));
+  cudaProxyState* st = (cudaProxyState*)calloc(1, sizeof(*st));
   if (st == NULL) {
     *call = "calloc";
     return CUW_ERROR_OUT_OF_MEMORY;
@@ -141,7 +141,7 @@ int cudaP2PStateNew(const cuwApi* a, cuwContext ctx, const int* cpus, int nCpus,
     *call = "cuMemsetD8";
   } else if ((rc = a->streamSynchronize(NULL)) != CUW_SUCCESS) { /* the memset ran on the legacy stream */
     *call = "cuStreamSynchronize";
-  } else if ((rc = cuwPinnedOnNode(a, (void**)&st->hostTail, sizeof(uint64_t) * (1 + CUDA_P2P_FLAG_RING),
+  } else if ((rc = cuwPinnedOnNode(a, (void**)&st->hostTail, sizeof(uint64_t) * (1 + CUDA_PROXY_FLAG_RING),
                                      CUW_MEMHOSTALLOC_PORTABLE, numaNode, &placed)) != CUW_SUCCESS) {
     *call = "cuMemHostAlloc";
   }
@@ -163,7 +163,7 @@ fail:
 }
 
 /* Runs fn(st) with st's context current on the calling thread, restoring the thread's own after. */
-static cuwResult withCtx(cudaP2PState* st, cuwResult (*fn)(cudaP2PState*, const char**), const char** call)
+static cuwResult withCtx(cudaProxyState* st, cuwResult (*fn)(cudaProxyState*, const char**), const char** call)
 {
   const cuwApi* a = st->api;
   cuwContext prev = NULL;
@@ -182,7 +182,7 @@ static cuwResult withCtx(cudaP2PState* st, cuwResult (*fn)(cudaP2PState*, const 
 }
 
 /* The tail's stream first (it is never long), then the data: what upstream's proxy does on exit. */
-static cuwResult syncStreams(cudaP2PState* st, const char** call)
+static cuwResult syncStreams(cudaProxyState* st, const char** call)
 {
   cuwResult rc = st->api->streamSynchronize(st->tailStream);
   if (rc == CUW_SUCCESS) rc = st->api->streamSynchronize(st->stream);
@@ -190,13 +190,13 @@ static cuwResult syncStreams(cudaP2PState* st, const char** call)
   return rc;
 }
 
-int cudaP2PStateSync(cudaP2PState* st, const char** call)
+int cudaProxyStateSync(cudaProxyState* st, const char** call)
 {
   if (st == NULL) return CUW_SUCCESS;
   return withCtx(st, syncStreams, call);
 }
 
-int cudaP2PStateFree(cudaP2PState* st, const char** call)
+int cudaProxyStateFree(cudaProxyState* st, const char** call)
 {
   if (st == NULL) return CUW_SUCCESS;
   const cuwApi* a = st->api;
@@ -229,7 +229,7 @@ int cudaP2PStateFree(cudaP2PState* st, const char** call)
   return first;
 }
 
-void cudaP2PBindResult(const cudaP2PState* st, int* done, int* err)
+void cudaProxyStateBindResult(const cudaProxyState* st, int* done, int* err)
 {
   *done = __atomic_load_n(&st->bindDone, __ATOMIC_ACQUIRE);
   *err = *done ? st->bindErr : 0;

@@ -26,7 +26,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "shm_util.h"
+#include "suite_util.h"
 
 #include <signal.h>
 #include <string>

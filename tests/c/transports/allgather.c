@@ -20,7 +20,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "shm_util.h"
+#include "suite_util.h"
 
 static size_t bufBytes, halfBytes; /* halfBytes = nranks * the largest chunk */
 static char* buf;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# run_shm.sh [BUILD_DIR]: the SHM data-path tests.
+# run_transports.sh [BUILD_DIR]: the data-path suite, run over every transport
 #
-# Builds every program of tests/c/shm (and the launcher tests/c/launch.c)
+# Builds every program of tests/c/transports (and the launcher tests/c/launch.c)
 # against BUILD_DIR (default: build) through pkg-config only, runs each case
 # as N local processes under the launcher, and prints one line per case:
 #   PASS name (seconds) | FAIL name (seconds), then the case's log | SKIP name: why
@@ -18,12 +18,12 @@ case $build in /*) ;; *) build=$root/$build ;; esac
 
 export PKG_CONFIG_PATH="$build/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 if ! pc=$(pkg-config --cflags --libs mscclpp 2>&1); then
-  echo "run_shm.sh: pkg-config cannot find mscclpp under $build/lib/pkgconfig: $pc"
+  echo "run_transports.sh: pkg-config cannot find mscclpp under $build/lib/pkgconfig: $pc"
   echo "0 passed, 1 failed"
   exit 1
 fi
 
-out=$(mktemp -d "${TMPDIR:-/tmp}/mscclpp-shm.XXXXXX")
+out=$(mktemp -d "${TMPDIR:-/tmp}/mscclpp-transports.XXXXXX")
 if [ "${SHM_KEEP:-0}" = 1 ]; then
   echo "logs in $out"
 else
