@@ -20,6 +20,14 @@
 # 3 x the C ring, the row says "limit". On one host a diagnostic row adds
 # the library's init protocol written in C (boot_tcp.c proto).
 #
+# Section 2c (proxy) times the trigger FIFO and the proxy thread in host mode
+# (proxy_mscclpp.c): a Sync trigger's round trip and the triggers served per
+# second beside a raw ring of 16-byte entries with a polling consumer thread
+# (proxy_ref.h), interleaved in the same process; with 1, 2 and 4
+# connections on one proxy and with 2 proxies (SHM + Ethernet); the CPU an
+# idle proxy uses and its wake-up after idling; and putWithSignal one way
+# through the proxy beside the host path (no proxy), in the same 2 processes.
+#
 # Section 3 times the tool dispatch (mscclpp_tools.h): mscclppGetErrorString
 # with no tool, one and two pass-through tools (MSCCLPP_TOOLS), beside a
 # plain function call and the same function in another shared library,
@@ -36,8 +44,8 @@
 # Environment: BENCH_REPS (3), BENCH_INIT_REPS (6: init-only runs added to
 # section 1's init figures), BENCH_BUDGET_S (0.3 s per figure and run),
 # BENCH_NS ("2 4 8 16": bootstrap sizes), BENCH_SKIP_MPI=1 (no Open MPI
-# references), BENCH_SECTIONS ("boot host eth tools scale": the sections to
-# run), BENCH_SCALE_NS ("16 32 64": the scale section's sizes).
+# references), BENCH_SECTIONS ("boot host eth proxy tools scale": the sections
+# to run), BENCH_SCALE_NS ("16 32 64": the scale section's sizes).
 # Open MPI is installed with apt-get when missing and we are root.
 set -u -o pipefail
 
@@ -54,7 +62,7 @@ export BENCH_BUDGET_S=${BENCH_BUDGET_S:-0.3}
 RES=$OUT/results.txt
 LOG=$OUT/bench.log
 T_START=$(date +%s)
-SECTIONS=${BENCH_SECTIONS:-"boot host eth tools scale"}
+SECTIONS=${BENCH_SECTIONS:-"boot host eth proxy tools scale"}
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -91,6 +99,7 @@ build boot_mscclpp boot_mscclpp.c $PC
 build host_ref host_ref.c
 build host_mscclpp host_mscclpp.c $PC
 build eth_bw eth_bw.c $PC
+build proxy_mscclpp proxy_mscclpp.c $PC -lpthread
 # the tool dispatch: a reference library, a pass-through tool built twice, the program
 build libtools_ref.so tools_ref.c -shared -fPIC
 build tools_pass1.so tools_pass.c -shared -fPIC -DPASS_NAME='"pass1"' $PC
@@ -197,6 +206,19 @@ if want eth; then
   done
 fi
 
+# ---- 2c. proxy ----
+# trig: rank 0 pins itself to CPU 0 and its proxies and the raw ring's consumer to CPU 1 (rank 1
+# only holds the connections' other end, asleep); pair: rank r and its proxy on CPU r (launch -p);
+# the diagnostic pair run: waits yield at once and the idle proxy does not spin first
+if want proxy; then
+  echo "running the proxy benchmarks ..."
+  for rep in $(seq "$REPS"); do
+    run p "$OUT/launch" 2 "$OUT/proxy_mscclpp" trig
+    run pp "$OUT/launch" -p 2 "$OUT/proxy_mscclpp" pair
+    run ppd env MSCCLPP_WAIT_SPIN=0 MSCCLPP_PROXY_SPIN=0 "$OUT/launch" -p 2 "$OUT/proxy_mscclpp" pair
+  done
+fi
+
 # ---- 3. tool dispatch ----
 if want tools; then
   echo "running the tool-dispatch benchmarks ..."
@@ -250,6 +272,10 @@ ftime() {
   [ -z "$1" ] && { echo "n/a"; return; }
   awk -v t="$1" 'BEGIN{ if (t>=1e6) printf "%.2f ms", t/1e6; else if (t>=1e3) printf "%.1f us", t/1e3; else if (t>=100) printf "%.0f ns", t; else printf "%.2f ns", t }'
 }
+frate() {
+  [ -z "$1" ] && { echo "n/a"; return; }
+  awk -v v="$1" 'BEGIN{ printf "%.2f M/s", v/1e6 }'
+}
 fbw() {
   [ -z "$1" ] && { echo "n/a"; return; }
   awk -v b="$1" 'BEGIN{ printf "%.2f GB/s", b }'
@@ -258,7 +284,7 @@ MET=0
 MISSED=0
 LIMITS=0
 # row LABEL KIND OURS REF GOALTEXT CHECK
-#   KIND: t (times, ratio ours/ref) or b (bandwidth, ratio ours/ref)
+#   KIND: t (times, ratio ours/ref), b (bandwidth, ratio ours/ref) or r (rates per second, ours/ref)
 #   CHECK: "" (no goal), "le R" (ratio <= R), "ge R" (ratio >= R), "abs V" (ours <= V ns),
 #          "dle V" (ours - ref <= V ns),
 #          "limle R P" / "limge R P": "le R" / "ge R", unless P, the same ratio for a raw
@@ -268,7 +294,11 @@ LIMITS=0
 # (median over interleaved blocks of ours/reference), else ours/ref of the medians.
 row() {
   local label=$1 kind=$2 ours=$3 ref=$4 goal=$5 check=$6 paired=${7:-} o r ratio met
-  if [ "$kind" = t ]; then o=$(ftime "$ours"); r=$(ftime "$ref"); else o=$(fbw "$ours"); r=$(fbw "$ref"); fi
+  case $kind in
+  t) o=$(ftime "$ours"); r=$(ftime "$ref") ;;
+  r) o=$(frate "$ours"); r=$(frate "$ref") ;;
+  *) o=$(fbw "$ours"); r=$(fbw "$ref") ;;
+  esac
   ratio=n/a
   [ -n "$ours" ] && [ -n "$ref" ] && ratio=$(awk -v a="$ours" -v b="$ref" 'BEGIN{ if (b>0) printf "%.2f", a/b; else print "n/a" }')
   [ -n "$paired" ] && ratio=$(awk -v p="$paired" 'BEGIN{ printf "%.2f", p }')
@@ -394,6 +424,43 @@ if want eth; then
     printf "  %s" "$(awk -v k="e.eth.$b.ratio" '$1==k{v=$2+0; if(n==0||v<lo)lo=v; if(n==0||v>hi)hi=v; n++} END{if(n) printf "%.2f-%.2f", lo, hi; else printf "n/a"}' "$RES")"
   done
   echo "  (64 KiB .. 256 MiB)"
+fi
+
+if want proxy; then
+  echo
+  echo "== 2c. Proxy path (host mode: the FIFO and proxy code CUDA mode runs, minus driver calls), medians; ratio = ours / reference"
+  echo "   trigger rows: one process, the producer on CPU 0, the proxies and the raw ring's consumer on CPU 1, interleaved"
+  echo "   block by block; raw ring: 128 slots of 16 B, a polling consumer thread, nothing else (proxy_ref.h)"
+  echo
+  hdr "trigger FIFO, Sync triggers of size 1"
+  row "round trip: push -> served, vs the raw ring" t "$(get p.rt.ours.ns)" "$(get p.rt.raw.ns)" "<= 1.3 x raw ring" "le 1.3"
+  row "triggers served per second, 1 connection" r "$(get p.tput.1.per_s)" "$(get p.tput.raw.per_s)" ">= 0.8 x raw ring" "ge 0.8"
+  row "  2 connections, one proxy" r "$(get p.tput.2.per_s)" "$(get p.tput.raw.per_s)" "(report)" ""
+  row "  4 connections, one proxy" r "$(get p.tput.4.per_s)" "$(get p.tput.raw.per_s)" "(report)" ""
+  row "  2 proxies (SHM + Ethernet), both on CPU 1" r "$(get p.tput.2proxy.per_s)" "$(get p.tput.raw.per_s)" "(report)" ""
+  row "  1-byte Data triggers, 1 connection" r "$(get p.tput.data.per_s)" "$(get p.tput.raw.per_s)" "(diagnostic)" ""
+  echo
+  hdr "idle proxy (back-off: see below)"
+  row "CPU time per second, SHM proxy" t "$(get p.idle.shm.cpu_ns_per_s)" "" "(report)" ""
+  row "CPU time per second, Ethernet proxy" t "$(get p.idle.eth.cpu_ns_per_s)" "" "(report)" ""
+  for ms in 1 10 100; do
+    row "push -> served after $ms ms idle, vs busy" t "$(get p.wake.$ms.ns)" "$(get p.rt.ours.ns)" "(report)" ""
+  done
+  echo "   back-off of an idle host-mode proxy: ${MSCCLPP_PROXY_SPIN:-1000} pauses (MSCCLPP_PROXY_SPIN), then" \
+    "${MSCCLPP_PROXY_YIELD:-100} sched_yield (MSCCLPP_PROXY_YIELD), then nanosleep from 1 us doubling to" \
+    "${MSCCLPP_PROXY_SLEEP_MAX_US:-200} us (MSCCLPP_PROXY_SLEEP_MAX_US); a trigger resets it"
+  echo
+  echo "   putWithSignal: 2 processes, rank r and its proxy on CPU r (launch -p); one way = RTT / 2, bandwidth = size / RTT;"
+  echo "   proxy: epochIncrement + mscclppFifoPush(Data|Flag), both directions; host: putWithSignal on the calling thread"
+  echo
+  hdr "putWithSignal -> wait through the proxy"
+  row "8 B one way vs the host path" t "$(get pp.pair.8.proxy.oneway_ns)" "$(get pp.pair.8.host.oneway_ns)" "<= 1.3 x host" "le 1.3"
+  row "64 KiB bandwidth vs the host path" b "$(get pp.pair.64k.proxy.gbps)" "$(get pp.pair.64k.host.gbps)" ">= 0.95 x host" "ge 0.95"
+  row "1 MiB bandwidth vs the host path" b "$(get pp.pair.1m.proxy.gbps)" "$(get pp.pair.1m.host.gbps)" ">= 0.95 x host" "ge 0.95"
+  row "8 B, waits yield, proxy no spin, vs host" t "$(get ppd.pair.8.proxy.oneway_ns)" "$(get ppd.pair.8.host.oneway_ns)" "(diagnostic)" ""
+  row "64 KiB, waits yield, proxy no spin, vs host" b "$(get ppd.pair.64k.proxy.gbps)" "$(get ppd.pair.64k.host.gbps)" "(diagnostic)" ""
+  row "1 MiB, waits yield, proxy no spin, vs host" b "$(get ppd.pair.1m.proxy.gbps)" "$(get ppd.pair.1m.host.gbps)" "(diagnostic)" ""
+  echo "   (diagnostic: MSCCLPP_WAIT_SPIN=0 MSCCLPP_PROXY_SPIN=0; on $(nproc) CPUs each rank's waiting thread and its proxy share a CPU)"
 fi
 
 # perlayer ERRSTR LIBREF K: the time each of K tools adds to a call, against the same run's other-library call

@@ -1,0 +1,101 @@
+/*
+ * proxy_ref.h: the reference for the proxy rows of proxy_mscclpp.c: a raw
+ * single-producer/single-consumer ring of 16-byte entries, as many as the
+ * library's trigger FIFO (MSCCLPP_PROXY_FIFO_SIZE), with a consumer thread
+ * that polls it. It is the proxy's handoff and nothing else: the producer
+ * waits for an empty slot, stores word 1 then word 0 (release); the consumer
+ * polls word 0 of the slot at its tail (acquire), reads word 1, empties the
+ * slot (word 0 last, release) and moves on. Served = the slot is empty again.
+ * No tail is published, nothing is decoded, there is no back-off, no error
+ * path and no live-context check: the floor under any FIFO with this layout.
+ *
+ * The consumer runs only while the bench measures it (rawRun): between its
+ * blocks it parks on a futex, so that it never takes the CPU from the
+ * library's proxy while that one is measured.
+ */
+#ifndef MSCCLPP_BENCH_PROXY_REF_H_
+#define MSCCLPP_BENCH_PROXY_REF_H_
+
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+
+#include "bench.h"
+
+#define RAW_SLOTS 128
+
+typedef struct rawRing {
+  uint64_t slot[RAW_SLOTS][2] __attribute__((aligned(64)));
+  uint64_t head __attribute__((aligned(64))); /* the producer's only */
+  uint64_t tail __attribute__((aligned(64))); /* the consumer's only */
+  uint64_t sink;                              /* what the consumer read, so that the reads stay */
+  int run __attribute__((aligned(64)));       /* futex word: 0 park, 1 poll, 2 exit */
+  pthread_t thread;
+} rawRing;
+
+static inline void rawFutex(int* w, int op, int v) { syscall(SYS_futex, w, op, v, NULL, NULL, 0); }
+
+static void* rawConsumer(void* arg)
+{
+  rawRing* r = arg;
+  for (;;) {
+    int run = __atomic_load_n(&r->run, __ATOMIC_ACQUIRE);
+    if (run == 2) return NULL;
+    uint64_t* s = r->slot[r->tail % RAW_SLOTS];
+    uint64_t v0 = __atomic_load_n(&s[0], __ATOMIC_ACQUIRE);
+    if (v0 == 0) {
+      if (run == 0) rawFutex(&r->run, FUTEX_WAIT_PRIVATE, 0);
+      else bench_pause();
+      continue;
+    }
+    r->sink += v0 ^ __atomic_load_n(&s[1], __ATOMIC_RELAXED);
+    __atomic_store_n(&s[1], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s[0], 0, __ATOMIC_RELEASE);
+    r->tail++;
+  }
+}
+
+/* Starts the consumer, parked, pinned to cpu. */
+static inline void rawStart(rawRing* r, int cpu)
+{
+  memset(r, 0, sizeof(*r));
+  if (pthread_create(&r->thread, NULL, rawConsumer, r) != 0) BENCH_DIE("pthread_create");
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (pthread_setaffinity_np(r->thread, sizeof(set), &set) != 0) BENCH_DIE("pthread_setaffinity_np");
+}
+
+/* Sets the consumer polling (on 1) or parked (on 0: once the ring is empty). */
+static inline void rawRun(rawRing* r, int on)
+{
+  __atomic_store_n(&r->run, on, __ATOMIC_RELEASE);
+  if (on) rawFutex(&r->run, FUTEX_WAKE_PRIVATE, 1);
+}
+
+static inline void rawStop(rawRing* r)
+{
+  __atomic_store_n(&r->run, 2, __ATOMIC_RELEASE);
+  rawFutex(&r->run, FUTEX_WAKE_PRIVATE, 1);
+  pthread_join(r->thread, NULL);
+}
+
+/* Pushes one entry (w0 != 0), waiting for its slot to be empty; returns its sequence number. */
+static inline uint64_t rawPush(rawRing* r, uint64_t w0, uint64_t w1)
+{
+  uint64_t h = r->head++;
+  uint64_t* s = r->slot[h % RAW_SLOTS];
+  while (__atomic_load_n(&s[0], __ATOMIC_ACQUIRE) != 0) bench_pause();
+  __atomic_store_n(&s[1], w1, __ATOMIC_RELAXED);
+  __atomic_store_n(&s[0], w0, __ATOMIC_RELEASE);
+  return h;
+}
+
+/* Waits until the entry pushed as h was served (its slot emptied; no later push yet). */
+static inline void rawWaitServed(rawRing* r, uint64_t h)
+{
+  uint64_t* s = r->slot[h % RAW_SLOTS];
+  while (__atomic_load_n(&s[0], __ATOMIC_ACQUIRE) != 0) bench_pause();
+}
+
+#endif
