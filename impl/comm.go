@@ -38,6 +38,7 @@ type Comm struct {
 	regRecords []engine.RegRecord
 	pins       []*hostmem.Pin // mscclppHostAlloc buffers of the connections: not freeable until Destroy
 	hangAfter  time.Duration  // MSCCLPP_HANG_REPORT_S as read at init (report.go)
+	eagerBytes uint64         // MSCCLPP_EAGER_BYTES as read at init, for the transports (transport.Decl)
 }
 
 // commState is where a communicator is in its life.
@@ -134,10 +135,11 @@ func newComm(b *bootstrap.Bootstrap, start time.Time, node *nodeJoin) (*Comm, er
 		return fail(err)
 	}
 	c.waitCfg = waitBackoff(len(c.host.LocalOf))
+	engine.SetMembarrier(membarrier()) // counts before the process's first proxy context only
 	c.host.Eng = engine.NewComm(c.rank, c.waitCfg, proxyBackoff())
 	c.host.Eng.SetStreamBytes(uint64(envUint("MSCCLPP_STREAM_COPY_BYTES", 8<<20)), uint64(envUint("MSCCLPP_STREAM_COPY_MAX_BYTES", 128<<20)))
 	c.host.Eng.SetStreamAuto(envUint("MSCCLPP_STREAM_COPY_AUTO", 1) != 0)
-	c.host.Eng.SetEagerBytes(eagerBytes())
+	c.eagerBytes = eagerBytes()
 	c.registerReports()
 	var err error
 	if c.host.DevConns, err = engine.NewDevConns(engine.MaxConns); err != nil {

@@ -142,6 +142,14 @@ func eagerBytes() uint64 {
 	return uint64(v)
 }
 
+// membarrier is MSCCLPP_MEMBARRIER: false ("0") makes host calls hold proxy contexts with
+// locked counters instead of membarrier(2) (for sandboxes without it); any other value, or
+// none, keeps membarrier where the kernel offers it.
+func membarrier() bool {
+	v, _ := env.Lookup("MSCCLPP_MEMBARRIER")
+	return strings.TrimSpace(v) != "0"
+}
+
 // hostID is this process's host identity: MSCCLPP_HOSTID, else the host name and boot id.
 func hostID() string {
 	if v := env.Get("MSCCLPP_HOSTID"); v != "" {

@@ -9,8 +9,8 @@ package shm
 /*
 #include <stdlib.h>
 #include "ring.h"
-static void* shmLandFn(void) { return (void*)shmLand; }
-static void* shmLandPendingFn(void) { return (void*)shmLandPending; }
+#include "shm.h"
+static const void* shmLandOpsPtr(void) { return &shmLandOps; }
 static uint64_t shmQueued(shmRingHdr* h) { return __atomic_load_n(&h->head, __ATOMIC_ACQUIRE); }
 static void shmRingClose(shmRingHdr* h) { __atomic_store_n(&h->closed, 1, __ATOMIC_RELEASE); }
 */
@@ -42,8 +42,9 @@ type arena struct {
 	ringBytes        uint64
 }
 
-// eagerBytes is the communicator's eager threshold (MSCCLPP_EAGER_BYTES), at most SHM_EAGER_MAX.
-func (s *shm) eagerBytes() uint64 { return min(s.h.Eng.EagerBytes(), uint64(C.SHM_EAGER_MAX)) }
+// eagerBytes is the communicator's eager threshold (transport.Decl.EagerBytes, as Declare
+// took it), at most SHM_EAGER_MAX.
+func (s *shm) eagerBytes() uint64 { return min(s.eager, uint64(C.SHM_EAGER_MAX)) }
 
 // ringGeometry is the number of slots of a ring for entries of up to eager bytes: room for 8
 // of the largest, and at least 1024 slots (64 KiB).
@@ -153,16 +154,18 @@ func (s *shm) newIn(st transport.Setup, r *inRing, local []engine.Reg) *C.shmIn 
 	return in
 }
 
-// wireRings gives conn its rings: the peer's to queue into, this rank's to land from (the
-// lander thread starts with the first), and its sleeper counts: those of the rings where there
-// are rings, else sleepers (this rank's, the peer's) in the node segment. It returns the eager
-// threshold of puts to the peer (0: no ring to the peer).
+// wireRings gives conn its transport state (ring.h's shmConn) with its rings: the peer's to
+// queue into, this rank's to land from (the lander thread starts with the first; waits land
+// too: shmLandOps), and its sleeper counts: those of the rings where there are rings, else
+// sleepers (this rank's, the peer's) in the node segment. It returns the eager threshold of
+// puts to the peer (0: no ring to the peer).
 func (s *shm) wireRings(st transport.Setup, conn *engine.Conn, local []engine.Reg, sleepers [2]unsafe.Pointer) (uint64, error) {
 	sc := (*C.shmConn)(C.calloc(1, C.sizeof_shmConn))
 	if s.conns == nil {
 		s.conns = map[int]*C.shmConn{}
 	}
 	s.conns[st.Idx] = sc
+	conn.SetTransport(unsafe.Pointer(sc))
 	peer, err := s.mapRing(st.Pid, st.Blobs, &sc.out)
 	if err != nil {
 		return 0, err
@@ -182,12 +185,9 @@ func (s *shm) wireRings(st transport.Setup, conn *engine.Conn, local []engine.Re
 		if rc := C.shmLanderAdd(s.lander, sc.in); rc != 0 {
 			return 0, status.Errorf(status.SystemError, "cannot start the SHM lander thread (errno %d)", int(rc))
 		}
-		conn.SetLand(C.shmLandFn(), C.shmLandPendingFn())
+		conn.SetOps(C.shmLandOpsPtr())
 	}
 	conn.SetSleepers(sleepers[0], sleepers[1])
-	if sc.out.hdr != nil || sc.in != nil {
-		conn.SetTransport(unsafe.Pointer(sc))
-	}
 	return uint64(sc.out.maxBytes), nil
 }
 

@@ -75,6 +75,7 @@ type shm struct {
 	peers    map[int]int        // each connection's peer rank, by connection
 	proof    int                // this rank's proof (proof.go), when hasProof
 	hasProof bool
+	eager    uint64 // puts of up to this many bytes into memory the peer cannot map go through an eager ring (ring.go)
 }
 
 func newSHM(h *transport.Host) (transport.Transport, error) { return &shm{h: h}, nil }
@@ -96,6 +97,7 @@ func (s *shm) Declare(d transport.Decl) (transport.Endpoint, error) {
 		s.peers = map[int]int{}
 	}
 	s.peers[d.Idx] = d.Peer
+	s.eager = d.EagerBytes
 	return s.h.HostSlot(d.Idx, d.Peer, d.Tag, d.Local, s.ctx), nil
 }
 
