@@ -130,7 +130,7 @@ mscclppResult_t mscclppConnOp(struct mscclppDevConn* conn, uint64_t type, uint64
 
 /* epochIncrement() and mscclppConnOp in one entry (the host signal methods): one check of the
  * connection instead of two, and the increment after the operation. The device epoch lies in
- * the cache line the peer's signals land in, which this side has just read in its wait: a
+ * the cache line the peer's signals arrive in, which this side has just read in its wait: a
  * locked increment first would fetch that line back before the put and its signal could
  * leave. Nothing reads the device epoch across processes, and it is incremented whatever the
  * operation returns, as the two calls did; errors name mscclppConnOp, as the later call did. */

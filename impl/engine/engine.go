@@ -341,7 +341,7 @@ type Reg struct {
 	Addr   uint64         // the address in the owner process
 	Size   uint64
 	Pid    int    // the owner process
-	Key    uint32 // the transport's remote key (IB rkey), or 0
+	Key    uint32 // the transport's remote key of the registration, or 0
 }
 
 // Conn is a connection's engine state.
@@ -457,10 +457,10 @@ func Lookup(recs []RegRecord, p unsafe.Pointer) (RegRecord, bool) {
 	return RegRecord{}, false
 }
 
-// Addr is the registration's address in its owner (a device address for P2P).
+// Addr is the registration's address in its owner (a device address for device memory).
 func (r RegRecord) Addr() uint64 { return uint64(r.p.addr) }
 
-// Key is the transport's remote key of the registration (IB rkey).
+// Key is the transport's remote key of the registration.
 func (r RegRecord) Key() uint32 { return uint32(r.p.key) }
 
 // Size is the registered size.

@@ -61,7 +61,7 @@ typedef struct engReg {
   uint64_t addr;   /* address in the owner process (process_vm_writev) */
   uint64_t size;
   int pid;         /* owner process */
-  uint32_t key;    /* the transport's remote key (an RDMA rkey), or 0 */
+  uint32_t key;    /* the transport's remote key of the registration, or 0 */
 } engReg;
 
 typedef struct engConn {
