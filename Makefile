@@ -42,8 +42,8 @@ ARGS     ?=
 MULTINODE ?=
 # The fault categories `make test` runs (FAULTS_TEST_RUNS runs in all, split evenly: two
 # each): every one but shm-stop, which passes but takes 4-8 s a run (make faults runs it).
-FAULTS_TEST_CATS ?= shm-kill,shm-flap,eth-kill,eth-stop,eth-flap,eth-linkdown,eth-linkflap,ib-kill,ib-stop,ib-flap
-FAULTS_TEST_RUNS ?= 20
+FAULTS_TEST_CATS ?= shm-kill,shm-flap,eth-kill,eth-stop,eth-flap,eth-linkdown,eth-linkflap,ib-kill,ib-stop,ib-flap,shm-destroy,eth-destroy,ib-destroy
+FAULTS_TEST_RUNS ?= 26
 
 .PHONY: all lib test test-go test-c test-asan test-faults faults run bench install uninstall clean check-cuda deps FORCE
 

@@ -155,6 +155,7 @@ struct ibQp {
   uint64_t* sigBuf; /* staging slots of signal values: slot n % maxSendWr for WR n */
   struct iba_mr* sigMr;
   int failed; /* atomic: 1 after an error completion (sticky; the QP is in ERR) */
+  int abandon; /* atomic: the owner is closing: a wait for room or for completions gives up at once */
   char failMsg[IB_ERR_LEN]; /* why, naming the peer */
   char err[IB_ERR_LEN];     /* the last refused post or flush timeout (q->lock) */
 };
@@ -180,6 +181,9 @@ int ibWrite(ibQp* q, const struct iba_mr* mr, uint64_t loff, uint64_t raddr, uin
 int ibWriteSignal(ibQp* q, uint64_t value, uint64_t raddr, uint32_t rkey, int signaled);
 /* Waits until every posted WR completed (polling the QP's CQ); timeoutMs <= 0: no limit. */
 int ibFlush(ibQp* q, int timeoutMs);
+/* Makes every wait for room or completions on q give up at once (on: 1) or wait again (0): a
+ * communicator being destroyed never waits for a peer. */
+void ibQpAbandon(ibQp* q, int on);
 /* The QP's first error, or NULL. */
 const char* ibQpError(ibQp* q);
 /* 1 once an error completion failed the QP (it is then in ERR: every later call fails). */

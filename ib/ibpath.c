@@ -56,6 +56,10 @@ static int waitRoom(ibQp* q)
 {
   unsigned n = 0;
   while (q->posted - __atomic_load_n(&q->completed, __ATOMIC_ACQUIRE) >= q->maxSendWr) {
+    if (__atomic_load_n(&q->abandon, __ATOMIC_ACQUIRE)) {
+      snprintf(q->err, sizeof(q->err), "send queue to %s full while its communicator closes", q->peer);
+      return -1;
+    }
     int got = pollStep(q);
     if (got < 0) return -1;
     if (got == 0) backoff(&n);
@@ -156,6 +160,12 @@ int ibFlush(ibQp* q, int timeoutMs)
     int got = pollStep(q);
     if (got < 0) return -1;
     if (got == 0) {
+      if (__atomic_load_n(&q->abandon, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&q->lock);
+        snprintf(q->err, sizeof(q->err), "flush to %s given up: its communicator closes", q->peer);
+        pthread_mutex_unlock(&q->lock);
+        return -1;
+      }
       if (deadline && nowMs() > deadline) {
         pthread_mutex_lock(&q->lock);
         snprintf(q->err, sizeof(q->err), "flush to %s: %llu of %llu WRs completed after %d ms", q->peer,
@@ -169,6 +179,8 @@ int ibFlush(ibQp* q, int timeoutMs)
   }
   return __atomic_load_n(&q->failed, __ATOMIC_ACQUIRE) ? -1 : 0;
 }
+
+void ibQpAbandon(ibQp* q, int on) { __atomic_store_n(&q->abandon, on, __ATOMIC_RELEASE); }
 
 const char* ibQpError(ibQp* q)
 {

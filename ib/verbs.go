@@ -390,6 +390,19 @@ func (q *QP) Flush(timeout time.Duration) error {
 	return nil
 }
 
+// Abandon makes every wait of the QP for room or completions give up at once (on), or wait
+// again (off): a communicator being destroyed waits for no peer.
+func (q *QP) Abandon(on bool) {
+	if q == nil || q.qp == nil {
+		return
+	}
+	v := C.int(0)
+	if on {
+		v = 1
+	}
+	C.ibQpAbandon(q.qp, v)
+}
+
 // Posted and Completed count WRs (Completed == Posted after a Flush).
 func (q *QP) Posted() uint64 { return uint64(C.ibQpPosted(q.qp)) }
 

@@ -52,7 +52,7 @@ func (c *Comm) shmRound(buf []byte, size, off, n int) error {
 	copy(c.host.Node.CollSlot(c.rank, parity), buf[mine:mine+n])
 	atomic.StoreUint64(c.host.Node.CollSize(c.rank, parity), uint64(size))
 	engine.PublishSeq(c.host.Node.CollSeq(c.rank), k, c.host.Node.CollSleepers(c.rank))
-	deadline := time.Now().Add(BootstrapTimeout()) // per round: a long gather that makes progress never times out
+	deadline := time.Now().Add(c.timeout) // per round: a long gather that makes progress never times out
 	for p := 0; p < c.nranks; p++ {
 		if p == c.rank {
 			continue
@@ -86,6 +86,6 @@ func (c *Comm) waitSeq(p int, k uint64, deadline time.Time, brief bool) error {
 	case engine.SeqRemote:
 		return c.host.Eng.Err()
 	default:
-		return status.Errorf(status.RemoteError, "rank %d did not reach collective %d within %v", p, k, BootstrapTimeout())
+		return status.Errorf(status.RemoteError, "rank %d did not reach collective %d within %v", p, k, c.timeout)
 	}
 }

@@ -27,6 +27,9 @@ type Comm struct {
 	nranks int
 	boot   *bootstrap.Bootstrap
 	host   transport.Host // who is where, the node segment, the engine: what transports see
+	// timeout bounds every wait of this communicator: the bootstrap timeout it was formed
+	// with, for its whole life (a later mscclppSetBootstrapConnTimeout or init does not change it)
+	timeout time.Duration
 
 	conns      []*Conn
 	transports map[Transport]transport.Transport // made at the first connection over each
@@ -39,6 +42,7 @@ type Comm struct {
 	pins       []*hostmem.Pin // mscclppHostAlloc buffers of the connections: not freeable until Destroy
 	hangAfter  time.Duration  // MSCCLPP_HANG_REPORT_S as read at init (report.go)
 	eagerBytes uint64         // MSCCLPP_EAGER_BYTES as read at init, for the transports (transport.Decl)
+	deferred   []deferredFree // device memory peers may still map, freed after Destroy (teardown.go)
 }
 
 // commState is where a communicator is in its life.
@@ -123,8 +127,8 @@ var versionOnce sync.Once
 
 func newComm(b *bootstrap.Bootstrap, start time.Time, node *nodeJoin) (*Comm, error) {
 	versionOnce.Do(func() { logx.Versionf("MSCCL++ version 0.1.0 (Go implementation)") })
-	c := &Comm{rank: b.Rank(), nranks: b.Size(), boot: b, transports: map[Transport]transport.Transport{}}
-	c.host = transport.Host{Rank: c.rank, NRanks: c.nranks, HostIDs: b.HostIDs(), ListenIP: listenIP(b.ListenAddr()), Timeout: BootstrapTimeout()}
+	c := &Comm{rank: b.Rank(), nranks: b.Size(), boot: b, timeout: b.Timeout(), transports: map[Transport]transport.Transport{}}
+	c.host = transport.Host{Rank: c.rank, NRanks: c.nranks, HostIDs: b.HostIDs(), ListenIP: listenIP(b.ListenAddr()), Timeout: c.timeout}
 	c.host.PeersClosed = c.peersClosed
 	fail := func(err error) (*Comm, error) {
 		b.Abort(err)
@@ -236,11 +240,12 @@ func (c *Comm) AllGather(data unsafe.Pointer, size int) error {
 	return nil
 }
 
-// remoteFailure records a peer's failure as the communicator's asynchronous error too, so
-// that host waits on connections stop waiting for a peer that is gone.
+// remoteFailure records a failure of the communicator itself (its bootstrap: a collective
+// failed with a remote error) as its asynchronous error and marks it lost, so that host waits
+// on every connection stop waiting. A failure of one connection is that connection's only.
 func (c *Comm) remoteFailure(err error) error {
 	if status.CodeOf(err) == status.RemoteError {
-		c.host.Eng.SetErr(err)
+		c.host.Eng.SetBroken(err)
 	}
 	return err
 }
@@ -275,14 +280,28 @@ func (c *Comm) Mode() string {
 	return "host mode"
 }
 
-// Destroy stops the proxies and frees everything the communicator holds.
+// Destroy stops the proxies and frees everything the communicator holds. It is local, as
+// upstream's: it waits for no peer (no fence, no flush of writes in flight, no barrier). The
+// contexts are marked closing and the transports aborted before the proxies stop, so a send in
+// progress to a busy or lost peer gives up at once; a peer still sending sees its connection
+// end (RemoteError on it). An orderly drain is the application's: the peer's wait before this.
 func (c *Comm) Destroy() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state == stateClosed {
 		return status.Errorf(status.InvalidUsage, "communicator already destroyed")
 	}
-	_ = c.stopProxies() // the transports' Close waits for their work again and logs what fails
+	for _, x := range c.contexts() {
+		x.MarkClosing()
+	}
+	for _, t := range c.trOrder {
+		if a, ok := c.transports[t].(transport.Aborter); ok {
+			a.Abort()
+		}
+	}
+	for _, x := range c.contexts() {
+		x.Stop() // prompt: every op the proxy still serves gives up at once
+	}
 	c.state = stateClosed
 	for _, x := range c.contexts() {
 		x.Close() // no host call is inside a context from here on
@@ -308,7 +327,7 @@ func (c *Comm) Destroy() error {
 	c.host.Eng.Free()
 	c.host.Node.Unlink()
 	c.host.Node.Close()
-	return c.boot.Close()
+	return c.finishDestroy()
 }
 
 // stopProxies stops the proxy threads, then lets each transport wait for the work they left in flight.
@@ -383,12 +402,24 @@ func (c *Comm) startProxies() (int, error) {
 	return len(started), nil
 }
 
-// ProxyStop waits for every rank (a barrier), then drains, stops and joins the proxies.
+// ProxyStop waits for every rank (a barrier), then drains, stops and joins the proxies. After a
+// reported remote failure it waits for no peer: no barrier, no fence, sends in progress give up.
 func (c *Comm) ProxyStop() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != stateRunning {
 		return status.Errorf(status.InvalidUsage, "mscclppProxyStop without a running proxy (call mscclppProxyLaunch first)")
+	}
+	if failed := c.AsyncErr(); status.CodeOf(failed) == status.RemoteError {
+		start := time.Now()
+		for _, x := range c.contexts() {
+			x.Abandon(true)
+			x.Stop()
+			x.Abandon(false)
+		}
+		c.state = stateIdle
+		c.logProxy(false, len(c.contexts()), start)
+		return fmt.Errorf("rank %d: mscclppProxyStop after a failure (proxies stopped without waiting for the peers): %w", c.rank, failed)
 	}
 	err := c.Barrier()
 	start := time.Now()

@@ -23,6 +23,10 @@ type Conn struct {
 	bufs       []transport.Buffer // by handle; 0 is the signal slot
 	ctx        *engine.Ctx
 	eng        *engine.Conn
+	// failed is why setting the connection up failed (here or on the peer's side): it stays
+	// failed and is not set up again. A connection whose peer had not declared its mirror yet
+	// is not failed: the next setup tries it again.
+	failed error
 }
 
 // transportFor returns this communicator's instance of transport t, making it on first use.

@@ -331,8 +331,23 @@ func fakeCUDAChild(t *testing.T) {
 		_, after, _ := strings.Cut(string(b), "MARK destroy\n")
 		return strings.Count(after, "cuIpcCloseMemHandle") >= 2
 	})
-	if n := cuda.TestDriverCall("fakePrimaryRefs", "0"); n != 0 {
+	// rank 0's destroy did not wait for rank 1: it freed its epochs (and released the context)
+	// once rank 1 said it closed its mappings, after both destroys returned
+	if n := awaitDriverCount("fakePrimaryRefs", "0", 0); n != 0 {
 		t.Errorf("device 0's primary context keeps %d references after both destroys, want 0", n)
+	}
+}
+
+// awaitDriverCount polls the fake driver's counter name until it reads want (for at most 10 s,
+// the bound of a destroy's deferred free here) and returns what it read last.
+func awaitDriverCount(name, arg string, want int) int {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := cuda.TestDriverCall(name, arg)
+		if n == want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -391,9 +406,10 @@ func checkFreedAfterClosed(t *testing.T, lines []string) {
 	}
 }
 
-// TestCUDATeardownPeerAbsent: a P2P rank in CUDA mode whose peer never destroys (here: not yet)
-// waits for it at most the bootstrap timeout, then frees its memory and succeeds; the peer's
-// later destroy finds the first rank's word and does not wait.
+// TestCUDATeardownPeerAbsent: a P2P rank in CUDA mode whose peer has not destroyed yet does not
+// wait for it: its destroy returns at once and keeps the memory the peer maps until the peer
+// says it closed its mappings; the peer's later destroy finds the first rank's word, frees at
+// once, and then the first rank's memory is freed too.
 func TestCUDATeardownPeerAbsent(t *testing.T) {
 	if os.Getenv(fakeChildEnv) != "teardown-absent" {
 		out := runFakeCUDAChild(t, "TestCUDATeardownPeerAbsent", "teardown-absent")
@@ -410,17 +426,23 @@ func TestCUDATeardownPeerAbsent(t *testing.T) {
 		return c.Connect(1-r, 0, engine.DevPtr(bufs[r]), 4096, TransportP2P, nil, true)
 	})
 	proxyStopAll(t, comms)
-	for r, want := range []time.Duration{timeout, 0} {
+	for r := range comms {
 		start := time.Now()
 		if err := comms[r].Destroy(); err != nil {
 			t.Errorf("rank %d: Destroy: %v", r, err)
 		}
-		took := time.Since(start)
-		if took < want || took > want+5*time.Second {
-			t.Errorf("rank %d's Destroy took %v, want %v to %v", r, took, want, want+5*time.Second)
+		// generous against load: a destroy that waited for the peer took the timeout
+		if took := time.Since(start); took > timeout/2 {
+			t.Errorf("rank %d's Destroy took %v, want well under the %v timeout (it waits for no peer)", r, took, timeout)
+		}
+		if r == 0 {
+			// rank 1 still maps rank 0's epochs: rank 0 keeps them, and its hold on the context
+			if n := cuda.TestDriverCall("fakePrimaryRefs", "0"); n != 2 {
+				t.Errorf("device 0's primary context has %d references after rank 0's destroy, want 2 (rank 0 keeps the epochs rank 1 maps)", n)
+			}
 		}
 	}
-	if n := cuda.TestDriverCall("fakeLiveAllocs", ""); n != 2 {
+	if n := awaitDriverCount("fakeLiveAllocs", "", 2); n != 2 {
 		t.Errorf("%d device allocations left after both destroys, want the 2 test buffers", n)
 	}
 }

@@ -100,6 +100,7 @@ func forgedRank(c *Comm, connect func(c *Comm) (func(), error), forge func(m *se
 	if err := c.boot.Send(1, 3, m.encode()); err != nil {
 		return err
 	}
+	_ = c.closeSetup(&setupFailures{}) // the forger reaches setup's closing barrier, as every rank does
 	<-done
 	return nil
 }

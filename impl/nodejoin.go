@@ -101,7 +101,7 @@ func openNode(b *bootstrap.Bootstrap, local map[int]int, leader int, start time.
 		return nil
 	}
 	name := nodeshm.Name(b.Magic(), b.Nonce(), leader)
-	seg, err := open(name, leader == rank, len(local), engine.MaxConns, start.Add(BootstrapTimeout()), alive)
+	seg, err := open(name, leader == rank, len(local), engine.MaxConns, start.Add(b.Timeout()), alive)
 	if err != nil {
 		return nil, err
 	}

@@ -97,16 +97,23 @@ func (c *Comm) describe(cn *Conn, hs []int) (setupMsg, error) {
 // leaves the connections already set up untouched, and ends with a barrier (with nothing new
 // it is a barrier). Proxies already running serve the new connections at once: the proxy
 // threads of contexts made since ProxyLaunch start here.
+//
+// Every rank reaches the closing barrier whatever failed here, and the barrier carries each
+// rank's failures (setupfail.go): every rank returns an error naming them, a connection that
+// failed on either side stays failed (waits on it end with RemoteError), the others work, and
+// a connection whose peer had not declared its mirror is set up by a later setup once it has.
+// Only a failure of the exchange itself (the bootstrap) leaves the communicator unusable.
 func (c *Comm) ConnectionSetup() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	start := time.Now()
 	var fresh []*Conn
 	for _, cn := range c.conns {
-		if cn.eng == nil {
+		if cn.eng == nil && cn.failed == nil {
 			fresh = append(fresh, cn)
 		}
 	}
+	var fails setupFailures
 	out := make([]outMsg, 0, len(fresh))
 	for _, cn := range fresh {
 		hs := make([]int, len(cn.bufs))
@@ -115,7 +122,8 @@ func (c *Comm) ConnectionSetup() error {
 		}
 		m, err := c.describe(cn, hs)
 		if err != nil {
-			return fmt.Errorf("connection setup with rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
+			fails.add(cn, fmt.Errorf("connection setup with rank %d tag %d: %w", cn.remoteRank, cn.tag, err), true)
+			continue
 		}
 		out = append(out, outMsg{peer: cn.remoteRank, tag: cn.tag, msg: m.encode()})
 	}
@@ -124,35 +132,35 @@ func (c *Comm) ConnectionSetup() error {
 		return err
 	}
 	for _, cn := range fresh {
+		if cn.failed != nil {
+			continue
+		}
 		raw, err := reply(cn)
 		if err != nil {
-			return err
+			fails.add(cn, err, false) // not failed: the peer may declare its mirror later
+			continue
 		}
 		if err := c.finishConn(cn, raw); err != nil {
-			return fmt.Errorf("connection setup with rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
+			fails.add(cn, fmt.Errorf("connection setup with rank %d tag %d: %w", cn.remoteRank, cn.tag, err), true)
 		}
 	}
 	if c.state == stateRunning {
 		t0 := time.Now()
 		n, err := c.startProxies()
 		if err != nil {
-			return fmt.Errorf("connection setup: proxies for the new connections: %w", err)
-		}
-		if n > 0 {
+			fails.add(nil, fmt.Errorf("connection setup: proxies for the new connections: %w", err), false)
+		} else if n > 0 {
 			c.logProxy(true, n, t0)
 		}
 	}
-	err = c.Barrier()
+	err = c.closeSetup(&fails)
 	c.logSetup(len(fresh), len(c.conns), start, err)
-	if err != nil {
-		return err
-	}
 	for _, t := range c.trOrder {
 		if s, ok := c.transports[t].(transport.SetUpper); ok {
 			s.SetUp()
 		}
 	}
-	return nil
+	return err
 }
 
 // finishConn sets up cn from the peer's setup message raw: decode, let the transport finish

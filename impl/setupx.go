@@ -125,7 +125,7 @@ func (c *Comm) exchangeSetup(out []outMsg) (func(cn *Conn) ([]byte, error), erro
 			return func(cn *Conn) ([]byte, error) {
 				raw, found := in[cn.remoteRank][cn.tag]
 				if !found {
-					return nil, c.remoteFailure(status.Errorf(status.RemoteError, "connection setup: rank %d declared no connection to rank %d with tag %d before this mscclppConnectionSetup (did it declare the mirror connection?)", cn.remoteRank, c.rank, cn.tag))
+					return nil, status.Errorf(status.RemoteError, "connection setup: rank %d declared no connection to rank %d with tag %d before this mscclppConnectionSetup (did it declare the mirror connection?)", cn.remoteRank, c.rank, cn.tag)
 				}
 				return raw, nil
 			}, nil
@@ -139,7 +139,7 @@ func (c *Comm) exchangeSetup(out []outMsg) (func(cn *Conn) ([]byte, error), erro
 	return func(cn *Conn) ([]byte, error) {
 		raw, err := c.boot.RecvLimit(cn.remoteRank, cn.tag, maxSetupMsg)
 		if err != nil {
-			return nil, c.remoteFailure(fmt.Errorf("connection setup: rank %d never answered for tag %d (did it declare the mirror connection before this mscclppConnectionSetup?): %w", cn.remoteRank, cn.tag, err))
+			return nil, fmt.Errorf("connection setup: rank %d never answered for tag %d (did it declare the mirror connection before this mscclppConnectionSetup?): %w", cn.remoteRank, cn.tag, err)
 		}
 		return raw, nil
 	}, nil

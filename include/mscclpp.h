@@ -307,11 +307,12 @@ mscclppResult_t mscclppSetLogHandler(mscclppLogHandler_t handler);
 
 /* mscclppSetBootstrapConnTimeout: bound every bootstrap wait.
  *   timeout  seconds, > 0 (default 30)
- * Process-wide. A communicator takes the value when it is created, for
- * joining (the root, the peers) and its bootstrap messages and collectives
- * over TCP: set it before mscclppCommInitRank*. Collectives through the
- * node's shared memory read it at each call. A wait that runs out fails
- * with mscclppRemoteError naming the missing rank. timeout <= 0:
+ * Process-wide. A communicator takes the value when it is created and keeps
+ * it for its whole life (joining, bootstrap messages, collectives over TCP
+ * and through the node's shared memory, its transports' liveness bounds):
+ * set it before mscclppCommInitRank*; a later change bounds only
+ * communicators created after it. A wait that runs out fails with
+ * mscclppRemoteError naming the missing rank. timeout <= 0:
  * mscclppInvalidArgument. Thread-safe. */
 mscclppResult_t mscclppSetBootstrapConnTimeout(int timeout);
 
@@ -381,13 +382,16 @@ mscclppResult_t mscclppBootstrapBarrier(mscclppComm_t comm);
  * Stops its proxies (without a barrier: call mscclppProxyStop first for
  * that), releases the connections, the mappings of peers' buffers, the node
  * segment and the bootstrap connections. Buffers the application passed in
- * stay the application's. Not collective, but peers that still use their
- * connections to this rank may fail with mscclppRemoteError. In CUDA mode
- * with P2P connections it frees the device memory its P2P peers map through
- * CUDA IPC only once each of them has closed those mappings (their own
- * mscclppCommDestroy does): it waits for them, at most the bootstrap
- * timeout, so destroy every rank's communicator, not one after the other
- * on one thread. Calls already
+ * stay the application's. Local, as upstream's: it never waits for a peer
+ * (busy, stopped, unreachable or gone) and does not drain: a send in
+ * progress gives up, and peers that still use their connections to this
+ * rank fail with mscclppRemoteError on them. An orderly drain is the
+ * application's, before the destroy: the receiver's wait for the signal
+ * after the last put, or mscclppProxyStop on every rank. In CUDA mode
+ * with P2P connections, device memory its P2P peers map through CUDA IPC
+ * is freed only once each of them has closed those mappings (their own
+ * mscclppCommDestroy does), after this call returned (never, if a peer
+ * does not within the bootstrap timeout: then at the process's exit). Calls already
  * inside the communicator finish first (a wait notices the destroy within
  * a millisecond and returns mscclppInvalidUsage). Afterwards the handle is
  * invalid: any call with it, a second destroy included, is
@@ -474,12 +478,17 @@ mscclppResult_t mscclppRegisterBufferForConnection(mscclppComm_t comm, int connI
  * barrier. It may be called any number of times, also while the proxies
  * run: they serve the new connections at once. The registrations travel
  * in two bootstrap allgathers (every rank's table of them), so the cost
- * does not include a bootstrap connection per pair. Errors: the two ends
- * declaring different transports: mscclppInvalidUsage; a peer that did not
- * declare the mirror connection before this setup: mscclppRemoteError
- * naming it and the tag, at once (the other ranks fail in the closing
- * barrier); a peer that died: mscclppRemoteError (after the bootstrap
- * timeout). */
+ * does not include a bootstrap connection per pair. Every rank reaches the
+ * closing barrier whatever failed on it; the barrier carries the failures,
+ * so every rank returns an error naming the first (a rank where nothing
+ * failed: "connection setup failed on rank R: ..."). A connection that
+ * failed on either side stays failed (waits on it: mscclppRemoteError), the
+ * others work; one whose peer had not declared the mirror yet is set up by
+ * a later setup once the peer has. Errors: the two ends declaring
+ * different transports: mscclppInvalidUsage; a peer that did not declare
+ * the mirror connection before this setup: mscclppRemoteError naming it and
+ * the tag, at once; a peer that died: mscclppRemoteError (after the
+ * bootstrap timeout). */
 mscclppResult_t mscclppConnectionSetup(mscclppComm_t comm);
 
 /* mscclppGetAllDeviceConnections: every connection, in Connect order.
@@ -520,8 +529,11 @@ mscclppResult_t mscclppProxyLaunch(mscclppComm_t comm);
  * a peer may still wait for its signals or put into its buffers; then each
  * proxy serves what is left in its FIFO, stops and is joined. The proxies
  * stop even when the barrier fails (its error is returned:
- * mscclppRemoteError). Errors: no proxy running (never launched, or already
- * stopped): mscclppInvalidUsage. */
+ * mscclppRemoteError). After a remote failure already reported on this rank
+ * (mscclppCommGetAsyncError: mscclppRemoteError) it waits for no peer: no
+ * barrier, no fence, a send in progress gives up; it returns that error.
+ * Errors: no proxy running (never launched, or already stopped):
+ * mscclppInvalidUsage. */
 mscclppResult_t mscclppProxyStop(mscclppComm_t comm);
 
 /* mscclppCommRank: this process's rank in comm.

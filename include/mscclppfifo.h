@@ -108,9 +108,10 @@ __forceinline__ __device__ void mscclppDeviceStoreTrigger(union mscclppTrigger* 
 #endif
 
 /* Extension: the bit a CUDA-mode proxy sets in the FIFO tail it publishes to the device
- * (*triggerFifoTail) once its communicator has failed: a transport operation failed (an IB
- * error completion, a send that could not be made), a peer became unreachable (lost heartbeat
- * or link, a peer that died), or any other asynchronous error was recorded. It is set before the
+ * (*triggerFifoTail) once its work cannot be done: a transport operation failed (an IB error
+ * completion, a send that could not be made), a connection it serves failed (a lost heartbeat
+ * or link, a peer that died), or the communicator was lost. A bad trigger (out of bounds) is
+ * reported asynchronously and dropped, and the proxy goes on serving. It is set before the
  * slot of a failed trigger is emptied and stays set. The device methods poll it beside their
  * condition: push() then pushes nothing, sync()/flush() and wait() return, and failed() says so.
  * A real tail never reaches it (2^63 triggers). */

@@ -332,6 +332,9 @@ func (b *Bootstrap) Rank() int { return b.rank }
 // Size returns the number of ranks.
 func (b *Bootstrap) Size() int { return b.nranks }
 
+// Timeout returns the bound of every wait of this bootstrap, fixed when it formed.
+func (b *Bootstrap) Timeout() time.Duration { return b.timeout }
+
 // Magic returns the communicator magic shared by all ranks.
 func (b *Bootstrap) Magic() uint64 { return b.magic }
 

@@ -36,6 +36,7 @@ func initRank(rootAddr netip.AddrPort, ownRoot *root, magic uint64, key [keyByte
 	}
 	defer b.untrack(rs.c)
 	if err := b.listen(rs); err != nil { // while the root's challenge is on its way
+		b.tellRoot(rs, err)
 		return nil, err
 	}
 	if err := b.readRootChallenge(rs); err != nil {
@@ -225,48 +226,6 @@ func (b *Bootstrap) connectAndJoin(rs *rootSession, verdict verdictSource, joine
 		return jerr
 	}
 	return first
-}
-
-// joinFailed is the error of a rank whose ring or star failed with err.
-func (b *Bootstrap) joinFailed(rs *rootSession, verdict verdictSource, err error) error {
-	if ferr := b.failed(); ferr != nil {
-		return ferr // the failure already recorded (e.g. the root's verdict) is the cause; err its consequence
-	}
-	// This rank's own failure (often the consequence of another rank's): the
-	// others learn it through the root, and the root answers with the first
-	// failure it saw, the likely root cause.
-	rs.c.SetWriteDeadline(deadlineIn(abortWriteTimeout))
-	if _, werr := rs.c.Write(encodeStatus(statusFail, err.Error(), &b.key, &rs.challenge)); werr == nil {
-		if v, ok := verdict(min(b.hsTimeout, time.Second)); ok && v.fromRoot && v.err != nil {
-			return v.err
-		}
-	}
-	return err
-}
-
-// replyErr turns a root reply that is not replyOK into this rank's error.
-func (b *Bootstrap) replyErr(rootAddr netip.AddrPort, st byte, payload []byte) error {
-	switch st {
-	case replyOK:
-		return nil
-	case replyUsage:
-		return b.errorf(status.InvalidUsage, "%s", payload)
-	case replyReject:
-		if payload[0] == rejectMagic {
-			return b.errorf(status.InvalidUsage, "the root at %s serves another communicator (does every rank name the same root address?)", rootAddr)
-		}
-		return b.errorf(status.InvalidUsage, "the root at %s refused this rank's key: %s", rootAddr, b.keyAdvice())
-	}
-	return b.errorf(status.RemoteError, "%s", payload)
-}
-
-// keyAdvice says where the key of this rank came from, for a key that the
-// other side does not share.
-func (b *Bootstrap) keyAdvice() string {
-	if b.keySource == "" {
-		return "the unique id differs from the root's (every rank must use the id made by one mscclppGetUniqueId)"
-	}
-	return fmt.Sprintf("this rank's bootstrap secret (from %s) differs from the root's: %s", b.keySource, secretAdvice)
 }
 
 // connectCollectives opens the connections of the ring (to the successor,

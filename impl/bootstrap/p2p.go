@@ -87,6 +87,17 @@ func (b *Bootstrap) RecvLimit(peer, tag, limit int) ([]byte, error) {
 	return msg, err
 }
 
+// Arrived reports whether a message from peer with tag is waiting to be received (it waits
+// for nothing).
+func (b *Bootstrap) Arrived(peer, tag int) bool {
+	if peer < 0 || peer >= b.nranks {
+		return false
+	}
+	b.boxMu.Lock()
+	defer b.boxMu.Unlock()
+	return len(b.box[boxKey{peer, tag}]) > 0
+}
+
 func (b *Bootstrap) recv(peer, tag int) ([]byte, error) {
 	k := boxKey{peer, tag}
 	var timer *time.Timer

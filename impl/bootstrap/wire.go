@@ -113,6 +113,10 @@ const (
 	kindP2P      = 3
 	kindAck      = 4
 	kindStar     = 5
+	// kindAbort: to the root, from a rank that cannot join (its own setting is bad, e.g. no
+	// interface matches MSCCLPP_SOCKET_IFNAME): the payload is its result code (1 byte) and
+	// why, which the root tells every rank at once.
+	kindAbort = 6
 
 	replyOK     = 0
 	replyError  = 1
@@ -463,62 +467,10 @@ func readReply(c net.Conn, magic uint64, key *[keyBytes]byte, label string, n *n
 	return hdr[4], payload, nil
 }
 
-// encodeStatus returns a rank's status frame to the root, MAC'ed over n,
-// the root's challenge.
-func encodeStatus(st byte, text string, key *[keyBytes]byte, n *nonce) []byte {
-	if len(text) > maxStatusText {
-		text = text[:maxStatusText]
-	}
-	buf := make([]byte, statusHdrLen, statusHdrLen+len(text))
-	copy(buf[0:4], statusSig[:])
-	buf[4] = st
-	binary.LittleEndian.PutUint32(buf[8:12], uint32(len(text)))
-	mac := sum(key, labelStatus, n, buf[:12], []byte(text))
-	copy(buf[12:statusHdrLen], mac[:])
-	return append(buf, text...)
-}
-
-// readStatus reads a rank's status frame.
-func readStatus(c net.Conn, key *[keyBytes]byte, n *nonce) (st byte, text string, err error) {
-	var hdr [statusHdrLen]byte
-	if _, err := io.ReadFull(c, hdr[:]); err != nil {
-		return 0, "", err
-	}
-	size := binary.LittleEndian.Uint32(hdr[8:12])
-	if [4]byte(hdr[0:4]) != statusSig || size > maxStatusText {
-		return 0, "", fmt.Errorf("malformed status frame (%q, %d bytes)", printable(hdr[0:8]), size)
-	}
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(c, buf); err != nil {
-		return 0, "", err
-	}
-	if !macOK(hdr[12:statusHdrLen], key, labelStatus, n, hdr[:12], buf) {
-		return 0, "", errors.New("its status frame does not prove the key")
-	}
-	return hdr[4], string(buf), nil
-}
-
 // maxTableLen bounds the table of nranks rows: each row is what one
 // register hello carried.
 func maxTableLen(nranks int) int {
 	return max(12+nranks*maxHelloPayload, maxErrorText)
-}
-
-func putRingHdr(b []byte, seq uint64, size int, op uint32, step int) {
-	binary.LittleEndian.PutUint64(b[0:8], seq)
-	binary.LittleEndian.PutUint64(b[8:16], uint64(size))
-	binary.LittleEndian.PutUint32(b[16:20], op)
-	binary.LittleEndian.PutUint32(b[20:24], uint32(step))
-}
-
-func opName(op uint32) string {
-	switch op {
-	case opAllGather:
-		return "allgather"
-	case opBarrier:
-		return "barrier"
-	}
-	return fmt.Sprintf("op %d", op)
 }
 
 // isPeerGone reports whether err says the other side of a connection closed

@@ -137,6 +137,16 @@ static int ctxRegister(engCtx* ctx)
   return 0;
 }
 
+void engCtxMarkClosing(engCtx* ctx)
+{
+  if (ctx != NULL) __atomic_store_n(&ctx->closing, 1, __ATOMIC_SEQ_CST);
+}
+
+void engCtxAbandon(engCtx* ctx, int on)
+{
+  if (ctx != NULL) __atomic_store_n(&ctx->abandon, on, __ATOMIC_SEQ_CST);
+}
+
 void engCtxClose(engCtx* ctx)
 {
   if (ctx == NULL || ctx->slot < 0) return;

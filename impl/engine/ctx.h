@@ -69,6 +69,11 @@ static inline void engLeave(engCtx* ctx)
  * private expedited command where the kernel offers it, 0 the counting mode. Takes effect
  * only before the first context is made (the settings of the first communicator). */
 void engSetMembarrier(int membarrier);
+/* Marks ctx closing before its proxy stops (the destroy of its communicator): the transports'
+ * sends in progress and host waits give up at once, so joining the proxy waits for no peer. */
+void engCtxMarkClosing(engCtx* ctx);
+/* Sets ctx->abandon (on: 1) or clears it: see engCtx. */
+void engCtxAbandon(engCtx* ctx, int on);
 /* Removes ctx from the live table and waits until no host call is inside it. Idempotent. */
 void engCtxClose(engCtx* ctx);
 

@@ -207,6 +207,7 @@ mscclppResult_t mscclppConnWait(struct mscclppDevConn* conn, int64_t timeoutMs)
 /* Records and returns the failure of a wait on c whose peer exited. */
 static mscclppResult_t waitPeerExited(engConn* c, const char* what)
 {
+  engMarkConnFailed(c->comm, c->connId);
   return (mscclppResult_t)engFail(c->comm, mscclppRemoteError, "rank %d (pid %d) exited while rank %d waited for %s",
                                   c->peerRank, c->peerPid, c->comm->rank, what);
 }
@@ -283,8 +284,11 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
                                         "rank %d closed its connection or is unreachable while rank %d waited for its signal",
                                         c->peerRank, c->comm->rank);
       }
-      /* only a remote failure ends the wait: a rejected put of this rank's does not */
-      if (errAsyncCode(&c->comm->err) == mscclppRemoteError) return mscclppRemoteError;
+      /* only a remote failure of this connection, or of the communicator, ends the wait: a
+       * rejected put of this rank's does not, nor another connection's failure */
+      if (__atomic_load_n(&c->comm->connFailed[c->connId], __ATOMIC_ACQUIRE) ||
+          __atomic_load_n(&c->comm->broken, __ATOMIC_ACQUIRE))
+        return mscclppRemoteError;
       if (__atomic_load_n(&c->ctx->closing, __ATOMIC_ACQUIRE))
         return engFail(NULL, mscclppInvalidUsage, "mscclppConnWait: communicator destroyed while waiting");
     }
@@ -393,9 +397,13 @@ int mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq)
       break;
     }
   }
-  /* served, but by a communicator that failed meanwhile: the trigger may not have been done */
+  /* served, but refused (bad arguments) or by a proxy that failed meanwhile (both are recorded before
+   * the slot empties): the trigger may not have been done */
   char why[512];
-  int async = rc == mscclppSuccess ? errAsync(&ctx->comm->err, why, (int)sizeof(why)) : 0;
+  int async = rc == mscclppSuccess && (__atomic_load_n(&ctx->failed, __ATOMIC_ACQUIRE) ||
+                                       __atomic_load_n(&ctx->refused, __ATOMIC_ACQUIRE) == seq + 1)
+                  ? errAsync(&ctx->comm->err, why, (int)sizeof(why))
+                  : 0;
   if (async != 0) rc = errFail(NULL, async, "%s: the communicator failed: %s", fn, why);
   engLeave(ctx);
   return rc;

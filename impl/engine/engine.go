@@ -96,33 +96,6 @@ func (c *Comm) Ptr() unsafe.Pointer { return unsafe.Pointer(c.p) }
 // Free releases c; no context of c may be in use.
 func (c *Comm) Free() { C.engCommFree(c.p); c.p = nil }
 
-// Err returns the first asynchronous error recorded on c, or nil.
-func (c *Comm) Err() error {
-	var buf [512]C.char
-	code := C.errAsync(&c.p.err, &buf[0], C.int(len(buf)))
-	if code == 0 {
-		return nil
-	}
-	return status.Errorf(status.Code(code), "%s", C.GoString(&buf[0]))
-}
-
-// SetLast makes msg the communicator's last-error text, and the process's.
-func (c *Comm) SetLast(msg string) {
-	cmsg := C.CString(msg)
-	defer C.free(unsafe.Pointer(cmsg))
-	C.errSet(&c.p.err, 0, cmsg)
-}
-
-// LastPtr is the address of the communicator's last-error text (valid until Free).
-func (c *Comm) LastPtr() unsafe.Pointer { return unsafe.Pointer(C.errLast(&c.p.err)) }
-
-// SetErr records err on c unless an error is already recorded.
-func (c *Comm) SetErr(err error) {
-	msg := C.CString(err.Error())
-	defer C.free(unsafe.Pointer(msg))
-	C.errSetAsync(&c.p.err, C.int(status.CodeOf(err)), msg)
-}
-
 // DevConns is the C array of mscclppDevConn_t handed to applications.
 type DevConns struct {
 	p *C.struct_mscclppDevConn
@@ -328,6 +301,20 @@ func (x *Ctx) Start() error {
 
 // Stop drains the FIFO, then stops and joins the proxy thread (no-op when not running).
 func (x *Ctx) Stop() { C.engProxyStop(x.p) }
+
+// MarkClosing makes the transports' sends in progress on the context and host waits give up
+// at once: the destroy of its communicator, before the proxy stops.
+func (x *Ctx) MarkClosing() { C.engCtxMarkClosing(x.p) }
+
+// Abandon makes the transports' sends on the context give up instead of waiting for a peer
+// (on), or wait again (off): mscclppProxyStop after a reported failure.
+func (x *Ctx) Abandon(on bool) {
+	v := C.int(0)
+	if on {
+		v = 1
+	}
+	C.engCtxAbandon(x.p, v)
+}
 
 // Running reports whether the proxy thread runs.
 func (x *Ctx) Running() bool { return x.p.running != 0 }

@@ -52,7 +52,27 @@ typedef struct engComm {
   engCopyBand copyBands[ENG_COPY_BANDS];
   uint64_t hangReportNs;   /* a signal wait without progress this long reports the connections (report.c); 0: never */
   int hangReported;        /* set once the report was made: one per communicator */
+  /* A remote failure is sticky per connection: connFailed[connId] is set (atomic) once a remote
+   * error was recorded on that connection, and ends every wait on it; broken is set when the
+   * communicator itself is lost (its bootstrap failed) and ends every wait. */
+  volatile int broken;
+  uint32_t nConnFailed; /* connections marked failed so far (atomic): a proxy rescans its own when it moves */
+  uint8_t connFailed[ENG_MAX_CONNS];
 } engComm;
+
+/* Marks comm lost (broken: every wait ends), and whether connection connId is marked failed. */
+static inline void engSetBroken(engComm* comm) { __atomic_store_n(&comm->broken, 1, __ATOMIC_RELEASE); }
+static inline int engConnFailed(engComm* comm, int connId)
+{
+  return connId >= 0 && connId < ENG_MAX_CONNS && __atomic_load_n(&comm->connFailed[connId], __ATOMIC_ACQUIRE);
+}
+/* Marks connection connId of comm failed by a remote error (its waits end). */
+static inline void engMarkConnFailed(engComm* comm, int connId)
+{
+  if (comm != NULL && connId >= 0 && connId < ENG_MAX_CONNS &&
+      __atomic_exchange_n(&comm->connFailed[connId], 1, __ATOMIC_ACQ_REL) == 0)
+    __atomic_fetch_add(&comm->nConnFailed, 1, __ATOMIC_RELEASE);
+}
 
 /* A registration as seen from this process. */
 typedef struct engReg {
@@ -102,10 +122,16 @@ typedef struct engCtx {
   pthread_t thread;
   volatile int running;
   volatile int stop;
-  volatile int closing; /* set by engCtxClose: host calls still inside leave with InvalidUsage */
+  volatile int closing; /* set by engCtxClose (or engCtxMarkClosing before the proxy stops): host calls
+                         * still inside leave with InvalidUsage, a transport's send in progress gives up */
+  volatile int abandon; /* mscclppProxyStop after a reported failure: sends give up instead of waiting */
   int slot;             /* index in the table of live contexts, or -1 */
   uint64_t served;      /* triggers served, for tests and stats */
-  int failed;           /* proxy thread only: its published tail carries MSCCLPP_FIFO_TAIL_FAILED */
+  int failed;           /* set by the proxy thread (atomic): its published tail carries MSCCLPP_FIFO_TAIL_FAILED */
+  int opFailed;         /* proxy thread only: an operation failed other than for a bad trigger */
+  uint64_t refused;     /* set by the proxy thread (atomic): 1 + the sequence number of the last trigger it
+                         * refused (bad arguments), 0 when none: its mscclppFifoWaitServed reports it */
+  uint32_t failedSeen;  /* proxy thread only: engComm.nConnFailed when it last looked at its connections */
 } engCtx;
 
 /* The one way the engine and the transports record an error: the formatted message
@@ -115,10 +141,12 @@ typedef struct engCtx {
 #define engFail(comm, code, ...) errFailAsync(engErrRecord(comm), (code), __VA_ARGS__)
 static inline errRecord* engErrRecord(engComm* c) { return c != NULL ? &c->err : NULL; }
 
-/* engFail on connection c, the message prefixed with its id, peer and tag; returns code. */
-#define engConnFail(c, code, fmt, ...)                                                                 \
-  engFail((c)->comm, (code), "connection %d (rank %d, tag %d): " fmt, (c)->connId, (c)->peerRank, (c)->tag, \
-          ##__VA_ARGS__)
+/* engFail on connection c, the message prefixed with its id, peer and tag; returns code. A remote
+ * error also marks the connection failed (engMarkConnFailed): sticky for it, not for the others. */
+#define engConnFail(c, code, fmt, ...)                                                                           \
+  (((code) == mscclppRemoteError ? engMarkConnFailed((c)->comm, (c)->connId) : (void)0),                        \
+   engFail((c)->comm, (code), "connection %d (rank %d, tag %d): " fmt, (c)->connId, (c)->peerRank, (c)->tag, \
+           ##__VA_ARGS__))
 
 /* Counts size bytes put on c (relaxed: a statistic, no locked instruction on the data path). */
 static inline void engCountPut(engConn* c, uint64_t size)

@@ -43,13 +43,26 @@ static void publish(engCtx* ctx, uint64_t tail)
   if (rc != mscclppSuccess) engFail(ctx->comm, rc, "proxy: publishing the FIFO tail failed");
 }
 
-/* Once the communicator has an asynchronous error: publishes the failed tail (visible when
- * publishTail returns) and keeps it so. Returns whether the communicator failed. */
+/* Whether a connection this proxy serves was marked failed since it last looked. */
+static int connsFailed(engCtx* ctx)
+{
+  uint32_t n = __atomic_load_n(&ctx->comm->nConnFailed, __ATOMIC_ACQUIRE);
+  if (n == ctx->failedSeen) return 0;
+  ctx->failedSeen = n;
+  for (int i = 0; i < ENG_MAX_CONNS; i++)
+    if (__atomic_load_n(&ctx->conns[i], __ATOMIC_RELAXED) != NULL && engConnFailed(ctx->comm, i)) return 1;
+  return 0;
+}
+
+/* Once this proxy's work cannot be done (the communicator lost, a connection it serves failed, an
+ * operation of its own failed other than for a bad trigger): publishes the failed tail (visible
+ * when publishTail returns) and keeps it so. Returns whether it failed. A bad trigger is the
+ * caller's error, reported asynchronously; the proxy goes on serving the good ones. */
 static int failedNow(engCtx* ctx, uint64_t tail)
 {
   if (ctx->failed) return 1;
-  if (errAsyncCode(&ctx->comm->err) == 0) return 0;
-  ctx->failed = 1;
+  if (!ctx->opFailed && !__atomic_load_n(&ctx->comm->broken, __ATOMIC_ACQUIRE) && !connsFailed(ctx)) return 0;
+  __atomic_store_n(&ctx->failed, 1, __ATOMIC_RELEASE);
   publish(ctx, tail);
   return 1;
 }
@@ -104,9 +117,10 @@ static void* proxyMain(void* arg)
     } else {
       /* a Flag or Sync trigger carries size 1 only to mark the slot: it moves no data;
        * a failure is recorded on the communicator by the transport */
-      if (c->ops->op(c, type, 1, dstOff, 1, srcOff, (type & mscclppData) ? size : 0) == mscclppSuccess &&
-          (type & mscclppData))
-        engCountPut(c, size);
+      int rc = c->ops->op(c, type, 1, dstOff, 1, srcOff, (type & mscclppData) ? size : 0);
+      if (rc == mscclppSuccess && (type & mscclppData)) engCountPut(c, size);
+      if (rc == mscclppInvalidArgument) __atomic_store_n(&ctx->refused, tail + 1, __ATOMIC_RELEASE);
+      else if (rc != mscclppSuccess) ctx->opFailed = 1;
     }
     /* a failed trigger (recorded above or by the transport) must not read as served */
     failedNow(ctx, tail);

@@ -42,8 +42,9 @@ int engWaitSeq(engComm* comm, volatile uint64_t* seq, uint64_t want, int pid, in
     if (st == ENG_WAIT_SLOW && engProcessGone(pid) && __atomic_load_n(seq, __ATOMIC_ACQUIRE) < want)
       return ENG_SEQ_GONE;
     /* a peer that finished this collective may fail right after: only a value still
-     * missing after the failure was seen is lost to it */
-    if (errAsyncCode(&comm->err) == mscclppRemoteError && __atomic_load_n(seq, __ATOMIC_ACQUIRE) < want)
+     * missing after the failure was seen is lost to it (the communicator's failure: one
+     * connection's does not stop the collectives) */
+    if (__atomic_load_n(&comm->broken, __ATOMIC_ACQUIRE) && __atomic_load_n(seq, __ATOMIC_ACQUIRE) < want)
       return ENG_SEQ_REMOTE;
   }
   return ENG_SEQ_REACHED;

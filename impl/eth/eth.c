@@ -225,20 +225,36 @@ int ethFence(struct ethCtx* e, uint64_t seq, int64_t timeoutMs, char* err, int e
   return mscclppSuccess;
 }
 
+void ethAbort(struct ethCtx* e)
+{
+  if (e == NULL) return;
+  for (int i = 0; i < ENG_MAX_CONNS; i++) {
+    ethConn* s = e->conns[i];
+    if (s == NULL || __atomic_load_n(&s->closing, __ATOMIC_ACQUIRE)) continue;
+    __atomic_store_n(&s->closing, 1, __ATOMIC_RELEASE);
+    /* at a frame boundary (nobody holds the send lock) a goodbye ends the stream cleanly; a sender
+     * inside a frame is released by the shutdown, and the peer sees the frame cut: RemoteError */
+    if (pthread_mutex_trylock(&s->sendLock) == 0) {
+      unsigned char hdr[ETH_HDR_BYTES];
+      ethPutHeader(hdr, ETH_BYE, 0, 0, 0);
+      (void)send(s->fd, hdr, sizeof(hdr), MSG_NOSIGNAL | MSG_DONTWAIT); /* best effort */
+      shutdown(s->fd, SHUT_WR);
+      pthread_mutex_unlock(&s->sendLock);
+    } else {
+      shutdown(s->fd, SHUT_WR);
+    }
+  }
+}
+
 /* Closes every connection's socket and joins its receive thread, then frees the state. */
 static void ethClose(engCtx* ctx)
 {
   struct ethCtx* e = (struct ethCtx*)ctx->transport;
   if (e == NULL) return;
+  ethAbort(e); /* a goodbye on every connection, unless ethAbort said it already */
   for (int i = 0; i < ENG_MAX_CONNS; i++) {
     ethConn* s = e->conns[i];
     if (s == NULL) continue;
-    __atomic_store_n(&s->closing, 1, __ATOMIC_RELEASE);
-    unsigned char hdr[ETH_HDR_BYTES];
-    ethPutHeader(hdr, ETH_BYE, 0, 0, 0);
-    pthread_mutex_lock(&s->sendLock);
-    (void)send(s->fd, hdr, sizeof(hdr), MSG_NOSIGNAL | MSG_DONTWAIT); /* best effort */
-    pthread_mutex_unlock(&s->sendLock);
     shutdown(s->fd, SHUT_RDWR);
     ethReaderEnd(s); /* a receive thread parked while a wait read wakes and exits */
     if (s->rxStarted) pthread_join(s->rx, NULL);

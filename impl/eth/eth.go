@@ -436,6 +436,16 @@ func (e *eth) Stopped() error {
 	return nil
 }
 
+// Abort ends every connection's sending side for the destroy (eth.h, ethAbort): a send in
+// progress to a busy or lost peer gives up at once.
+func (e *eth) Abort() {
+	for _, st := range []*C.struct_ethCtx{e.state, e.cuState} {
+		if st != nil {
+			C.ethAbort(st)
+		}
+	}
+}
+
 // Close stops accepting, closes the sockets (the context's close op joins the receive threads).
 func (e *eth) Close() error {
 	e.mu.Lock()

@@ -32,6 +32,12 @@ int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t 
  * Returns a mscclppResult_t; err gets the reason. */
 int ethFence(struct ethCtx* e, uint64_t seq, int64_t timeoutMs, char* err, int errLen);
 
+/* Ends every connection of e for the destroy of its communicator, without waiting for any peer:
+ * marks them closing (sends give up), says goodbye where no frame is in progress, and shuts the
+ * sockets' sending side down, which releases a sender blocked on a busy or lost peer at once. The
+ * receive threads go on until the context's close op. */
+void ethAbort(struct ethCtx* e);
+
 /* Adds host memory [ptr, ptr+size) as the next registration of connection connId of e (before
  * or after the connection started); returns its index, or -1 (too many, or out of memory). */
 int ethAddReg(struct ethCtx* e, int connId, void* ptr, uint64_t size);

@@ -15,24 +15,37 @@
 #include <string.h>
 #include <sys/socket.h>
 
+/* Whether the sender of a frame on s must give up now: the context closes (destroy), or its
+ * proxy stops after a reported failure (abandon). */
+static int giveUp(ethConn* s)
+{
+  engCtx* x = s->c->ctx;
+  return s->closing || __atomic_load_n(&x->closing, __ATOMIC_ACQUIRE) || __atomic_load_n(&x->abandon, __ATOMIC_ACQUIRE);
+}
+
 /* Sends every byte of iov (advancing it); 0, or the errno that stopped it: ETIMEDOUT when
  * nothing went out for deadMs, EHOSTUNREACH once the connection is declared dead, ESHUTDOWN when
- * the context is closing. A blocked sendmsg returns every tick (SO_SNDTIMEO) to look. */
+ * the context is closing or abandons its sends before the frame started, ECANCELED when it
+ * does inside the frame (the stream is then cut). Checked at every step: a blocked sendmsg
+ * returns every tick (SO_SNDTIMEO), and ethAbort's shutdown releases it at once. */
 int ethSendAll(ethConn* s, struct iovec* iov, int n)
 {
   uint64_t progress = engNowNs();
+  int started = 0;
   while (n > 0) {
     if (__atomic_load_n(&s->dead, __ATOMIC_ACQUIRE)) return EHOSTUNREACH;
+    if (giveUp(s)) return started ? ECANCELED : ESHUTDOWN;
     ssize_t k = sendmsg(s->fd, &(struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)n}, MSG_NOSIGNAL);
     if (k < 0) {
       if (errno == EINTR) continue;
       if (__atomic_load_n(&s->dead, __ATOMIC_ACQUIRE)) return EHOSTUNREACH; /* shut down by ethMarkDead */
+      if (giveUp(s)) return started ? ECANCELED : ESHUTDOWN; /* or by ethAbort */
       if (errno != EAGAIN && errno != EWOULDBLOCK) return errno;
-      if (s->closing || __atomic_load_n(&s->c->ctx->closing, __ATOMIC_ACQUIRE)) return ESHUTDOWN;
       if (engNowNs() - progress >= s->deadNs) return ETIMEDOUT;
       continue;
     }
     progress = engNowNs();
+    started = started || k > 0;
     __atomic_store_n(&s->lastSendNs, progress, __ATOMIC_RELAXED);
     while (n > 0 && (size_t)k >= iov->iov_len) {
       k -= (ssize_t)iov->iov_len;
@@ -67,7 +80,13 @@ void ethPutHeader(unsigned char* h, uint32_t type, uint64_t a, uint64_t b, uint6
 
 int ethSendFailed(engConn* c, ethConn* s, int err)
 {
-  if (s->closing || err == ESHUTDOWN) return mscclppInvalidUsage;
+  if (err == ECANCELED && !s->closing && !__atomic_load_n(&c->ctx->closing, __ATOMIC_ACQUIRE)) {
+    /* a frame cut by mscclppProxyStop after a failure: the stream cannot go on */
+    int rc = engConnFail(c, mscclppRemoteError, "a send to rank %d was given up inside a frame (mscclppProxyStop after a failure): the connection is closed", c->peerRank);
+    ethMarkDead(s);
+    return rc;
+  }
+  if (s->closing || err == ESHUTDOWN || err == ECANCELED) return mscclppInvalidUsage;
   char what[200];
   if (err == ETIMEDOUT)
     snprintf(what, sizeof(what),

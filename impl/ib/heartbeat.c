@@ -42,6 +42,7 @@ void ibBeatArm(ibBeat* b)
 /* Records the peer's loss as the communicator's remote error (as engConnFail words it). */
 static void lost(ibBeat* b, const char* why)
 {
+  engMarkConnFailed(b->comm, b->connId);
   engFail(b->comm, mscclppRemoteError, "connection %d (rank %d, tag %d): rank %d is unreachable: %s", b->connId,
           b->peerRank, b->tag, b->peerRank, why);
   b->done = 1;
@@ -52,6 +53,14 @@ void ibBeatTick(ibBeat* b, uint64_t deadNs)
   if (b->done) return;
   uint64_t v = __atomic_load_n(b->mine, __ATOMIC_ACQUIRE), now = nowNs();
   if (v == IB_BEAT_BYE) {
+    /* the peer destroyed its communicator: nothing more comes on this connection, so waits on
+     * it end (RemoteError, this connection's only); the communicator's last error says why, not
+     * an asynchronous one: a goodbye is no failure */
+    char why[160];
+    snprintf(why, sizeof(why), "connection %d (rank %d, tag %d): rank %d destroyed its communicator", b->connId,
+             b->peerRank, b->tag, b->peerRank);
+    errSet(&b->comm->err, mscclppRemoteError, why);
+    engMarkConnFailed(b->comm, b->connId);
     b->done = 1;
     return;
   }

@@ -20,6 +20,9 @@ import (
 // cache line of its own).
 const beatSlotBytes = 64
 
+// byeBound bounds the goodbyes of a destroy, all of them together.
+const byeBound = 30 * time.Millisecond
+
 // beatSlot is the registered memory the peer writes its beats into, for one connection.
 type beatSlot struct {
 	mem unsafe.Pointer
@@ -117,8 +120,11 @@ func (b *beats) close() {
 		close(stop)
 		<-b.done
 	}
+	// the goodbyes share one short bound: a destroy waits for no peer (one lost with its link
+	// never completes its goodbye)
+	until := time.Now().Add(byeBound)
 	for _, p := range b.list {
-		C.ibBeatBye(p, 100)
+		C.ibBeatBye(p, C.int(max(time.Until(until).Milliseconds(), 1)))
 		C.free(unsafe.Pointer(p))
 	}
 	b.list, b.stop = nil, nil

@@ -261,9 +261,21 @@ func (t *ibt) Stopped() error {
 	return nil
 }
 
+// Abort makes every wait of this rank's QPs for room or completions give up (the proxy's and
+// host threads' posts and flushes): the destroy waits for no peer. Close lets the goodbyes wait
+// again, briefly.
+func (t *ibt) Abort() {
+	for _, c := range t.conns {
+		c.qp.Abandon(true)
+	}
+}
+
 // Close tears down in reverse: heartbeats (a goodbye to every peer), connection state, QPs,
 // MRs, CQs, then the devices.
 func (t *ibt) Close() error {
+	for _, c := range t.conns {
+		c.qp.Abandon(false) // nobody posts any more: the goodbyes may wait for their completion
+	}
 	t.beats.close()
 	if t.ctx != nil {
 		t.ctx.Free()

@@ -380,7 +380,8 @@ func (c *p2p) inAllocation(d ipcDesc, base uint64) (uint64, error) {
 // freeCUDA releases everything CUDA mode allocated; proxies must be stopped. The proxy's streams
 // are synchronized and freed first: their copies write into the peers' IPC mappings, which are
 // closed only after that. The device memory peers mapped (the signal epochs) is freed only once
-// every peer has closed its mappings (freeing it earlier is undefined behaviour for the driver).
+// every peer has said it closed its mappings (freeing it earlier is undefined behaviour for the
+// driver): after the destroy returned, where a peer has not yet (a destroy waits for no peer).
 func (c *p2p) freeCUDA() {
 	st := c.cuda
 	if st == nil {
@@ -392,18 +393,17 @@ func (c *p2p) freeCUDA() {
 			logx.Warnf("rank %d: CUDA teardown: closing a peer's IPC mapping: %v", c.h.Rank, err)
 		}
 	}
+	c.cuda = nil
 	if c.h.PeersClosed != nil && len(st.peers) > 0 {
 		peers := make([]int, 0, len(st.peers))
 		for r := range st.peers {
 			peers = append(peers, r)
 		}
 		sort.Ints(peers)
-		if err := c.h.PeersClosed(peers); err != nil {
-			logx.Warnf("rank %d: CUDA teardown: freeing device memory peers may still map: %v", c.h.Rank, err)
-		}
+		c.h.PeersClosed(peers, st.proxy.Free) // freeing memory a peer still maps is undefined behaviour
+		return
 	}
 	st.proxy.Free()
-	c.cuda = nil
 }
 
 // ops is the transport's operations (p2p.c), a const engOps* for engCtx.ops and engConn.ops.

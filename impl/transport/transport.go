@@ -31,10 +31,12 @@ type Host struct {
 	DevConns     engine.DevConns
 	ListenIP     string        // the IP of this rank's bootstrap listener: peers reach it there
 	Timeout      time.Duration // the bootstrap timeout: the bound of a transport's setup waits
-	// PeersClosed tells each of peers that this rank closed its mappings of their memory and
-	// waits (at most the bootstrap timeout) until each said the same of this rank's: memory
-	// peers mapped through CUDA IPC is freed only after that. Nil: nothing to wait for.
-	PeersClosed func(peers []int) error
+	// PeersClosed tells each of peers that this rank closed its mappings of their memory
+	// (briefly: a destroy waits for no peer) and calls free once every one of them has said the
+	// same of this rank's memory: at once when all have, else after the destroy returned, when
+	// the last one does (never, when one does not within the bootstrap timeout: the memory is
+	// then kept until the process exits). Nil: nothing to wait for.
+	PeersClosed func(peers []int, free func())
 }
 
 // OnMyNode reports whether rank peer runs on this rank's node.
@@ -136,6 +138,14 @@ type Registrar interface {
 // rank's writes): Stopped completes it; mscclppProxyStop ends with a barrier after every rank's.
 type Stopper interface {
 	Stopped() error
+}
+
+// Aborter is implemented by transports whose sends may wait for a peer (a full socket or send
+// queue): Abort, called by mscclppCommDestroy before the proxies stop (their contexts already
+// marked closing), makes every such wait give up at once and tells the peers, where it can,
+// that this side closes. Destroy then waits for no peer.
+type Aborter interface {
+	Abort()
 }
 
 // SetUpper is implemented by transports that act once mscclppConnectionSetup's closing barrier

@@ -14,6 +14,11 @@
  *                           must return mscclppInvalidUsage within 3 s
  *                           naming MSCCLPP_SOCKET_IFNAME: the root tells the
  *                           others why rank 0 could not join.
+ *   init_failures ifname-rank (N = 3): the same with rank 2, whose process
+ *                           does not host the root: it tells the root why
+ *                           it cannot join, and every rank fails at once
+ *                           with its reason (not "rank 2 never connected"
+ *                           at the timeout).
  *   init_failures secret    (N = 3, MSCCLPP_BOOTSTRAP_SECRET set by the
  *                           runner): rank 2 sets another secret (setenv
  *                           before its init). Rank 2 gets
@@ -104,18 +109,18 @@ static int mismatch(int rank, int nranks, int odd)
   return test_finish();
 }
 
-/* Rank 0 cannot pick an address; the others learn why from the root. */
-static int ifname_root(int rank, int nranks)
+/* Rank bad cannot pick an address; the others learn why from the root. */
+static int ifname_bad(int rank, int nranks, int bad)
 {
-  if (rank == 0)
+  if (rank == bad)
     REQUIRE(setenv("MSCCLPP_SOCKET_IFNAME", "=no-such-interface0", 1) == 0, "setenv");
   double dt;
   const char* msg;
   timed_init(rank, nranks, mscclppInvalidUsage, &dt, &msg);
   CHECK(strstr(msg, "MSCCLPP_SOCKET_IFNAME") && strstr(msg, "no-such-interface0"),
-        "the message does not say that rank 0's MSCCLPP_SOCKET_IFNAME matches no interface");
-  if (rank != 0)
-    CHECK(test_mentions_rank(msg, 0), "the message does not name rank 0");
+        "the message does not say that rank %d's MSCCLPP_SOCKET_IFNAME matches no interface", bad);
+  if (rank != bad)
+    CHECK(test_mentions_rank(msg, bad), "the message does not name rank %d", bad);
   CHECK(dt < kMaxInit, "init took %.2f s (timeout %d s): the reason must reach every rank at once", dt, kTimeout);
   if (rank == 0)
     wait_reports("ifname", nranks);
@@ -210,7 +215,7 @@ int main(int argc, char** argv)
 {
   test_init("init_failures");
   int rank = test_rank(), nranks = test_nranks();
-  REQUIRE(argc == 2, "usage: init_failures mismatch|mismatch-root|ifname-root|secret|dying");
+  REQUIRE(argc == 2, "usage: init_failures mismatch|mismatch-root|ifname-root|ifname-rank|secret|dying");
   REQUIRE(nranks == 3, "run with N = 3");
   MCHECK(mscclppSetBootstrapConnTimeout(kTimeout));
   if (strcmp(argv[1], "mismatch") == 0)
@@ -220,7 +225,9 @@ int main(int argc, char** argv)
   if (strcmp(argv[1], "secret") == 0)
     return secret(rank, nranks);
   if (strcmp(argv[1], "ifname-root") == 0)
-    return ifname_root(rank, nranks);
+    return ifname_bad(rank, nranks, 0);
+  if (strcmp(argv[1], "ifname-rank") == 0)
+    return ifname_bad(rank, nranks, nranks - 1);
   if (strcmp(argv[1], "dying") == 0)
     return dying(rank, nranks);
   REQUIRE(0, "unknown mode %s", argv[1]);

@@ -662,6 +662,8 @@ case_lenv=("HOME={DIR}")
 run_case init-nranks-mismatch-root 3 20 init_failures mismatch-root
 case_lenv=("HOME={DIR}")
 run_case init-ifname-root 3 20 init_failures ifname-root
+case_lenv=("HOME={DIR}")
+run_case init-ifname-rank 3 30 init_failures ifname-rank
 case_env=(MSCCLPP_BOOTSTRAP_SECRET=the-job-secret)
 run_case init-secret-differs 3 20 init_failures secret
 case_env=(MSCCLPP_DEBUG=INFO MSCCLPP_DEBUG_SUBSYS=INIT)

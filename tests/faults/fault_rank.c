@@ -19,6 +19,11 @@
  *         once every other rank has written its done file (so a survivor
  *         that waits for the stopped rank for ever is a hang for the driver);
  *   flap: the same, but the warden sends SIGCONT after HOLD_MS.
+ *   destroy: (PHASE puts) the victim calls mscclppCommDestroy itself at round
+ *         DELAY_US % ROUNDS of the puts, while its peers are still sending
+ *         to it; the destroy must return within DESTROY_BOUND_MS whatever
+ *         they do (else a wrong result), and the peers see mscclppRemoteError
+ *         (or a bounded wait's mscclppInProgress), never a crash.
  * ACTION none: no rank is hurt (the driver may take a link down instead).
  * The driver's self-test (controls that must be caught) uses two more:
  *   segv: the timer SIGSEGVs the victim (a crash);
@@ -94,7 +99,8 @@ static void enter(const char* p)
 {
   if (nphase < 4) phaseStart[nphase++] = su_now();
   printf("FAULT rank %d: enters %s\n", su_rank, p); /* where a hung rank was */
-  if (su_rank != victim || strcmp(p, phaseName) != 0 || strcmp(action, "none") == 0 || strcmp(action, "corrupt") == 0)
+  if (su_rank != victim || strcmp(p, phaseName) != 0 || strcmp(action, "none") == 0 || strcmp(action, "corrupt") == 0 ||
+      strcmp(action, "destroy") == 0)
     return;
   pthread_t t;
   if (pthread_create(&t, NULL, injector, NULL) == 0) pthread_detach(t);
@@ -137,11 +143,32 @@ static void finish(void)
   exit(wrongBytes ? 3 : wrongCode ? 4 : 0);
 }
 
-/* ROUNDS all-to-all rounds; 0 when a call failed. */
+/* A destroy waits for no peer: generous against load, far below the seconds of one that waits. */
+#define DESTROY_BOUND_MS 1000.0
+
+/* The victim of ACTION destroy destroys its communicator at round it of the puts, its peers
+ * still sending to it; 1 when it did (the puts are over for it). */
+static int destroy_now(int it, int rounds)
+{
+  if (su_rank != victim || strcmp(action, "destroy") != 0 || it != (int)(delayUs % rounds)) return 0;
+  printf("FAULT rank %d: destroy now (phase puts + round %d)\n", su_rank, it);
+  fflush(stdout);
+  double t0 = su_now();
+  judge(mscclppCommDestroy(su_comm), "mscclppCommDestroy mid-puts", 0);
+  double ms = (su_now() - t0) * 1e3;
+  su_comm = NULL;
+  int slow = ms > DESTROY_BOUND_MS;
+  printf("FAULT rank %d: destroy mid-puts took %.1f ms%s\n", su_rank, ms, slow ? " WRONG-CODE (it waited for a peer)" : "");
+  if (slow) wrongCode++;
+  return 1;
+}
+
+/* ROUNDS all-to-all rounds; 0 when a call failed (or this rank destroyed its communicator). */
 static int puts_phase(mscclppDevConn_t** conn, char* buf, int rounds, size_t chunk, int64_t waitMs)
 {
   int n = su_nranks, me = su_rank;
   for (int it = 0; it < rounds; it++) {
+    if (destroy_now(it, rounds)) return 0;
     size_t base = (size_t)(it & 1) * n * chunk + (size_t)me * chunk;
     int corrupt = me == victim && it == rounds / 2 && strcmp(action, "corrupt") == 0;
     su_fill(buf + base, chunk, su_seed(it, me, 12) + (uint64_t)corrupt);
@@ -200,9 +227,11 @@ int main(int argc, char** argv)
   }
 
   enter("destroy");
-  if (launched) judge(mscclppProxyStop(su_comm), "mscclppProxyStop", 0);
-  judge(mscclppCommDestroy(su_comm), "mscclppCommDestroy", 0);
-  su_comm = NULL;
+  if (su_comm != NULL) { /* else destroyed mid-puts (ACTION destroy) */
+    if (launched) judge(mscclppProxyStop(su_comm), "mscclppProxyStop", 0);
+    judge(mscclppCommDestroy(su_comm), "mscclppCommDestroy", 0);
+    su_comm = NULL;
+  }
   SU_CK(mscclppHostFree(buf));
   finish();
   return 0;

@@ -8,7 +8,8 @@
 # jobs on simulated nodes (tests/multinode/cluster.sh), each with one fault:
 # a rank SIGKILLed or SIGSTOPped (for good: "stop", or for a while: "flap")
 # at a random moment of init, setup, puts or destroy, or a node's link taken
-# down ("linkdown") or down and up ("linkflap"), over SHM (one node), Ethernet
+# down ("linkdown") or down and up ("linkflap"), or a rank destroying its
+# communicator mid-puts while its peers still send to it ("destroy"), over SHM (one node), Ethernet
 # and the IB double (two nodes). It prints the counts per category and in
 # all: runs, hangs, crashes, wrong bytes, wrong result codes, names left in
 # /dev/shm; exit status non-zero when any but runs is non-zero.

@@ -170,6 +170,12 @@ p2p p2p_regbuf_n2 2 60 - regbuf
 # ProxyStop / Destroy with proxies running and a backlog, repeated; no leaks
 run_case stop_n2 2 60 - stop
 run_case stop_n4 4 60 - stop
+# Destroy is local: it returns at once with a busy or a stopped peer and 64 MiB of puts queued
+# to it (a 5 s bootstrap timeout: a destroy that waited for the peer took that long)
+case_lenv=(MSCCLPP_BOOTSTRAP_TIMEOUT=5)
+run_case destroy_busy_n2 2 60 - destroy busy
+case_lenv=(MSCCLPP_BOOTSTRAP_TIMEOUT=5)
+run_case destroy_stopped_n2 2 60 - destroy stopped
 # the same data-path checks over the Ethernet transport (TCP between ranks of this node)
 eth() { case_lenv=(MSCCLPP_TEST_TRANSPORT=ethernet); run_case "$@"; }
 eth eth_allgather_hostalloc_n2 2 60 - allgather --iters 200 --chunk 1000 --big-iters 3 --big-chunk $((16 * MB))
@@ -184,6 +190,12 @@ eth eth_bounds_n2 2 60 - bounds
 eth eth_kill_waittimeout_n2 2 60 1 kill 1 timeout
 eth eth_kill_wait_n3 3 60 2 kill 2 wait --malloc
 eth eth_stop_n2 2 60 - stop
+case_lenv=(MSCCLPP_TEST_TRANSPORT=ethernet MSCCLPP_BOOTSTRAP_TIMEOUT=5)
+run_case eth_destroy_busy_n2 2 60 - destroy busy
+case_lenv=(MSCCLPP_TEST_TRANSPORT=ethernet MSCCLPP_BOOTSTRAP_TIMEOUT=5)
+run_case eth_destroy_stopped_n2 2 60 - destroy stopped
+case_lenv=(MSCCLPP_TEST_TRANSPORT=ethernet MSCCLPP_BOOTSTRAP_TIMEOUT=2)
+run_case eth_destroy_proxystop_n2 2 60 - destroy proxystop
 eth eth_dropin_incremental_n3 3 60 - dropin incremental
 eth eth_regbuf_n2 2 60 - regbuf
 eth eth_regbuf_before_n3 3 60 - regbuf before
@@ -210,6 +222,12 @@ if bash "$root/tests/ib/double/build.sh" "$out/ibdouble" >"$out/build-ibdouble.l
   ib ib_regbuf_n3 3 60 - regbuf
   ib ib_dropin_incremental_n3 3 60 - dropin incremental
   ib ib_regbuf_before_n3 3 60 - regbuf before
+  case_lenv=(MSCCLPP_TEST_TRANSPORT=ib MSCCLPP_TEST_IB_DEV=double_0 "MSCCLPP_IBV_SO=$dbl" "MSCCLPP_IBV_DOUBLE_DIR={DIR}" MSCCLPP_BOOTSTRAP_TIMEOUT=5)
+  run_case ib_destroy_busy_n2 2 60 - destroy busy
+  case_lenv=(MSCCLPP_TEST_TRANSPORT=ib MSCCLPP_TEST_IB_DEV=double_0 "MSCCLPP_IBV_SO=$dbl" "MSCCLPP_IBV_DOUBLE_DIR={DIR}" MSCCLPP_BOOTSTRAP_TIMEOUT=5)
+  run_case ib_destroy_stopped_n2 2 60 - destroy stopped
+  case_lenv=(MSCCLPP_TEST_TRANSPORT=ib MSCCLPP_TEST_IB_DEV=double_0 "MSCCLPP_IBV_SO=$dbl" "MSCCLPP_IBV_DOUBLE_DIR={DIR}" MSCCLPP_BOOTSTRAP_TIMEOUT=2)
+  run_case ib_destroy_proxystop_n2 2 60 - destroy proxystop
 else
   echo "FAIL build-ibdouble"
   sed 's/^/    /' "$out/build-ibdouble.log" | head -20

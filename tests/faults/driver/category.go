@@ -50,6 +50,11 @@ var categories = []category{
 	{"ib-kill", "ib", 2, 2, "kill", -1, false},
 	{"ib-stop", "ib", 2, 2, "stop", -1, false},
 	{"ib-flap", "ib", 2, 2, "flap", -1, false},
+	// a rank destroys its communicator while its peers still send to it (fault_rank's ACTION
+	// destroy): its destroy returns at once, the peers see RemoteError
+	{"shm-destroy", "shm", 1, 3, "destroy", 3000, false},
+	{"eth-destroy", "ethernet", 2, 2, "destroy", -1, false},
+	{"ib-destroy", "ib", 2, 2, "destroy", -1, false},
 }
 
 func allCategories() []string {
@@ -121,6 +126,10 @@ func (c category) plan(rng *rand.Rand) plan {
 		p.rounds, p.chunk = 100, 1<<20
 	}
 	switch c.action {
+	case "destroy":
+		p.phase = "puts"
+		p.victim = rng.Intn(c.ranks)
+		p.delayUs = rng.Int63n(int64(p.rounds))
 	case "linkdown", "linkflap":
 		p.phase = "none"
 		p.victim = 1 + rng.Intn(c.nodes-1)
