@@ -249,11 +249,13 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
   const engOps* ops = c->ops;
   engBackoffCfg sleeping;
   const engBackoffCfg* cfg = waitBackoff(c, &sleeping);
+  /* the default waitPoll does nothing: a wait skips calling it, and its loop loads no hook */
+  const int polls = ops->waitPoll != engOpsNoWaitPoll;
   engWait w;
   engWaitInit(&w, timeoutMs);
   for (;;) {
     if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
-    int polled = ops->waitPoll(c, proxy, want, &w);
+    int polled = polls ? ops->waitPoll(c, proxy, want, &w) : ENG_POLL_IDLE;
     if (polled != ENG_POLL_IDLE && __atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
     /* a poll that blocked has waited already: the wait only looks at its conditions */
     int st = polled == ENG_POLL_BLOCKED ? waitChecks(&w)
