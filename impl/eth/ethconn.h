@@ -39,7 +39,7 @@ typedef struct ethConn {
   uint64_t lastRecvNs;
   volatile int dead; /* declared unreachable: the socket is shut down, every send fails at once */
   uint32_t reader;    /* who reads frames (ethread.c): ETH_READER_NONE, _RX or _WAIT */
-  int direct;         /* host mode: a wait may read frames itself (ethWaitRead) */
+  int direct;         /* host mode: a wait may read frames itself (ethWaitPoll) */
   volatile int ended; /* the stream ended (recorded): no one reads frames any more */
   uint32_t waitReads;   /* how often a wait took the token (the receive thread leaves it to waits) */
   uint32_t rxSeenReads; /* the receive thread's own: waitReads when it parked */

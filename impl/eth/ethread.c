@@ -218,7 +218,7 @@ static int rxAwait(ethConn* s)
   return ethRxTick(s);
 }
 
-/* The receive thread: reads frames while no wait reads them itself (ethWaitRead). */
+/* The receive thread: reads frames while no wait reads them itself (ethWaitPoll). */
 void* ethRxMain(void* arg)
 {
   ethConn* s = (ethConn*)arg;
