@@ -7,15 +7,12 @@
  */
 #include <vector>
 
-#include "../impl/status/errs.h"
+#include "_cgo_export.h" /* the Go exports go_<name>, as cgo declares them */
+#include "errs.h"         /* impl/status: the fork check */
 #include "mscclpp.h"
 #include "tools.h"
 
 extern "C" {
-mscclppResult_t go_mscclppRegisterBuffer(mscclppComm_t comm, void* mem, size_t size, int haveReg, void* out, int max,
-                                         int* n);
-mscclppResult_t go_mscclppRegisteredBufferWrite(mscclppComm_t comm, void* entries, int n, void* src, size_t size,
-                                                uint32_t srcOff, uint32_t dstOff, int64_t stream);
 
 mscclppResult_t capiLibRegisterBuffer(int, mscclppComm_t comm, void* local_memory, size_t size,
                                       mscclppRegisteredMemory* regMem)

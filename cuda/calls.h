@@ -1,6 +1,6 @@
 /*
- * calls.h: the C side of the Go wrappers (calls.c) and of the P2P
- * transport (p2p.c).
+ * calls.h: the C side of the Go wrappers (calls.c), of a CUDA-mode proxy's
+ * state (proxystate.c) and of the staging copies (stage.c).
  */
 #ifndef MSCCLPP_CUDA_CALLS_H_
 #define MSCCLPP_CUDA_CALLS_H_
@@ -59,57 +59,58 @@ int cuwPrimaryRelease(const cuwApi* a, cuwDevice dev, const char** call);
 const char* cuwErrorName(const cuwApi* a, int code);
 const char* cuwErrorString(const cuwApi* a, int code);
 
-/* The P2P state of one CUDA-mode proxy context (impl/p2p stores it as engCtx.transport and
- * every engConn.transport of that context). */
+/* The state of one CUDA-mode proxy context, whatever transport it serves (P2P stores it as
+ * engCtx.transport and every engConn.transport of that context; Ethernet and IB reach it
+ * through their own context state). */
 /* Pinned words a signal value is copied from; a slot is reused only after a
- * stream synchronize, forced every CUDA_P2P_FLAG_RING signals. */
-#define CUDA_P2P_FLAG_RING 4096
+ * stream synchronize, forced every CUDA_PROXY_FLAG_RING signals. */
+#define CUDA_PROXY_FLAG_RING 4096
 
-typedef struct cudaP2PState {
+typedef struct cudaProxyState {
   const cuwApi* api;
   cuwContext ctx;       /* made current on the proxy thread */
   cuwStream stream;     /* every copy of this context, in trigger order */
   cuwStream tailStream; /* the FIFO tail's copies only, so publishing never waits behind data */
   cuwDevicePtr devTail; /* the FIFO tail initiators read (device memory) */
   uint64_t* hostTail;   /* pinned staging word for devTail, followed by flagRing */
-  uint64_t* flagRing;   /* pinned staging words for signal values (CUDA_P2P_FLAG_RING of them) */
+  uint64_t* flagRing;   /* pinned staging words for signal values (CUDA_PROXY_FLAG_RING of them) */
   uint64_t flagPos;     /* signals sent through flagRing (proxy thread only) */
   void* cpus;           /* cpu_set_t* to bind the proxy thread to, or NULL */
   size_t cpusSize;      /* its size in bytes */
   int bindDone;         /* 1 once the proxy thread ran threadInit */
   int bindErr;          /* pthread_setaffinity_np's result (an errno), 0 when bound or not asked */
-} cudaP2PState;
+} cudaProxyState;
 
 /* Allocates the state: two non-blocking streams and the tail words in ctx
  * (the pinned ones on numaNode when >= 0), and the cpu set from cpus[0..nCpus). */
-int cudaP2PStateNew(const cuwApi* a, cuwContext ctx, const int* cpus, int nCpus, int numaNode, cudaP2PState** out,
+int cudaProxyStateNew(const cuwApi* a, cuwContext ctx, const int* cpus, int nCpus, int numaNode, cudaProxyState** out,
                     const char** call);
 /* Waits for both streams: every copy and tail publication enqueued so far is done. */
-int cudaP2PStateSync(cudaP2PState* st, const char** call);
+int cudaProxyStateSync(cudaProxyState* st, const char** call);
 /* Waits for both streams, then frees everything of st. */
-int cudaP2PStateFree(cudaP2PState* st, const char** call);
+int cudaProxyStateFree(cudaProxyState* st, const char** call);
 /* What any CUDA-mode proxy context (impl/cudaproxy) needs of its state, on the proxy thread:
  * its setup (st's context current, the thread bound near the GPU; the binding's result is
- * kept for cudaP2PBindResult) and the FIFO tail's publication in device memory on the tail
- * stream. Return a cuwResult; cudaP2PThreadEnter names the failing call. */
-int cudaP2PThreadEnter(cudaP2PState* st, const char** call);
-int cudaP2PPushTail(cudaP2PState* st, uint64_t tail);
-/* cudaP2PPushTail, then a wait until the tail is in device memory (the tail stream synchronized). */
-int cudaP2PPushTailNow(cudaP2PState* st, uint64_t tail);
+ * kept for cudaProxyStateBindResult) and the FIFO tail's publication in device memory on the tail
+ * stream. Return a cuwResult; cudaProxyStateEnter names the failing call. */
+int cudaProxyStateEnter(cudaProxyState* st, const char** call);
+int cudaProxyStatePushTail(cudaProxyState* st, uint64_t tail);
+/* cudaProxyStatePushTail, then a wait until the tail is in device memory (the tail stream synchronized). */
+int cudaProxyStatePushTailNow(cudaProxyState* st, uint64_t tail);
 /* Synchronous copies through pinned host memory for host-side transports (Ethernet in CUDA
  * mode): device src to host dst on st's stream, host src to device dst on its tail stream,
  * with st's context current for the call. Return a mscclppResult_t; err says what failed. */
-int cudaStageToHost(cudaP2PState* st, void* dst, uint64_t src, size_t n, char* err, int errLen);
-int cudaStageToDevice(cudaP2PState* st, uint64_t dst, const void* src, size_t n, char* err, int errLen);
+int cudaStageToHost(cudaProxyState* st, void* dst, uint64_t src, size_t n, char* err, int errLen);
+int cudaStageToDevice(cudaProxyState* st, uint64_t dst, const void* src, size_t n, char* err, int errLen);
 
 /* A connection's own staging stream (stage.c), in st's context: created, freed (after its copies),
  * a copy enqueued on it without waiting (toDevice: host src to device dst, else device src to
  * host dst), and a wait for everything enqueued on it. Return a mscclppResult_t; err says why. */
-int cudaStageStreamNew(cudaP2PState* st, void** stream, char* err, int errLen);
-void cudaStageStreamFree(cudaP2PState* st, void* stream);
-int cudaStageAsync(cudaP2PState* st, void* stream, uint64_t dst, uint64_t src, size_t n, int toDevice, char* err,
+int cudaStageStreamNew(cudaProxyState* st, void** stream, char* err, int errLen);
+void cudaStageStreamFree(cudaProxyState* st, void* stream);
+int cudaStageAsync(cudaProxyState* st, void* stream, uint64_t dst, uint64_t src, size_t n, int toDevice, char* err,
                    int errLen);
-int cudaStageWait(cudaP2PState* st, void* stream, char* err, int errLen);
+int cudaStageWait(cudaProxyState* st, void* stream, char* err, int errLen);
 
 /* NVML's CPU affinity of the GPU at busId into set[0..words) (bit i of word
  * w: cpu 64*w+i); init and shutdown around it. On failure: the call and
@@ -118,6 +119,6 @@ int cuwNvmlCpuAffinity(const cuwNvml* n, const char* busId, unsigned long* set, 
                        const char** call, const char** msg);
 
 /* Whether the proxy thread ran threadInit, and pthread_setaffinity_np's result. */
-void cudaP2PBindResult(const cudaP2PState* st, int* done, int* err);
+void cudaProxyStateBindResult(const cudaProxyState* st, int* done, int* err);
 
 #endif

@@ -1,8 +1,8 @@
 // Package cuda is the CUDA provider of libmscclpp: it loads the driver
 // (libcuda.so.1) and NVML (libnvidia-ml.so.1) at run time with go-nvml's
 // pkg/dl, wraps the few driver calls connection setup needs, and the driver
-// side of the P2P state (p2p.c: streams, tail words; impl/p2p holds the
-// transport's engine ops). Building it needs no CUDA
+// side of a CUDA-mode proxy's state (proxystate.c: streams, tail words; the
+// transports hold their engine ops, impl/cudaproxy the proxy). Building it needs no CUDA
 // toolkit: the declarations it uses are written out in cuapi.h.
 //
 // Every wrapper that takes a Device makes the device's context current for

@@ -17,7 +17,7 @@ typedef struct stageCall {
   int switched;
 } stageCall;
 
-static cuwResult enter(cudaP2PState* st, stageCall* c)
+static cuwResult enter(cudaProxyState* st, stageCall* c)
 {
   c->switched = 0;
   cuwResult rc = st->api->ctxGetCurrent(&c->prev);
@@ -28,12 +28,12 @@ static cuwResult enter(cudaP2PState* st, stageCall* c)
   return rc;
 }
 
-static void leave(cudaP2PState* st, stageCall* c)
+static void leave(cudaProxyState* st, stageCall* c)
 {
   if (c->switched) st->api->ctxSetCurrent(c->prev);
 }
 
-static int failed(cudaP2PState* st, const char* call, size_t n, cuwResult rc, char* err, int errLen)
+static int failed(cudaProxyState* st, const char* call, size_t n, cuwResult rc, char* err, int errLen)
 {
   const char* name = NULL;
   if (st->api->getErrorName(rc, &name) != CUW_SUCCESS || name == NULL) name = "unknown CUresult";
@@ -41,7 +41,7 @@ static int failed(cudaP2PState* st, const char* call, size_t n, cuwResult rc, ch
   return mscclppUnhandledCudaError;
 }
 
-int cudaStageStreamNew(cudaP2PState* st, void** stream, char* err, int errLen)
+int cudaStageStreamNew(cudaProxyState* st, void** stream, char* err, int errLen)
 {
   stageCall c;
   cuwResult rc = enter(st, &c);
@@ -50,7 +50,7 @@ int cudaStageStreamNew(cudaP2PState* st, void** stream, char* err, int errLen)
   return rc == CUW_SUCCESS ? mscclppSuccess : failed(st, "cuStreamCreate", 0, rc, err, errLen);
 }
 
-void cudaStageStreamFree(cudaP2PState* st, void* stream)
+void cudaStageStreamFree(cudaProxyState* st, void* stream)
 {
   if (stream == NULL) return;
   stageCall c;
@@ -58,7 +58,7 @@ void cudaStageStreamFree(cudaP2PState* st, void* stream)
   leave(st, &c);
 }
 
-int cudaStageAsync(cudaP2PState* st, void* stream, uint64_t dst, uint64_t src, size_t n, int toDevice, char* err,
+int cudaStageAsync(cudaProxyState* st, void* stream, uint64_t dst, uint64_t src, size_t n, int toDevice, char* err,
                    int errLen)
 {
   stageCall c;
@@ -71,7 +71,7 @@ int cudaStageAsync(cudaP2PState* st, void* stream, uint64_t dst, uint64_t src, s
                            : failed(st, toDevice ? "cuMemcpyHtoDAsync" : "cuMemcpyAsync", n, rc, err, errLen);
 }
 
-int cudaStageWait(cudaP2PState* st, void* stream, char* err, int errLen)
+int cudaStageWait(cudaProxyState* st, void* stream, char* err, int errLen)
 {
   stageCall c;
   cuwResult rc = enter(st, &c);

@@ -42,12 +42,11 @@ func fakeSysfs(t *testing.T) string {
 
 // TestRoCEv2GIDChosen: with MSCCLPP_IB_GID_INDEX unset, a RoCE port uses the first RoCE v2
 // IPv4-mapped GID sysfs lists (index 3 here), not index 0 (RoCE v1 link-local), and QPs connect
-// with it; the variable still overrides; without such an entry index 0 is used.
+// with it; an index given (the variable's value) still overrides; without such an entry index 0 is used.
 func TestRoCEv2GIDChosen(t *testing.T) {
 	lib := withDouble(t)
 	t.Setenv("MSCCLPP_IBV_DOUBLE_LINK", "eth")
 	t.Setenv("MSCCLPP_IBV_DOUBLE_GIDS", "4")
-	t.Setenv(EnvGIDIndex, "")
 	saved := SysfsRoot
 	t.Cleanup(func() { SysfsRoot = saved })
 	SysfsRoot = fakeSysfs(t)
@@ -75,8 +74,7 @@ func TestRoCEv2GIDChosen(t *testing.T) {
 		t.Errorf("no INFO line naming the chosen GID; lines:\n%s", info)
 	}
 
-	t.Setenv(EnvGIDIndex, "1")
-	x, err := Open(lib, "double_0", Options{GIDIndex: -1})
+	x, err := Open(lib, "double_0", Options{GIDIndex: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +83,6 @@ func TestRoCEv2GIDChosen(t *testing.T) {
 	}
 	x.Close()
 
-	t.Setenv(EnvGIDIndex, "")
 	SysfsRoot = t.TempDir() // nothing listed
 	if x, err = Open(lib, "double_0", Options{GIDIndex: -1}); err != nil {
 		t.Fatal(err)

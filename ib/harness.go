@@ -27,7 +27,10 @@ static long long harnessQuery(const char* lib, const char* sym, unsigned long lo
 */
 import "C"
 
-import "unsafe"
+import (
+	"os"
+	"unsafe"
+)
 
 // doubleCounter calls the loaded library lib's counter sym (a uint64_t (*)(void) of the test
 // double); -1: lib is not loaded, -2: it has no such counter.
@@ -38,14 +41,14 @@ func doubleCounter(lib, sym string) int64 {
 	return int64(C.harnessCounter(cl, cs))
 }
 
-// TestDoubleCounter calls the counter sym of the libibverbs test double loaded as LibraryPath()
-// (MSCCLPP_IBV_SO): for tests of other packages; -1: not loaded, -2: no such counter.
-func TestDoubleCounter(sym string) int64 { return doubleCounter(LibraryPath(), sym) }
+// TestDoubleCounter calls the counter sym of the libibverbs test double loaded as
+// $MSCCLPP_IBV_SO: for tests of other packages; -1: not loaded, -2: no such counter.
+func TestDoubleCounter(sym string) int64 { return doubleCounter(os.Getenv(EnvLibrary), sym) }
 
-// TestDoubleQuery calls the query sym(arg) of the libibverbs test double loaded as LibraryPath()
+// TestDoubleQuery calls the query sym(arg) of the libibverbs test double loaded as $MSCCLPP_IBV_SO
 // (a uint64_t (*)(uint64_t)); -1: not loaded (or the double's "none"), -2: no such query.
 func TestDoubleQuery(sym string, arg uint64) int64 {
-	cl, cs := C.CString(LibraryPath()), C.CString(sym)
+	cl, cs := C.CString(os.Getenv(EnvLibrary)), C.CString(sym)
 	defer C.free(unsafe.Pointer(cl))
 	defer C.free(unsafe.Pointer(cs))
 	return int64(C.harnessQuery(cl, cs, C.ulonglong(arg)))

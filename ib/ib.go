@@ -36,14 +36,14 @@ import (
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/dynlib"
-	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
 // DefaultLibrary is the verbs library Load opens unless MSCCLPP_IBV_SO names another.
 const DefaultLibrary = "libibverbs.so.1"
 
-// Env names read by this package.
+// The variables that choose this package's settings: the communicator's core reads them
+// (impl/ib declares them) and hands their values to Load and Open.
 const (
 	EnvLibrary  = "MSCCLPP_IBV_SO"
 	EnvGIDIndex = "MSCCLPP_IB_GID_INDEX"
@@ -70,16 +70,14 @@ type libEntry struct {
 	err  error
 }
 
-// LibraryPath is the library Load opens: $MSCCLPP_IBV_SO, else libibverbs.so.1.
-func LibraryPath() string {
-	if p := env.Get(EnvLibrary); p != "" {
-		return p
+// Load opens the verbs library at path (MSCCLPP_IBV_SO as the caller read it; "":
+// DefaultLibrary) once per process and returns the same result on every call.
+func Load(path string) (*Lib, error) {
+	if path == "" {
+		path = DefaultLibrary
 	}
-	return DefaultLibrary
+	return LoadPath(path)
 }
-
-// Load opens LibraryPath() once per process and returns the same result on every call.
-func Load() (*Lib, error) { return LoadPath(LibraryPath()) }
 
 // LoadPath opens the verbs library at path once (per path) and resolves
 // every entry point; a missing library or symbol is an error naming it.
@@ -122,19 +120,10 @@ func (l *Lib) DeviceNames() ([]string, error) {
 	return out, nil
 }
 
-// GIDIndex is MSCCLPP_IB_GID_INDEX (0 when unset; Open then picks one itself); a value that is not a
-// non-negative integer is an error naming the variable.
-func GIDIndex() (int, error) {
-	v, err := gidIndexEnv()
-	if v < 0 {
-		v = 0
-	}
-	return v, err
-}
-
-// gidIndexEnv is MSCCLPP_IB_GID_INDEX, or -1 when unset (the library picks one).
-func gidIndexEnv() (int, error) {
-	s := strings.TrimSpace(env.Get(EnvGIDIndex))
+// ParseGIDIndex parses a MSCCLPP_IB_GID_INDEX value: -1 for "" (Open picks one), else a GID
+// index from 0 to 255; anything else is an error naming the variable.
+func ParseGIDIndex(s string) (int, error) {
+	s = strings.TrimSpace(s)
 	if s == "" {
 		return -1, nil
 	}

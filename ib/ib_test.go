@@ -87,8 +87,7 @@ func TestLoadErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "ibv_get_device_list@IBVERBS_1.1 not found") {
 		t.Fatalf("library without verbs: %v", err)
 	}
-	t.Setenv(EnvGIDIndex, "x")
-	if _, err := GIDIndex(); err == nil || !strings.Contains(err.Error(), EnvGIDIndex) {
+	if _, err := ParseGIDIndex("x"); err == nil || !strings.Contains(err.Error(), EnvGIDIndex) {
 		t.Fatalf("bad %s: %v", EnvGIDIndex, err)
 	}
 }
@@ -148,19 +147,16 @@ func TestDoubleDevices(t *testing.T) {
 		t.Errorf("port down: %v", err)
 	}
 	t.Setenv("MSCCLPP_IBV_DOUBLE_PORT_DOWN", "0")
-	t.Setenv(EnvGIDIndex, "9")
-	if _, err := Open(lib, "double_0", Options{Discovery: d, GIDIndex: -1}); err == nil ||
+	if _, err := Open(lib, "double_0", Options{Discovery: d, GIDIndex: 9}); err == nil ||
 		!strings.Contains(err.Error(), "GID index 9 out of range") {
 		t.Errorf("GID index 9: %v", err)
 	}
-	t.Setenv(EnvGIDIndex, "1")
 	t.Setenv("MSCCLPP_IBV_DOUBLE_LINK", "eth")
-	if _, err := Open(lib, "double_0", Options{Discovery: d, GIDIndex: -1}); err == nil ||
+	if _, err := Open(lib, "double_0", Options{Discovery: d, GIDIndex: 1}); err == nil ||
 		!strings.Contains(err.Error(), "RoCE and GID index 1 is empty") {
 		t.Errorf("RoCE, empty GID: %v", err)
 	}
-	t.Setenv(EnvGIDIndex, "0")
-	ctx, err = Open(lib, "double_0", Options{Discovery: d, GIDIndex: -1})
+	ctx, err = Open(lib, "double_0", Options{Discovery: d, GIDIndex: 0})
 	if err != nil || !ctx.RoCE() {
 		t.Fatalf("RoCE: %v", err)
 	}
@@ -453,7 +449,7 @@ const childSize = 1 << 20
 // endpoint on dev, its info out, rank 0's in, connected, "CONNECTED" out. It returns the
 // endpoint, rank 0's info and stdin for what follows.
 func childConnect(dev string) (*endpoint, peerInfo, *bufio.Scanner, error) {
-	lib, err := Load() // MSCCLPP_IBV_SO names the double
+	lib, err := Load(os.Getenv(EnvLibrary)) // MSCCLPP_IBV_SO names the double
 	if err != nil {
 		return nil, peerInfo{}, nil, err
 	}
@@ -526,7 +522,7 @@ func TestRealHardware(t *testing.T) {
 	if dev == "" {
 		t.Skip("MSCCLPP_IB_TEST_DEVICE not set: no real RDMA device test (tests/ib/run.sh)")
 	}
-	lib, err := Load()
+	lib, err := Load(os.Getenv(EnvLibrary))
 	if err != nil {
 		t.Fatal(err)
 	}

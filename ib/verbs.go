@@ -23,8 +23,8 @@ const errLen = 512
 type Options struct {
 	// Discovery maps interface names and PCI addresses to devices (nil: Sysfs).
 	Discovery Discovery
-	// GIDIndex is the GID table index; negative: MSCCLPP_IB_GID_INDEX, and where that is unset
-	// the first RoCE v2 IPv4-mapped entry on RoCE (sysfs, as NCCL does), else 0.
+	// GIDIndex is the GID table index (MSCCLPP_IB_GID_INDEX, ParseGIDIndex); negative: the
+	// first RoCE v2 IPv4-mapped entry on RoCE (sysfs, as NCCL does), else 0.
 	GIDIndex int
 	// Port is the port to use (it must be ACTIVE); 0: the first ACTIVE one.
 	Port int
@@ -48,11 +48,6 @@ func Open(lib *Lib, ibDev string, opt Options) (*Context, error) {
 		return nil, err
 	}
 	gid := opt.GIDIndex
-	if gid < 0 {
-		if gid, err = gidIndexEnv(); err != nil {
-			return nil, err
-		}
-	}
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	var msg [errLen]C.char

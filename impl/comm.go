@@ -98,7 +98,7 @@ func InitRank(nranks int, addr string, rank int) (*Comm, error) {
 	}
 	start := time.Now()
 	node := &nodeJoin{start: start}
-	b, err := runBootstrap(rank, func() (*bootstrap.Bootstrap, error) {
+	b, err := runBootstrap(func() (*bootstrap.Bootstrap, error) {
 		return bootstrap.InitAddrPort(ap, addr, rank, nranks, node.options())
 	})
 	if err != nil {
@@ -115,7 +115,7 @@ func InitRankFromID(nranks int, id bootstrap.ID, rank int) (*Comm, error) {
 	}
 	start := time.Now()
 	node := &nodeJoin{start: start}
-	b, err := runBootstrap(rank, func() (*bootstrap.Bootstrap, error) { return bootstrap.Init(id, rank, nranks, node.options()) })
+	b, err := runBootstrap(func() (*bootstrap.Bootstrap, error) { return bootstrap.Init(id, rank, nranks, node.options()) })
 	if err != nil {
 		node.drop()
 		return nil, fmt.Errorf("rank %d of %d: bootstrap: %w", rank, nranks, err)
@@ -128,7 +128,8 @@ var versionOnce sync.Once
 func newComm(b *bootstrap.Bootstrap, start time.Time, node *nodeJoin) (*Comm, error) {
 	versionOnce.Do(func() { logx.Versionf("MSCCL++ version 0.1.0 (Go implementation)") })
 	c := &Comm{rank: b.Rank(), nranks: b.Size(), boot: b, timeout: b.Timeout(), transports: map[Transport]transport.Transport{}}
-	c.host = transport.Host{Rank: c.rank, NRanks: c.nranks, HostIDs: b.HostIDs(), ListenIP: listenIP(b.ListenAddr()), Timeout: c.timeout}
+	c.host = transport.Host{Rank: c.rank, NRanks: c.nranks, HostIDs: b.HostIDs(), ListenIP: listenIP(b.ListenAddr()), Timeout: c.timeout,
+		Settings: transportSettings()}
 	c.host.PeersClosed = c.peersClosed
 	fail := func(err error) (*Comm, error) {
 		b.Abort(err)
@@ -141,8 +142,9 @@ func newComm(b *bootstrap.Bootstrap, start time.Time, node *nodeJoin) (*Comm, er
 	c.waitCfg = waitBackoff(len(c.host.LocalOf))
 	engine.SetMembarrier(membarrier()) // counts before the process's first proxy context only
 	c.host.Eng = engine.NewComm(c.rank, c.waitCfg, proxyBackoff())
-	c.host.Eng.SetStreamBytes(uint64(envUint("MSCCLPP_STREAM_COPY_BYTES", 8<<20)), uint64(envUint("MSCCLPP_STREAM_COPY_MAX_BYTES", 128<<20)))
-	c.host.Eng.SetStreamAuto(envUint("MSCCLPP_STREAM_COPY_AUTO", 1) != 0)
+	copyBytes, copyMax, copyAuto := streamCopy()
+	c.host.Eng.SetStreamBytes(copyBytes, copyMax)
+	c.host.Eng.SetStreamAuto(copyAuto)
 	c.eagerBytes = eagerBytes()
 	c.registerReports()
 	var err error
@@ -443,4 +445,29 @@ func (c *Comm) ProxyServed() uint64 {
 		n += x.Served()
 	}
 	return n
+}
+
+// logProxy says that the proxies started or stopped.
+func (c *Comm) logProxy(started bool, n int, start time.Time) {
+	if started {
+		logx.Infof(logx.Init, "rank %d: %d proxy thread(s) started (one per transport context) in %v", c.rank, n, time.Since(start))
+		return
+	}
+	logx.Infof(logx.Init, "rank %d: %d proxy thread(s) stopped in %v (%d triggers served)", c.rank, n, time.Since(start), c.ProxyServed())
+}
+
+// logColl says which path a bootstrap collective takes (size 0: a barrier).
+func (c *Comm) logColl(what string, size int, shm bool) {
+	if !logx.Enabled(logx.LevelInfo, logx.Coll) {
+		return
+	}
+	path := "TCP (the bootstrap ring)"
+	if shm {
+		path = "the node's shared-memory segment"
+	}
+	if size == 0 {
+		logx.Infof(logx.Coll, "rank %d: %s of %d ranks through %s", c.rank, what, c.nranks, path)
+		return
+	}
+	logx.Infof(logx.Coll, "rank %d: %s of %d bytes per rank, %d ranks, through %s", c.rank, what, size, c.nranks, path)
 }

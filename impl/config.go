@@ -150,6 +150,26 @@ func membarrier() bool {
 	return strings.TrimSpace(v) != "0"
 }
 
+// streamCopy is how host puts into mapped memory copy (engine.SetStreamBytes, SetStreamAuto):
+// puts of MSCCLPP_STREAM_COPY_BYTES up to MSCCLPP_STREAM_COPY_MAX_BYTES bytes may use
+// non-temporal stores, chosen per size band by timing unless MSCCLPP_STREAM_COPY_AUTO is 0.
+func streamCopy() (bytes, maxBytes uint64, auto bool) {
+	return uint64(envUint("MSCCLPP_STREAM_COPY_BYTES", 8<<20)), uint64(envUint("MSCCLPP_STREAM_COPY_MAX_BYTES", 128<<20)),
+		envUint("MSCCLPP_STREAM_COPY_AUTO", 1) != 0
+}
+
+// transportSettings reads the environment variables every registered transport declares
+// (Entry.Settings) for Host.Settings, each logged once per value.
+func transportSettings() map[string]string {
+	m := map[string]string{}
+	for _, e := range transports {
+		for _, name := range e.Settings {
+			m[name] = strings.TrimSpace(env.Get(name))
+		}
+	}
+	return m
+}
+
 // hostID is this process's host identity: MSCCLPP_HOSTID, else the host name and boot id.
 func hostID() string {
 	if v := env.Get("MSCCLPP_HOSTID"); v != "" {

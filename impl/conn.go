@@ -6,6 +6,7 @@ import (
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/hostmem"
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
@@ -18,7 +19,7 @@ type Conn struct {
 	idx        int
 	remoteRank int
 	tag        int
-	transport  Transport
+	entry      transport.Entry // its transport's registry entry: ID, name, logging subsystem
 	tr         transport.Transport
 	bufs       []transport.Buffer // by handle; 0 is the signal slot
 	ctx        *engine.Ctx
@@ -29,22 +30,23 @@ type Conn struct {
 	failed error
 }
 
-// transportFor returns this communicator's instance of transport t, making it on first use.
-func (c *Comm) transportFor(t Transport) (transport.Transport, error) {
-	if tr, ok := c.transports[t]; ok {
-		return tr, nil
-	}
+// transportFor returns transport t's registry entry and this communicator's instance of it,
+// making the instance on first use.
+func (c *Comm) transportFor(t Transport) (transport.Entry, transport.Transport, error) {
 	e, err := lookupTransport(t)
 	if err != nil {
-		return nil, err
+		return e, nil, err
+	}
+	if tr, ok := c.transports[t]; ok {
+		return e, tr, nil
 	}
 	tr, err := e.New(&c.host)
 	if err != nil {
-		return nil, fmt.Errorf("%s transport: %w", e.Name, err)
+		return e, nil, fmt.Errorf("%s transport: %w", e.Name, err)
 	}
 	c.transports[t] = tr
 	c.trOrder = append(c.trOrder, t)
-	return tr, nil
+	return e, tr, nil
 }
 
 // Connect declares a connection to remoteRank with tag over t; buff (may be nil) becomes handle 1.
@@ -61,7 +63,7 @@ func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t 
 	if withBuffer && (buff == nil || size == 0) {
 		return status.Errorf(status.InvalidArgument, "connect to rank %d tag %d: buffer %p of %d bytes (use mscclppConnectWithoutBuffer for none)", remoteRank, tag, buff, size)
 	}
-	tr, err := c.transportFor(t)
+	entry, tr, err := c.transportFor(t)
 	if err != nil {
 		return fmt.Errorf("connect to rank %d tag %d: %w", remoteRank, tag, err)
 	}
@@ -82,7 +84,7 @@ func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t 
 	if err != nil {
 		return fmt.Errorf("connect to rank %d tag %d: %w", remoteRank, tag, err)
 	}
-	cn := &Conn{idx: idx, remoteRank: remoteRank, tag: tag, transport: t, tr: tr, ctx: ep.Ctx}
+	cn := &Conn{idx: idx, remoteRank: remoteRank, tag: tag, entry: entry, tr: tr, ctx: ep.Ctx}
 	cn.bufs = []transport.Buffer{{Ptr: ep.Epoch, Size: engine.EpochBytes}}
 	if withBuffer {
 		cn.bufs = append(cn.bufs, transport.Buffer{Ptr: buff, Size: size})
@@ -140,4 +142,16 @@ func (c *Comm) DeviceConnection(remoteRank, tag int) (unsafe.Pointer, error) {
 		}
 	}
 	return nil, status.Errorf(status.InvalidArgument, "no connection to rank %d with tag %d", remoteRank, tag)
+}
+
+// logConnect says that a connection was declared.
+func (c *Comm) logConnect(cn *Conn, buff unsafe.Pointer, size uint64) {
+	logx.Infof(logx.Init|cn.entry.Subsys, "rank %d: connection %d to rank %d tag %d declared over %v (buffer %p, %d bytes); it is set up by the next mscclppConnectionSetup",
+		c.rank, cn.idx, cn.remoteRank, cn.tag, cn.entry.Name, buff, size)
+}
+
+// logRegisterForConn says that a buffer became handle h of connection cn.
+func (c *Comm) logRegisterForConn(cn *Conn, h int, buff unsafe.Pointer, size uint64) {
+	logx.Infof(cn.entry.Subsys, "rank %d: buffer %p (%d bytes) registered as handle %d of connection %d to rank %d over %v",
+		c.rank, buff, size, h, cn.idx, cn.remoteRank, cn.entry.Name)
 }

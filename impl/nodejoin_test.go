@@ -1,7 +1,6 @@
 package impl
 
 import (
-	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -11,65 +10,6 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/nodeshm"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
-
-// runBootstrap hands back f's value and error, and turns a panic of f into an InternalError
-// (it would otherwise end the process: the C entry point's recover cannot see it), both for
-// rank 0 (f on the init worker) and for another rank (f on the calling thread).
-func TestRunBootstrap(t *testing.T) {
-	for _, rank := range []int{0, 1} {
-		v, err := runBootstrap(rank, func() (int, error) { return 7, nil })
-		if v != 7 || err != nil {
-			t.Fatalf("rank %d: got %d, %v", rank, v, err)
-		}
-		boom := errors.New("boom")
-		if _, err := runBootstrap(rank, func() (int, error) { return 0, boom }); !errors.Is(err, boom) {
-			t.Fatalf("rank %d: error %v, want %v", rank, err, boom)
-		}
-		_, err = runBootstrap(rank, func() (*int, error) { panic("kaput") })
-		if status.CodeOf(err) != status.InternalError || !strings.Contains(err.Error(), "kaput") {
-			t.Fatalf("rank %d: a panic gave %v", rank, err)
-		}
-	}
-}
-
-// Concurrent runBootstrap calls of rank 0 run at once (one may take the idle init worker, the others get
-// goroutines of their own: none waits for another's job), and a job's panic leaves the worker
-// serving the next ones.
-func TestRunBootstrapConcurrentAndAfterPanic(t *testing.T) {
-	for i := 0; i < 3; i++ {
-		if _, err := runBootstrap(0, func() (int, error) { panic("again") }); status.CodeOf(err) != status.InternalError {
-			t.Fatalf("a panic gave %v", err)
-		}
-	}
-	const n = 8
-	var started sync.WaitGroup
-	started.Add(n)
-	all := make(chan struct{})
-	go func() { started.Wait(); close(all) }()
-	errs := make(chan error, n)
-	for i := 0; i < n; i++ {
-		go func() {
-			_, err := runBootstrap(0, func() (int, error) {
-				started.Done()
-				select { // every job waits until all n are running at the same time
-				case <-all:
-					return 0, nil
-				case <-time.After(10 * time.Second):
-					return 0, errors.New("the jobs did not all run at once")
-				}
-			})
-			errs <- err
-		}()
-	}
-	for i := 0; i < n; i++ {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if v, err := runBootstrap(0, func() (int, error) { return 42, nil }); v != 42 || err != nil {
-		t.Fatalf("got %d, %v", v, err)
-	}
-}
 
 // localRanks: the ranks sharing rank's host id, numbered in rank order, and the lowest of them.
 func TestLocalRanks(t *testing.T) {

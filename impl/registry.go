@@ -23,7 +23,7 @@ var transports = []transport.Entry{
 }
 
 // lookupTransport returns the entry of transport id.
-func lookupTransport(id Transport) (transport.Entry, error) {
+func lookupTransport(id transport.ID) (transport.Entry, error) {
 	for _, e := range transports {
 		if e.ID == id {
 			return e, nil
@@ -37,7 +37,7 @@ func lookupTransport(id Transport) (transport.Entry, error) {
 }
 
 // transportName is the name of transport id, or "transport(id)".
-func transportName(id Transport) string {
+func transportName(id transport.ID) string {
 	if e, err := lookupTransport(id); err == nil {
 		return e.Name
 	}

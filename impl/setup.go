@@ -81,7 +81,7 @@ func decodeSetup(b []byte) (setupMsg, error) {
 
 // describe makes cn's setup message for handles hs of cn.bufs.
 func (c *Comm) describe(cn *Conn, hs []int) (setupMsg, error) {
-	m := setupMsg{transport: cn.transport, pid: os.Getpid()}
+	m := setupMsg{transport: cn.entry.ID, pid: os.Getpid()}
 	for _, h := range hs {
 		blob, err := cn.tr.Describe(cn.idx, h, cn.bufs[h])
 		if err != nil {
@@ -170,8 +170,8 @@ func (c *Comm) finishConn(cn *Conn, raw []byte) error {
 	if err != nil {
 		return err
 	}
-	if m.transport != cn.transport {
-		return status.Errorf(status.InvalidUsage, "this rank declared %v, the peer declared %v", transportName(cn.transport), transportName(m.transport))
+	if m.transport != cn.entry.ID {
+		return status.Errorf(status.InvalidUsage, "this rank declared %v, the peer declared %v", cn.entry.Name, transportName(m.transport))
 	}
 	if len(m.blobs) == 0 {
 		return status.Errorf(status.RemoteError, "the peer sent no signal slot")
@@ -183,7 +183,7 @@ func (c *Comm) finishConn(cn *Conn, raw []byte) error {
 	}
 	c.host.DevConns.SetRemote(cn.idx, done.RemoteEpoch, done.RemoteBuff)
 	logx.Infof(logx.SHM|logx.P2P|logx.Net, "rank %d: connection %d to rank %d tag %d over %v: %s", c.rank, cn.idx,
-		cn.remoteRank, cn.tag, transportName(cn.transport), done.Path)
+		cn.remoteRank, cn.tag, cn.entry.Name, done.Path)
 	return nil
 }
 
@@ -202,26 +202,18 @@ func (c *Comm) RegisterBuffer(mem unsafe.Pointer, size uint64) ([]RegisteredPeer
 		return nil, status.Errorf(status.InvalidArgument, "register buffer %p of %d bytes", mem, size)
 	}
 	start := time.Now()
-	regs := make([]transport.Registrar, len(c.conns))
-	for i, cn := range c.conns {
-		r, ok := cn.tr.(transport.Registrar)
-		if !ok {
-			return nil, status.Errorf(status.InvalidUsage, "register buffer: the %s transport of rank %d tag %d has no registered buffers", transportName(cn.transport), cn.remoteRank, cn.tag)
-		}
-		regs[i] = r
-	}
 	for _, cn := range c.conns {
 		blob, err := cn.tr.Describe(cn.idx, transport.Registered, transport.Buffer{Ptr: mem, Size: size})
 		if err != nil {
 			return nil, fmt.Errorf("register buffer for rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
 		}
-		m := setupMsg{pid: os.Getpid(), transport: cn.transport, blobs: [][]byte{blob}}
+		m := setupMsg{pid: os.Getpid(), transport: cn.entry.ID, blobs: [][]byte{blob}}
 		if err := c.boot.Send(cn.remoteRank, cn.tag, m.encode()); err != nil {
 			return nil, fmt.Errorf("register buffer: send to rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
 		}
 	}
 	out := make([]RegisteredPeer, 0, len(c.conns))
-	for i, cn := range c.conns {
+	for _, cn := range c.conns {
 		raw, err := c.boot.RecvLimit(cn.remoteRank, cn.tag, 24+4+maxSetupBlobSize)
 		if err != nil {
 			return nil, fmt.Errorf("register buffer: rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
@@ -233,7 +225,7 @@ func (c *Comm) RegisterBuffer(mem unsafe.Pointer, size uint64) ([]RegisteredPeer
 		if err != nil {
 			return nil, fmt.Errorf("register buffer: rank %d tag %d: bad registration: %w", cn.remoteRank, cn.tag, err)
 		}
-		r, app, err := regs[i].ImportRegistered(cn.idx, pm.pid, pm.blobs[0])
+		r, app, err := cn.tr.ImportRegistered(cn.idx, pm.pid, pm.blobs[0])
 		if err != nil {
 			return nil, fmt.Errorf("register buffer: rank %d tag %d: %w", cn.remoteRank, cn.tag, err)
 		}
@@ -266,13 +258,33 @@ func (c *Comm) RegisteredBufferWrite(peers []RegisteredPeer, src unsafe.Pointer,
 		if c.conns[i].eng == nil {
 			return status.Errorf(status.InvalidUsage, "registered buffer write to rank %d tag %d: the connection is not set up yet (call mscclppConnectionSetup first)", c.conns[i].remoteRank, c.conns[i].tag)
 		}
-		w, ok := c.conns[i].tr.(transport.Registrar)
-		if !ok {
-			return status.Errorf(status.InvalidUsage, "registered buffer write to rank %d: its transport has no registered buffers", c.conns[i].remoteRank)
-		}
-		if err := w.Write(i, rec, uint64(dstOff), unsafe.Add(src, srcOff), size, stream); err != nil {
+		if err := c.conns[i].tr.Write(i, rec, uint64(dstOff), unsafe.Add(src, srcOff), size, stream); err != nil {
 			return fmt.Errorf("registered buffer write to rank %d: %w", c.conns[i].remoteRank, err)
 		}
 	}
 	return nil
+}
+
+// logRegisterBuffer says that mscclppRegisterBuffer exchanged mem with every peer.
+func (c *Comm) logRegisterBuffer(mem unsafe.Pointer, size uint64, peers []RegisteredPeer, start time.Time) {
+	if !logx.Enabled(logx.LevelInfo, logx.P2P|logx.SHM|logx.Net) {
+		return
+	}
+	for i, p := range peers {
+		cn := c.conns[i]
+		mapped := "not mapped here: written through the transport"
+		if p.RemoteBuff != nil {
+			mapped = fmt.Sprintf("mapped here at %p", p.RemoteBuff)
+		}
+		logx.Infof(cn.entry.Subsys, "rank %d: mscclppRegisterBuffer %p (%d bytes): the peer's buffer over connection %d to rank %d (%v) is %s",
+			c.rank, mem, size, i, cn.remoteRank, cn.entry.Name, mapped)
+	}
+	logx.Infof(logx.Init, "rank %d: mscclppRegisterBuffer of %d bytes with %d connections in %v", c.rank, size, len(peers), time.Since(start))
+}
+
+// logSetup says how long mscclppConnectionSetup took.
+func (c *Comm) logSetup(fresh, all int, start time.Time, err error) {
+	if err == nil {
+		logx.Infof(logx.Init, "rank %d: mscclppConnectionSetup of %d new connections (%d in all) done in %v", c.rank, fresh, all, time.Since(start))
+	}
 }

@@ -17,7 +17,7 @@
 # The subset (MSCCLPP_ASAN_FILTER overrides): every case of tests/c/run.sh
 # that runs the library in its own processes -- bootstrap, connections,
 # datapath, Ethernet waits, bad input, timeouts, stranger/adversary, init failures, logging,
-# fork, modes, threads, the README example -- and the SHM data-path suite
+# fork, modes, threads, the README example -- and the data-path suite
 # (SHM, Ethernet and IB-double transports) and the tools suite. Left out:
 # cases that build with other compilers or run uninstrumented programs
 # (headers, ABI layout, install/CMake/packaging, perf, multinode).
@@ -54,7 +54,7 @@ done
 export PATH="$wrap:$PATH" CC=cc CXX=c++
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:exitcode=66:print_summary=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-filter=${MSCCLPP_ASAN_FILTER:-'^(error_strings|bootstrap|connections|datapath|ethwait|bad_input|timeouts|stranger|adversary|init-|logging|fork|mode-|threads|readme-example|shm|tools)'}
+filter=${MSCCLPP_ASAN_FILTER:-'^(error_strings|bootstrap|connections|datapath|ethwait|bad_input|timeouts|stranger|adversary|init-|logging|fork|mode-|threads|readme-example|shm|transports|tools)'}
 rm -rf "$abuild/tests"
 log=$abuild/suite.log
 MSCCLPP_TEST_FILTER=$filter MSCCLPP_TEST_BUDGET=${MSCCLPP_TEST_BUDGET:-400} \

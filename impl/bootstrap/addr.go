@@ -224,8 +224,8 @@ func familyText(f int) string {
 
 // spinBudget returns the busy-poll budget of a ring read. The default is
 // 50 µs when this host runs no more ranks than it has CPUs (the peer is
-// likely running and answers within a few µs, which beats a ~30 µs wake-up
-// from the netpoller), and 0 when oversubscribed (spinning would only steal
+// likely running and answers within a few µs, sooner than a wake-up from
+// the netpoller), and 0 when oversubscribed (spinning would only steal
 // the CPU from the rank we wait for). MSCCLPP_BOOTSTRAP_SPIN_US overrides it.
 func spinBudget(localRanks, ncpu int) time.Duration {
 	if v := strings.TrimSpace(env.Get(EnvSpinUS)); v != "" {

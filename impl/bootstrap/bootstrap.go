@@ -12,9 +12,19 @@
 // that small collectives use (see coll.go). Point-to-point connections are
 // made lazily by the first Send to a peer, one per direction, separate from
 // the others. Every connection is authenticated by a challenge-response
-// over the communicator's key (see wire.go), in both directions; connections
+// over the communicator's key (see auth.go), in both directions; connections
 // that do not prove the key are dropped and logged, and the root sends the
-// table only to ranks that proved it.
+// table only to ranks that proved it. Every connection is a net.Conn of Go's
+// net package; the one exception, rank 0 of InitAddr talking to the root of
+// its own process, runs the same code over a net.Pipe.
+//
+// The files, by responsibility: wire.go (frame layouts), auth.go and
+// secret.go (authentication, and where keys come from), id.go and addr.go
+// (unique ids, addresses), root.go and rootrun.go (the root), join.go (a
+// joining rank), accept.go and dial.go (the two sides of a connection to a
+// rank), ring.go, coll.go and duplex.go (the collectives' connections and
+// algorithms), p2p.go (Send and Recv), warm.go (work done once per process
+// at load).
 //
 // Every wait is bounded by Options.Timeout; failures are status.RemoteError
 // naming the rank or root that did not answer. A failed collective aborts
@@ -30,7 +40,6 @@ import (
 	"net/netip"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
@@ -112,8 +121,7 @@ type Bootstrap struct {
 	logf         logFunc
 	spin         time.Duration
 	listenAddr   string
-	ringOnly     bool                          // no star, and the ring connects at the first collective (see Options.RingOnlyOnOneHost)
-	joinPoll     atomic.Pointer[inlineVerdict] // while Options.Joined runs: Failed checks for the root's verdict
+	ringOnly     bool // no star, and the ring connects at the first collective (see Options.RingOnlyOnOneHost)
 	table        []peerEntry
 	nonce        uint64 // the root's: names this instance of the communicator
 
@@ -375,14 +383,9 @@ func randomNonce() uint64 {
 func (b *Bootstrap) ListenAddr() string { return b.listenAddr }
 
 // Failed returns why the bootstrap is unusable (it failed to form, was
-// aborted or closed), or nil. Called from Options.Joined, it also reads a
-// failure the root reported meanwhile (see verdict.go).
-func (b *Bootstrap) Failed() error {
-	if iv := b.joinPoll.Load(); iv != nil {
-		iv.poll()
-	}
-	return b.failed()
-}
+// aborted or closed, or, while Options.Joined runs, the root reported
+// another rank's failure), or nil.
+func (b *Bootstrap) Failed() error { return b.failed() }
 
 // failed returns why the bootstrap is unusable, or nil.
 func (b *Bootstrap) failed() error {

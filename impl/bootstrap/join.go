@@ -1,8 +1,8 @@
 package bootstrap
 
 // A rank joining its communicator: registering with the root, taking the
-// table, opening the ring and star, and the dialling side of every
-// connection (the accepting side is accept.go).
+// table, connecting its ring and star (ring.go) while Options.Joined runs,
+// reporting ready, and taking the root's last word.
 
 import (
 	"errors"
@@ -74,7 +74,7 @@ type rootSession struct {
 	addr      netip.AddrPort
 	wait      time.Duration // the bootstrap timeout plus rootGrace
 	local     *root         // the root of this process (rs.c is then a pipe to it), or nil
-	c         net.Conn      // *fdConn, or a pipe to local
+	c         net.Conn      // a TCP connection, or a pipe to local
 	challenge nonce         // what the root sent this rank
 	hello     *hello        // this rank's registration
 }
@@ -128,8 +128,8 @@ func (b *Bootstrap) listen(rs *rootSession) error {
 			return err
 		}
 		lip = a.ip
-	} else if fc, ok := rs.c.(*fdConn); ok && fc.local.IsValid() {
-		lip = fc.local.Addr()
+	} else if ta, ok := rs.c.LocalAddr().(*net.TCPAddr); ok {
+		lip = ta.AddrPort().Addr().Unmap()
 	} else {
 		lip = localSource(rs.addr.Addr())
 	}
@@ -142,6 +142,41 @@ func (b *Bootstrap) listen(rs *rootSession) error {
 	b.wg.Add(1)
 	go b.acceptor().loop()
 	return nil
+}
+
+// tellRoot tells the root why this rank cannot join (err: its own setting, found before it
+// registered), so that every rank fails at once with the reason instead of waiting for this
+// one until the timeout. Best effort, bounded by the handshake timeout; the root of this
+// process learns it through root.abort instead.
+func (b *Bootstrap) tellRoot(rs *rootSession, err error) {
+	if rs.local != nil {
+		return
+	}
+	rs.c.SetDeadline(deadlineIn(b.hsTimeout))
+	if b.readRootChallenge(rs) != nil {
+		return
+	}
+	text := err.Error()
+	if len(text) > maxHelloPayload-1 {
+		text = text[:maxHelloPayload-1]
+	}
+	h := hello{kind: kindAbort, magic: b.magic, nonce: newNonce(), rank: b.rank, nranks: b.nranks,
+		payload: append([]byte{byte(status.CodeOf(err))}, text...)}
+	_, _ = rs.c.Write(h.encode(&b.key, &rs.challenge))
+}
+
+// localSource is the address a TCP connection from this host to its own address a
+// leaves from: a itself (the kernel's route to a local address prefers it), or for
+// an unspecified address (which reaches this host) its family's loopback.
+func localSource(a netip.Addr) netip.Addr {
+	a = a.Unmap()
+	switch {
+	case !a.IsUnspecified():
+		return a
+	case a.Is4():
+		return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	}
+	return netip.IPv6Loopback()
 }
 
 // register sends this rank's registration and takes the root's table.
@@ -167,16 +202,15 @@ func (b *Bootstrap) register(rs *rootSession, hostID string) error {
 	return nil
 }
 
-// verdictSource reads the root's verdict: on a blocking root socket with no
-// ring to form, inline (see verdict.go); otherwise in the background, and a
-// failure aborts this rank at once.
+// verdictSource returns the root's verdict; with wait > 0 it gives up after
+// wait (false: no verdict came), with 0 it waits until the session's deadline.
+type verdictSource func(wait time.Duration) (rootVerdict, bool)
+
+// verdictSource reads the root's verdict in the background: a failure the
+// root reports while the ring and star form (or Options.Joined runs) aborts
+// this rank at once.
 func (b *Bootstrap) verdictSource(rs *rootSession) verdictSource {
-	if fc, ok := rs.c.(*fdConn); ok && b.ringOnly {
-		iv := &inlineVerdict{b: b, rs: rs, fc: fc}
-		b.joinPoll.Store(iv)
-		return iv.get
-	}
-	verdict := make(chan rootVerdict, 1)
+	ch := make(chan rootVerdict, 1)
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
@@ -184,9 +218,41 @@ func (b *Bootstrap) verdictSource(rs *rootSession) verdictSource {
 		if v.err != nil {
 			v.err = b.fail(v.err)
 		}
-		verdict <- v
+		ch <- v
 	}()
-	return goVerdict(verdict)
+	var got *rootVerdict // what the channel delivered (it delivers once)
+	return func(wait time.Duration) (rootVerdict, bool) {
+		if got != nil {
+			return *got, true
+		}
+		var timeout <-chan time.Time
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case v := <-ch:
+			got = &v
+			return v, true
+		case <-timeout:
+			return rootVerdict{}, false
+		}
+	}
+}
+
+// readVerdict reads the root's last word from rs; err != nil is this rank's
+// error (not yet recorded with fail).
+func (b *Bootstrap) readVerdict(rs *rootSession) rootVerdict {
+	st, payload, err := readReply(rs.c, b.magic, &b.key, labelDone, &rs.hello.nonce, maxErrorText)
+	v := rootVerdict{fromRoot: err == nil}
+	if err == nil {
+		err = b.replyErr(rs.addr, st, payload)
+	} else if b.failed() == nil {
+		err = b.rootErr(rs.addr, rs.wait, err)
+	}
+	v.err = err
+	return v
 }
 
 // connectAndJoin connects the ring and star (in a goroutine) while joined, when set, runs
@@ -220,7 +286,6 @@ func (b *Bootstrap) connectAndJoin(rs *rootSession, verdict verdictSource, joine
 			report(jerr, true) // tells the others, through the root
 		}
 	}
-	b.joinPoll.Store(nil)
 	<-connected
 	if joinedFirst {
 		return jerr
@@ -228,121 +293,46 @@ func (b *Bootstrap) connectAndJoin(rs *rootSession, verdict verdictSource, joine
 	return first
 }
 
-// connectCollectives opens the connections of the ring (to the successor,
-// from the predecessor) and of the star (every rank to rank 0); with
-// Options.RingOnlyOnOneHost on one host, none: the ring connects on first use
-// (connectRing).
-func (b *Bootstrap) connectCollectives() error {
-	if b.ringOnly {
+// joinFailed is the error of a rank whose ring or star failed with err.
+func (b *Bootstrap) joinFailed(rs *rootSession, verdict verdictSource, err error) error {
+	if ferr := b.failed(); ferr != nil {
+		return ferr // the failure already recorded (e.g. the root's verdict) is the cause; err its consequence
+	}
+	// This rank's own failure (often the consequence of another rank's): the
+	// others learn it through the root, and the root answers with the first
+	// failure it saw, the likely root cause.
+	rs.c.SetWriteDeadline(deadlineIn(abortWriteTimeout))
+	if _, werr := rs.c.Write(encodeStatus(statusFail, err.Error(), &b.key, &rs.challenge)); werr == nil {
+		if v, ok := verdict(min(b.hsTimeout, time.Second)); ok && v.fromRoot && v.err != nil {
+			return v.err
+		}
+	}
+	return err
+}
+
+// replyErr turns a root reply that is not replyOK into this rank's error.
+func (b *Bootstrap) replyErr(rootAddr netip.AddrPort, st byte, payload []byte) error {
+	switch st {
+	case replyOK:
 		return nil
+	case replyUsage:
+		return b.errorf(status.InvalidUsage, "%s", payload)
+	case replyReject:
+		if payload[0] == rejectMagic {
+			return b.errorf(status.InvalidUsage, "the root at %s serves another communicator (does every rank name the same root address?)", rootAddr)
+		}
+		return b.errorf(status.InvalidUsage, "the root at %s refused this rank's key: %s", rootAddr, b.keyAdvice())
 	}
-	return b.connect(b.nranks >= starMinRanks, false)
+	return b.errorf(status.RemoteError, "%s", payload)
 }
 
-// connect opens the ring connections and, with useStar, the star's, within the
-// timeout; with watch, a successor that closes the connection this rank dialled
-// while it waits for its predecessor ends the wait (see watchClosed).
-func (b *Bootstrap) connect(useStar, watch bool) error {
-	n := b.nranks
-	deadline := time.Now().Add(b.timeout)
-	nextRank, prevRank := (b.rank+1)%n, (b.rank+n-1)%n
-	var hub <-chan dialed
-	if useStar && b.rank != 0 {
-		hub = b.dialAsync(0, kindStar, deadline) // at the same time as the ring's: one wait, not two
+// keyAdvice says where the key of this rank came from, for a key that the
+// other side does not share.
+func (b *Bootstrap) keyAdvice() string {
+	if b.keySource == "" {
+		return "the unique id differs from the root's (every rank must use the id made by one mscclppGetUniqueId)"
 	}
-	c, err := b.dialPeer(nextRank, kindRing, deadline)
-	if err != nil {
-		return err
-	}
-	if b.next, err = newRingConn(c, nextRank); err != nil {
-		return b.errorf(status.SystemError, "ring connection to rank %d: %w", nextRank, err)
-	}
-	var gone <-chan error
-	var probe <-chan time.Time
-	if watch {
-		var stop func()
-		gone, probe, stop = b.watchWait(c, prevRank)
-		defer stop()
-	}
-	if hub != nil {
-		d := <-hub
-		if d.err != nil {
-			return d.err
-		}
-		rc, err := newRingConn(d.c, 0)
-		if err != nil {
-			return b.errorf(status.SystemError, "star connection to rank 0: %w", err)
-		}
-		b.star = []*ringConn{rc}
-	}
-	spokes := 0
-	if useStar && b.rank == 0 {
-		b.star = make([]*ringConn, n)
-		spokes = n - 1
-	}
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	for b.prev == nil || spokes > 0 {
-		select {
-		case pc := <-b.ringCh:
-			if b.prev, err = newRingConn(pc, prevRank); err != nil {
-				return b.errorf(status.SystemError, "ring connection from rank %d: %w", prevRank, err)
-			}
-		case sc := <-b.starCh:
-			if b.star[sc.rank], err = newRingConn(sc.c, sc.rank); err != nil {
-				return b.errorf(status.SystemError, "star connection from rank %d: %w", sc.rank, err)
-			}
-			spokes--
-		case <-timer.C:
-			if b.prev == nil {
-				return b.errorf(status.RemoteError, "rank %d (at %s) did not connect within %v", prevRank, b.table[prevRank].addr, b.timeout)
-			}
-			var missing []int
-			for r := 1; r < n; r++ {
-				if b.star[r] == nil {
-					missing = append(missing, r)
-				}
-			}
-			return b.errorf(status.RemoteError, "%s did not connect to rank 0 within %v", rankList(missing), b.timeout)
-		case <-probe:
-			if pid := int(b.table[prevRank].pid); b.prev == nil && sysinfo.ProcessGone(pid) {
-				return b.errorf(status.RemoteError, "rank %d (pid %d) exited before it connected its ring", prevRank, pid)
-			}
-		case err := <-gone:
-			return b.errorf(status.RemoteError, "rank %d closed its ring connection before rank %d connected (%v): it failed or exited", nextRank, prevRank, err)
-		case <-b.done:
-			return b.err
-		}
-	}
-	return nil
-}
-
-// oneHost reports whether every rank of table has the same host id.
-func oneHost(table []peerEntry) bool {
-	for _, e := range table {
-		if e.hostID != table[0].hostID {
-			return false
-		}
-	}
-	return true
-}
-
-// dialed is the outcome of dialAsync.
-type dialed struct {
-	c   *net.TCPConn
-	err error
-}
-
-// dialAsync runs dialPeer in a goroutine of b (Close waits for it) and delivers its outcome.
-func (b *Bootstrap) dialAsync(peer int, kind byte, deadline time.Time) <-chan dialed {
-	out := make(chan dialed, 1)
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		c, err := b.dialPeer(peer, kind, deadline)
-		out <- dialed{c, err}
-	}()
-	return out
+	return fmt.Sprintf("this rank's bootstrap secret (from %s) differs from the root's: %s", b.keySource, secretAdvice)
 }
 
 // dialRoot connects to the root, retrying (the root may not listen yet)
@@ -350,13 +340,15 @@ func (b *Bootstrap) dialAsync(peer int, kind byte, deadline time.Time) <-chan di
 // find the root a fraction of a millisecond to several (ranks outnumbering
 // CPUs) before it listens: the retries come after 50 µs, 100 µs, ... (sysinfo.Nap:
 // time.Sleep would wait a millisecond at least), see nextRootRetry.
-func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (*fdConn, error) {
+func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (net.Conn, error) {
 	backoff := 50 * time.Microsecond
 	start := time.Now()
 	var last error // the last error other than a timeout
+	d := net.Dialer{Deadline: deadline}
 	for {
-		c, err := dialFD(addr, deadline)
+		c, err := d.Dial("tcp", addr.String())
 		if err == nil {
+			c.(*net.TCPConn).SetNoDelay(true)
 			return c, nil
 		}
 		if !isTimeout(err) {
@@ -407,53 +399,4 @@ func (b *Bootstrap) rootErr(addr netip.AddrPort, wait time.Duration, err error) 
 		return b.errorf(status.RemoteError, "the root at %s closed the connection before the communicator formed", addr)
 	}
 	return b.errorf(status.RemoteError, "talking to the root at %s: %w", addr, err)
-}
-
-// dialPeer opens a ring or point-to-point connection to peer and waits for
-// its acknowledgement.
-func (b *Bootstrap) dialPeer(peer int, kind byte, deadline time.Time) (*net.TCPConn, error) {
-	addr := b.table[peer].addr
-	what := "ring"
-	if kind == kindP2P {
-		what = "point-to-point"
-	}
-	d := net.Dialer{Deadline: deadline}
-	c, err := d.DialContext(b.dialCtx, "tcp", addr)
-	if err != nil {
-		if ferr := b.failed(); ferr != nil {
-			return nil, ferr // aborted while dialling (dialCtx)
-		}
-		if isTimeout(err) {
-			return nil, b.errorf(status.RemoteError, "cannot open a %s connection to rank %d at %s within %v", what, peer, addr, b.timeout)
-		}
-		return nil, b.errorf(status.RemoteError, "cannot open a %s connection to rank %d at %s: %w", what, peer, addr, err)
-	}
-	tc := c.(*net.TCPConn)
-	if !b.track(tc) {
-		tc.Close()
-		return nil, b.failed()
-	}
-	tc.SetNoDelay(true)
-	tc.SetDeadline(deadline)
-	challenge, err := readChallenge(tc)
-	var ack *hello
-	h := hello{kind: kind, magic: b.magic, nonce: newNonce(), rank: b.rank, nranks: b.nranks}
-	if err == nil {
-		_, err = tc.Write(h.encode(&b.key, &challenge))
-	}
-	if err == nil {
-		ack, err = readHello(tc, b.magic, &b.key, &h.nonce)
-	}
-	if err == nil && (ack.kind != kindAck || ack.rank != peer) {
-		err = fmt.Errorf("unexpected answer (kind %d from rank %d)", ack.kind, ack.rank)
-	}
-	if err != nil {
-		b.untrack(tc)
-		if e := b.failed(); e != nil {
-			return nil, e
-		}
-		return nil, b.errorf(status.RemoteError, "rank %d at %s did not accept a %s connection: %w", peer, addr, what, err)
-	}
-	tc.SetDeadline(time.Time{})
-	return tc, nil
 }

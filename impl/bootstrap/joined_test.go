@@ -145,3 +145,36 @@ func TestNextRootRetry(t *testing.T) {
 		t.Fatalf("after %v of refusals the pause is %v, want 4 ms", waited, b)
 	}
 }
+
+// With no ring formed at init, a rank whose Joined waits, asking Failed,
+// still learns at once that another rank failed (through the root), and its
+// Init says why.
+func TestJoinedWaiterSeesOtherRankFail(t *testing.T) {
+	const n = 3
+	opts := Options{HostID: "h", RingOnlyOnOneHost: true, Timeout: 60 * time.Second,
+		Joined: func(b *Bootstrap) error {
+			switch b.Rank() {
+			case 1:
+				return status.Errorf(status.SystemError, "rank 1 cannot map its node segment")
+			case 2:
+				for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+					if err := b.Failed(); err != nil {
+						return err
+					}
+				}
+				return errors.New("rank 2 waited 30 s: the failure of rank 1 did not reach it")
+			}
+			return nil
+		}}
+	addr := loopbackAddr(t)
+	start := time.Now()
+	errs, _ := initSome([]int{0, 1, 2}, func(r int) (*Bootstrap, error) { return InitAddr(addr, r, n, opts) })
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("init took %v", d)
+	}
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "rank 1 cannot map its node segment") {
+			t.Fatalf("rank %d: %v (does not say why)", r, err)
+		}
+	}
+}

@@ -1,7 +1,10 @@
 package bootstrap
 
+// The root's state, and what it tells the ranks it serves: the table, the
+// last word, a failure (and, at its timeout, the registrations it refused).
+// How it gets there is rootrun.go.
+
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -87,37 +90,14 @@ type rootReg struct {
 	ready  bool
 }
 
-func startRoot(addr netip.AddrPort, magic uint64, key [keyBytes]byte, timeout time.Duration, logf logFunc) (*root, error) {
-	ln, err := listenTCP(addr, false)
-	if err != nil {
-		return nil, status.Errorf(status.SystemError, "bootstrap: the root cannot listen at %s: %w", addr, err)
-	}
-	port := uint16(ln.Addr().(*net.TCPAddr).Port)
-	r := &root{
-		ln:        ln,
-		addr:      netip.AddrPortFrom(addr.Addr(), port),
-		magic:     magic,
-		key:       key,
-		timeout:   timeout,
-		hsTimeout: handshakeTimeout(timeout),
-		logf:      logf,
-		events:    make(chan rootEvent),
-		quit:      make(chan struct{}),
-		stopReq:   make(chan struct{}),
-		abortReq:  make(chan rootAbort, 1),
-		done:      make(chan struct{}),
-		conns:     make(map[net.Conn]struct{}),
-
-		refusedFrom: make(map[string]int),
-	}
-	r.logf(false, "bootstrap: root of communicator %#x listening at %s", magic, r.addr)
-	go r.run()
-	return r, nil
-}
-
-// stop makes the root give up (connected ranks get an error); it does not wait.
-func (r *root) stop() {
-	r.stopOnce.Do(func() { close(r.stopReq) })
+// rootAbort is the failure of a rank before it registered (the root's own
+// process's, or one that told the root with a kindAbort hello): the other
+// ranks must learn the reason, not only that the root went away or that the
+// rank never connected.
+type rootAbort struct {
+	rank, nranks int
+	err          error
+	from         string // where a remote rank's abort came from; "" for this process's rank
 }
 
 func (r *root) track(c net.Conn) bool {
@@ -147,236 +127,77 @@ func (r *root) closeListener() {
 	}
 }
 
-// acceptor is the root's accept loop: every connection goes to handshake.
-func (r *root) acceptor() acceptor {
-	stopped := func() bool {
-		select {
-		case <-r.quit:
-			return true
-		default:
-			return false
+// fail sends msg (code RemoteError or InvalidUsage) to every registered
+// rank but the one on skip, and to offender (a registration not in regs).
+// Before the table was sent it then lingers, answering late registrations
+// alike, until every rank of the communicator was answered (told, if not
+// negative, already knows) or the timeout.
+func (r *root) fail(regs map[int]*rootReg, formed bool, nranks int, code status.Code, msg string, skip net.Conn, offender *rootEvent, told int) {
+	r.logf(true, "bootstrap: %s", msg)
+	st := byte(replyError)
+	if code == status.InvalidUsage {
+		st = replyUsage
+	}
+	if len(msg) > maxErrorText {
+		msg = msg[:maxErrorText]
+	}
+	if !formed && nranks > 0 {
+		r.lingering.Store(true)
+	}
+	targets := make([]*rootReg, 0, len(regs)+1)
+	answered := make(map[int]bool)
+	if told >= 0 {
+		answered[told] = true
+	}
+	for rank, reg := range regs {
+		answered[rank] = true
+		if reg.ev.c != skip {
+			targets = append(targets, reg)
 		}
 	}
-	return acceptor{ln: r.ln, hsTimeout: r.hsTimeout, wg: &r.wg, who: "bootstrap root at " + r.addr.String(), logf: r.logf,
-		stopped: stopped, track: func(c *net.TCPConn) bool { return r.track(c) },
-		serve: func(c *net.TCPConn, ch nonce, err error) { r.handshake(c, ch, err) }}
-}
-
-// handshake checks the registration of a connection that was sent challenge ch (or
-// failed to be, chErr).
-func (r *root) handshake(c net.Conn, ch nonce, chErr error) {
-	h, challenge, err := greet(c, ch, chErr, r.magic, &r.key)
-	if err == nil && h.kind == kindAbort {
-		r.remoteAbort(c, h)
+	if offender != nil {
+		answered[offender.h.rank] = true
+		targets = append(targets, &rootReg{ev: *offender})
+	}
+	r.answer(targets, st, []byte(msg))
+	if formed || nranks <= 0 {
+		r.finish()
 		return
 	}
-	var e peerEntry
-	if err == nil {
-		var ok bool
-		switch {
-		case h.kind != kindRegister:
-			err = stranger("it sent a kind %d hello to the root", h.kind)
-		default:
-			if e, ok = decodeRegister(h.payload); !ok {
-				err = stranger("rank %d's registration is malformed", h.rank)
+	for _, reg := range targets {
+		r.drop(reg.ev.c)
+	}
+	timer := time.NewTimer(r.timeout)
+	defer timer.Stop()
+	allAnswered := func() bool {
+		for i := 0; i < nranks; i++ {
+			if !answered[i] {
+				return false
 			}
 		}
+		return true
 	}
-	if err != nil {
-		var s *errStranger
-		isReg := errors.As(err, &s) && s.reject != 0 && s.kind == kindRegister
-		hint := ""
-		if isReg && s.reject == rejectKey {
-			r.noteRefused(c.RemoteAddr())
-			hint = "; a rank of this job with a different secret? " + secretAdvice
-		}
-		r.logf(true, "bootstrap root at %s: dropped a connection from %s: %v%s", r.addr, c.RemoteAddr(), err, hint)
-		if isReg {
-			// Unauthenticated, and telling nothing but the reason: it lets
-			// a misconfigured rank fail at once with a clear message.
-			c.SetWriteDeadline(deadlineIn(r.hsTimeout))
-			c.Write(encodeReject(r.magic, s.reject))
-		}
-		r.drop(c)
-		return
-	}
-	c.SetDeadline(time.Time{})
-	ev := rootEvent{kind: evRegister, c: c, h: h, challenge: challenge, entry: e}
-	select {
-	case r.events <- ev:
-	case <-r.quit:
-		r.drop(c)
-		return
-	}
-	r.watch(ev)
-}
-
-// watch reads a registered rank's status frames and turns them, and the
-// end of its connection, into events. It runs on the goroutine of the
-// registration's handshake (one goroutine and one wake-up fewer per rank
-// than a goroutine of its own): the rank sends nothing before it has the
-// table, which comes after run took the registration; a registration run
-// refused ends the root, whose quit (or its closing c) ends the loop.
-func (r *root) watch(ev rootEvent) {
-	for {
-		st, text, err := readStatus(ev.c, &r.key, &ev.challenge)
-		out := ev
-		switch {
-		case err != nil && isPeerGone(err):
-			out.kind = evLeft
-		case err != nil:
-			out.kind, out.text = evFail, fmt.Sprintf("its connection to the root failed: %v", err)
-		case st == statusReady:
-			out.kind = evReady
-		default:
-			out.kind, out.text = evFail, text
-		}
-		select {
-		case r.events <- out:
-		case <-r.quit:
-			return
-		}
-		if out.kind != evReady {
-			return
-		}
-	}
-}
-
-// rootState is what run knows of the communicator forming.
-type rootState struct {
-	nranks int
-	first  rootEvent // the registration that set nranks
-	formed bool      // the table was sent
-	ready  int
-	regs   map[int]*rootReg
-	timer  *time.Timer
-}
-
-// run serves one communicator's registrations until it formed or failed.
-func (r *root) run() {
-	defer close(r.done)
-	defer r.wg.Wait()
-	r.wg.Add(1)
-	go r.acceptor().loop()
-	st := &rootState{regs: make(map[int]*rootReg), timer: time.NewTimer(r.timeout)}
-	defer st.timer.Stop()
-	for {
+	var sends sync.WaitGroup // finish closes every connection: the answers go out first
+	defer r.finish()
+	defer sends.Wait()
+	for !allAnswered() {
 		select {
 		case ev := <-r.events:
-			if ev.kind == evRegister && r.onRegister(st, ev) || ev.kind != evRegister && r.onStatus(st, ev) {
-				return
+			if ev.kind != evRegister {
+				r.drop(ev.c)
+				continue
 			}
-		case <-st.timer.C:
-			r.onTimeout(st)
-			return
-		case ab := <-r.abortReq:
-			if st.nranks == 0 {
-				st.nranks = ab.nranks
-			}
-			code := status.RemoteError
-			if status.CodeOf(ab.err) == status.InvalidUsage {
-				code = status.InvalidUsage
-			}
-			msg := fmt.Sprintf("rank %d, in the process of the root at %s, could not join: %v", ab.rank, r.addr, ab.err)
-			if ab.from != "" {
-				msg = fmt.Sprintf("rank %d (from %s) could not join the communicator at the root %s: %v", ab.rank, ab.from, r.addr, ab.err)
-			}
-			r.fail(st.regs, st.formed, st.nranks, code, msg, nil, nil, ab.rank)
+			answered[ev.h.rank] = true
+			sends.Go(func() {
+				r.send(ev.c, encodeReply(st, r.magic, []byte(msg), &r.key, labelReply, &ev.h.nonce))
+				r.drop(ev.c)
+			})
+		case <-timer.C:
 			return
 		case <-r.stopReq:
-			msg := fmt.Sprintf("the root at %s was closed before all ranks connected", r.addr)
-			r.closeListener()
-			r.answer(regList(st.regs), replyError, []byte(msg))
-			r.finish()
 			return
 		}
 	}
-}
-
-// onStatus handles a registered rank's status frame or the end of its connection;
-// true when the root is done (formed, or failed).
-func (r *root) onStatus(st *rootState, ev rootEvent) bool {
-	rank := ev.h.rank
-	cur := st.regs[rank]
-	if cur == nil || cur.ev.c != ev.c {
-		r.drop(ev.c)
-		return false
-	}
-	if ev.kind == evReady && st.formed && !cur.ready {
-		cur.ready = true
-		st.ready++
-		if st.ready < st.nranks {
-			return false
-		}
-		r.closeListener()
-		r.answer(regList(st.regs), replyOK, nil)
-		r.logf(false, "bootstrap root at %s: all %d ranks connected", r.addr, st.nranks)
-		r.finish()
-		return true
-	}
-	var msg string
-	switch {
-	case ev.kind == evLeft && st.formed:
-		msg = fmt.Sprintf("rank %d (%s) closed its connection to the root at %s during init, before every rank had connected (it exited or failed)",
-			rank, ev.entry.addr, r.addr)
-	case ev.kind == evLeft:
-		msg = fmt.Sprintf("rank %d (%s) closed its connection to the root at %s before the communicator formed (it exited or failed)",
-			rank, ev.entry.addr, r.addr)
-	case ev.kind == evReady:
-		msg = fmt.Sprintf("rank %d reported ready to the root at %s before it got the table", rank, r.addr)
-	default:
-		msg = fmt.Sprintf("rank %d failed during init: %s", rank, ev.text)
-	}
-	var skip net.Conn // a rank that reported its failure hears the verdict too
-	if ev.kind == evLeft {
-		skip = ev.c
-	}
-	r.fail(st.regs, st.formed, st.nranks, status.RemoteError, msg, skip, nil, -1)
-	return true
-}
-
-// onRegister checks and records a registration, and sends the table once every rank
-// registered; true when the root is done (failed).
-func (r *root) onRegister(st *rootState, ev rootEvent) bool {
-	if st.nranks == 0 {
-		st.nranks, st.first = ev.h.nranks, ev
-	}
-	if reason := r.badRegistration(st, ev); reason != "" {
-		r.fail(st.regs, st.formed, st.nranks, status.InvalidUsage, reason, nil, &ev, -1)
-		return true
-	}
-	rank := ev.h.rank
-	st.regs[rank] = &rootReg{ev: ev}
-	r.logf(false, "bootstrap root at %s: rank %d registered from %s (%d of %d)", r.addr, rank, ev.c.RemoteAddr(), len(st.regs), st.nranks)
-	if len(st.regs) == st.nranks {
-		table := make([]peerEntry, st.nranks)
-		for i := range table {
-			table[i] = st.regs[i].ev.entry
-		}
-		r.closeListener()
-		r.answer(regList(st.regs), replyOK, encodeTable(randomNonce(), table))
-		st.formed = true
-		st.timer.Reset(r.timeout)
-		r.logf(false, "bootstrap root at %s: all %d ranks registered", r.addr, st.nranks)
-	}
-	return false
-}
-
-// badRegistration says why ev does not fit the registrations so far ("" when it does).
-func (r *root) badRegistration(st *rootState, ev rootEvent) string {
-	rank, nranks, first := ev.h.rank, st.nranks, st.first
-	switch {
-	case ev.h.nranks != nranks:
-		return fmt.Sprintf("nranks mismatch at the root %s: rank %d (from %s) says nranks=%d, but rank %d (from %s) registered first with nranks=%d",
-			r.addr, rank, ev.c.RemoteAddr(), ev.h.nranks, first.h.rank, first.c.RemoteAddr(), nranks)
-	case rank < 0 || rank >= nranks:
-		return fmt.Sprintf("rank %d (from %s) is out of range for nranks=%d at the root %s", rank, ev.c.RemoteAddr(), nranks, r.addr)
-	}
-	if cur, ok := st.regs[rank]; ok {
-		return fmt.Sprintf("rank %d registered twice at the root %s: from %s (listening at %s) and from %s (listening at %s)",
-			rank, r.addr, cur.ev.c.RemoteAddr(), cur.ev.entry.addr, ev.c.RemoteAddr(), ev.entry.addr)
-	}
-	return ""
 }
 
 // finish stops taking registrations and closes the listener and every
@@ -392,6 +213,131 @@ func (r *root) finish() {
 	for c := range conns {
 		c.Close()
 	}
+}
+
+// answer sends every target a reply with status st and payload, MAC'ed for
+// it, and waits until all were sent: replies of up to inlineAnswer bytes
+// one after the other, without a goroutine each (all a rank is sent is its
+// challenge, the table and the last answer, which the socket buffers on both
+// sides hold without the rank reading: such a write does not wait for the
+// rank), larger ones in parallel, in the order of targets (see regList).
+//
+// The rank of this process (on a pipe, see acceptLocal) gets the table first
+// (it is rank 0, the lowest rank of its host: see regList) but any other answer
+// last: once answered it may return and its process exit, taking the root with
+// it, and every other rank's answer must be on its way by then.
+func (r *root) answer(targets []*rootReg, st byte, payload []byte) {
+	var wg sync.WaitGroup
+	var last []func()
+	for _, reg := range targets {
+		label := labelReply
+		if reg.tabled {
+			label = labelDone
+		}
+		reg.tabled = true
+		msg := encodeReply(st, r.magic, payload, &r.key, label, &reg.ev.h.nonce)
+		_, tcp := reg.ev.c.(*net.TCPConn)
+		switch {
+		case !tcp && (label != labelReply || st != replyOK):
+			last = append(last, func() { r.send(reg.ev.c, msg) })
+		case !tcp || len(msg) <= inlineAnswer:
+			r.send(reg.ev.c, msg)
+		default:
+			wg.Go(func() { r.send(reg.ev.c, msg) })
+		}
+	}
+	wg.Wait()
+	for _, f := range last {
+		f()
+	}
+}
+
+// inlineAnswer is the largest root reply answer writes without a goroutine of its
+// own (a table of about 100 ranks): well below what a connection's send and receive
+// buffers hold together by default (16 KiB and 128 KiB on Linux). A write that waits
+// all the same is bounded by the handshake timeout.
+const inlineAnswer = 8 << 10
+
+// regList returns the registrations as a list: first the lowest rank of each host
+// (which creates its node's shared memory once it has the table: the other ranks of
+// its node wait for that), then the others, each part by rank.
+func regList(regs map[int]*rootReg) []*rootReg {
+	out := make([]*rootReg, 0, len(regs))
+	first := make(map[string]int) // host id -> its lowest rank
+	for rank, reg := range regs {
+		out = append(out, reg)
+		if f, ok := first[reg.ev.entry.hostID]; !ok || rank < f {
+			first[reg.ev.entry.hostID] = rank
+		}
+	}
+	lead := func(reg *rootReg) bool { return first[reg.ev.entry.hostID] == reg.ev.h.rank }
+	sort.Slice(out, func(i, j int) bool {
+		if li, lj := lead(out[i]), lead(out[j]); li != lj {
+			return li
+		}
+		return out[i].ev.h.rank < out[j].ev.h.rank
+	})
+	return out
+}
+
+func (r *root) send(c net.Conn, msg []byte) {
+	c.SetWriteDeadline(deadlineIn(r.hsTimeout))
+	if _, err := c.Write(msg); err != nil {
+		r.logf(true, "bootstrap root at %s: answering %s: %v", r.addr, c.RemoteAddr(), err)
+	}
+}
+
+// Registrations the root refused because their key differs: the root warns
+// at once with the peer's address, and names them, with what to do, in the
+// error it returns at its timeout. It cannot fail the job at once: an
+// unauthenticated connection cannot be told from a stranger's, and a
+// stranger must not be able to end a job.
+
+// secretAdvice is what to do when ranks' keys differ.
+const secretAdvice = "set the same " + EnvSecret + " on every rank (or " + EnvSecretFile +
+	", or a ~/" + CookieName + " that every node shares), or use mscclppGetUniqueId"
+
+// noteRefused records a registration refused because its key differs.
+func (r *root) noteRefused(from net.Addr) {
+	r.refused.Add(1)
+	ip := from.String()
+	if a, ok := from.(*net.TCPAddr); ok {
+		ip = a.AddrPort().Addr().Unmap().String()
+	}
+	r.mu.Lock()
+	r.refusedFrom[ip]++
+	r.mu.Unlock()
+}
+
+// refusals describes the refused registrations, "" when there were none:
+// "3 connections from 10.0.0.2 (2), 10.0.0.3 (1) refused: different job
+// secret; set the same ...".
+func (r *root) refusals() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.refusedFrom) == 0 {
+		return ""
+	}
+	ips := make([]string, 0, len(r.refusedFrom))
+	total := 0
+	for ip, n := range r.refusedFrom {
+		ips = append(ips, ip)
+		total += n
+	}
+	sort.Strings(ips)
+	from := ips[0]
+	if len(ips) > 1 {
+		parts := make([]string, len(ips))
+		for i, ip := range ips {
+			parts[i] = fmt.Sprintf("%s (%d)", ip, r.refusedFrom[ip])
+		}
+		from = strings.Join(parts, ", ")
+	}
+	what := "connections"
+	if total == 1 {
+		what = "connection"
+	}
+	return fmt.Sprintf("%d %s from %s refused: different job secret; %s", total, what, from, secretAdvice)
 }
 
 // rankList formats ranks as "rank 3" or "ranks 3,5".

@@ -85,7 +85,7 @@ func baseSecret(logf logFunc) ([sha256.Size]byte, string, error) {
 		return secretDigest([]byte(text)), EnvSecret, nil
 	}
 	if p := env.Get(EnvSecretFile); p != "" {
-		d, err := fileSecret(p, EnvSecretFile+" "+p)
+		d, err := readSecret(p, EnvSecretFile+" "+p)
 		if err != nil {
 			return [sha256.Size]byte{}, "", err
 		}
@@ -99,13 +99,13 @@ func baseSecret(logf logFunc) ([sha256.Size]byte, string, error) {
 	}
 	path := filepath.Join(home, CookieName)
 	what := "the bootstrap cookie " + path
-	d, err := fileSecret(path, what)
+	d, err := readSecret(path, what)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err = createCookie(path); err != nil {
 			return [sha256.Size]byte{}, "", err
 		}
 		logf(false, "bootstrap: created %s", what)
-		d, err = fileSecret(path, what)
+		d, err = readSecret(path, what)
 	}
 	if err != nil {
 		return [sha256.Size]byte{}, "", err
@@ -123,34 +123,43 @@ func secretEnv() string {
 	return s
 }
 
+// readSecret returns the digest of the secret in the file at path (what names
+// it in errors).
+func readSecret(path, what string) ([sha256.Size]byte, error) {
+	text, err := readSecretFile(path, what)
+	if err != nil {
+		return [sha256.Size]byte{}, err
+	}
+	return secretDigest(text), nil
+}
+
 // readSecretFile reads a secret file after checking that only this user
-// can read or change it, and returns its text and what fstat said of it (nil
-// where the system says no Stat_t). An error is InvalidUsage saying how to
-// fix it, or wraps fs.ErrNotExist.
-func readSecretFile(path, what string) ([]byte, *syscall.Stat_t, error) {
+// can read or change it, and returns its text. An error is InvalidUsage
+// saying how to fix it, or wraps fs.ErrNotExist.
+func readSecretFile(path, what string) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, status.Errorf(status.InvalidUsage, "bootstrap: %s does not exist: %w", what, err)
+			return nil, status.Errorf(status.InvalidUsage, "bootstrap: %s does not exist: %w", what, err)
 		}
-		return nil, nil, status.Errorf(status.InvalidUsage, "bootstrap: cannot open %s: %w", what, err)
+		return nil, status.Errorf(status.InvalidUsage, "bootstrap: cannot open %s: %w", what, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, nil, status.Errorf(status.InvalidUsage, "bootstrap: cannot stat %s: %w", what, err)
+		return nil, status.Errorf(status.InvalidUsage, "bootstrap: cannot stat %s: %w", what, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, nil, status.Errorf(status.InvalidUsage, "bootstrap: %s is not a regular file (%v)", what, fi.Mode().Type())
+		return nil, status.Errorf(status.InvalidUsage, "bootstrap: %s is not a regular file (%v)", what, fi.Mode().Type())
 	}
 	st, _ := fi.Sys().(*syscall.Stat_t)
 	if st != nil && int(st.Uid) != os.Geteuid() {
-		return nil, nil, status.Errorf(status.InvalidUsage,
+		return nil, status.Errorf(status.InvalidUsage,
 			"bootstrap: %s belongs to uid %d, not to this user (uid %d): a secret must be in a file of your own (remove it, or chown it to yourself and chmod 600 it)",
 			what, st.Uid, os.Geteuid())
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return nil, nil, status.Errorf(status.InvalidUsage,
+		return nil, status.Errorf(status.InvalidUsage,
 			"bootstrap: %s is accessible by group or others (mode %#o): run chmod 600 %s", what, perm, path)
 	}
 	// A cookie being created by another rank through the O_EXCL fallback
@@ -159,7 +168,7 @@ func readSecretFile(path, what string) ([]byte, *syscall.Stat_t, error) {
 	for wait := time.Millisecond; ; wait *= 2 {
 		text, err = io.ReadAll(io.LimitReader(f, maxSecretFile+1))
 		if err != nil {
-			return nil, nil, status.Errorf(status.InvalidUsage, "bootstrap: cannot read %s: %w", what, err)
+			return nil, status.Errorf(status.InvalidUsage, "bootstrap: cannot read %s: %w", what, err)
 		}
 		text = []byte(strings.TrimRight(string(text), " \t\r\n"))
 		if len(text) > 0 || wait > 256*time.Millisecond {
@@ -167,16 +176,16 @@ func readSecretFile(path, what string) ([]byte, *syscall.Stat_t, error) {
 		}
 		time.Sleep(wait)
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return nil, nil, status.Errorf(status.InvalidUsage, "bootstrap: cannot read %s: %w", what, err)
+			return nil, status.Errorf(status.InvalidUsage, "bootstrap: cannot read %s: %w", what, err)
 		}
 	}
 	switch {
 	case len(text) > maxSecretFile:
-		return nil, nil, status.Errorf(status.InvalidUsage, "bootstrap: %s is longer than %d bytes", what, maxSecretFile)
+		return nil, status.Errorf(status.InvalidUsage, "bootstrap: %s is longer than %d bytes", what, maxSecretFile)
 	case len(text) == 0:
-		return nil, nil, status.Errorf(status.InvalidUsage, "bootstrap: %s is empty", what)
+		return nil, status.Errorf(status.InvalidUsage, "bootstrap: %s is empty", what)
 	}
-	return text, st, nil
+	return text, nil
 }
 
 // createCookie creates the cookie at path without ever clobbering one that

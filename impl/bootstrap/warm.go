@@ -32,9 +32,7 @@ func listenTCP(ap netip.AddrPort, keepAlive bool) (*net.TCPListener, error) {
 }
 
 // Warm does now what the first mscclppCommInitRank of a process would pay
-// for on top of its real work: reading the secret file an ip:port
-// communicator would read (see secretcache.go; no cookie is created), the
-// net package's once-per-process probes,
+// for on top of its real work: the net package's once-per-process probes,
 // and the first run of the code of a handshake (the pages of this library
 // that hold it, the Go runtime's first allocations and threads, the first
 // random numbers). It opens a loopback listener, connects to it and
@@ -43,7 +41,6 @@ func listenTCP(ap netip.AddrPort, keepAlive bool) (*net.TCPListener, error) {
 // (a machine without IPv4 loopback) are ignored: the first communicator
 // then does the work as before.
 func Warm() {
-	warmSecret()
 	ln, err := listenTCP(netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0), true)
 	if err != nil {
 		return

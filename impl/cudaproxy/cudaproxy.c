@@ -1,6 +1,6 @@
 /*
- * cudaproxy.c: a CUDA-mode proxy context's threadInit and publishTail over cuda's P2P
- * state (cuda/p2p.c makes the driver calls), reporting failures through engFail. Shared
+ * cudaproxy.c: a CUDA-mode proxy context's threadInit and publishTail over cuda's proxy
+ * state (cuda/proxystate.c makes the driver calls), reporting failures through engFail. Shared
  * by the transports whose proxies run in CUDA mode (impl/p2p, impl/eth, impl/ib).
  */
 #include <stdio.h>
@@ -15,11 +15,11 @@ const char* cudaProxyErrName(const cuwApi* a, int rc, char* buf, size_t len)
   return buf;
 }
 
-int cudaProxyThreadInit(engCtx* ctx, cudaP2PState* st)
+int cudaProxyThreadInit(engCtx* ctx, cudaProxyState* st)
 {
   if (st == NULL) return engFail(ctx->comm, mscclppInvalidUsage, "proxy: no CUDA state on its context");
   const char* call = "";
-  int rc = cudaP2PThreadEnter(st, &call);
+  int rc = cudaProxyStateEnter(st, &call);
   if (rc != CUW_SUCCESS) {
     char buf[32];
     return engFail(ctx->comm, mscclppUnhandledCudaError, "%s proxy: %s: %s", ctx->ops->name, call,
@@ -28,12 +28,12 @@ int cudaProxyThreadInit(engCtx* ctx, cudaP2PState* st)
   return mscclppSuccess;
 }
 
-int cudaProxyPublishTail(engCtx* ctx, cudaP2PState* st, uint64_t tail)
+int cudaProxyPublishTail(engCtx* ctx, cudaProxyState* st, uint64_t tail)
 {
   if (st == NULL) return mscclppInvalidUsage;
   /* a failed communicator's tail is visible before the slot of the trigger that failed empties */
   int now = (tail & MSCCLPP_FIFO_TAIL_FAILED) != 0;
-  int rc = now ? cudaP2PPushTailNow(st, tail) : cudaP2PPushTail(st, tail);
+  int rc = now ? cudaProxyStatePushTailNow(st, tail) : cudaProxyStatePushTail(st, tail);
   if (rc != CUW_SUCCESS) {
     char buf[32];
     return engFail(ctx->comm, mscclppUnhandledCudaError, "%s proxy: %s of the FIFO tail: %s", ctx->ops->name,

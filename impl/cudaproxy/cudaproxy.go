@@ -1,14 +1,16 @@
 // Package cudaproxy holds what a CUDA-mode transport's proxy needs, whatever moves its data:
 // the device block of signal epochs and wait counters, and a proxy context whose trigger FIFO
 // is pinned host memory near the GPU with its head and tail in device memory, served by a
-// thread bound near the GPU with the streams of cuda's P2P state.
+// thread bound near the GPU with the streams of cuda's proxy state (cuda/proxystate.c).
 //
 // cudaproxy.c (cudaproxy.h) holds the C side those transports' engOps tables share: the
-// proxy thread's setup and the FIFO tail's publication, over cuda's P2P state.
+// proxy thread's setup and the FIFO tail's publication, over cuda's proxy state.
+// ondemand.go holds what Ethernet and IB share, which start the proxy at their first
+// connection over device memory.
 package cudaproxy
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../engine -I${SRCDIR}/../../cuda -I${SRCDIR}/../dynlib -I${SRCDIR}/../../include -O2 -Wall
+#cgo CFLAGS: -I${SRCDIR}/../engine -I${SRCDIR}/../status -I${SRCDIR}/../../cuda -I${SRCDIR}/../dynlib -I${SRCDIR}/../../include -O2 -Wall
 */
 import "C"
 
@@ -29,7 +31,7 @@ type Proxy struct {
 	Dev   cuda.Device
 	rank  int
 	block cuda.Block     // device memory: MaxConns signal epochs, then MaxConns wait counters
-	State unsafe.Pointer // cuda's P2P state: the context, streams and device tail
+	State unsafe.Pointer // cuda's proxy state: the context, streams and device tail
 	mem   unsafe.Pointer // pinned host memory holding the engine context and its FIFO
 	head  uint64         // device memory: the FIFO's head
 	// retained: New holds a reference on the primary context (the one the library allocates in)
@@ -86,14 +88,14 @@ func (p *Proxy) Start(eng *engine.Comm, ops unsafe.Pointer, transport func(state
 	if len(cpus) > 0 {
 		logx.Infof(logx.Init, "rank %d: device %s is on NUMA node %d, CPUs %v", p.rank, p.Dev.BusID, numa, cpus)
 	}
-	state, err := cuda.NewP2PState(p.Dev, cpus, numa)
+	state, err := cuda.NewProxyState(p.Dev, cpus, numa)
 	if err != nil {
 		return nil, fmt.Errorf("proxy streams: %w", err)
 	}
 	// the proxy polls the FIFO without pause: keep its pages next to the GPU's CPUs
 	mem, placed, err := p.Dev.HostAllocOnNode(engine.CtxSize, numa)
 	if err != nil {
-		cuda.FreeP2PState(state)
+		cuda.FreeProxyState(state)
 		return nil, fmt.Errorf("FIFO in pinned memory: %w", err)
 	}
 	if numa >= 0 && !placed {
@@ -105,7 +107,7 @@ func (p *Proxy) Start(eng *engine.Comm, ops unsafe.Pointer, transport func(state
 	}
 	if err != nil {
 		p.Dev.HostFree(mem)
-		cuda.FreeP2PState(state)
+		cuda.FreeProxyState(state)
 		return nil, fmt.Errorf("FIFO head in device memory: %w", err)
 	}
 	p.State, p.mem, p.head = state, mem, head
@@ -122,7 +124,7 @@ func (p *Proxy) Start(eng *engine.Comm, ops unsafe.Pointer, transport func(state
 func (p *Proxy) Attach(d engine.DevConns, idx, peer, tag int, local unsafe.Pointer) unsafe.Pointer {
 	epoch := engine.DevPtr(p.Epoch(idx))
 	d.SetIdentity(idx, peer, tag, local, epoch, engine.DevPtr(p.Wait(idx)))
-	p.Ctx.AttachDevice(d, idx, p.head, cuda.P2PTail(p.State))
+	p.Ctx.AttachDevice(d, idx, p.head, cuda.ProxyTail(p.State))
 	return epoch
 }
 
@@ -132,7 +134,7 @@ func (p *Proxy) Sync() error {
 	if p == nil || p.State == nil {
 		return nil
 	}
-	if err := cuda.SyncP2PState(p.State); err != nil {
+	if err := cuda.SyncProxyState(p.State); err != nil {
 		return fmt.Errorf("rank %d: waiting for the proxy's copies: %w", p.rank, err)
 	}
 	return nil
@@ -156,7 +158,7 @@ func (p *Proxy) FreeContext() {
 		return
 	}
 	p.Ctx.Invalidate()
-	p.warn("proxy streams", cuda.FreeP2PState(p.State))
+	p.warn("proxy streams", cuda.FreeProxyState(p.State))
 	p.warn("FIFO", p.Dev.HostFree(p.mem))
 	p.warn("FIFO head", p.Dev.MemFree(p.head))
 	p.Ctx, p.State, p.mem = nil, nil, nil

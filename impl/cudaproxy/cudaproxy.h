@@ -1,5 +1,5 @@
 /*
- * cudaproxy.h: what every CUDA-mode transport's engOps table needs of cuda's P2P state
+ * cudaproxy.h: what every CUDA-mode transport's engOps table needs of cuda's proxy state
  * on the proxy thread (impl/p2p, impl/eth, impl/ib): its threadInit and publishTail, with the
  * driver's failures turned into the communicator's error.
  */
@@ -10,10 +10,10 @@
 #include "engine.h"
 
 /* The proxy thread's setup: st's context current, the thread bound near the GPU. */
-int cudaProxyThreadInit(engCtx* ctx, cudaP2PState* st);
+int cudaProxyThreadInit(engCtx* ctx, cudaProxyState* st);
 /* Publishes the FIFO tail to device memory on st's tail stream (a failed communicator's tail,
  * MSCCLPP_FIFO_TAIL_FAILED, synchronously). */
-int cudaProxyPublishTail(engCtx* ctx, cudaP2PState* st, uint64_t tail);
+int cudaProxyPublishTail(engCtx* ctx, cudaProxyState* st, uint64_t tail);
 /* The driver's name of rc into buf (or its number). */
 const char* cudaProxyErrName(const cuwApi* a, int rc, char* buf, size_t len);
 

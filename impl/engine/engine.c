@@ -13,8 +13,8 @@
 /* A child forked after the library loaded must not use the data path: its
  * connections, FIFOs and proxy flags are copies of the parent's (a put would
  * write into the peer, a wait would wait on a proxy that does not exist in
- * the child). Every entry point checks errForkedChild first (one load), and
- * errForked records the last error in the words of every entry point. */
+ * the child). Every entry point makes the fork check of every entry point first
+ * (errForked, impl/status/errs.h: one load). */
 
 #define ENG_NOT_OURS "not a connection returned by mscclppGetAllDeviceConnections, or its communicator was destroyed"
 #define ENG_CUDA_MODE \
@@ -36,10 +36,7 @@ static __attribute__((noinline)) engConn* connRefuse(engCtx* ctx, const char* fn
 static inline __attribute__((always_inline)) engConn* connEnter(struct mscclppDevConn* dev, const char* fn,
                                                                 int hostOnly)
 {
-  if (__builtin_expect(errForkedChild, 0)) {
-    errForked(fn);
-    return NULL;
-  }
+  if (errForked(fn)) return NULL;
   if (__builtin_expect(dev == NULL, 0)) return connRefuse(NULL, fn, "conn is NULL");
   engCtx* ctx = engEnter(dev->fifo.triggerFifo);
   if (__builtin_expect(ctx == NULL, 0)) return connRefuse(NULL, fn, ENG_NOT_OURS);
@@ -175,11 +172,17 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
 static inline int waitSpin(engConn* c, struct mscclppDevConn* conn, uint64_t want, int64_t timeoutMs)
 {
   volatile uint64_t* proxy = &conn->localSignalEpochId->proxy;
-  if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return 1;
+  if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) {
+    c->spinAnswered++;
+    return 1;
+  }
   if (c->ops->waitStyle != ENG_WAIT_SPIN || timeoutMs == 0) return 0;
   for (int i = 0; i < ENG_CLOCK_EVERY; i++) {
     engPause();
-    if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return 1;
+    if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) {
+      c->spinAnswered++;
+      return 1;
+    }
   }
   return 0;
 }
@@ -301,10 +304,7 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
  * process-wide last error set. */
 static engCtx* fifoEnter(struct mscclppConcurrentFifo* fifo, const char* fn)
 {
-  if (__builtin_expect(errForkedChild, 0)) {
-    errForked(fn);
-    return NULL;
-  }
+  if (errForked(fn)) return NULL;
   if (fifo == NULL) {
     engFail(NULL, mscclppInvalidUsage, "%s: fifo is NULL", fn);
     return NULL;

@@ -16,7 +16,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "../status/errs.h" /* impl/status: the one home of error text (a path from here: no -I needed) */
+#include "errs.h" /* impl/status: the one home of error text */
 #include "mscclpp.h"
 #include "transport.h"
 
@@ -107,6 +107,8 @@ typedef struct engConn {
    * the epoch the last wait without progress waited for and since when (engNowNs). */
   uint64_t bytesPut;
   uint64_t stallWant, stallSince;
+  /* Waits that the inline spin of mscclppConnWaitNext answered (tests read it). */
+  uint64_t spinAnswered;
 } engConn;
 
 typedef struct engCtx {

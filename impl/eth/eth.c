@@ -31,7 +31,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-struct ethCtx* ethCtxNew(struct cudaP2PState* cuda)
+struct ethCtx* ethCtxNew(struct cudaProxyState* cuda)
 {
   struct ethCtx* e = (struct ethCtx*)calloc(1, sizeof(struct ethCtx));
   if (e != NULL) e->cuda = cuda;

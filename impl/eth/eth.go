@@ -6,7 +6,7 @@
 package eth
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../engine -I${SRCDIR}/../cudaproxy -I${SRCDIR}/../../cuda -I${SRCDIR}/../dynlib -I${SRCDIR}/../../include -O2 -Wall
+#cgo CFLAGS: -I${SRCDIR}/../engine -I${SRCDIR}/../status -I${SRCDIR}/../cudaproxy -I${SRCDIR}/../../cuda -I${SRCDIR}/../dynlib -I${SRCDIR}/../../include -O2 -Wall
 #include <stdlib.h>
 #include "eth.h"
 static const void* ethOpsPtr(void) { return &ethOps; }
@@ -27,7 +27,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mscclpp-go/mscclpp/cuda"
 	"github.com/mscclpp-go/mscclpp/impl/bootstrap"
 	"github.com/mscclpp-go/mscclpp/impl/cudaproxy"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
@@ -84,7 +83,7 @@ type eth struct {
 
 	// CUDA mode: connections whose buffer is device memory go through a CUDA-mode proxy
 	// (counters and FIFO head in device memory) and pinned staging buffers
-	cu       *cudaproxy.Proxy
+	cu       cudaproxy.OnDemand
 	cuState  *C.struct_ethCtx
 	cudaConn map[int]bool
 	stages   []unsafe.Pointer // pinned, freed at Close
@@ -116,6 +115,8 @@ func newEth(h *transport.Host) (transport.Transport, error) {
 	e := &eth{h: h, state: st, ctx: ctx, ln: ln, addr: netip.AddrPortFrom(ip, uint16(ln.Addr().(*net.TCPAddr).Port)),
 		timeout: h.Timeout, tokens: map[[tokenBytes]byte]int{}, arrived: map[int]*net.TCPConn{},
 		cudaConn: map[int]bool{}, engConns: map[int]*engine.Conn{}}
+	e.cu = cudaproxy.OnDemand{Name: "Ethernet", Means: "device memory travels through pinned staging buffers",
+		Ops: C.ethOpsPtr(), State: e.cudaState}
 	e.drops.rank = h.Rank
 	e.cond = sync.NewCond(&e.mu)
 	e.wg.Add(1)
@@ -170,51 +171,24 @@ func (e *eth) admit(c *net.TCPConn) {
 // Declare serves any peer: in CUDA mode when the buffer is device memory, else with its signal
 // slot in the node segment, as for SHM (waits work the same way).
 func (e *eth) Declare(d transport.Decl) (transport.Endpoint, error) {
-	if dev, ok := deviceOf(d.Local); ok || (d.Local == nil && e.cu != nil) {
-		return e.connectCUDA(d.Idx, d.Peer, d.Tag, d.Local, dev)
+	if dev, ok := e.cu.Serves(d.Local); ok {
+		ep, err := e.cu.Declare(e.h, d, dev)
+		if err == nil {
+			e.cudaConn[d.Idx] = true
+		}
+		return ep, err
 	}
 	return e.h.HostSlot(d.Idx, d.Peer, d.Tag, d.Local, e.ctx), nil
 }
 
-// deviceOf reports whether p is device memory, and of which GPU (only where the application
-// loaded the driver: device memory cannot exist otherwise).
-func deviceOf(p unsafe.Pointer) (cuda.Device, bool) {
-	if p == nil || !cuda.InUse() {
-		return cuda.Device{}, false
-	}
-	dev, err := cuda.ProbePointer(uint64(uintptr(p)))
-	return dev, err == nil
-}
-
-// connectCUDA sets up connection idx in CUDA mode: its counters in device memory, its triggers
-// pushed by kernels into the CUDA-mode proxy's FIFO.
-func (e *eth) connectCUDA(idx, peer, tag int, local unsafe.Pointer, dev cuda.Device) (transport.Endpoint, error) {
-	if e.cu == nil {
-		px, err := cudaproxy.New(dev, e.h.Rank)
-		if err != nil {
-			return transport.Endpoint{}, err
-		}
-		if _, err := px.Start(e.h.Eng, C.ethOpsPtr(), func(state unsafe.Pointer) unsafe.Pointer {
-			e.cuState = C.ethCtxNew((*C.struct_cudaP2PState)(state))
-			return unsafe.Pointer(e.cuState)
-		}); err != nil {
-			px.Free()
-			return transport.Endpoint{}, fmt.Errorf("Ethernet transport in CUDA mode: %w", err)
-		}
-		e.cu = px
-		logx.Infof(logx.Net, "rank %d: Ethernet transport in CUDA mode on device %d: device memory travels through pinned staging buffers", e.h.Rank, dev.Ordinal)
-	}
-	e.cudaConn[idx] = true
-	return transport.Endpoint{Ctx: e.cu.Ctx, Epoch: e.cu.Attach(e.h.DevConns, idx, peer, tag, local)}, nil
+// cudaState makes the Ethernet state of the CUDA-mode proxy's context over cuda's proxy state.
+func (e *eth) cudaState(state unsafe.Pointer) unsafe.Pointer {
+	e.cuState = C.ethCtxNew((*C.struct_cudaProxyState)(state))
+	return unsafe.Pointer(e.cuState)
 }
 
 // Mode says whether device buffers put the transport in CUDA mode.
-func (e *eth) Mode() string {
-	if e.cu != nil {
-		return "CUDA mode"
-	}
-	return ""
-}
+func (e *eth) Mode() string { return e.cu.Mode() }
 
 func (e *eth) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
 	if h == 0 {
@@ -370,7 +344,7 @@ func (e *eth) await(idx, peer int, from netip.AddrPort) (*net.TCPConn, error) {
 }
 
 func localReg(b transport.Buffer) engine.Reg {
-	if _, dev := deviceOf(b.Ptr); dev {
+	if _, dev := cudaproxy.DeviceOf(b.Ptr); dev {
 		return engine.Reg{Addr: uint64(uintptr(b.Ptr)), Size: b.Size} // device memory: staged, never touched
 	}
 	return engine.Reg{Mapped: b.Ptr, Addr: uint64(uintptr(b.Ptr)), Size: b.Size}
@@ -417,7 +391,7 @@ func (e *eth) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointe
 // Stopped fences every connection: once it returns, the data every peer sent before its
 // proxies stopped has landed here, as a put by SHM has when mscclppProxyStop returns.
 func (e *eth) Stopped() error {
-	if e.cu != nil {
+	if e.cu.Proxy != nil {
 		e.cu.LogBinding()
 		if err := e.cu.Sync(); err != nil {
 			return err
@@ -462,7 +436,7 @@ func (e *eth) Close() error {
 		e.ctx.Free()
 		e.ctx = nil
 	}
-	if e.cu != nil {
+	if e.cu.Proxy != nil {
 		e.cu.Ctx.Close() // joins the receive threads, which use the staging buffers and streams
 		for _, p := range e.stages {
 			if err := e.cu.Dev.HostFree(p); err != nil {
@@ -470,7 +444,7 @@ func (e *eth) Close() error {
 			}
 		}
 		e.cu.Free()
-		e.cu, e.stages = nil, nil
+		e.cu.Proxy, e.stages = nil, nil
 	}
 	return nil
 }

@@ -19,7 +19,7 @@
  * (cuda non-NULL: the context's FIFO head, epochs and buffers are in device memory) the
  * proxy thread makes the CUDA context current and publishes the FIFO tail to the device, and
  * device memory travels through each connection's pinned staging buffers. */
-struct ethCtx* ethCtxNew(struct cudaP2PState* cuda);
+struct ethCtx* ethCtxNew(struct cudaProxyState* cuda);
 /* Hands the connected socket fd of connection c (of the context c->ctx) to the transport and
  * starts its receive thread; in CUDA mode sendStage and recvStage are pinned buffers of
  * stageBytes each (the caller frees them after the context is closed). A peer from which nothing

@@ -12,7 +12,7 @@
 #include "engine.h"
 #include "ethwire.h"
 
-struct cudaP2PState; /* cuda/calls.h: a CUDA-mode proxy's context and streams */
+struct cudaProxyState; /* cuda/calls.h: a CUDA-mode proxy's context and streams */
 
 /* Buffers of mscclppRegisterBuffer a peer writes with ETH_REG, per connection: chunks that
  * never move (the receive thread reads them while more are added), at most ETH_MAX_REGS. */
@@ -62,7 +62,7 @@ typedef struct ethRegs {
 struct ethCtx {
   ethConn* conns[ENG_MAX_CONNS];
   ethRegs* regs[ENG_MAX_CONNS]; /* mscclppRegisterBuffer registrations by connId, or NULL */
-  struct cudaP2PState* cuda; /* CUDA mode, else NULL */
+  struct cudaProxyState* cuda; /* CUDA mode, else NULL */
 };
 
 static inline struct ethCtx* ctxState(engConn* c) { return (struct ethCtx*)c->ctx->transport; }

@@ -89,7 +89,7 @@ static int rxFlag(ethConn* s, uint64_t a)
 {
   engConn* c = s->c;
   volatile uint64_t* epoch = &c->dev->localSignalEpochId->proxy;
-  struct cudaP2PState* cuda = ctxState(c)->cuda;
+  struct cudaProxyState* cuda = ctxState(c)->cuda;
   if (cuda != NULL) {
     /* the epoch is device memory: one in-order receive thread, so the counts only grow */
     (void)ethFlagStaged(c, s, (uint64_t)(uintptr_t)epoch, a);
@@ -111,7 +111,7 @@ static int rxFlag(ethConn* s, uint64_t a)
 static int rxData(ethConn* s, const ethHdr* h, uint64_t* sig)
 {
   engConn* c = s->c;
-  struct cudaP2PState* cuda = ctxState(c)->cuda;
+  struct cudaProxyState* cuda = ctxState(c)->cuda;
   uint64_t a = h->a, b = h->b, n = h->n;
   char what[300];
   int rc;

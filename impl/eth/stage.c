@@ -27,7 +27,7 @@
  * zeros (the header promised size bytes) and the failure recorded. */
 int ethSendStaged(engConn* c, ethConn* s, unsigned char* hdr, uint64_t src, uint64_t size)
 {
-  struct cudaP2PState* cuda = ctxState(c)->cuda;
+  struct cudaProxyState* cuda = ctxState(c)->cuda;
   if (cuda == NULL || s->sendStage == NULL || s->sendStream == NULL)
     return engConnFail(c, mscclppInvalidUsage, "Ethernet put from memory the host cannot read (not CUDA mode)");
   uint64_t half = s->stageBytes / 2;
@@ -72,7 +72,7 @@ int ethSendStaged(engConn* c, ethConn* s, unsigned char* hdr, uint64_t src, uint
  * data). 0, or the receive error; a failed copy is recorded. */
 int ethRecvStaged(engConn* c, ethConn* s, uint64_t dst, uint64_t n)
 {
-  struct cudaP2PState* cuda = ctxState(c)->cuda;
+  struct cudaProxyState* cuda = ctxState(c)->cuda;
   uint64_t half = s->stageBytes / 2;
   char why[200] = "";
   int rc = 0, cudaFailed = 0;
@@ -100,7 +100,7 @@ int ethRecvStaged(engConn* c, ethConn* s, uint64_t dst, uint64_t n)
  * of the data it counts (ethRecvStaged waited for them); a failure is recorded. */
 int ethFlagStaged(engConn* c, ethConn* s, uint64_t epoch, uint64_t count)
 {
-  struct cudaP2PState* cuda = ctxState(c)->cuda;
+  struct cudaProxyState* cuda = ctxState(c)->cuda;
   char why[200];
   memcpy(s->recvStage, &count, sizeof(count));
   if (cudaStageAsync(cuda, s->recvStream, epoch, (uint64_t)(uintptr_t)s->recvStage, sizeof(count), 1, why,

@@ -8,7 +8,6 @@ package ib
 import (
 	"fmt"
 	"strings"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -20,46 +19,13 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
 
-// deviceOf reports whether p is device memory, and of which GPU (only where the application
-// loaded the driver: device memory cannot exist otherwise).
-func deviceOf(p unsafe.Pointer) (cuda.Device, bool) {
-	if p == nil || !cuda.InUse() {
-		return cuda.Device{}, false
-	}
-	dev, err := cuda.ProbePointer(uint64(uintptr(p)))
-	return dev, err == nil
-}
-
-// connectCUDA attaches connection idx to the CUDA-mode proxy (started on first use): its
-// counters in device memory, its triggers pushed by kernels into the proxy's FIFO.
-func (t *ibt) connectCUDA(idx, peer, tag int, local unsafe.Pointer, dev cuda.Device) (transport.Endpoint, error) {
-	if t.cu == nil {
-		px, err := cudaproxy.New(dev, t.h.Rank)
-		if err != nil {
-			return transport.Endpoint{}, err
-		}
-		if _, err := px.Start(t.h.Eng, CudaEngOps(), func(state unsafe.Pointer) unsafe.Pointer { return state }); err != nil {
-			px.Free()
-			return transport.Endpoint{}, fmt.Errorf("IB transport in CUDA mode: %w", err)
-		}
-		t.cu = px
-		logx.Infof(logx.Net, "rank %d: IB transport in CUDA mode on device %d: RDMA writes from and into device memory (GPUDirect RDMA)", t.h.Rank, dev.Ordinal)
-	}
-	return transport.Endpoint{Ctx: t.cu.Ctx, Epoch: t.cu.Attach(t.h.DevConns, idx, peer, tag, local)}, nil
-}
-
 // Mode says whether device buffers put the transport in CUDA mode.
-func (t *ibt) Mode() string {
-	if t.cu != nil {
-		return "CUDA mode"
-	}
-	return ""
-}
+func (t *ibt) Mode() string { return t.cu.Mode() }
 
 // register registers b with device x: host memory with ibv_reg_mr, device memory for GPUDirect
 // RDMA; data (not a signal slot) with relaxed ordering where the library offers it.
 func (t *ibt) register(x *verbs.Context, b transport.Buffer, data bool) (*verbs.MR, error) {
-	if dev, ok := deviceOf(b.Ptr); ok {
+	if dev, ok := cudaproxy.DeviceOf(b.Ptr); ok {
 		return t.registerDev(x, dev, uint64(uintptr(b.Ptr)), b.Size, data)
 	}
 	return x.RegisterMRAccess(uint64(uintptr(b.Ptr)), b.Size, data)
@@ -113,7 +79,7 @@ func registerDevice(lib *verbs.Lib, x *verbs.Context, dev cuda.Device, ptr, size
 
 // stopCUDA waits for the CUDA-mode proxy's copies (its FIFO tail publications).
 func (t *ibt) stopCUDA() error {
-	if t.cu == nil {
+	if t.cu.Proxy == nil {
 		return nil
 	}
 	t.cu.LogBinding()

@@ -1,22 +1,27 @@
 package ib
 
-// The fabric settings, with NCCL's meanings: MSCCLPP_IB_HCA (which devices and ports may be used,
-// NCCL_IB_HCA's syntax), MSCCLPP_IB_SL (service level), MSCCLPP_IB_TC (traffic class, RoCE);
-// the GID index (MSCCLPP_IB_GID_INDEX) is the verbs binding's.
+// The transport's settings, with NCCL's meanings: MSCCLPP_IB_HCA (which devices and ports may
+// be used, NCCL_IB_HCA's syntax), MSCCLPP_IB_SL (service level), MSCCLPP_IB_TC (traffic class,
+// RoCE), MSCCLPP_IB_GID_INDEX (parsed by the verbs binding) and MSCCLPP_IB_MAX_SEND_WR (each QP's
+// send queue depth). The core reads them (Entry.Settings); this file parses them and holds
+// their defaults.
 
 import (
 	"strconv"
 	"strings"
 
-	"github.com/mscclpp-go/mscclpp/impl/env"
+	verbs "github.com/mscclpp-go/mscclpp/ib"
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
+	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
 
-// The variables read here.
+// The variables parsed here.
 const (
-	EnvHCA = "MSCCLPP_IB_HCA"
-	EnvSL  = "MSCCLPP_IB_SL"
-	EnvTC  = "MSCCLPP_IB_TC"
+	EnvHCA       = "MSCCLPP_IB_HCA"
+	EnvSL        = "MSCCLPP_IB_SL"
+	EnvTC        = "MSCCLPP_IB_TC"
+	EnvMaxSendWr = "MSCCLPP_IB_MAX_SEND_WR"
 )
 
 // hcaEntry is one item of MSCCLPP_IB_HCA: a device name (or its prefix) and a port (0: any).
@@ -88,29 +93,43 @@ type fabric struct {
 	hca    hcaFilter
 	hcaRaw string
 	sl, tc int
+	gid    int // the GID index; -1: verbs.Open picks one
+	wr     int // the send queue depth of each connection's QP
 }
 
-// readFabric reads MSCCLPP_IB_HCA, MSCCLPP_IB_SL and MSCCLPP_IB_TC (at the transport's first use
-// in a communicator: upstream reads its variables when it needs them).
-func readFabric() (fabric, error) {
+// defaultMaxSendWr is MSCCLPP_IB_MAX_SEND_WR when unset.
+const defaultMaxSendWr = 256
+
+// readFabric parses the settings as the core read them for h's communicator (Entry.Settings).
+func readFabric(h *transport.Host) (fabric, error) {
 	var f fabric
 	var err error
-	f.hcaRaw = env.Get(EnvHCA)
+	f.hcaRaw = h.Setting(EnvHCA)
 	if f.hca, err = parseHCA(f.hcaRaw); err != nil {
 		return fabric{}, err
 	}
-	if f.sl, err = envRange(EnvSL, 15); err != nil {
+	if f.sl, err = parseRange(EnvSL, h.Setting(EnvSL), 15); err != nil {
 		return fabric{}, err
 	}
-	if f.tc, err = envRange(EnvTC, 255); err != nil {
+	if f.tc, err = parseRange(EnvTC, h.Setting(EnvTC), 255); err != nil {
 		return fabric{}, err
+	}
+	if f.gid, err = verbs.ParseGIDIndex(h.Setting(verbs.EnvGIDIndex)); err != nil {
+		return fabric{}, err
+	}
+	f.wr = defaultMaxSendWr
+	if v := h.Setting(EnvMaxSendWr); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			f.wr = n
+		} else {
+			logx.Malformed("ignoring %s=%q: not a positive integer; the default %d is used", EnvMaxSendWr, v, f.wr)
+		}
 	}
 	return f, nil
 }
 
-// envRange reads name as an integer from 0 to max (0 when unset).
-func envRange(name string, max int) (int, error) {
-	s := strings.TrimSpace(env.Get(name))
+// parseRange parses value s of variable name as an integer from 0 to max (0 when unset).
+func parseRange(name, s string, max int) (int, error) {
 	if s == "" {
 		return 0, nil
 	}

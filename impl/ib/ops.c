@@ -67,13 +67,13 @@ const engOps ibEngOps = {
 };
 
 /* CUDA mode: the context is a CUDA-mode proxy's (impl/cudaproxy) and its transport state that
- * proxy's cudaP2PState (cuda/calls.h): the proxy thread runs in the GPU's context and publishes
+ * proxy's cudaProxyState (cuda/calls.h): the proxy thread runs in the GPU's context and publishes
  * the FIFO tail to device memory; the writes themselves are the same RDMA writes, from and into
  * device memory registered for GPUDirect RDMA. */
-static int ibCudaThreadInit(engCtx* ctx) { return cudaProxyThreadInit(ctx, (cudaP2PState*)ctx->transport); }
+static int ibCudaThreadInit(engCtx* ctx) { return cudaProxyThreadInit(ctx, (cudaProxyState*)ctx->transport); }
 static int ibCudaPublishTail(engCtx* ctx, uint64_t tail)
 {
-  return cudaProxyPublishTail(ctx, (cudaP2PState*)ctx->transport, tail);
+  return cudaProxyPublishTail(ctx, (cudaProxyState*)ctx->transport, tail);
 }
 const engOps ibCudaEngOps = {
     .name = "IB",

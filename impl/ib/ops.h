@@ -29,7 +29,7 @@ typedef struct ibConnState {
  * connection's signal count into the peer's localSignalEpochId->proxy,
  * Sync = flush (every posted WR completed). */
 extern const engOps ibEngOps;
-/* The same in CUDA mode: the context's transport state is a CUDA-mode proxy's cudaP2PState. */
+/* The same in CUDA mode: the context's transport state is a CUDA-mode proxy's cudaProxyState. */
 extern const engOps ibCudaEngOps;
 
 int ibEngOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,

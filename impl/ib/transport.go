@@ -6,13 +6,11 @@ package ib
 
 import (
 	"fmt"
-	"strconv"
 	"unsafe"
 
 	verbs "github.com/mscclpp-go/mscclpp/ib"
 	"github.com/mscclpp-go/mscclpp/impl/cudaproxy"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
-	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
@@ -21,11 +19,9 @@ import (
 // TransportID is mscclppTransportIB.
 const TransportID transport.ID = 2
 
-// Entry registers the IB transport.
-var Entry = transport.Entry{ID: TransportID, Name: "IB", Subsys: logx.Net, New: newIBT}
-
-// EnvMaxSendWr sets the send queue depth of each connection's QP (default 256).
-const EnvMaxSendWr = "MSCCLPP_IB_MAX_SEND_WR"
+// Entry registers the IB transport, with the variables it reads (fabric.go).
+var Entry = transport.Entry{ID: TransportID, Name: "IB", Subsys: logx.Net, New: newIBT,
+	Settings: []string{EnvHCA, EnvSL, EnvTC, EnvMaxSendWr, verbs.EnvLibrary, verbs.EnvGIDIndex}}
 
 // ibConn is one connection's verbs objects.
 type ibConn struct {
@@ -51,14 +47,18 @@ type ibt struct {
 	conns map[int]*ibConn
 	wr    int
 	beats beats
-	cu    *cudaproxy.Proxy // CUDA mode: the proxy of connections over device memory (cudamode.go)
-	gdr   string           // how device memory was last registered (an INFO line when it changes)
-	srcs  srcCache         // MRs of device sources of mscclppRegisteredBufferWrite (write.go)
-	fab   fabric           // MSCCLPP_IB_HCA, _SL, _TC (fabric.go)
+	cu    cudaproxy.OnDemand // CUDA mode: the proxy of connections over device memory (cudamode.go)
+	gdr   string             // how device memory was last registered (an INFO line when it changes)
+	srcs  srcCache           // MRs of device sources of mscclppRegisteredBufferWrite (write.go)
+	fab   fabric             // the settings (fabric.go)
 }
 
 func newIBT(h *transport.Host) (transport.Transport, error) {
-	lib, err := verbs.Load()
+	fab, err := readFabric(h)
+	if err != nil {
+		return nil, err
+	}
+	lib, err := verbs.Load(h.Setting(verbs.EnvLibrary))
 	if err != nil {
 		return nil, err
 	}
@@ -66,21 +66,9 @@ func newIBT(h *transport.Host) (transport.Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	wr := 256
-	if v := env.Get(EnvMaxSendWr); v != "" {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			wr = n
-		} else {
-			logx.Malformed("ignoring %s=%q: not a positive integer; the default %d is used", EnvMaxSendWr, v, wr)
-		}
-	}
-	fab, err := readFabric()
-	if err != nil {
-		ctx.Free()
-		return nil, err
-	}
-	return &ibt{h: h, lib: lib, devs: map[string]*verbs.Context{}, ctx: ctx, conns: map[int]*ibConn{}, wr: wr,
-		beats: beats{dead: h.Timeout}, fab: fab}, nil
+	return &ibt{h: h, lib: lib, devs: map[string]*verbs.Context{}, ctx: ctx, conns: map[int]*ibConn{}, wr: fab.wr,
+		beats: beats{dead: h.Timeout}, fab: fab, cu: cudaproxy.OnDemand{Name: "IB", Ops: CudaEngOps(),
+			Means: "RDMA writes from and into device memory (GPUDirect RDMA)"}}, nil
 }
 
 // device opens ibDev once per communicator, where MSCCLPP_IB_HCA allows it (on the port it names),
@@ -97,7 +85,7 @@ func (t *ibt) device(ibDev string) (*verbs.Context, error) {
 	if !ok {
 		return nil, status.Errorf(status.InvalidUsage, "IB device %q (%s) is excluded by %s=%q", ibDev, name, EnvHCA, t.fab.hcaRaw)
 	}
-	x, err := verbs.Open(t.lib, name, verbs.Options{GIDIndex: -1, Port: port, ServiceLevel: t.fab.sl, TrafficClass: t.fab.tc})
+	x, err := verbs.Open(t.lib, name, verbs.Options{GIDIndex: t.fab.gid, Port: port, ServiceLevel: t.fab.sl, TrafficClass: t.fab.tc})
 	if err != nil {
 		return nil, err
 	}
@@ -135,8 +123,8 @@ func (t *ibt) Declare(d transport.Decl) (transport.Endpoint, error) {
 		return transport.Endpoint{}, err
 	}
 	t.conns[idx] = &ibConn{dev: x, cq: cq, qp: qp, beat: slot}
-	if dv, ok := deviceOf(local); ok || (local == nil && t.cu != nil) {
-		return t.connectCUDA(idx, peer, tag, local, dv)
+	if dv, ok := t.cu.Serves(local); ok {
+		return t.cu.Declare(t.h, d, dv)
 	}
 	return t.h.HostSlot(idx, peer, tag, local, t.ctx), nil
 }
@@ -201,7 +189,7 @@ func (t *ibt) Finish(s transport.Setup) (transport.Connected, error) {
 		return transport.Connected{}, err
 	}
 	local := transport.LocalRegs(s, func(b transport.Buffer) engine.Reg {
-		if _, dev := deviceOf(b.Ptr); dev {
+		if _, dev := cudaproxy.DeviceOf(b.Ptr); dev {
 			return engine.Reg{Addr: uint64(uintptr(b.Ptr)), Size: b.Size} // device memory: the NIC's alone
 		}
 		return engine.Reg{Mapped: b.Ptr, Addr: uint64(uintptr(b.Ptr)), Size: b.Size}
@@ -281,7 +269,7 @@ func (t *ibt) Close() error {
 		t.ctx.Free()
 		t.ctx = nil
 	}
-	if t.cu != nil {
+	if t.cu.Proxy != nil {
 		t.cu.Ctx.Close() // no call inside the proxy context: the states below may go
 	}
 	for _, c := range t.conns {
@@ -300,7 +288,7 @@ func (t *ibt) Close() error {
 	t.conns = nil
 	t.srcs.close()
 	t.cu.Free() // after the MRs on its device memory are gone
-	t.cu = nil
+	t.cu.Proxy = nil
 	for _, x := range t.devs {
 		x.Close()
 	}

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	verbs "github.com/mscclpp-go/mscclpp/ib"
+	"github.com/mscclpp-go/mscclpp/impl/cudaproxy"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
@@ -91,7 +92,7 @@ func (t *ibt) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointe
 // same address would leave a cached MR on the old ones); stream synchronized in CUDA mode.
 func (t *ibt) sourceMR(x *verbs.Context, src unsafe.Pointer, size uint64, stream uintptr) (*verbs.MR, uint64, func(), error) {
 	ptr := uint64(uintptr(src))
-	if dev, ok := deviceOf(src); ok {
+	if dev, ok := cudaproxy.DeviceOf(src); ok {
 		if err := dev.StreamSync(stream); err != nil {
 			return nil, 0, nil, fmt.Errorf("waiting for stream %#x before the NIC reads the source: %w", stream, err)
 		}
@@ -114,7 +115,7 @@ func (t *ibt) sourceMR(x *verbs.Context, src unsafe.Pointer, size uint64, stream
 		}
 		return e.mr, ptr - e.base, func() {}, nil
 	}
-	if stream != 0 && t.cu != nil {
+	if stream != 0 && t.cu.Proxy != nil {
 		if err := t.cu.Dev.StreamSync(stream); err != nil {
 			return nil, 0, nil, fmt.Errorf("waiting for stream %#x before the NIC reads the source: %w", stream, err)
 		}

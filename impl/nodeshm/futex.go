@@ -2,8 +2,7 @@ package nodeshm
 
 // Waiting on a word of the segment without polling: the ranks of a node
 // sleep in FUTEX_WAIT on the word (shared futexes: the segment is mapped by
-// several processes; without holding a P, see sysinfo.BlockingSyscall6)
-// and the rank that changes it wakes them.
+// several processes) and the rank that changes it wakes them.
 
 import (
 	"runtime"
@@ -11,8 +10,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
 )
 
 const (
@@ -25,7 +22,7 @@ const (
 // below 2^32 changes.
 func waitChange(w *uint64, old uint64, max time.Duration) {
 	ts := unix.NsecToTimespec(int64(max))
-	_, _ = sysinfo.BlockingSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWait, uintptr(uint32(old)), uintptr(unsafe.Pointer(&ts)), 0, 0)
+	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWait, uintptr(uint32(old)), uintptr(unsafe.Pointer(&ts)), 0, 0)
 	runtime.KeepAlive(w)
 }
 

@@ -308,9 +308,9 @@ func (s *Segment) Pid(local int) int { return int(atomic.LoadUint64(s.word(s.reg
 
 // throttle runs check at most once per period, the first time one period after throttle was
 // called; in between it reports nil. A wait that ends within its first period (the usual one:
-// the leader creates the segment within microseconds) asks nothing: a check of impl's costs
-// a kill and a read of /proc/PID/stat per local rank, which 16 local ranks paid 15 times
-// each at every init.
+// the leader creates the segment at once) asks nothing: a check of impl's costs a kill and a
+// read of /proc/PID/stat per local rank, which every local rank would otherwise pay at every
+// poll of every init.
 func throttle(check func() error, period time.Duration) func() error {
 	last := time.Now()
 	return func() error {

@@ -3,7 +3,7 @@
 package p2p
 
 // A harness for this package's tests (cgo cannot be used in _test.go files): engine objects
-// around the P2P ops (p2p.c), on cuda's P2P state of the stand-in driver (cuda/testdata).
+// around the P2P ops (p2p.c), on cuda's proxy state of the stand-in driver (cuda/testdata).
 
 /*
 #include <stdlib.h>
@@ -85,7 +85,7 @@ static void harnessProxyBackoff(harnessP2P* t, unsigned spin, unsigned yields, u
 }
 static uintptr_t harnessStream(void* state, int tail)
 {
-  cudaP2PState* st = (cudaP2PState*)state;
+  cudaProxyState* st = (cudaProxyState*)state;
   return (uintptr_t)(tail ? st->tailStream : st->stream);
 }
 
@@ -164,7 +164,7 @@ func (h harnessP2P) proxyBackoff(spin, yields, sleepMaxUs uint32) {
 	C.harnessProxyBackoff(h.p, C.uint(spin), C.uint(yields), C.uint(sleepMaxUs))
 }
 
-// p2pStream returns the address of a P2P state's data stream (tail false) or tail stream.
+// p2pStream returns the address of a proxy state's data stream (tail false) or tail stream.
 func p2pStream(state unsafe.Pointer, tail bool) uintptr {
 	t := 0
 	if tail {

@@ -46,7 +46,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func (f *p2pFixture) devTail() uint64 {
-	b := peek(cuda.P2PTail(f.state), 8)
+	b := peek(cuda.ProxyTail(f.state), 8)
 	var v uint64
 	for i := 7; i >= 0; i-- {
 		v = v<<8 | uint64(b[i])
@@ -174,14 +174,14 @@ func TestP2PTailNotBehindCopies(t *testing.T) {
 	}
 }
 
-// TestP2PSyncAndFreeWaitForStreams: SyncP2PState (what ProxyStop calls) returns with every queued
-// copy done; FreeP2PState synchronizes both streams before destroying them.
+// TestP2PSyncAndFreeWaitForStreams: SyncProxyState (what ProxyStop calls) returns with every queued
+// copy done; FreeProxyState synchronizes both streams before destroying them.
 func TestP2PSyncAndFreeWaitForStreams(t *testing.T) {
 	dev, err := fakeDev(t, "1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := cuda.NewP2PState(dev, nil, -1)
+	st, err := cuda.NewProxyState(dev, nil, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,19 +202,19 @@ func TestP2PSyncAndFreeWaitForStreams(t *testing.T) {
 	if fakeCall("fakeQueued", "") != 1 {
 		t.Fatal("the put did not wait on the stalled stream")
 	}
-	if err := cuda.SyncP2PState(st); err != nil {
+	if err := cuda.SyncProxyState(st); err != nil {
 		t.Fatal(err)
 	}
 	if q := fakeCall("fakeQueued", ""); q != 0 {
-		t.Errorf("%d operations still queued after SyncP2PState", q)
+		t.Errorf("%d operations still queued after SyncProxyState", q)
 	}
 	if !bytes.Equal(peek(dst, 64), peek(src, 64)) {
-		t.Error("the put has not landed after SyncP2PState")
+		t.Error("the put has not landed after SyncProxyState")
 	}
 	calls := logTo(t)
 	data, tail := streamID(t, st, false), streamID(t, st, true)
 	onThread("0", func() { h.op(tData, 1, 0, 1, 0, 64) })
-	if err := cuda.FreeP2PState(st); err != nil {
+	if err := cuda.FreeProxyState(st); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -225,9 +225,9 @@ func TestP2PSyncAndFreeWaitForStreams(t *testing.T) {
 	}
 	got := calls()
 	if len(got) < len(want) || strings.Join(got[:len(want)], "\n") != strings.Join(want, "\n") {
-		t.Errorf("FreeP2PState calls:\n%s\nwant first:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Errorf("FreeProxyState calls:\n%s\nwant first:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if err := cuda.SyncP2PState(nil); err != nil {
+	if err := cuda.SyncProxyState(nil); err != nil {
 		t.Error(err)
 	}
 }

@@ -19,7 +19,7 @@ const (
 	tSync = 4
 )
 
-// p2pFixture is a P2P state on fake context 1 and one connection whose handle 1 is src (mine) / dst (the peer's).
+// p2pFixture is a proxy state on fake context 1 and one connection whose handle 1 is src (mine) / dst (the peer's).
 type p2pFixture struct {
 	dev      cuda.Device
 	state    unsafe.Pointer
@@ -36,7 +36,7 @@ func newFixture(t *testing.T, cpus []int) *p2pFixture {
 		t.Fatal(err)
 	}
 	f := &p2pFixture{dev: dev}
-	if f.state, err = cuda.NewP2PState(dev, cpus, -1); err != nil {
+	if f.state, err = cuda.NewProxyState(dev, cpus, -1); err != nil {
 		t.Fatal(err)
 	}
 	if f.src, err = dev.MemAlloc(bufSize); err != nil {
@@ -53,7 +53,7 @@ func newFixture(t *testing.T, cpus []int) *p2pFixture {
 	f.h = newHarnessP2P(f.state, f.src, bufSize, f.dst, bufSize)
 	t.Cleanup(func() {
 		f.h.free()
-		if err := cuda.FreeP2PState(f.state); err != nil {
+		if err := cuda.FreeProxyState(f.state); err != nil {
 			t.Error(err)
 		}
 		dev.MemFree(f.src)
@@ -73,45 +73,45 @@ func TestP2POpsTable(t *testing.T) {
 	}
 }
 
-func TestP2PStateLifecycle(t *testing.T) {
+func TestProxyStateLifecycle(t *testing.T) {
 	dev, err := fakeDev(t, "1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	streams := fakeCall("fakeStreams", "")
 	allocs := fakeCall("fakeLiveAllocs", "")
-	st, err := cuda.NewP2PState(dev, []int{0}, -1)
+	st, err := cuda.NewProxyState(dev, []int{0}, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tail := cuda.P2PTail(st); tail == 0 || !bytes.Equal(peek(tail, 8), make([]byte, 8)) {
+	if tail := cuda.ProxyTail(st); tail == 0 || !bytes.Equal(peek(tail, 8), make([]byte, 8)) {
 		t.Errorf("tail word at %#x is not zeroed device memory", tail)
 	}
 	if done, err := cuda.BindResult(st); done || err != nil {
 		t.Errorf("BindResult before any proxy = %v, %v", done, err)
 	}
-	if err := cuda.FreeP2PState(st); err != nil {
+	if err := cuda.FreeProxyState(st); err != nil {
 		t.Fatal(err)
 	}
-	if cuda.FreeP2PState(nil) != nil {
-		t.Error("cuda.FreeP2PState(nil) failed")
+	if cuda.FreeProxyState(nil) != nil {
+		t.Error("cuda.FreeProxyState(nil) failed")
 	}
 	// each failing step unwinds the earlier ones
 	for _, sym := range []string{"cuStreamCreate", "cuMemAlloc_v2", "cuMemsetD8_v2", "cuStreamSynchronize", "cuMemHostAlloc"} {
 		arm(t, sym)
-		if _, err := cuda.NewP2PState(dev, nil, -1); err == nil || status.CodeOf(err) != status.UnhandledCudaError {
-			t.Errorf("NewP2PState with %s failing: %v", sym, err)
+		if _, err := cuda.NewProxyState(dev, nil, -1); err == nil || status.CodeOf(err) != status.UnhandledCudaError {
+			t.Errorf("NewProxyState with %s failing: %v", sym, err)
 		}
 	}
 	arm(t, "")
 	if s, a := fakeCall("fakeStreams", ""), fakeCall("fakeLiveAllocs", ""); s != streams || a != allocs {
 		t.Errorf("leaked: streams %d -> %d, allocations %d -> %d", streams, s, allocs, a)
 	}
-	if _, err := cuda.NewP2PState(dev, []int{-1}, -1); status.CodeOf(err) != status.InvalidArgument {
+	if _, err := cuda.NewProxyState(dev, []int{-1}, -1); status.CodeOf(err) != status.InvalidArgument {
 		t.Errorf("negative cpu: %v", err)
 	}
-	if _, err := cuda.NewP2PState(cuda.Device{}, nil, -1); err == nil {
-		t.Error("NewP2PState of a zero Device succeeded")
+	if _, err := cuda.NewProxyState(cuda.Device{}, nil, -1); err == nil {
+		t.Error("NewProxyState of a zero Device succeeded")
 	}
 }
 
@@ -238,7 +238,7 @@ func TestP2PProxy(t *testing.T) {
 	if tail := f.h.tail(); tail != n+1 {
 		t.Errorf("tail %d, want %d", tail, n+1)
 	}
-	if got := peek(cuda.P2PTail(f.state), 8); !bytes.Equal(got, le64(n+1)) {
+	if got := peek(cuda.ProxyTail(f.state), 8); !bytes.Equal(got, le64(n+1)) {
 		t.Errorf("published device tail % x, want %d", got, n+1)
 	}
 	if code, msg := f.h.commErr(); code != status.Success {

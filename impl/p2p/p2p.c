@@ -27,7 +27,7 @@ static int cudaFail(engConn* c, const cuwApi* a, const char* call, cuwResult rc)
 static int p2pOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
                  uint64_t size)
 {
-  cudaP2PState* st = (cudaP2PState*)c->transport;
+  cudaProxyState* st = (cudaProxyState*)c->transport;
   if (st == NULL) return engConnFail(c, mscclppInvalidUsage, "P2P operation before connection setup");
   const cuwApi* a = st->api;
   uint64_t srcAddr = 0, dstAddr = 0;
@@ -63,12 +63,12 @@ static int p2pOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff,
      * still queued. Each signal increments the epoch once and pushes one Flag,
      * so the two agree once every trigger is served. Signals come from the
      * proxy thread only (host threads may not signal a CUDA-mode connection). */
-    if (st->flagPos > 0 && st->flagPos % CUDA_P2P_FLAG_RING == 0 &&
+    if (st->flagPos > 0 && st->flagPos % CUDA_PROXY_FLAG_RING == 0 &&
         (rc = a->streamSynchronize(st->stream)) != CUW_SUCCESS) {
       ret = cudaFail(c, a, "cuStreamSynchronize", rc);
       goto out;
     }
-    uint64_t* slot = &st->flagRing[st->flagPos++ % CUDA_P2P_FLAG_RING];
+    uint64_t* slot = &st->flagRing[st->flagPos++ % CUDA_PROXY_FLAG_RING];
     *slot = ++c->signalsDone;
     rc = a->memcpyHtoDAsync((cuwDevicePtr)(uintptr_t)c->remoteProxyEpoch, slot, sizeof(uint64_t), st->stream);
     if (rc != CUW_SUCCESS) {
@@ -85,14 +85,14 @@ out:
   return ret;
 }
 
-static int p2pThreadInit(engCtx* ctx) { return cudaProxyThreadInit(ctx, (cudaP2PState*)ctx->transport); }
+static int p2pThreadInit(engCtx* ctx) { return cudaProxyThreadInit(ctx, (cudaProxyState*)ctx->transport); }
 
 static int p2pPublishTail(engCtx* ctx, uint64_t tail)
 {
-  return cudaProxyPublishTail(ctx, (cudaP2PState*)ctx->transport, tail);
+  return cudaProxyPublishTail(ctx, (cudaProxyState*)ctx->transport, tail);
 }
 
-/* P2P state is the Go side's to free (cuda.FreeP2PState, after the streams are synchronized). */
+/* P2P state is the Go side's to free (cuda.FreeProxyState, after the streams are synchronized). */
 const engOps p2pOps = {
     .name = "P2P",
     .op = p2pOp,

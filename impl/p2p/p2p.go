@@ -1,7 +1,7 @@
 // Package p2p is the P2P transport of CUDA mode between GPUs of one node:
 // registrations exchanged as CUDA IPC handles, puts and signals as
 // asynchronous copies on the proxy's streams (p2p.c, its engOps table, over
-// cuda's P2P state), the trigger FIFO
+// cuda's proxy state), the trigger FIFO
 // in pinned host memory with its head in device memory. The first P2P
 // connection puts the communicator in CUDA mode, or, in host mode (no CUDA
 // driver in use, or MSCCLPP_DEVICE=host), makes P2P carry host memory
@@ -10,7 +10,7 @@
 package p2p
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../engine -I${SRCDIR}/../cudaproxy -I${SRCDIR}/../../cuda -I${SRCDIR}/../dynlib -I${SRCDIR}/../../include -O2 -Wall
+#cgo CFLAGS: -I${SRCDIR}/../engine -I${SRCDIR}/../status -I${SRCDIR}/../cudaproxy -I${SRCDIR}/../../cuda -I${SRCDIR}/../dynlib -I${SRCDIR}/../../include -O2 -Wall
 #include "p2p.h"
 
 static const void* p2pOpsPtr(void) { return &p2pOps; }
@@ -28,7 +28,6 @@ import (
 	"github.com/mscclpp-go/mscclpp/cuda"
 	"github.com/mscclpp-go/mscclpp/impl/cudaproxy"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
-	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
@@ -37,11 +36,15 @@ import (
 // ID is mscclppTransportP2P.
 const ID transport.ID = 0
 
-// Entry registers the transport; its Init reads MSCCLPP_DEVICE at every mscclppCommInitRank.
-var Entry = transport.Entry{ID: ID, Name: "P2P", Subsys: logx.P2P, New: newP2P, Init: func(*transport.Host) error {
-	_, err := devicePolicy(true)
-	return err
-}}
+// EnvDevice chooses host or CUDA mode (devicePolicy).
+const EnvDevice = "MSCCLPP_DEVICE"
+
+// Entry registers the transport; its Init checks MSCCLPP_DEVICE at every mscclppCommInitRank.
+var Entry = transport.Entry{ID: ID, Name: "P2P", Subsys: logx.P2P, New: newP2P, Settings: []string{EnvDevice},
+	Init: func(h *transport.Host) error {
+		_, err := devicePolicy(h.Setting(EnvDevice), true)
+		return err
+	}}
 
 // cudaState is what a communicator holds in CUDA mode: the proxy and the peers' IPC mappings.
 type cudaState struct {
@@ -62,7 +65,7 @@ type p2p struct {
 }
 
 func newP2P(h *transport.Host) (transport.Transport, error) {
-	policy, err := devicePolicy(false)
+	policy, err := devicePolicy(h.Setting(EnvDevice), false)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +225,7 @@ func (c *p2p) ImportRegistered(idx, pid int, blob []byte) (engine.Reg, unsafe.Po
 		if err := c.hostBlob(blob); err != nil {
 			return engine.Reg{}, nil, err
 		}
-		return c.host.(transport.Registrar).ImportRegistered(idx, pid, blob)
+		return c.host.ImportRegistered(idx, pid, blob)
 	}
 	r, err := c.importReg(blob, pid)
 	return r, engine.DevPtr(r.Addr), err
@@ -232,7 +235,7 @@ func (c *p2p) ImportRegistered(idx, pid int, blob []byte) (engine.Reg, unsafe.Po
 // stream (in host mode: host memory, as SHM, done on return).
 func (c *p2p) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, stream uintptr) error {
 	if c.host != nil {
-		return c.host.(transport.Registrar).Write(idx, rec, off, src, size, stream)
+		return c.host.Write(idx, rec, off, src, size, stream)
 	}
 	if off > rec.Size() || size > rec.Size()-off {
 		return status.Errorf(status.InvalidArgument, "write of %d bytes at offset %d exceeds the peer's registered %d bytes", size, off, rec.Size())
@@ -264,12 +267,12 @@ const (
 	deviceCUDA        // as auto, but the driver must load and initialise at init
 )
 
-// devicePolicy reads MSCCLPP_DEVICE; atInit also says in an INFO line what it means now and
+// devicePolicy parses MSCCLPP_DEVICE's value v; atInit also says in an INFO line what it means now and
 // checks that the driver works where the setting demands it. The mode itself is decided at the
 // first P2P connection (enterCUDA), not at init: CUDA 11 runtimes create the context lazily, so
 // at mscclppCommInitRank the thread may have none yet even after cudaSetDevice.
-func devicePolicy(atInit bool) (int, error) {
-	v := strings.ToLower(env.Get("MSCCLPP_DEVICE"))
+func devicePolicy(v string, atInit bool) (int, error) {
+	v = strings.ToLower(v)
 	if !atInit {
 		switch v {
 		case "host":

@@ -1,7 +1,7 @@
 /*
  * p2p.h: the CUDA P2P transport of the C engine (CUDA mode, GPUs of one node):
  * puts and signals as asynchronous copies on the proxy context's stream of
- * cuda's P2P state (cuda/calls.h), stored as engCtx.transport and every
+ * cuda's proxy state (cuda/calls.h), stored as engCtx.transport and every
  * engConn.transport of the context.
  */
 #ifndef MSCCLPP_P2P_H_

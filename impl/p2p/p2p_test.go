@@ -9,24 +9,20 @@ import (
 )
 
 func TestModeChoice(t *testing.T) {
-	t.Setenv("MSCCLPP_DEVICE", "host")
-	if p, err := devicePolicy(true); p != deviceHost || err != nil {
+	if p, err := devicePolicy("host", true); p != deviceHost || err != nil {
 		t.Fatalf("MSCCLPP_DEVICE=host: %v, %v", p, err)
 	}
 	// auto never fails at init: the mode is decided at the first P2P connection
-	t.Setenv("MSCCLPP_DEVICE", "")
-	if p, err := devicePolicy(true); p != deviceAuto || err != nil {
+	if p, err := devicePolicy("", true); p != deviceAuto || err != nil {
 		t.Fatalf("auto: %v, %v", p, err)
 	}
-	t.Setenv("MSCCLPP_DEVICE", "tpu")
-	if _, err := devicePolicy(true); status.CodeOf(err) != status.InvalidArgument {
+	if _, err := devicePolicy("tpu", true); status.CodeOf(err) != status.InvalidArgument {
 		t.Fatalf("MSCCLPP_DEVICE=tpu: %v", err)
 	}
 	if cuda.Init() == nil {
 		t.Skip("CUDA initialises here: the no-GPU checks do not apply")
 	}
-	t.Setenv("MSCCLPP_DEVICE", "cuda")
-	_, err := devicePolicy(true)
+	_, err := devicePolicy("cuda", true)
 	if err == nil || !strings.Contains(err.Error(), "MSCCLPP_DEVICE=cuda") {
 		t.Fatalf("MSCCLPP_DEVICE=cuda without a GPU: %v", err)
 	}

@@ -118,9 +118,8 @@ int errAsync(errRecord* r, char* buf, int len)
 
 const char* errLast(errRecord* r) { return r != NULL ? r->lastMsg : globalMsg; }
 
-int errForked(const char* fn)
+int errForkedRecord(const char* fn)
 {
-  if (!errForkedChild) return 0;
   char msg[512];
   snprintf(msg, sizeof(msg),
            "%s called in pid %d, a child forked from pid %d after libmscclpp was loaded; the Go runtime behind "

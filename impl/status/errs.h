@@ -53,8 +53,16 @@ const char* errString(int code);
 
 /* Set in a child forked after the library was loaded (one load to test). */
 extern volatile int errForkedChild;
-/* 1, with the process's last error naming fn, in a child forked after the library was loaded; else 0. */
-int errForked(const char* fn);
+/* Records the process's last error: fn was called in a forked child. Returns 1. */
+int errForkedRecord(const char* fn);
+/* The fork check every entry point makes first, capi's and the engine's data path alike: 1,
+ * with the process's last error naming fn, in a child forked after the library was loaded (its
+ * Go runtime and proxies are gone: a call may hang or write into the parent's peers); else 0,
+ * after one load. */
+static inline __attribute__((always_inline)) int errForked(const char* fn)
+{
+  return __builtin_expect(errForkedChild, 0) ? errForkedRecord(fn) : 0;
+}
 
 #ifdef __cplusplus
 }

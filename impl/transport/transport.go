@@ -1,6 +1,6 @@
 // Package transport is the contract between the communicator core and its
 // transports (SHM, P2P, ...): the Transport interface a transport implements
-// (with the optional Registrar, Stopper, SetUpper and Moder), the Entry that
+// (with the optional Stopper, Aborter, SetUpper and Moder), the Entry that
 // lists it in impl/registry.go (like NCCL's ncclTransports array), and the
 // Host a communicator offers it. The core never names a transport; each
 // transport lives in its own package under impl/.
@@ -37,7 +37,14 @@ type Host struct {
 	// the last one does (never, when one does not within the bootstrap timeout: the memory is
 	// then kept until the process exits). Nil: nothing to wait for.
 	PeersClosed func(peers []int, free func())
+	// Settings holds the environment variables the registered transports declare
+	// (Entry.Settings), read once by the core at mscclppCommInitRank: "" where unset.
+	Settings map[string]string
 }
+
+// Setting is the value of the environment variable name as the core read it for this
+// communicator ("" where unset); name must be in the transport's Entry.Settings.
+func (h *Host) Setting(name string) string { return h.Settings[name] }
 
 // OnMyNode reports whether rank peer runs on this rank's node.
 func (h *Host) OnMyNode(peer int) bool {
@@ -107,7 +114,8 @@ type Connected struct {
 
 // Transport is one transport of one communicator, what NCCL's struct ncclTransport is: the
 // core declares a connection, sends the blob of each registration, finishes the connection
-// from the peer's blobs, and closes. It calls it under its control-plane lock.
+// from the peer's blobs, serves mscclppRegisterBuffer and mscclppRegisteredBufferWrite, and
+// closes. It calls it under its control-plane lock.
 type Transport interface {
 	// Declare checks that the connection can be served (an error says why not) and sets up
 	// its local side: the proxy context serving it and its signal slot.
@@ -118,13 +126,6 @@ type Transport interface {
 	// Finish imports the peer's blobs, builds and wires the connection's engine connection
 	// (Host.Wire) and returns what the device connection needs.
 	Finish(s Setup) (Connected, error)
-	// Close releases everything; the proxies are stopped and no host call is inside a context.
-	Close() error
-}
-
-// Registrar is implemented by transports that serve mscclppRegisterBuffer and
-// mscclppRegisteredBufferWrite (every transport of this library does).
-type Registrar interface {
 	// ImportRegistered turns the blob the peer (pid) described for a buffer of
 	// mscclppRegisterBuffer (handle Registered) over connection idx into a registration, and
 	// the address an application here uses for it (nil when not addressable here).
@@ -132,6 +133,8 @@ type Registrar interface {
 	// Write copies size bytes of src to offset off of a peer's Registered registration over
 	// connection idx (mscclppRegisteredBufferWrite); the connection is set up.
 	Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, stream uintptr) error
+	// Close releases everything; the proxies are stopped and no host call is inside a context.
+	Close() error
 }
 
 // Stopper is implemented by transports with work in flight once the proxies stopped (this
@@ -167,8 +170,11 @@ type Entry struct {
 	Subsys logx.Subsys // the logging subsystem of its INFO lines
 	// New makes the transport's instance for one communicator (at its first connection over it).
 	New func(h *Host) (Transport, error)
-	// Init, when set, runs at every mscclppCommInitRank (e.g. to read settings that make init fail).
+	// Init, when set, runs at every mscclppCommInitRank (e.g. to check settings that make init fail).
 	Init func(h *Host) error
+	// Settings names the environment variables the transport reads: the core reads them (and
+	// logs each), the transport parses them from Host.Setting and holds their defaults.
+	Settings []string
 }
 
 // ImportAll imports the peer's blobs of s by handle with imp: how a transport's Finish begins.

@@ -11,7 +11,7 @@
  *     ConnectionSetup, the pointers it fills (the peer's HostAlloc buffer is
  *     visible through remoteBuff with the peer's data in it).
  *     (mscclppTransportP2P without a GPU runs in host mode, carried like SHM:
- *     tests/c/shm/dropin.cc.)
+ *     tests/c/transports/dropin.cc.)
  *  B. 64 connections on one communicator.
  *  C. A connection the peer never declared: ConnectionSetup fails (no hang)
  *     within the bootstrap timeout (set to 2 s), naming rank and tag.

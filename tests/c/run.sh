@@ -722,16 +722,16 @@ packaging_case install-destdir-multiarch destdir
 packaging_case nvcc-pkg-config nvcc
 perf_case
 
-# the SHM data-path suite (tests/c/shm): its cases count here too
-if [ -z "$filter" ] || [[ shm =~ $filter ]]; then
-  shm_log=$out/shm-suite.log
-  bash "$here/shm/run_shm.sh" "$build" 2>&1 | tee "$shm_log" | grep -E '^(PASS|FAIL|SKIP)'
+# the data-path suite over every transport (tests/c/transports): its cases count here too
+if [ -z "$filter" ] || [[ transports =~ $filter ]]; then
+  shm_log=$out/transports-suite.log
+  bash "$here/transports/run_transports.sh" "$build" 2>&1 | tee "$shm_log" | grep -E '^(PASS|FAIL|SKIP)'
   if summary=$(tail -n 1 "$shm_log") && [[ $summary =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed(,\ ([0-9]+)\ skipped)? ]]; then
     passed=$((passed + BASH_REMATCH[1]))
     failed=$((failed + BASH_REMATCH[2]))
     skipped=$((skipped + ${BASH_REMATCH[4]:-0}))
   else
-    echo "FAIL shm-suite (no summary line; see $shm_log)"
+    echo "FAIL transports-suite (no summary line; see $shm_log)"
     failed=$((failed + 1))
   fi
 fi

@@ -14,7 +14,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "../c/shm/shm_util.h"
+#include "../c/transports/suite_util.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

@@ -36,7 +36,7 @@
  * and writes $MSCCLPP_TEST_DIR/done.R at the end.
  */
 #define _GNU_SOURCE
-#include "../c/shm/shm_util.h"
+#include "../c/transports/suite_util.h"
 
 #include <pthread.h>
 #include <sys/wait.h>

@@ -33,7 +33,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "../c/shm/shm_util.h"
+#include "../c/transports/suite_util.h"
 
 #include <math.h>
 #include <pthread.h>

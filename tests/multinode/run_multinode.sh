@@ -112,12 +112,12 @@ compile bootstrap "$root/tests/c/bootstrap.c" &
 compile nodeshm "$here/nodeshm.c" &
 wait
 compile perf "$root/tools/perf/perf.c" &
-compile allgather "$root/tests/c/shm/allgather.c" &
+compile allgather "$root/tests/c/transports/allgather.c" &
 wait
-compile fifo "$root/tests/c/shm/fifo.cc" &
-compile kill "$root/tests/c/shm/kill.cc" &
+compile fifo "$root/tests/c/transports/fifo.cc" &
+compile kill "$root/tests/c/transports/kill.cc" &
 wait
-compile stop "$root/tests/c/shm/stop.cc" &
+compile stop "$root/tests/c/transports/stop.cc" &
 compile linkfault "$here/linkfault.cc" &
 wait
 compile mnrank "$root/tests/devthreads/mnrank.cc" &
@@ -278,7 +278,7 @@ make_run_case mn-perf-2nodes 2 "-b 8 -e 64K -f 8 -n 2 -w 1 -c 1"
 # perf across 4 nodes (one rank each), over the Ethernet transport
 make_run_case mn-perf-4nodes 4 "-b 8 -e 1M -f 8 -n 2 -w 1 -c 1"
 
-# ---- the SHM data-path suite's programs across nodes, over the Ethernet transport ----
+# ---- the data-path suite's programs across nodes, over the Ethernet transport ----
 eth=(-e MSCCLPP_TEST_TRANSPORT=ethernet)
 ranks_case mn-eth-allgather-2x2 60 allgather -k 2 -n 4 "${eth[@]}" -- "$out/allgather" --iters 100 --chunk 1000 --big-iters 2 --big-chunk $((4 << 20))
 ranks_case mn-eth-allgather-4x1 60 allgather -k 4 -n 4 "${eth[@]}" -- "$out/allgather" --malloc --iters 100 --chunk 1000 --big-iters 2 --big-chunk $((2 << 20))

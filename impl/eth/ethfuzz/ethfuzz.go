@@ -5,7 +5,7 @@
 package ethfuzz
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/.. -I${SRCDIR}/../../engine -I${SRCDIR}/../../../include -O2 -Wall
+#cgo CFLAGS: -I${SRCDIR}/.. -I${SRCDIR}/../../engine -I${SRCDIR}/../../status -I${SRCDIR}/../../../include -O2 -Wall
 #include <stdlib.h>
 #include "ethwire.h"
 

@@ -3,8 +3,7 @@
 // exchange: every rank listens, registers its port with rank 0, gets the
 // table and connects the ring) written in Go as cheaply as Go allows. It runs
 // on the calling C thread, without goroutines, the net package or
-// authentication; it blocks only in system calls made without holding a P
-// (sysinfo.BlockingSyscall6, as the library's bootstrap does). Its init time
+// authentication; it blocks only in plain system calls. Its init time
 // against the C ring's, measured in the same run, is what the Go runtime in
 // every rank's process costs by itself (its threads, its monitor, a cgo
 // call): the floor under any Go implementation of the bootstrap.
@@ -56,8 +55,8 @@ func gofloorInit(n, rank C.int, addr, nodeIP *C.char) C.int {
 		}
 		conns := make([]int, n)
 		for i := 1; i < int(n); i++ {
-			c, e := sysinfo.BlockingSyscall6(unix.SYS_ACCEPT4, uintptr(rl), 0, 0, unix.SOCK_CLOEXEC, 0, 0)
-			if e != 0 {
+			c, _, e := unix.Accept4(rl, unix.SOCK_CLOEXEC)
+			if e != nil {
 				return 4
 			}
 			unix.SetsockoptInt(int(c), unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
@@ -95,8 +94,8 @@ func gofloorInit(n, rank C.int, addr, nodeIP *C.char) C.int {
 	if n > 1 {
 		next := entry((int(rank) + 1) % int(n))
 		c := dial([4]byte(next[:4]), int(binary.LittleEndian.Uint32(next[4:])))
-		p, e := sysinfo.BlockingSyscall6(unix.SYS_ACCEPT4, uintptr(ln), 0, 0, unix.SOCK_CLOEXEC, 0, 0)
-		if c < 0 || e != 0 {
+		p, _, e := unix.Accept4(ln, unix.SOCK_CLOEXEC)
+		if c < 0 || e != nil {
 			return 9
 		}
 		unix.SetsockoptInt(int(p), unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
@@ -130,7 +129,7 @@ func dial(ip [4]byte, port int) int {
 		if err != nil {
 			return -1
 		}
-		err = sysinfo.BlockingConnect(s, &unix.SockaddrInet4{Port: port, Addr: ip})
+		err = unix.Connect(s, &unix.SockaddrInet4{Port: port, Addr: ip})
 		if err == nil {
 			unix.SetsockoptInt(s, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 			return s
@@ -145,7 +144,7 @@ func dial(ip [4]byte, port int) int {
 
 func readFull(fd int, b []byte) bool {
 	for len(b) > 0 {
-		k, err := sysinfo.BlockingRead(fd, b)
+		k, err := unix.Read(fd, b)
 		if err == unix.EINTR {
 			continue
 		}
