@@ -41,7 +41,6 @@ type Comm struct {
 	regRecords []engine.RegRecord
 	pins       []*hostmem.Pin // mscclppHostAlloc buffers of the connections: not freeable until Destroy
 	hangAfter  time.Duration  // MSCCLPP_HANG_REPORT_S as read at init (report.go)
-	eagerBytes uint64         // MSCCLPP_EAGER_BYTES as read at init, for the transports (transport.Decl)
 	deferred   []deferredFree // device memory peers may still map, freed after Destroy (teardown.go)
 }
 
@@ -145,7 +144,6 @@ func newComm(b *bootstrap.Bootstrap, start time.Time, node *nodeJoin) (*Comm, er
 	copyBytes, copyMax, copyAuto := streamCopy()
 	c.host.Eng.SetStreamBytes(copyBytes, copyMax)
 	c.host.Eng.SetStreamAuto(copyAuto)
-	c.eagerBytes = eagerBytes()
 	c.registerReports()
 	var err error
 	if c.host.DevConns, err = engine.NewDevConns(engine.MaxConns); err != nil {

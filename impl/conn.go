@@ -80,7 +80,7 @@ func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t 
 	if withBuffer {
 		local = buff
 	}
-	ep, err := tr.Declare(transport.Decl{Idx: idx, Peer: remoteRank, Tag: tag, Local: local, Dev: ibDev, EagerBytes: c.eagerBytes})
+	ep, err := tr.Declare(transport.Decl{Idx: idx, Peer: remoteRank, Tag: tag, Local: local, Dev: ibDev})
 	if err != nil {
 		return fmt.Errorf("connect to rank %d tag %d: %w", remoteRank, tag, err)
 	}

@@ -17,10 +17,12 @@ static void shmRingClose(shmRingHdr* h) { __atomic_store_n(&h->closed, 1, __ATOM
 import "C"
 
 import (
+	"strconv"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/hostmem"
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
@@ -42,9 +44,33 @@ type arena struct {
 	ringBytes        uint64
 }
 
-// eagerBytes is the communicator's eager threshold (transport.Decl.EagerBytes, as Declare
-// took it), at most SHM_EAGER_MAX.
-func (s *shm) eagerBytes() uint64 { return min(s.eager, uint64(C.SHM_EAGER_MAX)) }
+// EnvEagerBytes is the variable of the eager threshold: SHM puts of up to that many bytes into
+// memory the peer cannot map go through the connection's ring, not one process_vm_writev each.
+const EnvEagerBytes = "MSCCLPP_EAGER_BYTES"
+
+const defaultEagerBytes = 4096
+
+// eagerSetting parses MSCCLPP_EAGER_BYTES as the core read it ("" where unset): 0 turns eager
+// puts off; a malformed value is reported and the default used, a value above SHM_EAGER_MAX
+// reported and capped.
+func eagerSetting(v string) uint64 {
+	if v == "" {
+		return defaultEagerBytes
+	}
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		logx.Malformed("ignoring %s=%q: not a non-negative integer; the default %d is used", EnvEagerBytes, v, defaultEagerBytes)
+		return defaultEagerBytes
+	}
+	if n > C.SHM_EAGER_MAX {
+		logx.Malformed("%s=%d is more than %d; %d is used", EnvEagerBytes, n, C.SHM_EAGER_MAX, C.SHM_EAGER_MAX)
+		n = C.SHM_EAGER_MAX
+	}
+	return n
+}
+
+// eagerBytes is the communicator's eager threshold (eagerSetting).
+func (s *shm) eagerBytes() uint64 { return s.eager }
 
 // ringGeometry is the number of slots of a ring for entries of up to eager bytes: room for 8
 // of the largest, and at least 1024 slots (64 KiB).

@@ -76,13 +76,11 @@ type Buffer struct {
 
 // Decl is one connection as the application declared it (mscclppConnect): entry Idx of
 // Host.DevConns, to rank Peer with Tag, its buffer (handle 1) or nil, and the device name the
-// application passed (mscclppConnect's ibDev) or nil; with the communicator's setting of
-// eager puts (MSCCLPP_EAGER_BYTES, for the transports that have them).
+// application passed (mscclppConnect's ibDev) or nil.
 type Decl struct {
 	Idx, Peer, Tag int
 	Local          unsafe.Pointer
 	Dev            *string
-	EagerBytes     uint64
 }
 
 // Endpoint is the local side of one connection as its transport declared it.
