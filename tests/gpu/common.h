@@ -64,6 +64,26 @@ static void setupRank(int* rank, int* nranks, int* device)
   MSCCLPPCHECK(mscclppCommInitRank(&gComm, *nranks, addr, *rank));
 }
 
+/* The end of a check's rank: an asynchronous error fails it (rc 1), then ProxyStop, a
+ * barrier and destroy, the two device buffers freed; prints "MODE: rank R PASS" when rc is 0. */
+static int finishRank(const char* mode, int rank, int rc, void* c, void* buf)
+{
+  mscclppResult_t async = mscclppSuccess;
+  MSCCLPPCHECK(mscclppCommGetAsyncError(gComm, &async));
+  if (async != mscclppSuccess) {
+    fprintf(stderr, "rank %d: asynchronous error: %s (%s)\n", rank, mscclppGetErrorString(async),
+            mscclppGetLastError(gComm));
+    rc = 1;
+  }
+  MSCCLPPCHECK(mscclppProxyStop(gComm));
+  MSCCLPPCHECK(mscclppBootstrapBarrier(gComm));
+  MSCCLPPCHECK(mscclppCommDestroy(gComm));
+  CUDACHECK(cudaFree(c));
+  CUDACHECK(cudaFree(buf));
+  if (rc == 0) printf("%s: rank %d PASS\n", mode, rank);
+  return rc;
+}
+
 static double elapsedMs(cudaEvent_t a, cudaEvent_t b)
 {
   float ms = 0;

@@ -283,18 +283,5 @@ int main(int argc, char** argv)
     fprintf(stderr, "unknown mode '%s' (sameproc, everywait, syncthreads, dmabuf, regwrite)\n", mode);
     return 2;
   }
-  mscclppResult_t async = mscclppSuccess;
-  MSCCLPPCHECK(mscclppCommGetAsyncError(gComm, &async));
-  if (async != mscclppSuccess) {
-    fprintf(stderr, "rank %d: asynchronous error: %s (%s)\n", rank, mscclppGetErrorString(async),
-            mscclppGetLastError(gComm));
-    rc = 1;
-  }
-  MSCCLPPCHECK(mscclppProxyStop(gComm));
-  MSCCLPPCHECK(mscclppBootstrapBarrier(gComm));
-  MSCCLPPCHECK(mscclppCommDestroy(gComm));
-  CUDACHECK(cudaFree(c));
-  CUDACHECK(cudaFree(buf));
-  if (rc == 0) printf("%s: rank %d PASS\n", mode, rank);
-  return rc;
+  return finishRank(mode, rank, rc, c, buf);
 }
