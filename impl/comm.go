@@ -139,11 +139,11 @@ func newComm(b *bootstrap.Bootstrap, start time.Time, node *nodeJoin) (*Comm, er
 		return fail(err)
 	}
 	c.waitCfg = waitBackoff(len(c.host.LocalOf))
+	engine.SetMembarrier(membarrier()) // counts before the process's first proxy context only
 	c.host.Eng = engine.NewComm(c.rank, c.waitCfg, proxyBackoff())
 	copyBytes, copyMax, copyAuto := streamCopy()
 	c.host.Eng.SetStreamBytes(copyBytes, copyMax)
 	c.host.Eng.SetStreamAuto(copyAuto)
-	c.host.Eng.SetEagerBytes(eagerBytes())
 	c.registerReports()
 	var err error
 	if c.host.DevConns, err = engine.NewDevConns(engine.MaxConns); err != nil {

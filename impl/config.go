@@ -124,22 +124,12 @@ func proxyBackoff() engine.Backoff {
 	}
 }
 
-// Eager puts (impl/shm/ring.h): SHM puts of up to MSCCLPP_EAGER_BYTES bytes into memory the
-// peer cannot map go through a ring in shared memory, not one process_vm_writev each.
-const (
-	defaultEagerBytes = 4096
-	maxEagerBytes     = 64 << 10
-)
-
-// eagerBytes is MSCCLPP_EAGER_BYTES (0: eager puts off), at most maxEagerBytes (a larger
-// value is reported and capped).
-func eagerBytes() uint64 {
-	v := envUint("MSCCLPP_EAGER_BYTES", defaultEagerBytes)
-	if v > maxEagerBytes {
-		logx.Malformed("MSCCLPP_EAGER_BYTES=%d is more than %d; %d is used", v, maxEagerBytes, maxEagerBytes)
-		v = maxEagerBytes
-	}
-	return uint64(v)
+// membarrier is MSCCLPP_MEMBARRIER: false ("0") makes host calls hold proxy contexts with
+// locked counters instead of membarrier(2) (for sandboxes without it); any other value, or
+// none, keeps membarrier where the kernel offers it.
+func membarrier() bool {
+	v, _ := env.Lookup("MSCCLPP_MEMBARRIER")
+	return strings.TrimSpace(v) != "0"
 }
 
 // streamCopy is how host puts into mapped memory copy (engine.SetStreamBytes, SetStreamAuto):

@@ -29,3 +29,17 @@ func TestBootstrapTimeoutEnv(t *testing.T) {
 		t.Errorf("after SetBootstrapTimeout(3): %v", got)
 	}
 }
+
+// TestMembarrierEnv: MSCCLPP_MEMBARRIER=0 turns membarrier off (the counting mode); unset or
+// any other value keeps it.
+func TestMembarrierEnv(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want bool
+	}{{"", true}, {"0", false}, {" 0 ", false}, {"1", true}} {
+		t.Setenv("MSCCLPP_MEMBARRIER", tc.v)
+		if got := membarrier(); got != tc.want {
+			t.Errorf("MSCCLPP_MEMBARRIER=%q: membarrier %v, want %v", tc.v, got, tc.want)
+		}
+	}
+}

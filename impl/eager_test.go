@@ -363,20 +363,6 @@ func TestEagerThroughFifo(t *testing.T) {
 	})
 }
 
-// TestEagerBytesEnv: MSCCLPP_EAGER_BYTES is read through getenv, 0 turns eager puts off, a
-// value above the cap is capped and a malformed one falls back to the default.
-func TestEagerBytesEnv(t *testing.T) {
-	for _, tc := range []struct {
-		v    string
-		want uint64
-	}{{"", defaultEagerBytes}, {"0", 0}, {"100", 100}, {"100000", maxEagerBytes}, {"abc", defaultEagerBytes}} {
-		t.Setenv("MSCCLPP_EAGER_BYTES", tc.v)
-		if got := eagerBytes(); got != tc.want {
-			t.Errorf("MSCCLPP_EAGER_BYTES=%q: %d, want %d", tc.v, got, tc.want)
-		}
-	}
-}
-
 // TestEagerReceiverDestroyed: a receiver that destroys its communicator lands nothing more; a
 // sender that then fills the ring gets RemoteError saying so instead of waiting for ever.
 func TestEagerReceiverDestroyed(t *testing.T) {

@@ -2,7 +2,7 @@
  * backoff.h: the polling policy shared by every host-side wait (proxy idle
  * loop, FIFO push, flush, wait): spin with a CPU pause, then sched_yield,
  * then sleep with a doubling period. On a machine with fewer cores than
- * spinning threads a pure spin waits for the scheduler tick (4 ms here);
+ * spinning threads a pure spin waits for the scheduler's tick;
  * yielding hands the core to the thread that will make progress.
  */
 #ifndef MSCCLPP_BACKOFF_H_
@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "objects.h"
 
 typedef struct engBackoff {
   uint32_t n;
@@ -105,6 +105,15 @@ static inline uint64_t engWaitClock(engWait* w)
     w->start = now;
   }
   return now;
+}
+
+/* The wait's deadline (absolute, engNowNs), UINT64_MAX without a timeout; reads the clock
+ * when the wait has not yet. */
+static inline uint64_t engWaitDeadline(engWait* w)
+{
+  if (w->timeoutMs < 0) return UINT64_MAX;
+  if (w->nextSlow == 0) engWaitClock(w);
+  return w->deadline;
 }
 
 /* Checks first, then backs off one step. Returns ENG_WAIT_GO (keep polling),

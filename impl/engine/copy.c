@@ -1,18 +1,23 @@
 /*
- * copy.c: large puts into mapped memory (engine.h engCopyLarge). Two ways
- * to copy: glibc's memcpy, or non-temporal stores that bypass this core's
- * cache (copyStreaming). Which is faster depends on the machine: on one VM
- * of this project the streaming copy ran at 1.3-1.8 x memcpy at 16 MiB
- * (glibc switches to its own non-temporal path only above 3/4 of the L3 it
- * is told of); where glibc's threshold is lower, or its `rep movsb` avoids
- * the read for ownership, memcpy can win. So each communicator times its
- * first large puts both ways, per power-of-two size band, and then keeps
- * the faster one for that band (engComm.streamAuto 0: always stream).
+ * copy.c: a put's bytes into a registration (copy.h): engWrite, and large
+ * puts into mapped memory (engCopyLarge). Two ways to copy those: glibc's
+ * memcpy, or non-temporal stores that bypass this core's cache
+ * (copyStreaming). Which is faster depends on the machine (glibc switches to
+ * its own non-temporal path only above 3/4 of the L3 it is told of; where
+ * its threshold is lower, or its `rep movsb` avoids the read for ownership,
+ * memcpy can win). So each communicator times its first large puts both
+ * ways, per power-of-two size band, and then keeps the faster one for that
+ * band (engComm.streamAuto 0: always stream).
  */
+#define _GNU_SOURCE
+#include "copy.h"
+
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "backoff.h"
-#include "engine.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -86,4 +91,34 @@ int engCopyChoice(engComm* comm, uint64_t size)
   const engCopyBand* band = &comm->copyBands[copyBand(size)];
   int way = copyChoose(band);
   return __atomic_load_n(&band->n[way], __ATOMIC_RELAXED) >= ENG_COPY_PROBES ? way : -1;
+}
+
+int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen)
+{
+  if (r->mapped != NULL) {
+    if (engCopiesLarge(comm, size))
+      engCopyLarge(comm, r->mapped + off, (const char*)src, size);
+    else
+      memcpy(r->mapped + off, src, size);
+    return mscclppSuccess;
+  }
+  uint64_t done = 0;
+  while (done < size) {
+    struct iovec l = {(void*)((const char*)src + done), (size_t)(size - done)};
+    struct iovec rv = {(void*)(uintptr_t)(r->addr + off + done), (size_t)(size - done)};
+    ssize_t n = process_vm_writev(r->pid, &l, 1, &rv, 1, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      snprintf(err, (size_t)errLen, "process_vm_writev of %llu bytes into pid %d failed: %s",
+               (unsigned long long)(size - done), r->pid, strerror(e));
+      return (e == ESRCH) ? mscclppRemoteError : mscclppSystemError;
+    }
+    if (n == 0) {
+      snprintf(err, (size_t)errLen, "process_vm_writev into pid %d made no progress", r->pid);
+      return mscclppSystemError;
+    }
+    done += (uint64_t)n;
+  }
+  return mscclppSuccess;
 }

@@ -1,11 +1,10 @@
 /*
- * ctx.c: proxy contexts: their allocation, the process-wide table of live
- * contexts, and how a host call enters a context and holds it against
- * engCtxClose (engine.h). Also the engOpsNo* defaults of transport.h and the
- * check of an ops table.
+ * ctx.c: communicators' and proxy contexts' allocation, the process-wide
+ * table of live contexts, and how a host call enters a context and holds it
+ * against engCtxClose (ctx.h).
  */
 #define _GNU_SOURCE
-#include "engine.h"
+#include "ctx.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,25 @@
 #include <unistd.h>
 
 #include "backoff.h"
+
+engComm* engCommNew(int rank, engBackoffCfg wait, engBackoffCfg proxy)
+{
+  engComm* c = (engComm*)calloc(1, sizeof(engComm));
+  if (c == NULL) return NULL;
+  errRecordInit(&c->err);
+  c->rank = rank;
+  c->streamAuto = 1;
+  c->waitCfg = wait;
+  c->proxyCfg = proxy;
+  return c;
+}
+
+void engCommFree(engComm* c)
+{
+  if (c == NULL) return;
+  errRecordDestroy(&c->err);
+  free(c);
+}
 
 /* The table of live contexts (see engine.h), and how a host call holds a
  * context against engCtxClose. Where the kernel offers membarrier's private
@@ -31,6 +49,7 @@ static pthread_mutex_t ctxSlotsLock = PTHREAD_MUTEX_INITIALIZER;
 
 static engThread* threadList;
 int engUseMembarrier = -1; /* decided once, at the first context */
+static int membarrierAllowed = 1; /* engSetMembarrier: 0 forces the counting mode */
 static pthread_key_t threadKey;
 __thread engThread* engThreadSelf __attribute__((tls_model("initial-exec")));
 
@@ -66,8 +85,7 @@ engThread* engThreadRecordNew(void)
 static void chooseMode(void)
 {
   if (engUseMembarrier >= 0) return;
-  const char* env = getenv("MSCCLPP_MEMBARRIER"); /* "0": the counting mode (tests, odd sandboxes) */
-  engUseMembarrier = !(env != NULL && strcmp(env, "0") == 0) &&
+  engUseMembarrier = membarrierAllowed &&
                   syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) == 0 &&
                   pthread_key_create(&threadKey, threadExit) == 0;
 }
@@ -93,6 +111,13 @@ static int callsInside(engCtx* ctx, engCtxSlot* s)
   for (engThread* t = __atomic_load_n(&threadList, __ATOMIC_ACQUIRE); t != NULL; t = t->next)
     if (__atomic_load_n(&t->inside, __ATOMIC_ACQUIRE) == ctx) return 1;
   return 0;
+}
+
+void engSetMembarrier(int membarrier)
+{
+  pthread_mutex_lock(&ctxSlotsLock);
+  membarrierAllowed = membarrier != 0;
+  pthread_mutex_unlock(&ctxSlotsLock);
 }
 
 static int ctxRegister(engCtx* ctx)
@@ -140,34 +165,10 @@ void engCtxClose(engCtx* ctx)
   ctx->ops->close(ctx);
 }
 
-int engOpsNoThreadInit(struct engCtx* ctx)
-{
-  (void)ctx;
-  return mscclppSuccess;
-}
-
-int engOpsNoPublishTail(struct engCtx* ctx, uint64_t tail)
-{
-  (void)ctx, (void)tail;
-  return mscclppSuccess;
-}
-
-void engOpsNoClose(struct engCtx* ctx) { (void)ctx; }
-
-int engOpsValid(const engOps* ops)
-{
-  return ops != NULL && ops->size == sizeof(engOps) && ops->name != NULL && ops->op != NULL &&
-         ops->threadInit != NULL && ops->publishTail != NULL && ops->close != NULL;
-}
-
 int engCtxInit(engCtx* ctx, engComm* comm, const engOps* ops)
 {
   memset(ctx, 0, sizeof(*ctx));
   ctx->slot = -1;
-  if (!engOpsValid(ops)) {
-    engFail(comm, mscclppInternalError, "a transport's ops table does not follow transport.h");
-    return -1;
-  }
   ctx->magic = ENG_CTX_MAGIC;
   ctx->comm = comm;
   ctx->ops = ops;

@@ -1,39 +1,14 @@
 /*
- * engine.c: host-initiated operations on connections and the host side of
+ * engine.c: the C half of the public data-path API (include/mscclpp.h):
+ * host-initiated operations on connections, host waits, and the host side of
  * the trigger FIFO (see engine.h). In C so that a put + signal costs a
- * function call and a copy, not a call into the Go runtime.
+ * function call and a copy, not a call into the Go runtime. What a transport
+ * does for them goes through its ops table (transport.h) only.
  */
-#define _GNU_SOURCE
 #include "engine.h"
 
-#include <errno.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/uio.h>
-#include <unistd.h>
-
 #include "backoff.h"
-
-engComm* engCommNew(int rank)
-{
-  engComm* c = (engComm*)calloc(1, sizeof(engComm));
-  if (c == NULL) return NULL;
-  errRecordInit(&c->err);
-  c->rank = rank;
-  c->streamAuto = 1;
-  c->waitCfg = (engBackoffCfg){.spin = 4000, .yields = 2000, .sleepMaxUs = 1000};
-  c->proxyCfg = (engBackoffCfg){.spin = 1000, .yields = 100, .sleepMaxUs = 200};
-  return c;
-}
-
-void engCommFree(engComm* c)
-{
-  if (c == NULL) return;
-  errRecordDestroy(&c->err);
-  free(c);
-}
+#include "report.h"
 
 /* A child forked after the library loaded must not use the data path: its
  * connections, FIFOs and proxy flags are copies of the parent's (a put would
@@ -57,7 +32,7 @@ static __attribute__((noinline)) engConn* connRefuse(engCtx* ctx, const char* fn
  * connection; NULL, with the process-wide last error set, when there is none.
  * hostOnly refuses CUDA-mode contexts. On success the caller must engLeave(c->ctx).
  * Inlined: on the host data path each call between a wait that returns and the signal
- * that answers it shows in the one-way latency (docs/PERFORMANCE.md, the 8-byte latency). */
+ * that answers it adds to the one-way latency. */
 static inline __attribute__((always_inline)) engConn* connEnter(struct mscclppDevConn* dev, const char* fn,
                                                                 int hostOnly)
 {
@@ -72,36 +47,6 @@ static inline __attribute__((always_inline)) engConn* connEnter(struct mscclppDe
   if (__builtin_expect(c == NULL, 0))
     return connRefuse(ctx, fn, "connection not set up: call mscclppConnectionSetup first");
   return c;
-}
-
-int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen)
-{
-  if (r->mapped != NULL) {
-    if (engCopiesLarge(comm, size))
-      engCopyLarge(comm, r->mapped + off, (const char*)src, size);
-    else
-      memcpy(r->mapped + off, src, size);
-    return mscclppSuccess;
-  }
-  uint64_t done = 0;
-  while (done < size) {
-    struct iovec l = {(void*)((const char*)src + done), (size_t)(size - done)};
-    struct iovec rv = {(void*)(uintptr_t)(r->addr + off + done), (size_t)(size - done)};
-    ssize_t n = process_vm_writev(r->pid, &l, 1, &rv, 1, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      snprintf(err, (size_t)errLen, "process_vm_writev of %llu bytes into pid %d failed: %s",
-               (unsigned long long)(size - done), r->pid, strerror(e));
-      return (e == ESRCH) ? mscclppRemoteError : mscclppSystemError;
-    }
-    if (n == 0) {
-      snprintf(err, (size_t)errLen, "process_vm_writev into pid %d made no progress", r->pid);
-      return mscclppSystemError;
-    }
-    done += (uint64_t)n;
-  }
-  return mscclppSuccess;
 }
 
 int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff, uint64_t size,
@@ -182,7 +127,7 @@ mscclppResult_t mscclppConnOp(struct mscclppDevConn* conn, uint64_t type, uint64
 
 /* epochIncrement() and mscclppConnOp in one entry (the host signal methods): one check of the
  * connection instead of two, and the increment after the operation. The device epoch lies in
- * the cache line the peer's signals land in, which this side has just read in its wait: a
+ * the cache line the peer's signals arrive in, which this side has just read in its wait: a
  * locked increment first would fetch that line back before the put and its signal could
  * leave. Nothing reads the device epoch across processes, and it is incremented whatever the
  * operation returns, as the two calls did; errors name mscclppConnOp, as the later call did. */
@@ -208,21 +153,6 @@ mscclppResult_t mscclppConnPutHandle(struct mscclppDevConn* conn, mscclppBufferH
   return (mscclppResult_t)rc;
 }
 
-int engProcessGone(int pid)
-{
-  if (pid <= 0) return 0;
-  if (kill(pid, 0) != 0) return errno == ESRCH;
-  char path[64], buf[256];
-  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  FILE* f = fopen(path, "re"); /* "e": O_CLOEXEC, as every descriptor the library opens */
-  if (f == NULL) return 1;
-  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  char* p = strrchr(buf, ')');
-  return p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
-}
-
 void mscclppConnEpochIncrement(struct mscclppDevConn* conn)
 {
   engConn* c = connEnter(conn, "mscclppConnEpochIncrement", 1);
@@ -233,22 +163,26 @@ void mscclppConnEpochIncrement(struct mscclppDevConn* conn)
 
 static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t timeoutMs);
 
-/* The first ENG_CLOCK_EVERY polls of a wait on a connection without queued data, inline: 1 when
- * the epoch reached want. No check is due before then (waitFor reads the clock, and looks at a
- * closing communicator and a remote error, every ENG_CLOCK_EVERY pauses), and a signal that
- * arrives meanwhile returns through no call: each between the signal and the answering put
- * shows in the one-way latency (docs/PERFORMANCE.md). A wait that may not spin (timeout 0, a yielding
- * transport) skips it. */
+/* The first look and the first ENG_CLOCK_EVERY polls of a wait, inline: 1 when the epoch
+ * reached want. No check is due before then (waitFor reads the clock, and looks at a closing
+ * communicator and a remote error, every ENG_CLOCK_EVERY pauses), and a signal that arrives
+ * meanwhile returns through no call: each between the signal and the answering put adds to
+ * the one-way latency. A wait that may not spin (timeout 0, a transport whose waits poll or
+ * sleep first) only looks once. */
 static inline int waitSpin(engConn* c, struct mscclppDevConn* conn, uint64_t want, int64_t timeoutMs)
 {
-  if (c->land != NULL || c->yieldFirst || timeoutMs == 0) return 0;
   volatile uint64_t* proxy = &conn->localSignalEpochId->proxy;
+  if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) {
+    c->spinAnswered++;
+    return 1;
+  }
+  if (c->ops->waitStyle != ENG_WAIT_SPIN || timeoutMs == 0) return 0;
   for (int i = 0; i < ENG_CLOCK_EVERY; i++) {
+    engPause();
     if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) {
       c->spinAnswered++;
       return 1;
     }
-    engPause();
   }
   return 0;
 }
@@ -274,17 +208,11 @@ mscclppResult_t mscclppConnWait(struct mscclppDevConn* conn, int64_t timeoutMs)
 }
 
 /* Records and returns the failure of a wait on c whose peer exited. */
-static mscclppResult_t peerGone(engConn* c, const char* what)
+static mscclppResult_t waitPeerExited(engConn* c, const char* what)
 {
   engMarkConnFailed(c->comm, c->connId);
   return (mscclppResult_t)engFail(c->comm, mscclppRemoteError, "rank %d (pid %d) exited while rank %d waited for %s",
                                   c->peerRank, c->peerPid, c->comm->rank, what);
-}
-
-/* Lands what the peer queued for c (SHM's eager ring: its data, then its signals), if anything. */
-static inline void landQueued(engConn* c)
-{
-  if (c->land != NULL) c->land(c);
 }
 
 /* What engWaitStep reports, without backing off: for a wait that blocked elsewhere. */
@@ -297,50 +225,51 @@ static int waitChecks(engWait* w)
   return ENG_WAIT_SLOW;
 }
 
+/* The back-off of a wait on c: its communicator's, shaped by the transport's waitStyle. */
+static inline const engBackoffCfg* waitBackoff(engConn* c, engBackoffCfg* sleeping)
+{
+  const engBackoffCfg* cfg = &c->comm->waitCfg;
+  if (c->ops->waitStyle != ENG_WAIT_SLEEP) return cfg;
+  /* no spin: it would keep the CPU from the thread that delivers the signal; with a sleeper
+   * count that thread wakes the wait, so it sleeps at once, else it yields */
+  *sleeping = *cfg;
+  sleeping->yields = cfg->yields > UINT32_MAX - cfg->spin ? UINT32_MAX : cfg->yields + cfg->spin;
+  sleeping->spin = 0;
+  if (c->localSleepers != NULL) sleeping->yields = 0;
+  return sleeping;
+}
+
 /* Waits until conn's proxy epoch reaches *waitEpochId (see mscclppConnWait): the deadline,
  * a remote failure and a closing communicator are looked at every bounded number of
  * steps in every back-off phase, peer liveness every few milliseconds. Once the back-off
  * would sleep, a wait whose epoch lives in the node segment sleeps on a futex instead,
- * which the peer's signal wakes at once. Data and signals the peer queued in an eager
- * ring are landed here, every time round. */
+ * which the peer's signal wakes at once. Every time round the transport's waitPoll
+ * delivers what only the wait would (transport.h). */
 static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t timeoutMs)
 {
   volatile uint64_t* proxy = &conn->localSignalEpochId->proxy;
   uint64_t want = *conn->waitEpochId;
-  const engBackoffCfg* cfg = &c->comm->waitCfg;
-  engBackoffCfg yielding;
-  if (c->yieldFirst) { /* a pause-spin would keep the CPU from the thread that delivers the signal */
-    yielding = *cfg;
-    yielding.yields = cfg->yields > UINT32_MAX - cfg->spin ? UINT32_MAX : cfg->yields + cfg->spin;
-    yielding.spin = 0;
-    if (c->sleepFirst && c->localSleepers != NULL) yielding.yields = 0;
-    cfg = &yielding;
-  }
+  const engOps* ops = c->ops;
+  engBackoffCfg sleeping;
+  const engBackoffCfg* cfg = waitBackoff(c, &sleeping);
+  /* the default waitPoll does nothing: a wait skips calling it, and its loop loads no hook */
+  const int polls = ops->waitPoll != engOpsNoWaitPoll;
   engWait w;
   engWaitInit(&w, timeoutMs);
-  uint64_t deadline = UINT64_MAX;
-  if (c->readSelf != NULL && timeoutMs >= 0) {
-    uint64_t now = engNowNs(), ms = (uint64_t)timeoutMs;
-    deadline = ms > (UINT64_MAX - now) / 1000000ull ? UINT64_MAX : now + ms * 1000000ull;
-  }
   for (;;) {
     if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
-    /* a wait that read the socket itself blocked there: it only looks at its conditions */
-    int read = c->readSelf != NULL && c->readSelf(c, proxy, want, deadline);
-    if (read && __atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
-    if (__builtin_expect(c->land != NULL, 0)) {
-      c->land(c);
-      if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
-    }
-    int st = read ? waitChecks(&w)
+    int polled = polls ? ops->waitPoll(c, proxy, want, &w) : ENG_POLL_IDLE;
+    if (polled != ENG_POLL_IDLE && __atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
+    /* a poll that blocked has waited already: the wait only looks at its conditions */
+    int st = polled == ENG_POLL_BLOCKED ? waitChecks(&w)
              : (c->localSleepers != NULL && w.b.n >= cfg->spin + cfg->yields)
-                 ? engWaitFutex(&w, proxy, want, c->localSleepers, c->landPending, c)
+                 ? engWaitFutex(&w, proxy, want, c->localSleepers, ops->waitPending, c)
                  : engWaitStep(&w, cfg);
     switch (st) {
     case ENG_WAIT_GO:
       continue;
     case ENG_WAIT_TIMEOUT:
-      landQueued(c);
+      ops->waitPoll(c, proxy, want, NULL); /* what arrived meanwhile */
       if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
       /* a wait polled with timeouts makes no progress either: the report counts across calls */
       if (__builtin_expect(c->comm->hangReportNs != 0, 0)) engHangCheck(c, want, w.start);
@@ -349,8 +278,8 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
       if (__builtin_expect(c->comm->hangReportNs != 0, 0)) engHangCheck(c, want, w.start);
       /* the peer may signal (or queue a signal) and exit between the load above and this check: look again */
       if (engProcessGone(c->peerPid)) {
-        landQueued(c);
-        if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) < want) return peerGone(c, "its signal");
+        ops->waitPoll(c, proxy, want, NULL);
+        if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) < want) return waitPeerExited(c, "its signal");
       }
       /* fall through */
     default:

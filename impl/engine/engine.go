@@ -9,9 +9,6 @@ package engine
 #include <string.h>
 #include "engine.h"
 
-static void engSetBackoff(engBackoffCfg* c, unsigned spin, unsigned yields, unsigned sleepMax) {
-	c->spin = spin; c->yields = yields; c->sleepMaxUs = sleepMax;
-}
 #include <sys/mman.h>
 // Device-connection arrays live in mappings of their own that are never unmapped (see NewDevConns).
 static void* engMapDevConns(size_t bytes) {
@@ -51,12 +48,24 @@ type Backoff struct{ Spin, Yields, SleepMaxUs uint32 }
 // Comm is a communicator's engine state: its asynchronous error slot and back-off knobs.
 type Comm struct{ p *C.engComm }
 
-// NewComm allocates the engine state of one communicator.
+func (b Backoff) c() C.engBackoffCfg {
+	return C.engBackoffCfg{spin: C.uint32_t(b.Spin), yields: C.uint32_t(b.Yields), sleepMaxUs: C.uint32_t(b.SleepMaxUs)}
+}
+
+// NewComm allocates the engine state of one communicator with its wait and proxy back-off.
 func NewComm(rank int, wait, proxy Backoff) *Comm {
-	c := &Comm{p: C.engCommNew(C.int(rank))}
-	C.engSetBackoff(&c.p.waitCfg, C.uint(wait.Spin), C.uint(wait.Yields), C.uint(wait.SleepMaxUs))
-	C.engSetBackoff(&c.p.proxyCfg, C.uint(proxy.Spin), C.uint(proxy.Yields), C.uint(proxy.SleepMaxUs))
-	return c
+	return &Comm{p: C.engCommNew(C.int(rank), wait.c(), proxy.c())}
+}
+
+// SetMembarrier chooses how host calls hold proxy contexts, for the whole process: on,
+// membarrier(2) where the kernel offers it; off, locked counters. It counts only before the
+// first context is made.
+func SetMembarrier(on bool) {
+	v := C.int(0)
+	if on {
+		v = 1
+	}
+	C.engSetMembarrier(v)
 }
 
 // SetStreamBytes makes puts of [min, max) bytes into mapped memory use non-temporal stores (min 0: never).
@@ -80,13 +89,6 @@ func (c *Comm) SetStreamAuto(on bool) {
 // CopyChoice is the way puts of size bytes in the streaming range copy now: -1 while both are
 // still being timed, 0 memcpy, 1 non-temporal stores.
 func (c *Comm) CopyChoice(size uint64) int { return int(C.engCopyChoice(c.p, C.uint64_t(size))) }
-
-// SetEagerBytes makes SHM puts of up to n bytes into memory the peer cannot map (malloc)
-// go through the connection's eager ring instead of process_vm_writev (0: never).
-func (c *Comm) SetEagerBytes(n uint64) { c.p.eagerBytes = C.uint64_t(n) }
-
-// EagerBytes is what SetEagerBytes set.
-func (c *Comm) EagerBytes() uint64 { return uint64(c.p.eagerBytes) }
 
 // Ptr is the engComm's address, for a transport's C code.
 func (c *Comm) Ptr() unsafe.Pointer { return unsafe.Pointer(c.p) }
@@ -163,9 +165,6 @@ var errTooManyCtxs = status.Errorf(status.SystemError, "more than %d live proxy 
 func NewCtxOps(comm *Comm, ops, transport unsafe.Pointer) (*Ctx, error) {
 	p := C.engCtxNewOps(comm.p, (*C.engOps)(ops), transport)
 	if p == nil {
-		if C.engOpsValid((*C.engOps)(ops)) == 0 {
-			return nil, status.Errorf(status.InternalError, "cannot make a proxy context: an ops table that breaks transport.h")
-		}
 		return nil, errTooManyCtxs
 	}
 	return &Ctx{p: p}, nil
@@ -329,7 +328,7 @@ type Reg struct {
 	Addr   uint64         // the address in the owner process
 	Size   uint64
 	Pid    int    // the owner process
-	Key    uint32 // the transport's remote key (IB rkey), or 0
+	Key    uint32 // the transport's remote key of the registration, or 0
 }
 
 // Conn is a connection's engine state.
@@ -397,12 +396,9 @@ func (c *Conn) SetSleepers(local, remote unsafe.Pointer) {
 // SetTransport sets c's own transport state (engConn.transport), for transports with per-connection state.
 func (c *Conn) SetTransport(p unsafe.Pointer) { c.p.transport = p }
 
-// SetLand installs the C functions (int (*)(engConn*)) that land what the peer queued for c
-// and say whether anything is queued (engConn.land, engConn.landPending); waits call them.
-func (c *Conn) SetLand(land, pending unsafe.Pointer) {
-	c.p.land = (*[0]byte)(land)
-	c.p.landPending = (*[0]byte)(pending)
-}
+// SetOps gives c an ops table of its transport's other than its context's (a const engOps*,
+// transport.h): for connections whose host waits need other hooks.
+func (c *Conn) SetOps(ops unsafe.Pointer) { c.p.ops = (*C.engOps)(ops) }
 
 // PeerRank is the rank at the other end of c.
 func (c *Conn) PeerRank() int { return int(c.p.peerRank) }
@@ -448,10 +444,10 @@ func Lookup(recs []RegRecord, p unsafe.Pointer) (RegRecord, bool) {
 	return RegRecord{}, false
 }
 
-// Addr is the registration's address in its owner (a device address for P2P).
+// Addr is the registration's address in its owner (a device address for device memory).
 func (r RegRecord) Addr() uint64 { return uint64(r.p.addr) }
 
-// Key is the transport's remote key of the registration (IB rkey).
+// Key is the transport's remote key of the registration.
 func (r RegRecord) Key() uint32 { return uint32(r.p.key) }
 
 // Size is the registered size.

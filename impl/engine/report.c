@@ -12,7 +12,7 @@
 
 #include "_cgo_export.h"
 #include "backoff.h"
-#include "engine.h"
+#include "objects.h"
 #include "report.h"
 
 void engHangCheck(engConn* c, uint64_t want, uint64_t startNs)

@@ -25,6 +25,11 @@ typedef struct engConnStat {
   int peerClosed; /* the transport saw the peer's side close */
 } engConnStat;
 
+/* A signal wait on c for epoch want, begun at startNs (engNowNs), has not ended: when c's
+ * communicator reports hangs and no progress was made for hangReportNs, reports once.
+ * Called from a wait's slow checks only. */
+void engHangCheck(struct engConn* c, uint64_t want, uint64_t startNs);
+
 /* Reads c's counters into *s (relaxed loads: a snapshot of a running connection). */
 void engConnSnapshot(struct engConn* c, engConnStat* s);
 

@@ -17,9 +17,8 @@ void engPublishSeq(volatile uint64_t* seq, uint64_t v, uint32_t* sleepers)
 }
 
 /* A brief wait (the chunk rounds of a large gather) lasts about one chunk's copy on the peer:
- * a long spin or yield phase there only keeps the CPU from a peer that shares it (2 ranks on
- * 2 loaded CPUs: 2.2 ms per 1 MiB gather with the 4000 pauses of waitCfg, 0.2 ms with these),
- * so it goes to the futex after at most these many. */
+ * a long spin or yield phase there only keeps the CPU from a peer that shares it, so it goes
+ * to the futex after at most these many. */
 #define ENG_SEQ_BRIEF_SPIN 100
 #define ENG_SEQ_BRIEF_YIELDS 50
 

@@ -1,6 +1,6 @@
 /*
  * eth.c: the Ethernet transport's ops table, its send side, connection start,
- * fences and close (see eth.h); the receive thread is in ethrx.c.
+ * fences and close (see eth.h); sends go through socket.c, reading is ethread.c's.
  *
  * Liveness: a lost link or a stopped peer must not hang anyone. Every socket
  * gets SO_SNDTIMEO and SO_RCVTIMEO of one tick (pingNs; SO_RCVTIMEO is a wait's
@@ -14,7 +14,7 @@
  * mscclppRemoteError naming the peer, which ends every wait on it.
  */
 #define _GNU_SOURCE
-#include "ethconn.h"
+#include "eth.h"
 
 #include "backoff.h"
 #include "calls.h" /* cuda/: the CUDA-mode proxy state and its staging copies (linked into the same library) */
@@ -36,92 +36,6 @@ struct ethCtx* ethCtxNew(struct cudaProxyState* cuda)
   struct ethCtx* e = (struct ethCtx*)calloc(1, sizeof(struct ethCtx));
   if (e != NULL) e->cuda = cuda;
   return e;
-}
-
-/* Whether the sender of a frame on s must give up now: the context closes (destroy), or its
- * proxy stops after a reported failure (abandon). */
-static int giveUp(ethConn* s)
-{
-  engCtx* x = s->c->ctx;
-  return s->closing || __atomic_load_n(&x->closing, __ATOMIC_ACQUIRE) || __atomic_load_n(&x->abandon, __ATOMIC_ACQUIRE);
-}
-
-/* Sends every byte of iov (advancing it); 0, or the errno that stopped it: ETIMEDOUT when
- * nothing went out for deadMs, EHOSTUNREACH once the connection is declared dead, ESHUTDOWN when
- * the context is closing or abandons its sends before the frame started, ECANCELED when it
- * does inside the frame (the stream is then cut). Checked at every step: a blocked sendmsg
- * returns every tick (SO_SNDTIMEO), and ethAbort's shutdown releases it at once. */
-int ethSendAll(ethConn* s, struct iovec* iov, int n)
-{
-  uint64_t progress = engNowNs();
-  int started = 0;
-  while (n > 0) {
-    if (__atomic_load_n(&s->dead, __ATOMIC_ACQUIRE)) return EHOSTUNREACH;
-    if (giveUp(s)) return started ? ECANCELED : ESHUTDOWN;
-    ssize_t k = sendmsg(s->fd, &(struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)n}, MSG_NOSIGNAL);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      if (__atomic_load_n(&s->dead, __ATOMIC_ACQUIRE)) return EHOSTUNREACH; /* shut down by ethMarkDead */
-      if (giveUp(s)) return started ? ECANCELED : ESHUTDOWN; /* or by ethAbort */
-      if (errno != EAGAIN && errno != EWOULDBLOCK) return errno;
-      if (engNowNs() - progress >= s->deadNs) return ETIMEDOUT;
-      continue;
-    }
-    progress = engNowNs();
-    started = started || k > 0;
-    __atomic_store_n(&s->lastSendNs, progress, __ATOMIC_RELAXED);
-    while (n > 0 && (size_t)k >= iov->iov_len) {
-      k -= (ssize_t)iov->iov_len;
-      iov++, n--;
-    }
-    if (n > 0) {
-      iov->iov_base = (char*)iov->iov_base + k;
-      iov->iov_len -= (size_t)k;
-    }
-  }
-  return 0;
-}
-
-/* Declares the connection dead: later sends fail at once, and a sender blocked now is
- * released by the shutdown. */
-void ethMarkDead(ethConn* s)
-{
-  __atomic_store_n(&s->dead, 1, __ATOMIC_RELEASE);
-  __atomic_store_n(&s->c->peerClosed, 1, __ATOMIC_RELEASE);
-  shutdown(s->fd, SHUT_RDWR);
-}
-
-void ethPutHeader(unsigned char* h, uint32_t type, uint64_t a, uint64_t b, uint64_t c)
-{
-  uint32_t m = ETH_MAGIC;
-  memcpy(h, &m, 4);
-  memcpy(h + 4, &type, 4);
-  memcpy(h + 8, &a, 8);
-  memcpy(h + 16, &b, 8);
-  memcpy(h + 24, &c, 8);
-}
-
-int ethSendFailed(engConn* c, ethConn* s, int err)
-{
-  if (err == ECANCELED && !s->closing && !__atomic_load_n(&c->ctx->closing, __ATOMIC_ACQUIRE)) {
-    /* a frame cut by mscclppProxyStop after a failure: the stream cannot go on */
-    int rc = engConnFail(c, mscclppRemoteError, "a send to rank %d was given up inside a frame (mscclppProxyStop after a failure): the connection is closed", c->peerRank);
-    ethMarkDead(s);
-    return rc;
-  }
-  if (s->closing || err == ESHUTDOWN || err == ECANCELED) return mscclppInvalidUsage;
-  char what[200];
-  if (err == ETIMEDOUT)
-    snprintf(what, sizeof(what),
-             "rank %d is unreachable: sending to it made no progress for %llu ms (link down, or the peer stopped)",
-             c->peerRank, (unsigned long long)(s->deadNs / 1000000ull));
-  else if (err == EHOSTUNREACH)
-    snprintf(what, sizeof(what), "rank %d is unreachable: its connection was declared dead", c->peerRank);
-  else
-    snprintf(what, sizeof(what), "sending to rank %d over TCP failed: %s", c->peerRank, strerror(err));
-  int rc = engConnFail(c, mscclppRemoteError, "%s", what);
-  ethMarkDead(s);
-  return rc;
 }
 
 /* A put from host memory: header and payload in one sendmsg and, for a put with a signal, the
@@ -234,8 +148,7 @@ int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t 
   s->deadNs = (uint64_t)(deadMs > 0 ? deadMs : 1) * 1000000ull;
   s->pingNs = tickNs(s->deadNs);
   s->lastSendNs = s->lastRecvNs = engNowNs();
-  const char* d = getenv("MSCCLPP_ETH_WAIT_READS"); /* 0: only the receive thread reads (for A/B runs) */
-  s->direct = e->cuda == NULL && (d == NULL || *d != '0'); /* before the receive thread looks at it */
+  s->direct = e->cuda == NULL; /* host mode: waits may read frames (ethread.c); set before the receive thread looks */
   struct timeval tv = {.tv_sec = (time_t)(s->pingNs / 1000000000ull),
                        .tv_usec = (suseconds_t)(s->pingNs % 1000000000ull / 1000)};
   /* waits that read the socket block in recv for ETH_WAIT_POLL_NS at most (ethread.c) */
@@ -255,14 +168,6 @@ int ethConnStart(engConn* c, int fd, void* sendStage, void* recvStage, uint64_t 
   }
   s->rxStarted = 1;
   e->conns[c->connId] = s;
-  c->yieldFirst = 1; /* signals arrive through the receive thread, maybe pinned with the waiter */
-  if (e->cuda == NULL) {
-    /* host mode: the receive thread wakes a wait asleep on the epoch (rxFlag; eth.go installs the
-     * sleeper count), so waits sleep at once; a yield loop kept the CPU and its run queue busy
-     * while the receive thread had to run */
-    c->sleepFirst = 1;
-    if (s->direct) c->readSelf = ethWaitRead;
-  }
   return mscclppSuccess;
 }
 
@@ -381,10 +286,16 @@ static int ethPublishTail(engCtx* ctx, uint64_t tail)
   return (e != NULL && e->cuda != NULL) ? cudaProxyPublishTail(ctx, e->cuda, tail) : mscclppSuccess;
 }
 
+/* Host waits read the socket themselves while no other thread does (ethWaitPoll); otherwise
+ * the receive thread delivers the signals and wakes a wait asleep on the epoch (rxFlag; eth.go
+ * installs the sleeper count), so waits sleep at once (ENG_WAIT_SLEEP): a spinning or yielding
+ * wait would keep the CPU the receive thread needs. CUDA-mode connections take no host waits. */
 const engOps ethOps = {
-    .size = sizeof(engOps),
     .name = "Ethernet",
     .op = ethOp,
+    .waitPoll = ethWaitPoll,
+    .waitPending = engOpsNoWaitPending,
+    .waitStyle = ENG_WAIT_SLEEP,
     .threadInit = ethThreadInit,
     .publishTail = ethPublishTail,
     .close = ethClose,

@@ -4,41 +4,16 @@
  * because it is the data path: the initiator (proxy or host thread) writes a
  * header and the payload straight from the registered source buffer, and a
  * receive thread per connection reads the payload straight into the
- * registered destination, so a put costs what a TCP stream costs.
- *
- * Wire format (little endian), in both directions of the socket:
- *   [0:4]  "MSE1"   [4:8] type (ETH_DATA, ETH_FLAG)
- *   [8:16] DATA: destination handle   FLAG: the count of signals sent
- *   [16:24] DATA: destination offset  [24:32] DATA: size; the payload follows.
- * FENCE marks the end of what a rank sent before its proxies stopped; BYE
- * that a close is on purpose (an end of stream without it means the peer died);
- * PING that the sender is alive (sent when a tick passed with nothing else).
- * DATASIG is a put with its signal in one frame (one sendmsg, one segment
- * where it fits): a DATA header and payload, then the 8-byte signal count
- * FLAG would have carried; the receiver lands the payload, then the count.
- * A signal sends the count of signals completed on the connection, after the
- * data of every counted signal (the stream is ordered), so it never announces
- * data still in flight. flush() needs no round trip: a put returns once the
- * kernel has copied its source, which may then be reused.
+ * registered destination, so a put costs what a TCP stream costs. The wire
+ * format is ethwire.h's; the files of the transport, from the top: eth.c
+ * (the ops table, setup, fences, close), ethread.c (who reads a socket: the
+ * receive thread or a wait), ethrx.c (a received frame), stage.c (CUDA mode's
+ * staging), socket.c (sending and receiving), sharing ethconn.h.
  */
 #ifndef MSCCLPP_ETH_H_
 #define MSCCLPP_ETH_H_
 
-#include "engine.h"
-
-#define ETH_MAGIC 0x3145534du /* "MSE1" */
-#define ETH_DATA 1u
-#define ETH_FLAG 2u
-#define ETH_FENCE 3u /* [8:16] fence number: everything sent before it has been received */
-#define ETH_BYE 4u   /* the sender is closing the connection on purpose */
-#define ETH_REG 5u   /* [8:16] the receiver's mscclppRegisterBuffer index, [16:24] offset, [24:32] size; payload */
-#define ETH_PING 6u  /* nothing else went out for a tick: the sender and the link are alive */
-#define ETH_DATASIG 7u /* as DATA, then the payload, then an 8-byte signal count (as FLAG's [8:16]) */
-#define ETH_SIG_BYTES 8 /* the count after a DATASIG payload */
-#define ETH_HDR_BYTES 32
-
-struct ethCtx;
-struct cudaProxyState; /* cuda/calls.h: a CUDA-mode proxy's context and streams */
+#include "ethconn.h"
 
 /* The transport state of one proxy context: its connections' sockets by connId. In CUDA mode
  * (cuda non-NULL: the context's FIFO head, epochs and buffers are in device memory) the
@@ -63,10 +38,6 @@ int ethFence(struct ethCtx* e, uint64_t seq, int64_t timeoutMs, char* err, int e
  * receive threads go on until the context's close op. */
 void ethAbort(struct ethCtx* e);
 
-/* Buffers of mscclppRegisterBuffer a peer writes with ETH_REG, per connection: chunks that
- * never move (the receive thread reads them while more are added), at most ETH_MAX_REGS. */
-#define ETH_REG_CHUNK 64
-#define ETH_MAX_REGS (64 * ETH_REG_CHUNK)
 /* Adds host memory [ptr, ptr+size) as the next registration of connection connId of e (before
  * or after the connection started); returns its index, or -1 (too many, or out of memory). */
 int ethAddReg(struct ethCtx* e, int connId, void* ptr, uint64_t size);

@@ -1,7 +1,7 @@
 /*
- * ethconn.h: what eth.c (the ops table, the send side, setup and close) and
- * ethrx.c (the receive thread) share: the per-connection and per-context
- * state of the Ethernet transport. Private to impl/eth.
+ * ethconn.h: what the files of the Ethernet transport share (eth.h lists
+ * them): the per-connection and per-context state, and what each file below
+ * eth.c offers the ones above it. Private to impl/eth.
  */
 #ifndef MSCCLPP_ETHCONN_H_
 #define MSCCLPP_ETHCONN_H_
@@ -9,7 +9,15 @@
 #include <pthread.h>
 #include <sys/uio.h>
 
-#include "eth.h"
+#include "engine.h"
+#include "ethwire.h"
+
+struct cudaProxyState; /* cuda/calls.h: a CUDA-mode proxy's context and streams */
+
+/* Buffers of mscclppRegisterBuffer a peer writes with ETH_REG, per connection: chunks that
+ * never move (the receive thread reads them while more are added), at most ETH_MAX_REGS. */
+#define ETH_REG_CHUNK 64
+#define ETH_MAX_REGS (64 * ETH_REG_CHUNK)
 
 typedef struct ethConn {
   int fd;
@@ -31,7 +39,7 @@ typedef struct ethConn {
   uint64_t lastRecvNs;
   volatile int dead; /* declared unreachable: the socket is shut down, every send fails at once */
   uint32_t reader;    /* who reads frames (ethread.c): ETH_READER_NONE, _RX or _WAIT */
-  int direct;         /* host mode: a wait may read frames itself (ethWaitRead) */
+  int direct;         /* host mode: a wait may read frames itself (ethWaitPoll) */
   volatile int ended; /* the stream ended (recorded): no one reads frames any more */
   uint32_t waitReads;   /* how often a wait took the token (the receive thread leaves it to waits) */
   uint32_t rxSeenReads; /* the receive thread's own: waitReads when it parked */
@@ -65,38 +73,37 @@ static inline ethConn* connState(engConn* c)
   return e == NULL ? NULL : e->conns[c->connId];
 }
 
-/* Sends every byte of iov (advancing it); 0, or the errno that stopped it: ETIMEDOUT when
- * nothing went out for deadMs, EHOSTUNREACH once the connection is declared dead, ESHUTDOWN when
- * the context is closing. */
+/* socket.c. Sends every byte of iov (advancing it); 0, or the errno that stopped it: ETIMEDOUT
+ * when nothing went out for deadMs, EHOSTUNREACH once the connection is declared dead,
+ * ESHUTDOWN when the context is closing. */
 int ethSendAll(ethConn* s, struct iovec* iov, int n);
 /* Writes a message header: ETH_MAGIC, type and the three words. */
 void ethPutHeader(unsigned char* h, uint32_t type, uint64_t a, uint64_t b, uint64_t c);
 /* Declares the connection dead: later sends fail at once, a blocked sender is released. */
 void ethMarkDead(ethConn* s);
-/* The receive thread of connection s (ethrx.c). */
-void* ethRxMain(void* arg);
-/* Reads exactly n bytes (ethrx.c); 0, -1 on a clean end of stream before the first byte, else an
- * errno (ETIMEDOUT: nothing came in for deadMs). */
+/* Records a failed send on c (a peer unreachable, or gone) and returns its code. */
+int ethSendFailed(engConn* c, ethConn* s, int err);
+/* Reads exactly n bytes; 0, -1 on a clean end of stream before the first byte, else an errno
+ * (ETIMEDOUT: nothing came in for deadMs). */
 int ethRecvAll(ethConn* s, void* buf, size_t n);
 /* The same for every byte of iov (advancing it): one recvmsg for a payload and what follows it. */
 int ethRecvIov(ethConn* s, struct iovec* iov, int n);
-/* ethrx.c: one frame whose header is hdr, its payload still in the socket: 0 to go on, 1 when the
- * stream ended (recorded); *woke is set when its count woke a sleeping wait. The receive tick (a
- * PING when due; ETIMEDOUT when nothing came for deadMs), and the record of why reading stopped. */
-int ethRxFrame(ethConn* s, const unsigned char* hdr, int* woke);
+/* The receive tick (a PING when due); ETIMEDOUT when nothing came for deadMs. */
 int ethRxTick(ethConn* s);
+
+/* ethrx.c: one frame whose header is hdr, its payload still in the socket: 0 to go on, 1 when the
+ * stream ended (recorded); *woke is set when its count woke a sleeping wait. The record of why
+ * reading stopped. */
+int ethRxFrame(ethConn* s, const unsigned char* hdr, int* woke);
 void ethRxFailed(ethConn* s, int rc, uint64_t inPut);
-/* ethread.c: the reader's token. Take: the receive thread waits for it (0: stop reading); Give:
- * it gives it back after a frame (woke: its count woke a wait, which will read the next frames);
- * End: the stream ended, no one reads any more. ethWaitRead: a wait reads frames itself until
- * *epoch reaches want, the deadline, or a condition the wait looks at; 0 when another thread
- * reads. */
-int ethReaderTake(ethConn* s);
-void ethReaderGive(ethConn* s, int woke);
+
+/* ethread.c: the receive thread of connection s; the end of reading (a parked receive thread
+ * exits); the waitPoll of ethOps: a host-mode wait reads frames itself while no other thread
+ * does (ENG_POLL_BLOCKED), until *epoch reaches want, the wait's deadline, or a condition the
+ * wait looks at. */
+void* ethRxMain(void* arg);
 void ethReaderEnd(ethConn* s);
-int ethWaitRead(engConn* c, volatile uint64_t* epoch, uint64_t want, uint64_t deadlineNs);
-/* Records a failed send on c (a peer unreachable, or gone) and returns its code (eth.c). */
-int ethSendFailed(engConn* c, ethConn* s, int err);
+int ethWaitPoll(engConn* c, volatile uint64_t* epoch, uint64_t want, struct engWait* w);
 
 /* stage.c, CUDA mode: a put from device memory (the header, then size bytes at device address
  * src) under the send lock; a put of n bytes into device memory at dst; a signal's count into my

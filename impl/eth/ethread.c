@@ -1,7 +1,7 @@
 /*
- * ethread.c: who reads a host-mode connection's socket. Normally the
- * receive thread (ethrx.c); but a wait on the connection may take the
- * reader's token and read the frames itself (ethWaitRead), so that the
+ * ethread.c: who reads a host-mode connection's socket: the receive thread
+ * (ethRxMain, one per connection), or a wait on the connection, which may take
+ * the reader's token and read the frames itself (ethWaitPoll), so that the
  * thread that waits for a signal is the thread the kernel wakes when it
  * arrives, as with a plain TCP socket, instead of a receive thread that
  * wakes it again (a futex wake and a context switch on each side of a
@@ -49,7 +49,7 @@ static int rxOver(ethConn* s)
   return __atomic_load_n(&s->ended, __ATOMIC_ACQUIRE) || s->closing || __atomic_load_n(&s->dead, __ATOMIC_ACQUIRE);
 }
 
-int ethReaderTake(ethConn* s)
+static int readerTake(ethConn* s)
 {
   if (!s->direct) return 1; /* the receive thread is the only reader */
   for (;;) {
@@ -70,7 +70,7 @@ int ethReaderTake(ethConn* s)
   }
 }
 
-void ethReaderGive(ethConn* s, int woke)
+static void readerGive(ethConn* s, int woke)
 {
   if (!s->direct) return;
   if (woke) {
@@ -106,16 +106,16 @@ static int waitEnded(ethConn* s, int rc)
   return -1;
 }
 
-/* A wait spins this long per pause of its communicator's spin budget (waitCfg.spin: 4000, or 64
- * when the node's ranks outnumber its CPUs; MSCCLPP_WAIT_SPIN), at most half its period. */
+/* A wait spins this long per pause of its communicator's spin budget (waitCfg.spin,
+ * MSCCLPP_WAIT_SPIN), at most half its period. */
 #define ETH_SPIN_NS_PER_PAUSE 25ull
 #define ETH_SPIN_MAX_NS (ETH_WAIT_POLL_NS / 2)
 
 /* The header's recv after a spin on the socket (recv with MSG_DONTWAIT, for the wait's spin
- * budget): what recv returned. A thread asleep in recv is woken by the data's arrival, which on
- * this VM costs a halted vCPU's wake-up (tens of µs) on each side of a round trip; host waits of
- * the other transports spin first for the same reason (docs/PERFORMANCE.md, Ethernet). Nothing else on this CPU
- * needs it meanwhile: the receive thread is parked while a wait reads. */
+ * budget): what recv returned. A thread asleep in recv is woken by the data's arrival, which
+ * costs a CPU's wake-up on each side of a round trip; host waits of the other transports spin
+ * first for the same reason. Nothing else on this CPU needs it meanwhile: the receive thread is
+ * parked while a wait reads. */
 static uint64_t waitSpinNs(ethConn* s)
 {
   uint64_t budget = (uint64_t)s->c->comm->waitCfg.spin * ETH_SPIN_NS_PER_PAUSE;
@@ -138,8 +138,8 @@ static ssize_t recvHeader(ethConn* s, unsigned char* hdr)
 /* Reads one frame's header as a wait does: 1 when it is in hdr; 0 when nothing came before
  * the wait should look at its conditions again (ETH_WAIT_POLL_NS, or its deadline); -1 when the
  * stream ended (recorded). With a whole period left it spins, then blocks in the header's recv (the
- * socket's SO_RCVTIMEO is ETH_WAIT_POLL_NS in this mode): a poll before it cost a syscall per
- * frame, as the plain TCP reader makes none (docs/PERFORMANCE.md, Ethernet); else it polls for what is left. */
+ * socket's SO_RCVTIMEO is ETH_WAIT_POLL_NS in this mode): a poll before it would cost a system
+ * call per frame, which a plain TCP reader does not make; else it polls for what is left. */
 static int waitHeader(ethConn* s, unsigned char* hdr, uint64_t deadlineNs)
 {
   uint64_t left = ETH_WAIT_POLL_NS;
@@ -174,7 +174,9 @@ static int waitOver(engConn* c, ethConn* s)
          __atomic_load_n(&c->ctx->closing, __ATOMIC_ACQUIRE);
 }
 
-int ethWaitRead(engConn* c, volatile uint64_t* epoch, uint64_t want, uint64_t deadlineNs)
+/* A wait reads frames itself until *epoch reaches want, the deadline, or a condition the wait
+ * looks at: 1, or 0 at once when another thread reads them or reading is over. */
+static int waitRead(engConn* c, volatile uint64_t* epoch, uint64_t want, uint64_t deadlineNs)
 {
   ethConn* s = connState(c);
   if (s == NULL || !s->direct || waitOver(c, s)) return 0;
@@ -203,4 +205,48 @@ int ethWaitRead(engConn* c, volatile uint64_t* epoch, uint64_t want, uint64_t de
   else
     __atomic_store_n(&s->reader, ETH_READER_NONE, __ATOMIC_RELEASE); /* the receive thread looks within ETH_PARK_NS */
   return 1;
+}
+
+/* Where waits read the socket (direct), its SO_RCVTIMEO is their period, not the tick: the
+ * receive thread polls for a tick before a header instead of waking every period. 1 when
+ * something came in, 0 when nothing did for a tick (the tick ran), else ethRxTick's errno. */
+static int rxAwait(ethConn* s)
+{
+  if (!s->direct) return 1;
+  struct pollfd p = {.fd = s->fd, .events = POLLIN};
+  if (poll(&p, 1, (int)(s->pingNs / 1000000ull)) > 0) return 1;
+  return ethRxTick(s);
+}
+
+/* The receive thread: reads frames while no wait reads them itself (ethWaitPoll). */
+void* ethRxMain(void* arg)
+{
+  ethConn* s = (ethConn*)arg;
+  unsigned char hdr[ETH_HDR_BYTES];
+  for (;;) {
+    if (!readerTake(s)) return NULL; /* the stream ended, or the connection closes */
+    int rc = rxAwait(s);
+    if (rc == 0) {
+      readerGive(s, 0); /* nothing came for a tick: a wait may take the socket meanwhile */
+      continue;
+    }
+    rc = rc == 1 ? ethRecvAll(s, hdr, sizeof(hdr)) : rc;
+    if (rc != 0) {
+      if (!s->closing && !s->dead) ethRxFailed(s, rc, 0);
+      ethReaderEnd(s);
+      return NULL;
+    }
+    int woke = 0;
+    if (ethRxFrame(s, hdr, &woke) != 0) {
+      ethReaderEnd(s);
+      return NULL;
+    }
+    readerGive(s, woke);
+  }
+}
+
+int ethWaitPoll(engConn* c, volatile uint64_t* epoch, uint64_t want, struct engWait* w)
+{
+  if (w == NULL) return ENG_POLL_IDLE; /* nothing to deliver without reading: the receive thread reads */
+  return waitRead(c, epoch, want, engWaitDeadline(w)) ? ENG_POLL_BLOCKED : ENG_POLL_IDLE;
 }

@@ -1,7 +1,8 @@
 /*
- * ethrx.c: the Ethernet transport's receive thread, one per connection:
- * data straight into the registered buffers, signal counts into the epoch,
- * fences, goodbyes and pings, and the liveness tick (see eth.c's top).
+ * ethrx.c: what the Ethernet transport does with a frame it received, whoever
+ * reads it (the receive thread or a wait, ethread.c): data straight into the
+ * registered buffers, signal counts into the epoch, fences, goodbyes and
+ * pings; and the record of why reading stopped.
  */
 #define _GNU_SOURCE
 #include "ethconn.h"
@@ -15,73 +16,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-
-/* The receive thread's tick: ETIMEDOUT when nothing came in for deadMs; else a PING when
- * nothing went out for a tick and the socket has room (never waiting for the send lock: its
- * holder is sending, and a stuck one fails by itself). */
-int ethRxTick(ethConn* s)
-{
-  uint64_t now = engNowNs();
-  if (now - __atomic_load_n(&s->lastRecvNs, __ATOMIC_RELAXED) >= s->deadNs) return ETIMEDOUT;
-  if (now - __atomic_load_n(&s->lastSendNs, __ATOMIC_RELAXED) < s->pingNs) return 0;
-  if (pthread_mutex_trylock(&s->sendLock) != 0) return 0;
-  struct pollfd p = {.fd = s->fd, .events = POLLOUT};
-  if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT)) {
-    unsigned char hdr[ETH_HDR_BYTES];
-    ethPutHeader(hdr, ETH_PING, 0, 0, 0);
-    struct iovec iov[1] = {{hdr, ETH_HDR_BYTES}};
-    (void)ethSendAll(s, iov, 1); /* a failure shows on the receive side */
-  }
-  pthread_mutex_unlock(&s->sendLock);
-  return 0;
-}
-
-/* Fills every byte of iov (advancing it); 0, -1 on a clean end of stream before the first byte,
- * else an errno (ETIMEDOUT: nothing came in for deadMs). A blocked recvmsg returns every tick
- * (SO_RCVTIMEO). For the first s->spinNs (a reading wait's spin budget) it does not block: a
- * thread asleep in recv pays a halted vCPU's wake-up per segment that arrives (docs/PERFORMANCE.md, Ethernet). */
-int ethRecvIov(ethConn* s, struct iovec* iov, int n)
-{
-  int started = 0;
-  uint64_t spin = s->spinNs, t0 = spin > 0 ? engNowNs() : 0;
-  for (;;) {
-    while (n > 0 && iov->iov_len == 0) iov++, n--;
-    if (n == 0) return 0;
-    int flags = MSG_WAITALL;
-    if (spin > 0) {
-      if (engNowNs() - t0 < spin)
-        flags = MSG_DONTWAIT;
-      else
-        spin = 0;
-    }
-    ssize_t k = recvmsg(s->fd, &(struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)n}, flags);
-    if (k == 0) return started ? ECONNRESET : -1;
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) return errno;
-      if (flags == MSG_DONTWAIT) continue; /* still spinning */
-      int rc = ethRxTick(s);
-      if (rc != 0) return rc;
-      continue;
-    }
-    started = 1;
-    __atomic_store_n(&s->lastRecvNs, engNowNs(), __ATOMIC_RELAXED);
-    while (n > 0 && (size_t)k >= iov->iov_len) {
-      k -= (ssize_t)iov->iov_len;
-      iov++, n--;
-    }
-    if (n == 0) return 0;
-    iov->iov_base = (char*)iov->iov_base + k;
-    iov->iov_len -= (size_t)k;
-    if (ethRxTick(s) != 0) return ETIMEDOUT; /* a long receive still pings */
-  }
-}
-
-int ethRecvAll(ethConn* s, void* buf, size_t n)
-{
-  struct iovec iov[1] = {{buf, n}};
-  return ethRecvIov(s, iov, 1);
-}
 
 /* Drops n bytes of a rejected message so the stream stays in step. */
 static int skip(ethConn* s, uint64_t n)
@@ -232,42 +166,4 @@ int ethRxFrame(ethConn* s, const unsigned char* hdr, int* woke)
   if (rc == 0) return 0;
   if (!s->closing && !s->dead) ethRxFailed(s, rc, n);
   return 1;
-}
-
-/* Where waits read the socket (direct), its SO_RCVTIMEO is their period, not the tick: the
- * receive thread polls for a tick before a header instead of waking every period. 1 when
- * something came in, 0 when nothing did for a tick (the tick ran), else ethRxTick's errno. */
-static int rxAwait(ethConn* s)
-{
-  if (!s->direct) return 1;
-  struct pollfd p = {.fd = s->fd, .events = POLLIN};
-  if (poll(&p, 1, (int)(s->pingNs / 1000000ull)) > 0) return 1;
-  return ethRxTick(s);
-}
-
-/* The receive thread: reads frames while no wait reads them itself (ethWaitRead). */
-void* ethRxMain(void* arg)
-{
-  ethConn* s = (ethConn*)arg;
-  unsigned char hdr[ETH_HDR_BYTES];
-  for (;;) {
-    if (!ethReaderTake(s)) return NULL; /* the stream ended, or the connection closes */
-    int rc = rxAwait(s);
-    if (rc == 0) {
-      ethReaderGive(s, 0); /* nothing came for a tick: a wait may take the socket meanwhile */
-      continue;
-    }
-    rc = rc == 1 ? ethRecvAll(s, hdr, sizeof(hdr)) : rc;
-    if (rc != 0) {
-      if (!s->closing && !s->dead) ethRxFailed(s, rc, 0);
-      ethReaderEnd(s);
-      return NULL;
-    }
-    int woke = 0;
-    if (ethRxFrame(s, hdr, &woke) != 0) {
-      ethReaderEnd(s);
-      return NULL;
-    }
-    ethReaderGive(s, woke);
-  }
 }

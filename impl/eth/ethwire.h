@@ -1,12 +1,39 @@
 /*
- * ethwire.h: the decoder of the Ethernet transport's frame header (the wire
- * format in eth.h), apart from the receive thread so that a test can feed
- * it any bytes (impl/eth/ethfuzz). Header-only: static inline functions.
+ * ethwire.h: the Ethernet transport's wire format and the decoder of its
+ * frame header, apart from the receive thread so that a test can feed it any
+ * bytes (impl/eth/ethfuzz). Header-only: constants and static inline
+ * functions.
+ *
+ * Wire format (little endian), in both directions of the socket:
+ *   [0:4]  "MSE1"   [4:8] type (ETH_DATA, ETH_FLAG)
+ *   [8:16] DATA: destination handle   FLAG: the count of signals sent
+ *   [16:24] DATA: destination offset  [24:32] DATA: size; the payload follows.
+ * FENCE marks the end of what a rank sent before its proxies stopped; BYE
+ * that a close is on purpose (an end of stream without it means the peer died);
+ * PING that the sender is alive (sent when a tick passed with nothing else).
+ * DATASIG is a put with its signal in one frame (one sendmsg, one segment
+ * where it fits): a DATA header and payload, then the 8-byte signal count
+ * FLAG would have carried; the receiver lands the payload, then the count.
+ * A signal sends the count of signals completed on the connection, after the
+ * data of every counted signal (the stream is ordered), so it never announces
+ * data still in flight. flush() needs no round trip: a put returns once the
+ * kernel has copied its source, which may then be reused.
  */
 #ifndef MSCCLPP_ETHWIRE_H_
 #define MSCCLPP_ETHWIRE_H_
 
-#include "eth.h"
+#include "engine.h"
+
+#define ETH_MAGIC 0x3145534du /* "MSE1" */
+#define ETH_DATA 1u
+#define ETH_FLAG 2u
+#define ETH_FENCE 3u /* [8:16] fence number: everything sent before it has been received */
+#define ETH_BYE 4u   /* the sender is closing the connection on purpose */
+#define ETH_REG 5u   /* [8:16] the receiver's mscclppRegisterBuffer index, [16:24] offset, [24:32] size; payload */
+#define ETH_PING 6u  /* nothing else went out for a tick: the sender and the link are alive */
+#define ETH_DATASIG 7u /* as DATA, then the payload, then an 8-byte signal count (as FLAG's [8:16]) */
+#define ETH_SIG_BYTES 8 /* the count after a DATASIG payload */
+#define ETH_HDR_BYTES 32
 
 #include <stdint.h>
 #include <string.h>

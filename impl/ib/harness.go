@@ -13,7 +13,7 @@ package ib
 static engConn* ibTestConn(ibConnState* st, uint64_t la, uint64_t ls, uint64_t ra, uint64_t rs,
                            uint64_t lsig, uint64_t rsig) {
 	engConn* c = calloc(1, sizeof(engConn));
-	c->comm = engCommNew(0);
+	c->comm = engCommNew(0, (engBackoffCfg){4000, 2000, 1000}, (engBackoffCfg){1000, 100, 200});
 	c->peerRank = 1;
 	c->nLocal = 2;
 	c->local = calloc(2, sizeof(engReg));

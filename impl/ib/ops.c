@@ -56,9 +56,11 @@ int ibEngOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint
 
 /* per-connection state (engConn.transport) is freed by the Go side (ConnState.Free) */
 const engOps ibEngOps = {
-    .size = sizeof(engOps),
     .name = "IB",
     .op = ibEngOp,
+    .waitPoll = engOpsNoWaitPoll,
+    .waitPending = engOpsNoWaitPending,
+    .waitStyle = ENG_WAIT_SPIN,
     .threadInit = engOpsNoThreadInit,
     .publishTail = engOpsNoPublishTail,
     .close = engOpsNoClose,
@@ -74,9 +76,11 @@ static int ibCudaPublishTail(engCtx* ctx, uint64_t tail)
   return cudaProxyPublishTail(ctx, (cudaProxyState*)ctx->transport, tail);
 }
 const engOps ibCudaEngOps = {
-    .size = sizeof(engOps),
     .name = "IB",
     .op = ibEngOp,
+    .waitPoll = engOpsNoWaitPoll,
+    .waitPending = engOpsNoWaitPending,
+    .waitStyle = ENG_WAIT_SPIN,
     .threadInit = ibCudaThreadInit,
     .publishTail = ibCudaPublishTail,
     .close = engOpsNoClose,

@@ -23,7 +23,7 @@ typedef struct harnessP2P {
 static harnessP2P* harnessNew(void* state, uint64_t src, uint64_t srcSize, uint64_t dst, uint64_t dstSize)
 {
   harnessP2P* t = (harnessP2P*)calloc(1, sizeof(*t));
-  t->comm = engCommNew(0);
+  t->comm = engCommNew(0, (engBackoffCfg){4000, 2000, 1000}, (engBackoffCfg){1000, 100, 200});
   if (posix_memalign((void**)&t->ctx, 64, sizeof(engCtx)) != 0) return NULL;
   engCtxInit(t->ctx, t->comm, &p2pOps);
   t->ctx->transport = state;

@@ -66,10 +66,10 @@ func TestP2POpsTable(t *testing.T) {
 	if ops() == nil {
 		t.Fatal("ops() is nil")
 	}
-	// engOps starts with its size, then its name
+	// engOps starts with its name, then its op
 	ops := (*[2]uintptr)(ops())
 	if ops[0] == 0 || ops[1] == 0 {
-		t.Fatalf("engOps size %d, name %#x", ops[0], ops[1])
+		t.Fatalf("engOps name %#x, op %#x", ops[0], ops[1])
 	}
 }
 

@@ -94,9 +94,11 @@ static int p2pPublishTail(engCtx* ctx, uint64_t tail)
 
 /* P2P state is the Go side's to free (cuda.FreeProxyState, after the streams are synchronized). */
 const engOps p2pOps = {
-    .size = sizeof(engOps),
     .name = "P2P",
     .op = p2pOp,
+    .waitPoll = engOpsNoWaitPoll,
+    .waitPending = engOpsNoWaitPending,
+    .waitStyle = ENG_WAIT_SPIN,
     .threadInit = p2pThreadInit,
     .publishTail = p2pPublishTail,
     .close = engOpsNoClose,

@@ -97,6 +97,18 @@ int shmRingPut(engConn* c, uint64_t handle, uint64_t off, const char* src, uint6
   return rc;
 }
 
+/* The direct signal: the count of signals done, stored into the peer's epoch. Sends the number
+ * of signals completed on this connection, not the device epoch: a Flag the proxy serves late
+ * must not announce signals whose triggers (and data) are still queued behind it. Each signal
+ * increments the epoch once and sends one Flag, so the two agree once all are served. The
+ * acq_rel count orders every counted signal's data before the value; the max keeps the peer's
+ * epoch monotonic when signallers race. */
+static void directSignal(engConn* c)
+{
+  uint64_t v = __atomic_add_fetch(&c->signalsDone, 1, __ATOMIC_ACQ_REL);
+  shmRaise(c->remoteProxyEpoch, v, c->remoteSleepers);
+}
+
 int shmRingSignal(engConn* c)
 {
   shmOut* o = &((shmConn*)c->transport)->out;
@@ -105,7 +117,7 @@ int shmRingSignal(engConn* c)
   if (shmRingBusy(c))
     rc = outPut(c, o, 0, 0, NULL, 0, 1);
   else
-    shmSignal(c);
+    directSignal(c);
   outUnlock(o);
   return rc;
 }
@@ -183,7 +195,11 @@ int shmInLand(shmIn* in)
   return n;
 }
 
-int shmLand(engConn* c) { return shmInLand(((shmConn*)c->transport)->in); }
+int shmLandPoll(engConn* c, volatile uint64_t* epoch, uint64_t want, struct engWait* w)
+{
+  (void)epoch, (void)want, (void)w; /* landing never blocks */
+  return shmInLand(((shmConn*)c->transport)->in) > 0 ? ENG_POLL_MOVED : ENG_POLL_IDLE;
+}
 
 int shmLandPending(engConn* c)
 {

@@ -9,18 +9,20 @@ package shm
 /*
 #include <stdlib.h>
 #include "ring.h"
-static void* shmLandFn(void) { return (void*)shmLand; }
-static void* shmLandPendingFn(void) { return (void*)shmLandPending; }
+#include "shm.h"
+static const void* shmLandOpsPtr(void) { return &shmLandOps; }
 static uint64_t shmQueued(shmRingHdr* h) { return __atomic_load_n(&h->head, __ATOMIC_ACQUIRE); }
 static void shmRingClose(shmRingHdr* h) { __atomic_store_n(&h->closed, 1, __ATOMIC_RELEASE); }
 */
 import "C"
 
 import (
+	"strconv"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/hostmem"
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
@@ -42,8 +44,33 @@ type arena struct {
 	ringBytes        uint64
 }
 
-// eagerBytes is the communicator's eager threshold (MSCCLPP_EAGER_BYTES), at most SHM_EAGER_MAX.
-func (s *shm) eagerBytes() uint64 { return min(s.h.Eng.EagerBytes(), uint64(C.SHM_EAGER_MAX)) }
+// EnvEagerBytes is the variable of the eager threshold: SHM puts of up to that many bytes into
+// memory the peer cannot map go through the connection's ring, not one process_vm_writev each.
+const EnvEagerBytes = "MSCCLPP_EAGER_BYTES"
+
+const defaultEagerBytes = 4096
+
+// eagerSetting parses MSCCLPP_EAGER_BYTES as the core read it ("" where unset): 0 turns eager
+// puts off; a malformed value is reported and the default used, a value above SHM_EAGER_MAX
+// reported and capped.
+func eagerSetting(v string) uint64 {
+	if v == "" {
+		return defaultEagerBytes
+	}
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		logx.Malformed("ignoring %s=%q: not a non-negative integer; the default %d is used", EnvEagerBytes, v, defaultEagerBytes)
+		return defaultEagerBytes
+	}
+	if n > C.SHM_EAGER_MAX {
+		logx.Malformed("%s=%d is more than %d; %d is used", EnvEagerBytes, n, C.SHM_EAGER_MAX, C.SHM_EAGER_MAX)
+		n = C.SHM_EAGER_MAX
+	}
+	return n
+}
+
+// eagerBytes is the communicator's eager threshold (eagerSetting).
+func (s *shm) eagerBytes() uint64 { return s.eager }
 
 // ringGeometry is the number of slots of a ring for entries of up to eager bytes: room for 8
 // of the largest, and at least 1024 slots (64 KiB).
@@ -153,16 +180,18 @@ func (s *shm) newIn(st transport.Setup, r *inRing, local []engine.Reg) *C.shmIn 
 	return in
 }
 
-// wireRings gives conn its rings: the peer's to queue into, this rank's to land from (the
-// lander thread starts with the first), and its sleeper counts: those of the rings where there
-// are rings, else sleepers (this rank's, the peer's) in the node segment. It returns the eager
-// threshold of puts to the peer (0: no ring to the peer).
+// wireRings gives conn its transport state (ring.h's shmConn) with its rings: the peer's to
+// queue into, this rank's to land from (the lander thread starts with the first; waits land
+// too: shmLandOps), and its sleeper counts: those of the rings where there are rings, else
+// sleepers (this rank's, the peer's) in the node segment. It returns the eager threshold of
+// puts to the peer (0: no ring to the peer).
 func (s *shm) wireRings(st transport.Setup, conn *engine.Conn, local []engine.Reg, sleepers [2]unsafe.Pointer) (uint64, error) {
 	sc := (*C.shmConn)(C.calloc(1, C.sizeof_shmConn))
 	if s.conns == nil {
 		s.conns = map[int]*C.shmConn{}
 	}
 	s.conns[st.Idx] = sc
+	conn.SetTransport(unsafe.Pointer(sc))
 	peer, err := s.mapRing(st.Pid, st.Blobs, &sc.out)
 	if err != nil {
 		return 0, err
@@ -182,12 +211,9 @@ func (s *shm) wireRings(st transport.Setup, conn *engine.Conn, local []engine.Re
 		if rc := C.shmLanderAdd(s.lander, sc.in); rc != 0 {
 			return 0, status.Errorf(status.SystemError, "cannot start the SHM lander thread (errno %d)", int(rc))
 		}
-		conn.SetLand(C.shmLandFn(), C.shmLandPendingFn())
+		conn.SetOps(C.shmLandOpsPtr())
 	}
 	conn.SetSleepers(sleepers[0], sleepers[1])
-	if sc.out.hdr != nil || sc.in != nil {
-		conn.SetTransport(unsafe.Pointer(sc))
-	}
 	return uint64(sc.out.maxBytes), nil
 }
 

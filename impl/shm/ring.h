@@ -90,10 +90,11 @@ typedef struct shmOut {
                       * so that a put does not pull the line the receiver writes at every landing */
 } shmOut;
 
-/* An SHM connection's transport state (engConn.transport): either side may be absent. */
+/* An SHM connection's transport state (engConn.transport): either ring may be absent. */
 typedef struct shmConn {
-  shmOut out; /* out.hdr NULL: no ring to the peer */
-  shmIn* in;
+  int sigLock; /* without a ring to the peer: held while a signal counts and stores (shm.c) */
+  shmOut out;  /* out.hdr NULL: no ring to the peer */
+  shmIn* in;   /* NULL: no ring from the peer */
 } shmConn;
 
 /* Sending (ring.c). Whether c has a ring to the peer. */
@@ -118,8 +119,6 @@ static inline int shmRingBusy(const engConn* c)
 int shmRingPut(engConn* c, uint64_t handle, uint64_t off, const char* src, uint64_t size, int flag);
 /* A signal on a connection with a ring: queued behind the entries not landed yet, else direct. */
 int shmRingSignal(engConn* c);
-/* The direct signal (shm.c): the count of signals done, stored into the peer's epoch. */
-void shmSignal(engConn* c);
 /* Wakes the threads asleep on epoch, counted in sleepers (NULL: none can sleep there). The store
  * before it and the count's load are sequentially consistent, as are a sleeper's count and its
  * look at the epoch: one of the two sees the other. */
@@ -139,8 +138,9 @@ static inline void shmRaise(volatile uint64_t* epoch, uint64_t v, uint32_t* slee
 /* Waits until every entry queued so far is landed. */
 int shmRingDrain(engConn* c);
 
-/* Receiving (ring.c): engConn.land and engConn.landPending of a connection with a ring. */
-int shmLand(engConn* c);
+/* Receiving (ring.c): the waitPoll and waitPending of a connection with a ring from the peer
+ * (shmLandOps): land what is published, say whether anything is. */
+int shmLandPoll(engConn* c, volatile uint64_t* epoch, uint64_t want, struct engWait* w);
 int shmLandPending(engConn* c);
 /* Lands what is published in the ring: the count landed, or -1 when another thread is landing. */
 int shmInLand(shmIn* in);

@@ -1,6 +1,7 @@
 /*
- * shm.c: the SHM transport's ops table (shm.h). Runs on the proxy thread and
- * on host initiators' threads; never calls into Go.
+ * shm.c: the SHM transport's ops tables (shm.h): a trigger's work, directly or
+ * through the eager ring (ring.c). Runs on the proxy thread and on host
+ * initiators' threads; never calls into Go.
  */
 #include "shm.h"
 
@@ -19,8 +20,7 @@ static __attribute__((noinline)) int shmWriteCall(engConn* c, const engReg* d, u
 
 /* A put straight into d (memcpy into mapped memory, else process_vm_writev); a failure is
  * recorded on c. A memcpy engWrite would make (no streaming copy for this size) is made here:
- * an 8-byte put through the call to engWrite took 10-18 ns more one way in the ping-pong
- * (host_mscclpp pair hostalloc 8, interleaved), though the call itself costs a few. */
+ * a small put is the host ping-pong's hot path, and the call to engWrite shows in its latency. */
 static inline int shmWrite(engConn* c, const engReg* d, uint64_t dstOff, const char* src, uint64_t size)
 {
   if (d->mapped != NULL && !engCopiesLarge(c->comm, size)) {
@@ -57,10 +57,11 @@ static int shmRingData(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t
   return 0;
 }
 
-/* shmOp on a connection with an eager ring (ring.h). */
-static int shmRingOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle,
+/* shmOp on a connection with an eager ring to the peer (ring.h), or not set up yet (s NULL). */
+static int shmRingOp(engConn* c, shmConn* s, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle,
                      uint64_t srcOff, uint64_t size)
 {
+  if (s == NULL) return engConnFail(c, mscclppInvalidUsage, "SHM operation before connection setup");
   if (type & mscclppData) {
     int rc;
     int queued = shmRingData(c, dstHandle, dstOff, srcHandle, srcOff, size, (type & mscclppFlag) != 0, &rc);
@@ -74,18 +75,6 @@ static int shmRingOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dst
   return mscclppSuccess;
 }
 
-void shmSignal(engConn* c)
-{
-  /* Send the number of signals completed on this connection, not the device
-   * epoch: a Flag the proxy serves late must not announce signals whose
-   * triggers (and data) are still queued behind it. Each signal increments
-   * the epoch once and sends one Flag, so the two agree once all are served.
-   * The acq_rel count orders every counted signal's data before the value;
-   * the max keeps the peer's epoch monotonic when signallers race. */
-  uint64_t v = __atomic_add_fetch(&c->signalsDone, 1, __ATOMIC_ACQ_REL);
-  shmRaise(c->remoteProxyEpoch, v, c->remoteSleepers);
-}
-
 /* Signals on a connection without an eager ring: only this process's threads write the peer's
  * epoch, so a lock of the connection's orders them, and a signal is a plain store of the count.
  * A locked instruction between a put's data and its signal would wait until the data's line
@@ -95,28 +84,28 @@ void shmSignal(engConn* c)
  * keeps stores in order, and the release store says so elsewhere. */
 #define SHM_COPY_LOCKED 4096 /* puts of up to this many bytes into mapped memory copy under the lock */
 
-static __attribute__((noinline)) void sigLockWait(engConn* c)
+static __attribute__((noinline)) void sigLockWait(engConn* c, shmConn* s)
 {
   engBackoff b = {0, 0};
   do
-    while (__atomic_load_n(&c->signalLock, __ATOMIC_RELAXED)) engBackoffStep(&b, &c->comm->waitCfg);
-  while (__atomic_exchange_n(&c->signalLock, 1, __ATOMIC_ACQUIRE));
+    while (__atomic_load_n(&s->sigLock, __ATOMIC_RELAXED)) engBackoffStep(&b, &c->comm->waitCfg);
+  while (__atomic_exchange_n(&s->sigLock, 1, __ATOMIC_ACQUIRE));
 }
 
 /* Takes the lock; another thread's signal on c holds it (rare): back off out of line. */
-static inline void sigLock(engConn* c)
+static inline void sigLock(engConn* c, shmConn* s)
 {
-  if (__builtin_expect(__atomic_exchange_n(&c->signalLock, 1, __ATOMIC_ACQUIRE) != 0, 0)) sigLockWait(c);
+  if (__builtin_expect(__atomic_exchange_n(&s->sigLock, 1, __ATOMIC_ACQUIRE) != 0, 0)) sigLockWait(c, s);
 }
 
 /* Sends the next count (the lock held), releases the lock, then wakes the peer's sleepers: the
  * full fence orders the count's store before the look at their number (engWaitFutex's Dekker). */
-static inline void sigPublishUnlock(engConn* c)
+static inline void sigPublishUnlock(engConn* c, shmConn* s)
 {
   uint64_t v = __atomic_load_n(&c->signalsDone, __ATOMIC_RELAXED) + 1;
   __atomic_store_n(&c->signalsDone, v, __ATOMIC_RELAXED);
   __atomic_store_n(c->remoteProxyEpoch, v, __ATOMIC_RELEASE);
-  __atomic_store_n(&c->signalLock, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&s->sigLock, 0, __ATOMIC_RELEASE);
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
   shmWake(c->remoteProxyEpoch, c->remoteSleepers);
 }
@@ -124,34 +113,51 @@ static inline void sigPublishUnlock(engConn* c)
 int shmOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
           uint64_t size)
 {
-  if (__builtin_expect(shmHasRing(c), 0)) return shmRingOp(c, type, dstHandle, dstOff, srcHandle, srcOff, size);
+  shmConn* s = (shmConn*)c->transport;
+  if (__builtin_expect(s == NULL || s->out.hdr != NULL, 0))
+    return shmRingOp(c, s, type, dstHandle, dstOff, srcHandle, srcOff, size);
   int flag = (type & mscclppFlag) != 0 && c->remoteProxyEpoch != NULL;
   int locked = 0;
   if (type & mscclppData) {
-    const engReg *s, *d;
-    int rc = engCheckPutInline(c, dstHandle, dstOff, srcHandle, srcOff, size, &s, &d);
+    const engReg *src, *d;
+    int rc = engCheckPutInline(c, dstHandle, dstOff, srcHandle, srcOff, size, &src, &d);
     if (rc == mscclppSuccess && size > 0) {
-      if (flag && size <= SHM_COPY_LOCKED && d->mapped != NULL) sigLock(c), locked = 1;
-      rc = shmWrite(c, d, dstOff, s->mapped + srcOff, size);
+      if (flag && size <= SHM_COPY_LOCKED && d->mapped != NULL) sigLock(c, s), locked = 1;
+      rc = shmWrite(c, d, dstOff, src->mapped + srcOff, size);
     }
     if (rc != mscclppSuccess) {
-      if (locked) __atomic_store_n(&c->signalLock, 0, __ATOMIC_RELEASE);
+      if (locked) __atomic_store_n(&s->sigLock, 0, __ATOMIC_RELEASE);
       return rc;
     }
   }
   if (type & mscclppFlag) {
     if (c->remoteProxyEpoch == NULL) return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
-    if (!locked) sigLock(c);
-    sigPublishUnlock(c);
+    if (!locked) sigLock(c, s);
+    sigPublishUnlock(c, s);
   }
   /* Sync: every operation above completed before returning; nothing is left to flush. */
   return mscclppSuccess;
 }
 
 const engOps shmOps = {
-    .size = sizeof(engOps),
     .name = "SHM",
     .op = shmOp,
+    .waitPoll = engOpsNoWaitPoll,
+    .waitPending = engOpsNoWaitPending,
+    .waitStyle = ENG_WAIT_SPIN,
+    .threadInit = engOpsNoThreadInit,
+    .publishTail = engOpsNoPublishTail,
+    .close = engOpsNoClose,
+};
+
+/* A connection whose peer queues into this side's eager ring: its waits land what is queued
+ * (ring.c), from their first look, and never sleep over it. */
+const engOps shmLandOps = {
+    .name = "SHM",
+    .op = shmOp,
+    .waitPoll = shmLandPoll,
+    .waitPending = shmLandPending,
+    .waitStyle = ENG_WAIT_POLL,
     .threadInit = engOpsNoThreadInit,
     .publishTail = engOpsNoPublishTail,
     .close = engOpsNoClose,

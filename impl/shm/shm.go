@@ -27,8 +27,8 @@ import (
 // ID is mscclppTransportSHM.
 const ID transport.ID = 1
 
-// Entry registers the transport.
-var Entry = transport.Entry{ID: ID, Name: "SHM", Subsys: logx.SHM, New: newSHM}
+// Entry registers the transport; it reads the eager threshold (ring.go).
+var Entry = transport.Entry{ID: ID, Name: "SHM", Subsys: logx.SHM, New: newSHM, Settings: []string{EnvEagerBytes}}
 
 // How a registration reaches the peer.
 const (
@@ -75,9 +75,12 @@ type shm struct {
 	peers    map[int]int        // each connection's peer rank, by connection
 	proof    int                // this rank's proof (proof.go), when hasProof
 	hasProof bool
+	eager    uint64 // puts of up to this many bytes into memory the peer cannot map go through an eager ring (ring.go)
 }
 
-func newSHM(h *transport.Host) (transport.Transport, error) { return &shm{h: h}, nil }
+func newSHM(h *transport.Host) (transport.Transport, error) {
+	return &shm{h: h, eager: eagerSetting(h.Setting(EnvEagerBytes))}, nil
+}
 
 // Declare serves a peer on this node: the connection's signal slot is in the node segment,
 // its triggers served by the communicator's one SHM context.

@@ -626,10 +626,8 @@ run_case datapath-n3 3 30 datapath
 run_case datapath-eth-n2 2 30 datapath eth
 run_case datapath-eth-n3 3 30 datapath eth
 # Ethernet waits that read the socket themselves: ping-pong, ordering, a put no wait reads, a
-# timed-out wait; the same with only the receive thread reading; a wait on a peer that exits
+# timed-out wait; a wait on a peer that exits
 run_case ethwait 2 60 ethwait rounds
-case_env=(MSCCLPP_ETH_WAIT_READS=0)
-run_case ethwait-rxonly 2 60 ethwait rounds
 # a reading wait spins on the socket before it blocks (the communicator's spin budget): without
 # the spin, and with a budget past its cap (half a reading period)
 case_env=(MSCCLPP_WAIT_SPIN=0)

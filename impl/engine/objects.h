@@ -1,0 +1,162 @@
+/*
+ * objects.h: the engine's object graph, the types every engine file and
+ * every transport's C shares (engine.h includes it for them):
+ *   engComm (one per communicator: error slot, back-off knobs)
+ *   <- engCtx (one per proxy/transport context: the FIFO, head, tail, the
+ *      connections it serves by connId, the proxy thread)
+ *   <- engConn (one per connection: local and remote registrations, where a
+ *      signal goes, the peer's pid, its ops table and its transport's state).
+ * A mscclppDevConn finds its engCtx from fifo.triggerFifo (the FIFO is
+ * embedded in engCtx), so copies of a mscclppDevConn work too. Also the one
+ * way the engine and the transports record an error (engFail, engConnFail).
+ */
+#ifndef MSCCLPP_ENGINE_OBJECTS_H_
+#define MSCCLPP_ENGINE_OBJECTS_H_
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "errs.h" /* impl/status: the one home of error text */
+#include "mscclpp.h"
+#include "transport.h"
+
+/* Connections per context: every connId a trigger can carry (include/mscclppfifo.h). */
+#define ENG_MAX_CONNS (1 << MSCCLPP_BITS_CONNID)
+#define ENG_CTX_MAGIC 0x4d5343434c505043ull /* "MSCCLPPC" */
+#define ENG_REG_MAGIC 0x4d5343434c505052ull /* "MSCCLPPR" */
+
+/* Back-off knobs: spin with a pause, then sched_yield, then sleep doubling up to sleepMaxUs. */
+typedef struct engBackoffCfg {
+  uint32_t spin;       /* pause iterations before yielding */
+  uint32_t yields;     /* sched_yield calls before sleeping */
+  uint32_t sleepMaxUs; /* cap of the doubling sleep */
+} engBackoffCfg;
+
+/* Large puts into mapped memory (copy.c): per power-of-two size band from 1 MiB, the
+ * best time per byte seen of each way (0 memcpy, 1 non-temporal stores) and the samples. */
+#define ENG_COPY_BANDS 12
+#define ENG_COPY_PROBES 3
+typedef struct engCopyBand {
+  uint64_t best[2]; /* picoseconds per byte, 0 before the first sample */
+  uint32_t n[2];
+} engCopyBand;
+
+typedef struct engComm {
+  errRecord err;          /* its first asynchronous and its last error (impl/status/errs.h) */
+  engBackoffCfg waitCfg;  /* host waits and FIFO pushes */
+  engBackoffCfg proxyCfg; /* the idle proxy */
+  int rank;
+  uint64_t streamBytes;    /* puts of [streamBytes, streamMaxBytes) bytes into mapped memory may bypass */
+  uint64_t streamMaxBytes; /* the cache with this library's copy (streamBytes 0: never) */
+  int streamAuto;          /* 1: there, the faster of memcpy and that copy, timed (copy.c); 0: always that copy */
+  engCopyBand copyBands[ENG_COPY_BANDS];
+  uint64_t hangReportNs;   /* a signal wait without progress this long reports the connections (report.c); 0: never */
+  int hangReported;        /* set once the report was made: one per communicator */
+  /* A remote failure is sticky per connection: connFailed[connId] is set (atomic) once a remote
+   * error was recorded on that connection, and ends every wait on it; broken is set when the
+   * communicator itself is lost (its bootstrap failed) and ends every wait. */
+  volatile int broken;
+  uint32_t nConnFailed; /* connections marked failed so far (atomic): a proxy rescans its own when it moves */
+  uint8_t connFailed[ENG_MAX_CONNS];
+} engComm;
+
+/* Marks comm lost (broken: every wait ends), and whether connection connId is marked failed. */
+static inline void engSetBroken(engComm* comm) { __atomic_store_n(&comm->broken, 1, __ATOMIC_RELEASE); }
+static inline int engConnFailed(engComm* comm, int connId)
+{
+  return connId >= 0 && connId < ENG_MAX_CONNS && __atomic_load_n(&comm->connFailed[connId], __ATOMIC_ACQUIRE);
+}
+/* Marks connection connId of comm failed by a remote error (its waits end). */
+static inline void engMarkConnFailed(engComm* comm, int connId)
+{
+  if (comm != NULL && connId >= 0 && connId < ENG_MAX_CONNS &&
+      __atomic_exchange_n(&comm->connFailed[connId], 1, __ATOMIC_ACQ_REL) == 0)
+    __atomic_fetch_add(&comm->nConnFailed, 1, __ATOMIC_RELEASE);
+}
+
+/* A registration as seen from this process. */
+typedef struct engReg {
+  uint64_t magic;  /* ENG_REG_MAGIC while valid */
+  char* mapped;    /* directly addressable here (memcpy), or NULL */
+  uint64_t addr;   /* address in the owner process (process_vm_writev) */
+  uint64_t size;
+  int pid;         /* owner process */
+  uint32_t key;    /* the transport's remote key of the registration, or 0 */
+} engReg;
+
+typedef struct engConn {
+  int connId;
+  int peerRank;
+  int peerPid;
+  int tag;
+  struct mscclppDevConn* dev; /* the connection's entry in the array handed out */
+  int nLocal;
+  engReg* local;  /* my registrations, by handle */
+  int nRemote;
+  engReg* remote; /* the peer's registrations, by handle */
+  volatile uint64_t* remoteProxyEpoch; /* the peer's localSignalEpochId->proxy for this connection */
+  uint64_t signalsDone;                /* signals served on this connection: the value a signal sends */
+  volatile int peerClosed;  /* set by a transport when the peer's side of the connection is gone */
+  uint32_t* localSleepers;  /* threads asleep (futex) on my epoch slot of this connection, or NULL */
+  uint32_t* remoteSleepers; /* threads asleep on the peer's slot I signal, or NULL: wake them after a signal */
+  struct engComm* comm;
+  const engOps* ops; /* its context's table, or one its transport chose for it (transport.h) */
+  void* transport;   /* the transport's own state, which only the transport reads (its context's by default) */
+  struct engCtx* ctx;
+  /* For reports (report.c), relaxed: bytes this side put (host calls and proxy triggers), and
+   * the epoch the last wait without progress waited for and since when (engNowNs). */
+  uint64_t bytesPut;
+  uint64_t stallWant, stallSince;
+  /* Waits that the inline spin of mscclppConnWaitNext answered (tests read it). */
+  uint64_t spinAnswered;
+} engConn;
+
+typedef struct engCtx {
+  mscclppTrigger fifo[MSCCLPP_PROXY_FIFO_SIZE]; /* first: triggerFifo points here */
+  uint64_t magic;
+  uint64_t head __attribute__((aligned(64))); /* written by initiators */
+  uint64_t tail __attribute__((aligned(64))); /* published by the proxy */
+  engComm* comm;
+  const engOps* ops;  /* threadInit / publishTail / close of this context's transport */
+  void* transport;    /* the transport's own per-context state (e.g. CUDA context and stream) */
+  uint64_t* devHead;  /* where initiators count pushes when not &head (device memory), or NULL */
+  engConn* conns[ENG_MAX_CONNS];
+  pthread_t thread;
+  volatile int running;
+  volatile int stop;
+  volatile int closing; /* set by engCtxClose (or engCtxMarkClosing before the proxy stops): host calls
+                         * still inside leave with InvalidUsage, a transport's send in progress gives up */
+  volatile int abandon; /* mscclppProxyStop after a reported failure: sends give up instead of waiting */
+  int slot;             /* index in the table of live contexts, or -1 */
+  uint64_t served;      /* triggers served, for tests and stats */
+  int failed;           /* set by the proxy thread (atomic): its published tail carries MSCCLPP_FIFO_TAIL_FAILED */
+  int opFailed;         /* proxy thread only: an operation failed other than for a bad trigger */
+  uint64_t refused;     /* set by the proxy thread (atomic): 1 + the sequence number of the last trigger it
+                         * refused (bad arguments), 0 when none: its mscclppFifoWaitServed reports it */
+  uint32_t failedSeen;  /* proxy thread only: engComm.nConnFailed when it last looked at its connections */
+} engCtx;
+
+/* The one way the engine and the transports record an error: the formatted message
+ * becomes comm's first asynchronous error (unless one is recorded already), its last
+ * error and the process's (comm NULL: the process's only); evaluates to code:
+ * `return engFail(comm, code, fmt, ...)`. */
+#define engFail(comm, code, ...) errFailAsync(engErrRecord(comm), (code), __VA_ARGS__)
+static inline errRecord* engErrRecord(engComm* c) { return c != NULL ? &c->err : NULL; }
+
+/* engFail on connection c, the message prefixed with its id, peer and tag; returns code. A remote
+ * error also marks the connection failed (engMarkConnFailed): sticky for it, not for the others. */
+#define engConnFail(c, code, fmt, ...)                                                                           \
+  (((code) == mscclppRemoteError ? engMarkConnFailed((c)->comm, (c)->connId) : (void)0),                        \
+   engFail((c)->comm, (code), "connection %d (rank %d, tag %d): " fmt, (c)->connId, (c)->peerRank, (c)->tag, \
+           ##__VA_ARGS__))
+
+/* Counts size bytes put on c (relaxed: a statistic, no locked instruction on the data path). */
+static inline void engCountPut(engConn* c, uint64_t size)
+{
+  __atomic_store_n(&c->bytesPut, __atomic_load_n(&c->bytesPut, __ATOMIC_RELAXED) + size, __ATOMIC_RELAXED);
+}
+
+/* 1 when pid no longer runs (gone, or a zombie nobody reaped yet): process.c. */
+int engProcessGone(int pid);
+
+#endif
