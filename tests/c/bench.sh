@@ -430,15 +430,16 @@ if want proxy; then
   echo
   echo "== 2c. Proxy path (host mode: the FIFO and proxy code CUDA mode runs, minus driver calls), medians; ratio = ours / reference"
   echo "   trigger rows: one process, the producer on CPU 0, the proxies and the raw ring's consumer on CPU 1, interleaved"
-  echo "   block by block; raw ring: 128 slots of 16 B, a polling consumer thread, nothing else (proxy_ref.h)"
+  echo "   block by block; raw ring: 128 slots of 16 B, a polling consumer thread, nothing else (proxy_ref.h);"
+  echo "   ratio: per run ours / raw ring of the run's medians, then the median over runs"
   echo
   hdr "trigger FIFO, Sync triggers of size 1"
-  row "round trip: push -> served, vs the raw ring" t "$(get p.rt.ours.ns)" "$(get p.rt.raw.ns)" "<= 1.3 x raw ring" "le 1.3"
-  row "triggers served per second, 1 connection" r "$(get p.tput.1.per_s)" "$(get p.tput.raw.per_s)" ">= 0.8 x raw ring" "ge 0.8"
-  row "  2 connections, one proxy" r "$(get p.tput.2.per_s)" "$(get p.tput.raw.per_s)" "(report)" ""
-  row "  4 connections, one proxy" r "$(get p.tput.4.per_s)" "$(get p.tput.raw.per_s)" "(report)" ""
-  row "  2 proxies (SHM + Ethernet), both on CPU 1" r "$(get p.tput.2proxy.per_s)" "$(get p.tput.raw.per_s)" "(report)" ""
-  row "  1-byte Data triggers, 1 connection" r "$(get p.tput.data.per_s)" "$(get p.tput.raw.per_s)" "(diagnostic)" ""
+  row "round trip: push -> served, vs the raw ring" t "$(get p.rt.ours.ns)" "$(get p.rt.raw.ns)" "<= 1.3 x raw ring" "le 1.3" "$(get p.rt.ratio)"
+  row "triggers served per second, 1 connection" r "$(get p.tput.1.per_s)" "$(get p.tput.raw.per_s)" ">= 0.8 x raw ring" "ge 0.8" "$(get p.tput.1.ratio)"
+  row "  2 connections, one proxy" r "$(get p.tput.2.per_s)" "$(get p.tput.raw.per_s)" "(report)" "" "$(get p.tput.2.ratio)"
+  row "  4 connections, one proxy" r "$(get p.tput.4.per_s)" "$(get p.tput.raw.per_s)" "(report)" "" "$(get p.tput.4.ratio)"
+  row "  2 proxies (SHM + Ethernet), both on CPU 1" r "$(get p.tput.2proxy.per_s)" "$(get p.tput.raw.per_s)" "(report)" "" "$(get p.tput.2proxy.ratio)"
+  row "  1-byte Data triggers, 1 connection" r "$(get p.tput.data.per_s)" "$(get p.tput.raw.per_s)" "(diagnostic)" "" "$(get p.tput.data.ratio)"
   echo
   hdr "idle proxy (back-off: see below)"
   row "CPU time per second, SHM proxy" t "$(get p.idle.shm.cpu_ns_per_s)" "" "(report)" ""

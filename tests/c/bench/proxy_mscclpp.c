@@ -203,7 +203,9 @@ static void tput4(way* w)
 static void tput2proxy(way* w) { mscclppDevConn_t* cs[] = {&conns[0], eth}; tputOn(w, cs, 2, mscclppSync); }
 static void tputData(way* w) { mscclppDevConn_t* cs[] = {&conns[0]}; tputOn(w, cs, 1, mscclppData); }
 
-static void interleave(way* ws, int k, double budget, int minCycles)
+/* Runs the blocks of ws[0..k) in turn until budget (after a warm-up cycle and minCycles) and
+ * reports each way's median; med[j] gets it. */
+static void interleave(way* ws, int k, double budget, int minCycles, double* med)
 {
   for (int j = 0; j < k; j++)
     if (!(ws[j].v = calloc(CAP, sizeof(uint64_t)))) BENCH_DIE("out of memory");
@@ -219,7 +221,8 @@ static void interleave(way* ws, int k, double budget, int minCycles)
     snprintf(name, sizeof(name), "%s.samples", ws[j].key);
     bench_result(name, (double)ws[j].n);
     snprintf(name, sizeof(name), "%s.%s", ws[j].key, ws[j].kind ? "per_s" : "ns");
-    bench_result(name, (double)bench_median(ws[j].v, ws[j].n));
+    med[j] = (double)bench_median(ws[j].v, ws[j].n);
+    bench_result(name, med[j]);
     free(ws[j].v);
   }
 }
@@ -298,7 +301,17 @@ static void trig(int rank)
         {"tput.2", tput2, 0, 0, 1},         {"tput.4", tput4, 0, 0, 1},
         {"tput.2proxy", tput2proxy, 0, 0, 1}, {"tput.data", tputData, 0, 0, 1},
     };
-    interleave(ws, (int)(sizeof(ws) / sizeof(ws[0])), 4 * budget, 5);
+    enum { K = sizeof(ws) / sizeof(ws[0]) };
+    double med[K];
+    interleave(ws, K, 4 * budget, 5, med);
+    /* this run's ratios to the raw ring (the VM's cross-CPU latency moves between runs: the
+     * ratio of one run's interleaved medians is steadier than a ratio of medians over runs) */
+    if (med[0] > 0) bench_result("rt.ratio", med[1] / med[0]);
+    for (int j = 3; j < K; j++) {
+      char name[64];
+      snprintf(name, sizeof(name), "%s.ratio", ws[j].key);
+      if (med[2] > 0) bench_result(name, med[j] / med[2]);
+    }
     rawStop(&ring);
     double idleS = bench_env_double("BENCH_PROXY_IDLE_S", 0.5);
     idleCost(shmTid, "shm", idleS);
