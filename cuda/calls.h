@@ -1,6 +1,8 @@
 /*
- * calls.h: the C side of the Go wrappers (calls.c), of a CUDA-mode proxy's
- * state (proxystate.c) and of the staging copies (stage.c).
+ * calls.h: the C side of the Go wrappers (contexts and devices calls.c,
+ * memory and streams mem.c, NUMA placement numa.c, IPC, dma-buf and peer
+ * access ipc.c), of a CUDA-mode proxy's state (proxystate.c) and of the
+ * staging copies (stage.c).
  */
 #ifndef MSCCLPP_CUDA_CALLS_H_
 #define MSCCLPP_CUDA_CALLS_H_
@@ -8,6 +10,22 @@
 #include <stdint.h>
 
 #include "cuapi.h"
+
+/* Makes ctx current, remembering the calling thread's context in *prev (on failure *call names
+ * the call); cuwPop makes prev current again. Every wrapper with a context runs between them. */
+int cuwPush(const cuwApi* a, cuwContext ctx, cuwContext* prev, const char** call);
+void cuwPop(const cuwApi* a, cuwContext ctx, cuwContext prev);
+
+/* In a wrapper between cuwPush and an `out:` label that pops: runs expr into rc and, on failure,
+ * names the call in *call and jumps to out. */
+#define CUW_FAIL_IF(expr, name) \
+  do {                          \
+    rc = (expr);                \
+    if (rc != CUW_SUCCESS) {    \
+      *call = name;             \
+      goto out;                 \
+    }                           \
+  } while (0)
 
 int cuwProbe(const cuwApi* a, int* ordinal, cuwContext* ctx, char* busId, int len, const char** call);
 int cuwInit(const cuwApi* a);

@@ -52,7 +52,7 @@ typedef struct ibApi {
 /* The entry points of ibApi at IBVERBS_1.1, for impl/dynlib's loader (NULL-terminated). */
 extern const dynSym ibSyms[];
 
-/* Entry points a libibverbs may lack, in a table of their own (mrdev.c): failing to load it means
+/* Entry points a libibverbs may lack, in a table of their own (mr.c): failing to load it means
  * "not offered". ibv_reg_dmabuf_mr is at IBVERBS_1.12. */
 typedef struct ibDmabufApi {
   iba_reg_dmabuf_mr_fn reg_dmabuf_mr;
@@ -64,6 +64,10 @@ typedef struct ibRoApi {
   iba_reg_mr_iova2_fn reg_mr_iova2;
 } ibRoApi;
 extern const dynSym ibRoSyms[];
+
+/* Formats fmt into err (when err is not NULL and errLen > 0) and returns -1: the error path of
+ * every set-up call (ibcore.c). */
+int ibErrf(char* err, int errLen, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Names of the devices the library sees: fills names[i] (up to max), returns
  * the count, or -1 with err. Never calls ibv_free_device_list(NULL). */
@@ -92,15 +96,15 @@ ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, int port, char*
 int ibCtxSetGid(ibCtx* c, int gidIndex, char* err, int errLen);
 void ibCtxClose(ibCtx* c);
 
-/* Registers [addr, addr+size) with LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ (no relaxed ordering). */
+/* Registers [addr, addr+size) (mr.c) with LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ (no relaxed ordering). */
 struct iba_mr* ibMrReg(ibCtx* c, uint64_t addr, uint64_t size, char* err, int errLen);
 int ibMrDereg(ibCtx* c, struct iba_mr* mr, char* err, int errLen);
 /* Registers length bytes at offset of dma-buf fd (GPU memory), addressed at iova, with the access
- * of ibMrReg (mrdev.c). */
+ * of ibMrReg (mr.c). */
 struct iba_mr* ibMrRegDmabuf(ibCtx* c, const ibDmabufApi* d, uint64_t offset, uint64_t length, uint64_t iova, int fd,
                              int relaxed, char* err, int errLen);
 /* ibMrReg with relaxed ordering (IBV_ACCESS_RELAXED_ORDERING: a data buffer, never a signal
- * slot, whose writes need no order among themselves), through ibv_reg_mr_iova2 (mrdev.c). */
+ * slot, whose writes need no order among themselves), through ibv_reg_mr_iova2 (mr.c). */
 struct iba_mr* ibMrRegRelaxed(ibCtx* c, const ibRoApi* ro, uint64_t addr, uint64_t size, char* err, int errLen);
 
 typedef struct ibQp ibQp;
@@ -116,6 +120,7 @@ typedef struct ibCq {
   uint64_t polled; /* completions seen, for tests and stats */
 } ibCq;
 
+/* CQs and QPs, their creation and state transitions: qp.c. */
 ibCq* ibCqCreate(ibCtx* c, int entries, char* err, int errLen);
 int ibCqDestroy(ibCq* cq, char* err, int errLen);
 

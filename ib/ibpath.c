@@ -1,13 +1,15 @@
 /*
  * ibpath.c: the data path of the IB provider (see ibcore.h): RDMA writes and
  * signal writes posted on an RC QP, with the completion accounting that
- * makes a full send queue wait and a flush complete. Plain C, called on the
- * proxy thread; never enters Go.
+ * makes a full send queue wait and a flush complete, and the CQ poll
+ * (ibPoll) that advances it and records a QP's first failure. Plain C,
+ * called on the proxy thread; never enters Go.
  */
 #define _GNU_SOURCE
 #include "ibcore.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -198,3 +200,49 @@ uint64_t ibQpPosted(ibQp* q)
   return p;
 }
 uint64_t ibQpCompleted(ibQp* q) { return __atomic_load_n(&q->completed, __ATOMIC_ACQUIRE); }
+
+/* ---------------------------------------------------------------- completions */
+
+void ibQpSetFailed(ibQp* q, const char* fmt, ...)
+{
+  /* the first error completion wins: later ones are flushes caused by it.
+   * failed: 0, 2 while the message is written, 1 once it is readable. */
+  int zero = 0;
+  if (!__atomic_compare_exchange_n(&q->failed, &zero, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(q->failMsg, sizeof(q->failMsg), fmt, ap);
+  va_end(ap);
+  __atomic_store_n(&q->failed, 1, __ATOMIC_RELEASE);
+}
+
+int ibPoll(ibCq* cq, char* err, int errLen)
+{
+  struct iba_wc wc[16];
+  pthread_mutex_lock(&cq->lock);
+  int n = iba_poll_cq(cq->cq, 16, wc);
+  if (n < 0) {
+    pthread_mutex_unlock(&cq->lock);
+    return ibErrf(err, errLen, "ibv_poll_cq(%s): returned %d", cq->ctx->name, n);
+  }
+  for (int i = 0; i < n; i++) {
+    ibQp* q = NULL;
+    for (int j = 0; j < cq->nqp; j++)
+      if (cq->qps[j]->qp->qp_num == wc[i].qp_num) q = cq->qps[j];
+    if (q == NULL) continue; /* a QP destroyed with completions still queued */
+    if (wc[i].status != IBA_WC_SUCCESS) {
+      const char* what = cq->ctx->api->wc_status_str(wc[i].status);
+      ibQpSetFailed(q, "RDMA to %s failed: %s (wc status %d, vendor error %#x, wr %llu, qpn %u on %s)", q->peer,
+                  what ? what : "?", (int)wc[i].status, wc[i].vendor_err, (unsigned long long)wc[i].wr_id,
+                  wc[i].qp_num, cq->ctx->name);
+    }
+    /* an errored WR is done too: later ones complete as flush errors */
+    uint64_t cur = __atomic_load_n(&q->completed, __ATOMIC_ACQUIRE);
+    while (cur < wc[i].wr_id &&
+           !__atomic_compare_exchange_n(&q->completed, &cur, wc[i].wr_id, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      ;
+  }
+  cq->polled += (uint64_t)n;
+  pthread_mutex_unlock(&cq->lock);
+  return n;
+}
