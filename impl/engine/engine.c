@@ -20,32 +20,43 @@
 #define ENG_CUDA_MODE \
   "this connection runs in CUDA mode: its counters and FIFO are in device memory, so its methods are for device code"
 
-/* connEnter's refusal: leaves ctx (when entered) and records why. */
-static __attribute__((noinline)) engConn* connRefuse(engCtx* ctx, const char* fn, const char* why)
+/* The refusal of ctxEnter and connEnter: leaves ctx (when entered) and records why. */
+static __attribute__((noinline)) void* enterRefuse(engCtx* ctx, const char* fn, const char* why)
 {
   if (ctx != NULL) engLeave(ctx);
   engFail(NULL, mscclppInvalidUsage, "%s: %s", fn, why);
   return NULL;
 }
 
-/* Enters the live context of a device connection (engEnter) and finds its engine
+/* Enters the live context behind a FIFO (engEnter) after the fork check: the one validation of a
+ * device connection or FIFO handed to the data path. NULL, with the process-wide last error set,
+ * when there is none; hostOnly refuses CUDA-mode contexts. On success the caller must engLeave. */
+static inline __attribute__((always_inline)) engCtx* ctxEnter(struct mscclppConcurrentFifo* fifo, const char* fn,
+                                                             const char* what, int hostOnly)
+{
+  if (errForked(fn)) return NULL;
+  if (__builtin_expect(fifo == NULL, 0)) return (engCtx*)enterRefuse(NULL, fn, what);
+  engCtx* ctx = engEnter(fifo->triggerFifo);
+  if (__builtin_expect(ctx == NULL, 0)) return (engCtx*)enterRefuse(NULL, fn, ENG_NOT_OURS);
+  if (hostOnly && __builtin_expect(ctx->devHead != NULL, 0)) return (engCtx*)enterRefuse(ctx, fn, ENG_CUDA_MODE);
+  return ctx;
+}
+
+/* Enters the live context of a device connection (ctxEnter) and finds its engine
  * connection; NULL, with the process-wide last error set, when there is none.
- * hostOnly refuses CUDA-mode contexts. On success the caller must engLeave(c->ctx).
+ * On success the caller must engLeave(c->ctx).
  * Inlined: on the host data path each call between a wait that returns and the signal
  * that answers it adds to the one-way latency. */
 static inline __attribute__((always_inline)) engConn* connEnter(struct mscclppDevConn* dev, const char* fn,
                                                                 int hostOnly)
 {
-  if (errForked(fn)) return NULL;
-  if (__builtin_expect(dev == NULL, 0)) return connRefuse(NULL, fn, "conn is NULL");
-  engCtx* ctx = engEnter(dev->fifo.triggerFifo);
-  if (__builtin_expect(ctx == NULL, 0)) return connRefuse(NULL, fn, ENG_NOT_OURS);
-  if (hostOnly && __builtin_expect(ctx->devHead != NULL, 0)) return connRefuse(ctx, fn, ENG_CUDA_MODE);
+  engCtx* ctx = ctxEnter(dev != NULL ? &dev->fifo : NULL, fn, "conn is NULL", hostOnly);
+  if (__builtin_expect(ctx == NULL, 0)) return NULL;
   int id = dev->fifo.connId;
-  if (__builtin_expect(id < 0 || id >= ENG_MAX_CONNS, 0)) return connRefuse(ctx, fn, "fifo.connId out of range");
+  if (__builtin_expect(id < 0 || id >= ENG_MAX_CONNS, 0)) return (engConn*)enterRefuse(ctx, fn, "fifo.connId out of range");
   engConn* c = ctx->conns[id];
   if (__builtin_expect(c == NULL, 0))
-    return connRefuse(ctx, fn, "connection not set up: call mscclppConnectionSetup first");
+    return (engConn*)enterRefuse(ctx, fn, "connection not set up: call mscclppConnectionSetup first");
   return c;
 }
 
@@ -304,22 +315,7 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
  * process-wide last error set. */
 static engCtx* fifoEnter(struct mscclppConcurrentFifo* fifo, const char* fn)
 {
-  if (errForked(fn)) return NULL;
-  if (fifo == NULL) {
-    engFail(NULL, mscclppInvalidUsage, "%s: fifo is NULL", fn);
-    return NULL;
-  }
-  engCtx* ctx = engEnter(fifo->triggerFifo);
-  if (ctx == NULL) {
-    engFail(NULL, mscclppInvalidUsage, "%s: %s", fn, ENG_NOT_OURS);
-    return NULL;
-  }
-  if (ctx->devHead != NULL) {
-    engLeave(ctx);
-    engFail(NULL, mscclppInvalidUsage, "%s: %s", fn, ENG_CUDA_MODE);
-    return NULL;
-  }
-  return ctx;
+  return ctxEnter(fifo, fn, "fifo is NULL", 1);
 }
 
 uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint64_t dstDataOffset,
