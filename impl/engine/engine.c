@@ -358,7 +358,18 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
   } while (!__atomic_compare_exchange_n(&ctx->head, &h, h + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
   engWait w;
   engWaitInit(&w, -1);
-  while (h >= MSCCLPP_PROXY_FIFO_SIZE + __atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE)) engWaitStep(&w, cfg);
+  /* Room for claim h: the claim MSCCLPP_PROXY_FIFO_SIZE before it, on the same slot, must have
+   * been served (tail past it), else two claims could fill the slot at once. tailSeen never runs
+   * ahead of the proxy's tail (a tail once read; a racing initiator may store an older one, which
+   * is only more cautious), so room it shows is room; only when it shows none is the shared tail
+   * read, and the value read kept. */
+  uint64_t seen = __atomic_load_n(&ctx->tailSeen, __ATOMIC_RELAXED);
+  if (h >= MSCCLPP_PROXY_FIFO_SIZE + seen) {
+    while (h >= MSCCLPP_PROXY_FIFO_SIZE + (seen = __atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE)))
+      engWaitStep(&w, cfg);
+    __atomic_store_n(&ctx->tailSeen, seen, __ATOMIC_RELAXED);
+  }
+  /* the slot's own word 0 orders this push after the proxy emptied it (its release store) */
   mscclppTrigger* slot = &ctx->fifo[h % MSCCLPP_PROXY_FIFO_SIZE];
   while (__atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE) != 0) engWaitStep(&w, cfg);
   __atomic_store_n(&slot->value[1], MSCCLPP_TRIGGER_WORD1(type, fifo->connId, dstDataOffset), __ATOMIC_RELAXED);

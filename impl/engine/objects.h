@@ -115,8 +115,14 @@ typedef struct engCtx {
   mscclppTrigger fifo[MSCCLPP_PROXY_FIFO_SIZE]; /* first: triggerFifo points here */
   uint64_t magic;
   uint64_t head __attribute__((aligned(64))); /* written by initiators */
+  /* A tail some initiator read (relaxed), never ahead of tail, on the initiators' line: a push
+   * reads the shared tail, which the proxy writes on every publish, only when this says full. */
+  uint64_t tailSeen;
   uint64_t tail __attribute__((aligned(64))); /* published by the proxy */
-  engComm* comm;
+  /* The fields below start a new cache line: every push and every trigger reads them, and the
+   * proxy's tail stores would otherwise take their line away from the producers on each publish.
+   * Only this process reads engCtx: the device sees the tail through ops->publishTail. */
+  engComm* comm __attribute__((aligned(64)));
   const engOps* ops;  /* threadInit / publishTail / close of this context's transport */
   void* transport;    /* the transport's own per-context state (e.g. CUDA context and stream) */
   uint64_t* devHead;  /* where initiators count pushes when not &head (device memory), or NULL */
@@ -128,7 +134,7 @@ typedef struct engCtx {
                          * still inside leave with InvalidUsage, a transport's send in progress gives up */
   volatile int abandon; /* mscclppProxyStop after a reported failure: sends give up instead of waiting */
   int slot;             /* index in the table of live contexts, or -1 */
-  uint64_t served;      /* triggers served, for tests and stats */
+  uint64_t served;      /* triggers served, for tests and stats: written by the proxy thread only */
   int failed;           /* set by the proxy thread (atomic): its published tail carries MSCCLPP_FIFO_TAIL_FAILED */
   int opFailed;         /* proxy thread only: an operation failed other than for a bad trigger */
   uint64_t refused;     /* set by the proxy thread (atomic): 1 + the sequence number of the last trigger it
