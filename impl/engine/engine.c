@@ -221,9 +221,10 @@ mscclppResult_t mscclppConnWait(struct mscclppDevConn* conn, int64_t timeoutMs)
 /* Records and returns the failure of a wait on c whose peer exited. */
 static mscclppResult_t waitPeerExited(engConn* c, const char* what)
 {
-  engMarkConnFailed(c->comm, c->connId);
-  return (mscclppResult_t)engFail(c->comm, mscclppRemoteError, "rank %d (pid %d) exited while rank %d waited for %s",
-                                  c->peerRank, c->peerPid, c->comm->rank, what);
+  engFail(c->comm, mscclppRemoteError, "rank %d (pid %d) exited while rank %d waited for %s", c->peerRank, c->peerPid,
+          c->comm->rank, what);
+  engMarkConnFailed(c->comm, c->connId); /* after the error is recorded: another wait it ends finds it */
+  return mscclppRemoteError;
 }
 
 /* What engWaitStep reports, without backing off: for a wait that blocked elsewhere. */

@@ -42,9 +42,9 @@ void ibBeatArm(ibBeat* b)
 /* Records the peer's loss as the communicator's remote error (as engConnFail words it). */
 static void lost(ibBeat* b, const char* why)
 {
-  engMarkConnFailed(b->comm, b->connId);
   engFail(b->comm, mscclppRemoteError, "connection %d (rank %d, tag %d): rank %d is unreachable: %s", b->connId,
           b->peerRank, b->tag, b->peerRank, why);
+  engMarkConnFailed(b->comm, b->connId); /* after the error is recorded: a wait it ends finds it */
   b->done = 1;
 }
 
