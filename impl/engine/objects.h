@@ -149,19 +149,17 @@ typedef struct engCtx {
 #define engFail(comm, code, ...) errFailAsync(engErrRecord(comm), (code), __VA_ARGS__)
 static inline errRecord* engErrRecord(engComm* c) { return c != NULL ? &c->err : NULL; }
 
-/* engConnFail's second half: marks c failed when code is a remote error; returns code. */
-static inline int engConnMark(engConn* c, int code)
-{
-  if (code == mscclppRemoteError) engMarkConnFailed(c->comm, c->connId);
-  return code;
-}
-
-/* engFail on connection c, the message prefixed with its id, peer and tag; returns code. A remote
- * error also marks the connection failed (engMarkConnFailed): sticky for it, not for the others.
- * The error is recorded before the mark, so a wait the mark ends finds it. */
-#define engConnFail(c, code, fmt, ...)                                                                           \
-  engConnMark((c), engFail((c)->comm, (code), "connection %d (rank %d, tag %d): " fmt, (c)->connId, (c)->peerRank, \
-                           (c)->tag, ##__VA_ARGS__))
+/* engFail on connection c (any struct with comm, connId, peerRank and tag: an engConn, or a
+ * transport's own per-connection record), the message prefixed with its id, peer and tag;
+ * returns code. A remote error also marks the connection failed (engMarkConnFailed): sticky for
+ * it, not for the others. The error is recorded before the mark, so a wait the mark ends finds it. */
+#define engConnFail(c, code, fmt, ...)                                                                            \
+  ({                                                                                                             \
+    int rc_ = engFail((c)->comm, (code), "connection %d (rank %d, tag %d): " fmt, (c)->connId, (c)->peerRank,     \
+                      (c)->tag, ##__VA_ARGS__);                                                                  \
+    if (rc_ == mscclppRemoteError) engMarkConnFailed((c)->comm, (c)->connId);                                    \
+    rc_;                                                                                                         \
+  })
 
 /* Counts size bytes put on c (relaxed: a statistic, no locked instruction on the data path). */
 static inline void engCountPut(engConn* c, uint64_t size)

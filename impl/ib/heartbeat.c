@@ -39,12 +39,10 @@ void ibBeatArm(ibBeat* b)
   b->seenNs = nowNs();
 }
 
-/* Records the peer's loss as the communicator's remote error (as engConnFail words it). */
+/* Records the peer's loss as the connection's remote error (engConnFail). */
 static void lost(ibBeat* b, const char* why)
 {
-  engFail(b->comm, mscclppRemoteError, "connection %d (rank %d, tag %d): rank %d is unreachable: %s", b->connId,
-          b->peerRank, b->tag, b->peerRank, why);
-  engMarkConnFailed(b->comm, b->connId); /* after the error is recorded: a wait it ends finds it */
+  engConnFail(b, mscclppRemoteError, "rank %d is unreachable: %s", b->peerRank, why);
   b->done = 1;
 }
 

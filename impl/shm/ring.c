@@ -149,11 +149,10 @@ static int inLandOne(shmIn* in, volatile shmEntry* e)
   const engReg* r = (h > 0 && h < (uint32_t)in->nLocal) ? &in->local[h] : NULL;
   if (size > in->maxBytes || (size > 0 && (r == NULL || off > r->size || size > r->size - off))) {
     __atomic_store_n(&in->failed, 1, __ATOMIC_RELAXED);
-    engFail(in->comm, mscclppRemoteError,
-            "connection %d (rank %d, tag %d): the peer queued %u bytes for handle %u at offset %llu, outside this "
-            "rank's registrations (%d handles): nothing more it queues is landed",
-            in->connId, in->peerRank, in->tag, size, h, (unsigned long long)off, in->nLocal);
-    engMarkConnFailed(in->comm, in->connId); /* after the error is recorded: a wait it ends finds it */
+    engConnFail(in, mscclppRemoteError,
+                "the peer queued %u bytes for handle %u at offset %llu, outside this rank's registrations (%d "
+                "handles): nothing more it queues is landed",
+                size, h, (unsigned long long)off, in->nLocal);
     return -1;
   }
   uint64_t at = (in->tail & (in->nslots - 1)) * SHM_SLOT;
