@@ -45,9 +45,12 @@ MULTINODE ?=
 FAULTS_TEST_CATS ?= shm-kill,shm-flap,eth-kill,eth-stop,eth-flap,eth-linkdown,eth-linkflap,ib-kill,ib-stop,ib-flap,shm-destroy,eth-destroy,ib-destroy
 FAULTS_TEST_RUNS ?= 26
 
+# The public headers: mscclpp.h includes mscclppfifo.h and mscclppdevconn.h.
+HEADERS := mscclpp.h mscclppfifo.h mscclppdevconn.h mscclpp_tools.h
+
 .PHONY: all lib test test-go test-c test-asan test-faults faults run bench install uninstall clean check-cuda deps FORCE
 
-all: lib $(BUILD)/include/mscclpp.h $(BUILD)/include/mscclppfifo.h $(BUILD)/include/mscclpp_tools.h \
+all: lib $(addprefix $(BUILD)/include/,$(HEADERS)) \
      $(BLIBDIR)/pkgconfig/mscclpp.pc $(CMAKEPKG)
 
 lib: $(LIB)
@@ -108,7 +111,7 @@ install: all $(PERF)
 	install -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/
 	ln -sf libmscclpp.so.0.1.0 $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libmscclpp.so
-	install -m 0644 include/mscclpp.h include/mscclppfifo.h include/mscclpp_tools.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 0644 $(addprefix include/,$(HEADERS)) $(DESTDIR)$(INCLUDEDIR)/
 	$(call pc_sed,$(PREFIX),$(LIBDIR)) pkgconfig/mscclpp.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/mscclpp.pc
 	$(call cmake_sed,$(if $(cmake_up),$${CMAKE_CURRENT_LIST_DIR}/$(cmake_up),$(PREFIX)),$(if $(cmake_up),$${_mscclpp_prefix}/$(patsubst $(PREFIX)/%,%,$(LIBDIR)),$(LIBDIR)),$(if $(filter $(PREFIX)/%,$(INCLUDEDIR)),$${_mscclpp_prefix}/$(patsubst $(PREFIX)/%,%,$(INCLUDEDIR)),$(INCLUDEDIR))) \
 	  pkgconfig/mscclppConfig.cmake.in > $(DESTDIR)$(LIBDIR)/cmake/mscclpp/mscclppConfig.cmake
@@ -119,7 +122,7 @@ install: all $(PERF)
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,libmscclpp.so.0.1.0 $(SONAME) libmscclpp.so pkgconfig/mscclpp.pc \
 	  cmake/mscclpp/mscclppConfig.cmake cmake/mscclpp/mscclppConfigVersion.cmake)
-	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/,mscclpp.h mscclppfifo.h mscclpp_tools.h)
+	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/,$(HEADERS))
 	rm -f $(DESTDIR)$(BINDIR)/mscclpp_allgather_perf $(addprefix $(DESTDIR)$(DOCDIR)/,LICENSE $(notdir $(DOCS)))
 	rmdir $(DESTDIR)$(LIBDIR)/cmake/mscclpp $(DESTDIR)$(DOCDIR) 2>/dev/null; true
 

@@ -4,10 +4,10 @@
  * value, struct offset and function signature is the same. Extensions are
  * marked "Extension" and all start with mscclpp.
  *
- * Self-contained; works from C11, C++11..C++20 and CUDA (nvcc). The
- * connection methods of mscclppDevConn run on the GPU under nvcc and on host
- * threads everywhere (host mode); C programs get the same operations as the
- * mscclppDevConn* inline functions at the end of this file.
+ * Self-contained; works from C11, C++11..C++20 and CUDA (nvcc). It includes
+ * mscclppfifo.h (the trigger FIFO) and mscclppdevconn.h (the connection: its
+ * methods run on the GPU under nvcc and on host threads everywhere, and C
+ * programs get them as the mscclppDevConn* inline functions).
  */
 #ifndef MSCCLPP_H_
 #define MSCCLPP_H_
@@ -72,169 +72,9 @@ struct __attribute__((aligned(16))) mscclppDevConnSignalEpochId
 };
 typedef struct mscclppDevConnSignalEpochId mscclppDevConnSignalEpochId;
 
-struct mscclppDevConn;
+/* The connection: struct mscclppDevConn, its methods and host-mode operations. */
+#include "mscclppdevconn.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-/* Extension, host mode: do the work of a trigger (type = OR of mscclppData,
- * mscclppFlag, mscclppSync) on the calling thread. Offsets are bytes into the
- * registered buffers of handle 1 (dst: the peer's, src: mine). A Flag sends
- * the current localSignalEpochId->device. */
-mscclppResult_t mscclppConnOp(struct mscclppDevConn* conn, uint64_t type, uint64_t dstDataOffset,
-                              uint64_t srcDataOffset, uint64_t dataSize);
-/* Extension, host mode: a put between any two registered handles. */
-mscclppResult_t mscclppConnPutHandle(struct mscclppDevConn* conn, mscclppBufferHandle_t dst, uint64_t dstDataOffset,
-                                     mscclppBufferHandle_t src, uint64_t srcDataOffset, uint64_t dataSize);
-/* Extension, host mode: wait until localSignalEpochId->proxy >= *waitEpochId
- * (the caller increments *waitEpochId first, as wait() does). Spins, then
- * yields, then sleeps with back-off. Returns mscclppRemoteError when the
- * communicator reports an error (a dead peer) and mscclppInProgress when
- * timeoutMs (>= 0) passes first; timeoutMs < 0 waits without a deadline. */
-mscclppResult_t mscclppConnWait(struct mscclppDevConn* conn, int64_t timeoutMs);
-/* Extension, host mode: ++*waitEpochId, then mscclppConnWait (what wait() does on host). */
-mscclppResult_t mscclppConnWaitNext(struct mscclppDevConn* conn, int64_t timeoutMs);
-/* Extension, host mode: ++localSignalEpochId->device (what epochIncrement() does on host).
- * On a CUDA-mode connection (counters in device memory) both only set the last error. */
-void mscclppConnEpochIncrement(struct mscclppDevConn* conn);
-/* Extension, host mode: mscclppConnEpochIncrement and mscclppConnOp in one call (what
- * signal(), putWithSignal() and putWithSignalAndFlush() do on host); the increment is made
- * after the operation, whatever it returns, and errors read as mscclppConnOp's. */
-mscclppResult_t mscclppConnSignalOp(struct mscclppDevConn* conn, uint64_t type, uint64_t dstDataOffset,
-                                    uint64_t srcDataOffset, uint64_t dataSize);
-#ifdef __cplusplus
-}
-#endif
-
-/* One connection as device code (or a host thread) sees it: 80 bytes. */
-struct mscclppDevConn
-{
-#ifdef __cplusplus
-  /* Push a Data trigger: copy dataSize bytes from my buffer at
-   * srcDataOffset to the peer's buffer at dstDataOffset. On the device a put
-   * of 0 bytes pushes nothing (there is nothing to move, and a later signal
-   * covers the puts before it all the same). */
-  MSCCLPP_HOSTDEVICE_INLINE void put(uint64_t dstDataOffset, uint64_t srcDataOffset, uint64_t dataSize)
-  {
-#if defined(__CUDA_ARCH__)
-    if (dataSize == 0) return;
-    fifo.push(mscclppData, dstDataOffset, srcDataOffset, dataSize);
-#else
-    mscclppConnOp(this, mscclppData, dstDataOffset, srcDataOffset, dataSize);
-#endif
-  }
-
-  MSCCLPP_HOSTDEVICE_INLINE void put(uint64_t dataOffset, uint64_t dataSize)
-  {
-    put(dataOffset, dataOffset, dataSize);
-  }
-
-  /* Tell the peer that every earlier put on this connection is complete. */
-  MSCCLPP_HOSTDEVICE_INLINE void signal()
-  {
-#if defined(__CUDA_ARCH__)
-    epochIncrement();
-    fifo.push(mscclppFlag, 0, 0, 1);
-#else
-    mscclppConnSignalOp(this, mscclppFlag, 0, 0, 1);
-#endif
-  }
-
-  MSCCLPP_HOSTDEVICE_INLINE void putWithSignal(uint64_t dstDataOffset, uint64_t srcDataOffset, uint64_t dataSize)
-  {
-#if defined(__CUDA_ARCH__)
-    epochIncrement();
-    fifo.push(mscclppData | mscclppFlag, dstDataOffset, srcDataOffset, dataSize);
-#else
-    mscclppConnSignalOp(this, mscclppData | mscclppFlag, dstDataOffset, srcDataOffset, dataSize);
-#endif
-  }
-
-  MSCCLPP_HOSTDEVICE_INLINE void putWithSignal(uint64_t dataOffset, uint64_t dataSize)
-  {
-    putWithSignal(dataOffset, dataOffset, dataSize);
-  }
-
-  MSCCLPP_HOSTDEVICE_INLINE void putWithSignalAndFlush(uint64_t dstDataOffset, uint64_t srcDataOffset,
-                                                       uint64_t dataSize)
-  {
-#if defined(__CUDA_ARCH__)
-    epochIncrement();
-    uint64_t curFifoHead = fifo.push(mscclppData | mscclppFlag | mscclppSync, dstDataOffset, srcDataOffset, dataSize);
-    fifo.sync(curFifoHead);
-#else
-    mscclppConnSignalOp(this, mscclppData | mscclppFlag | mscclppSync, dstDataOffset, srcDataOffset, dataSize);
-#endif
-  }
-
-  MSCCLPP_HOSTDEVICE_INLINE void putWithSignalAndFlush(uint64_t dataOffset, uint64_t dataSize)
-  {
-    putWithSignalAndFlush(dataOffset, dataOffset, dataSize);
-  }
-
-  /* Wait until every earlier put on this connection has left my buffers. */
-  MSCCLPP_HOSTDEVICE_INLINE void flush()
-  {
-#if defined(__CUDA_ARCH__)
-    uint64_t curFifoHead = fifo.push(mscclppSync, 0, 0, 1);
-    fifo.sync(curFifoHead);
-#else
-    mscclppConnOp(this, mscclppSync, 0, 0, 1);
-#endif
-  }
-
-  /* Wait for the peer's next signal; then an acquire, so that the data the
-   * signal announced is visible to the reads after wait() returns. On the
-   * device it also returns when the communicator failed (a peer lost, a
-   * transport error: see MSCCLPP_FIFO_TAIL_FAILED), with failed() true and
-   * no data promised. */
-  MSCCLPP_HOSTDEVICE_INLINE void wait()
-  {
-#if defined(__CUDA_ARCH__)
-    (*waitEpochId) += 1;
-    while (mscclppDeviceLoad(&localSignalEpochId->proxy) < (*waitEpochId))
-      if (mscclppDeviceLoad(fifo.triggerFifoTail) & MSCCLPP_FIFO_TAIL_FAILED) break;
-    __threadfence_system(); /* acquire */
-#else
-    mscclppConnWaitNext(this, -1);
-#endif
-  }
-
-#if defined(__CUDACC__)
-  /* Extension, device code: whether this connection's communicator has failed, so that the
-   * put, signal, flush or wait that just returned did not do its work (fifo.failed()). */
-  __forceinline__ __device__ bool failed() const { return fifo.failed(); }
-#endif
-
-  /* Count one signal of mine: signal(), putWithSignal() and
-   * putWithSignalAndFlush() call it once before pushing their Flag.
-   * Differs from upstream 0.1 on purpose: the peer's epoch is advanced by the
-   * number of Flags the proxy has served on this connection, not set to this
-   * counter, so one Flag wakes exactly one wait(). A kernel that calls
-   * epochIncrement() several times per Flag (upstream let one Flag carry
-   * them all) leaves its peer's extra wait() calls waiting for ever: push one
-   * Flag per signal instead. */
-  MSCCLPP_HOSTDEVICE_INLINE void epochIncrement()
-  {
-#if defined(__CUDA_ARCH__)
-    volatile uint64_t* device = &localSignalEpochId->device;
-    *device = *device + 1;
-#else
-    mscclppConnEpochIncrement(this);
-#endif
-  }
-#endif /* __cplusplus */
-
-  struct mscclppConcurrentFifo fifo;
-  int remoteRank;
-  int tag;
-  void* localBuff;
-  mscclppDevConnSignalEpochId* localSignalEpochId;
-  mscclppDevConnSignalEpochId* remoteSignalEpochId;
-  uint64_t* waitEpochId;
-  void* remoteBuff;
-};
-typedef struct mscclppDevConn mscclppDevConn_t;
 
 #ifdef __cplusplus
 /* One entry per connection, filled by mscclppRegisterBuffer. */
@@ -613,46 +453,5 @@ mscclppResult_t mscclppCommReport(mscclppComm_t comm, FILE* f);
 }
 #endif
 
-/* ---- The connection methods for C (host threads): same semantics as the
- * mscclppDevConn methods; each returns the result of the operation. ---- */
-#if !defined(__CUDA_ARCH__)
-static inline void mscclppDevConnEpochIncrement(mscclppDevConn_t* conn)
-{
-  mscclppConnEpochIncrement(conn);
-}
-static inline mscclppResult_t mscclppDevConnPut(mscclppDevConn_t* conn, uint64_t dstDataOffset,
-                                                uint64_t srcDataOffset, uint64_t dataSize)
-{
-  return mscclppConnOp(conn, mscclppData, dstDataOffset, srcDataOffset, dataSize);
-}
-static inline mscclppResult_t mscclppDevConnSignal(mscclppDevConn_t* conn)
-{
-  return mscclppConnSignalOp(conn, mscclppFlag, 0, 0, 1);
-}
-static inline mscclppResult_t mscclppDevConnPutWithSignal(mscclppDevConn_t* conn, uint64_t dstDataOffset,
-                                                          uint64_t srcDataOffset, uint64_t dataSize)
-{
-  return mscclppConnSignalOp(conn, mscclppData | mscclppFlag, dstDataOffset, srcDataOffset, dataSize);
-}
-static inline mscclppResult_t mscclppDevConnPutWithSignalAndFlush(mscclppDevConn_t* conn, uint64_t dstDataOffset,
-                                                                  uint64_t srcDataOffset, uint64_t dataSize)
-{
-  return mscclppConnSignalOp(conn, mscclppData | mscclppFlag | mscclppSync, dstDataOffset, srcDataOffset, dataSize);
-}
-static inline mscclppResult_t mscclppDevConnFlush(mscclppDevConn_t* conn)
-{
-  return mscclppConnOp(conn, mscclppSync, 0, 0, 1);
-}
-static inline mscclppResult_t mscclppDevConnWait(mscclppDevConn_t* conn)
-{
-  return mscclppConnWaitNext(conn, -1);
-}
-/* Like mscclppDevConnWait, but gives up after timeoutMs: mscclppInProgress
- * (the wait stays counted: call mscclppConnWait again to keep waiting). */
-static inline mscclppResult_t mscclppDevConnWaitTimeout(mscclppDevConn_t* conn, int64_t timeoutMs)
-{
-  return mscclppConnWaitNext(conn, timeoutMs);
-}
-#endif
 
 #endif /* MSCCLPP_H_ */

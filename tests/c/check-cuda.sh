@@ -104,9 +104,13 @@ done
 variant() { # name, sed expression
   rm -rf "$tmp/v"
   mkdir -p "$tmp/v"
-  cp "$inc/mscclpp.h" "$inc/mscclppfifo.h" "$tmp/v/" || return 2
-  sed -i "$2" "$tmp/v/mscclpp.h" "$tmp/v/mscclppfifo.h"
-  if cmp -s "$tmp/v/mscclpp.h" "$inc/mscclpp.h" && cmp -s "$tmp/v/mscclppfifo.h" "$inc/mscclppfifo.h"; then
+  local h changed=0
+  for h in mscclpp.h mscclppfifo.h mscclppdevconn.h; do
+    cp "$inc/$h" "$tmp/v/" || return 2
+    sed -i "$2" "$tmp/v/$h"
+    cmp -s "$tmp/v/$h" "$inc/$h" || changed=1
+  done
+  if [ $changed = 0 ]; then
     echo "check-cuda: FAILED broken variant '$1': the edit did not apply (the header changed: update check-cuda.sh)"
     return 1
   fi

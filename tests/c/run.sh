@@ -258,7 +258,7 @@ install_case() {
   rm -rf "$prefix"
   if make -s -C "$root" install PREFIX="$prefix" BUILD="$build" >"$log" 2>&1 &&
     [ -f "$prefix/lib/libmscclpp.so.0.1.0" ] && [ -L "$prefix/lib/libmscclpp.so.0" ] && [ -L "$prefix/lib/libmscclpp.so" ] &&
-    [ -f "$prefix/include/mscclpp.h" ] && [ -f "$prefix/include/mscclppfifo.h" ] &&
+    [ -f "$prefix/include/mscclpp.h" ] && [ -f "$prefix/include/mscclppfifo.h" ] && [ -f "$prefix/include/mscclppdevconn.h" ] &&
     [ -f "$prefix/include/mscclpp_tools.h" ] &&
     env -u LD_LIBRARY_PATH PKG_CONFIG_PATH="$prefix/lib/pkgconfig" bash -c '
       set -e
@@ -529,6 +529,14 @@ headers_case() {
       fi
     done
   done
+  # mscclppdevconn.h is part of mscclpp.h: on its own it must stop with a message naming mscclpp.h.
+  printf '#include <mscclppdevconn.h>\nint main(void) { return 0; }\n' >"$out/only-devconn.c"
+  if $CC -std=c11 $cflags -c "$out/only-devconn.c" -o /dev/null >"$out/only-devconn.log" 2>&1 ||
+    ! grep -q '#include <mscclpp.h> instead' "$out/only-devconn.log"; then
+    cat "$out/only-devconn.log" >>"$log"
+    echo "mscclppdevconn.h alone did not stop with a message naming mscclpp.h" >>"$log"
+    ok=0
+  fi
   if [ $ok = 1 ]; then pass "$name" "$start" "$log"; else fail "$name" "$start" "$log"; fi
 }
 
