@@ -319,6 +319,9 @@ static engCtx* fifoEnter(struct mscclppConcurrentFifo* fifo, const char* fn)
   return ctxEnter(fifo, fn, "fifo is NULL", 1);
 }
 
+/* Slots a push that found the FIFO full waits to see free beyond its own (< MSCCLPP_PROXY_FIFO_SIZE). */
+#define ENG_PUSH_ROOM (MSCCLPP_PROXY_FIFO_SIZE / 4)
+
 uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint64_t dstDataOffset,
                          uint64_t srcDataOffset, uint64_t dataSize)
 {
@@ -360,19 +363,33 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
   engWait w;
   engWaitInit(&w, -1);
   /* Room for claim h: the claim MSCCLPP_PROXY_FIFO_SIZE before it, on the same slot, must have
-   * been served (tail past it), else two claims could fill the slot at once. tailSeen never runs
+   * been served (tail past it), else two claims could fill the slot at once. The proxy empties a
+   * slot before its tail moves past it, so a tail read with acquire also says the slot is empty
+   * and orders this push after the emptying: the push writes the slot without reading it (a read
+   * would fetch the proxy's line once more before the write could take it). tailSeen never runs
    * ahead of the proxy's tail (a tail once read; a racing initiator may store an older one, which
-   * is only more cautious), so room it shows is room; only when it shows none is the shared tail
-   * read, and the value read kept. */
-  uint64_t seen = __atomic_load_n(&ctx->tailSeen, __ATOMIC_RELAXED);
+   * is only more cautious), and its release store and acquire load carry that order from the
+   * initiator that read the tail; only when it shows no room is the shared tail read, and the
+   * value read kept. */
+  uint64_t seen = __atomic_load_n(&ctx->tailSeen, __ATOMIC_ACQUIRE);
   if (h >= MSCCLPP_PROXY_FIFO_SIZE + seen) {
-    while (h >= MSCCLPP_PROXY_FIFO_SIZE + (seen = __atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE)))
-      engWaitStep(&w, cfg);
-    __atomic_store_n(&ctx->tailSeen, seen, __ATOMIC_RELAXED);
+    seen = __atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE);
+    if (h >= MSCCLPP_PROXY_FIFO_SIZE + seen) {
+      /* Full: wait until ENG_PUSH_ROOM more slots are free, so that the pushes that follow fill
+       * lines the proxy has left instead of the one it reads next, and read the tail once per
+       * such batch, not once per push. Every claim below h is made, and a claim waits only for
+       * claims below its own, so the lowest waiting one always moves. */
+      while (h + ENG_PUSH_ROOM >= MSCCLPP_PROXY_FIFO_SIZE + (seen = __atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE)))
+        engWaitStep(&w, cfg);
+    }
+    __atomic_store_n(&ctx->tailSeen, seen, __ATOMIC_RELEASE);
   }
-  /* the slot's own word 0 orders this push after the proxy emptied it (its release store) */
   mscclppTrigger* slot = &ctx->fifo[h % MSCCLPP_PROXY_FIFO_SIZE];
-  while (__atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE) != 0) engWaitStep(&w, cfg);
+  /* Where room is known two lines on (four slots a line), fetch that line for writing now: the
+   * next claim's locked instruction waits until every earlier store is done, and a store into a
+   * line the proxy emptied waits for that line to cross from the proxy's CPU. */
+  if (h % 4 == 0 && h + 8 < MSCCLPP_PROXY_FIFO_SIZE + seen)
+    __builtin_prefetch(&ctx->fifo[(h + 8) % MSCCLPP_PROXY_FIFO_SIZE], 1);
   __atomic_store_n(&slot->value[1], MSCCLPP_TRIGGER_WORD1(type, fifo->connId, dstDataOffset), __ATOMIC_RELAXED);
   __atomic_store_n(&slot->value[0], MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize), __ATOMIC_RELEASE);
   engLeave(ctx);

@@ -119,6 +119,10 @@ typedef struct engCtx {
    * reads the shared tail, which the proxy writes on every publish, only when this says full. */
   uint64_t tailSeen;
   uint64_t tail __attribute__((aligned(64))); /* published by the proxy */
+  /* Triggers served, for tests and stats: written by the proxy thread only, for every trigger, so
+   * on the tail's line, which the initiators seldom read, and not on the line of failed and
+   * refused, which every mscclppFifoWaitServed reads. */
+  uint64_t served;
   /* The fields below start a new cache line: every push and every trigger reads them, and the
    * proxy's tail stores would otherwise take their line away from the producers on each publish.
    * Only this process reads engCtx: the device sees the tail through ops->publishTail. */
@@ -134,7 +138,6 @@ typedef struct engCtx {
                          * still inside leave with InvalidUsage, a transport's send in progress gives up */
   volatile int abandon; /* mscclppProxyStop after a reported failure: sends give up instead of waiting */
   int slot;             /* index in the table of live contexts, or -1 */
-  uint64_t served;      /* triggers served, for tests and stats: written by the proxy thread only */
   int failed;           /* set by the proxy thread (atomic): its published tail carries MSCCLPP_FIFO_TAIL_FAILED */
   int opFailed;         /* proxy thread only: an operation failed other than for a bad trigger */
   uint64_t refused;     /* set by the proxy thread (atomic): 1 + the sequence number of the last trigger it

@@ -5,8 +5,9 @@
  * idle proxy does not starve an oversubscribed machine; a proxy whose FIFO
  * head lives in device memory (CUDA mode) busy-polls, as upstream does: its
  * initiators are GPU threads, and any sleep is added to the next trigger's
- * latency. Publishes its tail every MSCCLPP_PROXY_FIFO_FLUSH_COUNTER pops, on
- * every Sync and whenever it idles.
+ * latency. Pops up to ENG_PROXY_BATCH ready triggers at a time. Publishes its
+ * tail every MSCCLPP_PROXY_FIFO_FLUSH_COUNTER pops and whenever no trigger is
+ * ready (after a Sync alone, or at the end of a batch), never later.
  *
  * A slot is ready when word 0 is non-zero and the type field of word 1 is
  * non-zero: a GPU's 16-byte store may become visible to the host as two
@@ -73,6 +74,33 @@ static int drained(engCtx* ctx, uint64_t tail)
   return ctx->devHead != NULL || __atomic_load_n(&ctx->head, __ATOMIC_ACQUIRE) <= tail;
 }
 
+/* Performs the trigger (v0, v1) popped at sequence number seq; type is non-zero, or the trigger
+ * was reported typeless and is dropped. A failure is recorded on the communicator (here or by
+ * the transport). */
+static inline void serve(engCtx* ctx, uint64_t seq, uint64_t v0, uint64_t v1)
+{
+  uint64_t type = MSCCLPP_TRIGGER_TYPE(v1);
+  if (type == 0) return; /* reported by the caller */
+  uint64_t size = MSCCLPP_TRIGGER_SIZE(v0), srcOff = MSCCLPP_TRIGGER_SRC_OFFSET(v0);
+  uint64_t dstOff = MSCCLPP_TRIGGER_DST_OFFSET(v1);
+  uint64_t connId = MSCCLPP_TRIGGER_CONNID(v1);
+  engConn* c = ctx->conns[connId];
+  if (c == NULL) {
+    engFail(ctx->comm, mscclppInvalidUsage, "proxy: trigger for unknown connection %llu", (unsigned long long)connId);
+    return;
+  }
+  /* a Flag or Sync trigger carries size 1 only to mark the slot: it moves no data */
+  int rc = c->ops->op(c, type, 1, dstOff, 1, srcOff, (type & mscclppData) ? size : 0);
+  if (rc == mscclppSuccess && (type & mscclppData)) engCountPut(c, size);
+  if (rc == mscclppInvalidArgument) __atomic_store_n(&ctx->refused, seq + 1, __ATOMIC_RELEASE);
+  else if (rc != mscclppSuccess) ctx->opFailed = 1;
+}
+
+/* Triggers popped in one batch: the slots of a batch are read one after another before any is
+ * served, so that the reads of their lines (which the initiators have just written) overlap
+ * instead of each waiting for the one before it. */
+#define ENG_PROXY_BATCH 16
+
 static void* proxyMain(void* arg)
 {
   engCtx* ctx = (engCtx*)arg;
@@ -81,18 +109,25 @@ static void* proxyMain(void* arg)
   uint64_t tail = __atomic_load_n(&ctx->tail, __ATOMIC_RELAXED);
   engBackoff b = {0, 0};
   uint64_t typelessSince = 0; /* when the slot at tail was first seen with word 0 but no type */
+  uint64_t w0[ENG_PROXY_BATCH], w1[ENG_PROXY_BATCH];
   for (;;) {
-    mscclppTrigger* slot = &ctx->fifo[tail % MSCCLPP_PROXY_FIFO_SIZE];
-    uint64_t v0 = __atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE);
-    if (v0 == 0) {
-      if (!failedNow(ctx, tail) && __atomic_load_n(&ctx->tail, __ATOMIC_RELAXED) != tail) publish(ctx, tail);
-      if (__atomic_load_n(&ctx->stop, __ATOMIC_ACQUIRE) && drained(ctx, tail)) break;
-      idle(ctx, &b);
-      continue;
+    /* the ready slots from tail on: word 0 set, and the type of word 1 visible */
+    int n = 0;
+    /* and the next batch's lines are asked for now, to arrive while this one is served */
+    for (int k = ENG_PROXY_BATCH; k < 2 * ENG_PROXY_BATCH; k += 4)
+      __builtin_prefetch(&ctx->fifo[(tail + k) % MSCCLPP_PROXY_FIFO_SIZE], 0);
+    for (; n < ENG_PROXY_BATCH; n++) {
+      mscclppTrigger* slot = &ctx->fifo[(tail + n) % MSCCLPP_PROXY_FIFO_SIZE];
+      if ((w0[n] = __atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE)) == 0) break;
+      if (MSCCLPP_TRIGGER_TYPE(w1[n] = __atomic_load_n(&slot->value[1], __ATOMIC_ACQUIRE)) == 0) break;
     }
-    uint64_t v1 = __atomic_load_n(&slot->value[1], __ATOMIC_ACQUIRE);
-    uint64_t type = MSCCLPP_TRIGGER_TYPE(v1);
-    if (type == 0) {
+    if (n == 0) {
+      if (w0[0] == 0) {
+        if (!failedNow(ctx, tail) && __atomic_load_n(&ctx->tail, __ATOMIC_RELAXED) != tail) publish(ctx, tail);
+        if (__atomic_load_n(&ctx->stop, __ATOMIC_ACQUIRE) && drained(ctx, tail)) break;
+        idle(ctx, &b);
+        continue;
+      }
       /* word 1 is not visible yet: wait for it, but not forever */
       uint64_t now = engNowNs();
       if (typelessSince == 0) typelessSince = now;
@@ -102,34 +137,29 @@ static void* proxyMain(void* arg)
       }
       engFail(ctx->comm, mscclppInvalidUsage, "proxy: trigger %llu has no type (pushed with type 0?); dropped",
               (unsigned long long)tail);
+      n = 1; /* served as dropped */
     }
     typelessSince = 0;
     b.n = 0;
     b.sleepUs = 0;
-    uint64_t size = MSCCLPP_TRIGGER_SIZE(v0), srcOff = MSCCLPP_TRIGGER_SRC_OFFSET(v0);
-    uint64_t dstOff = MSCCLPP_TRIGGER_DST_OFFSET(v1);
-    uint64_t connId = MSCCLPP_TRIGGER_CONNID(v1);
-    engConn* c = ctx->conns[connId];
-    if (type == 0) {
-      /* reported above */
-    } else if (c == NULL) {
-      engFail(ctx->comm, mscclppInvalidUsage, "proxy: trigger for unknown connection %llu", (unsigned long long)connId);
-    } else {
-      /* a Flag or Sync trigger carries size 1 only to mark the slot: it moves no data;
-       * a failure is recorded on the communicator by the transport */
-      int rc = c->ops->op(c, type, 1, dstOff, 1, srcOff, (type & mscclppData) ? size : 0);
-      if (rc == mscclppSuccess && (type & mscclppData)) engCountPut(c, size);
-      if (rc == mscclppInvalidArgument) __atomic_store_n(&ctx->refused, tail + 1, __ATOMIC_RELEASE);
-      else if (rc != mscclppSuccess) ctx->opFailed = 1;
-    }
-    /* a failed trigger (recorded above or by the transport) must not read as served */
+    /* a failure found elsewhere (a lost peer, a failed connection) is published once per batch */
     failedNow(ctx, tail);
-    __atomic_store_n(&slot->value[1], 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&slot->value[0], 0, __ATOMIC_RELEASE);
-    tail++;
-    /* this thread is the only writer: a plain increment, no locked instruction per trigger */
-    __atomic_store_n(&ctx->served, __atomic_load_n(&ctx->served, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
-    if ((type & mscclppSync) || tail % MSCCLPP_PROXY_FIFO_FLUSH_COUNTER == 0) publish(ctx, tail);
+    for (int i = 0; i < n; i++) {
+      mscclppTrigger* slot = &ctx->fifo[tail % MSCCLPP_PROXY_FIFO_SIZE];
+      serve(ctx, tail, w0[i], w1[i]);
+      /* a trigger that failed here must not read as served: its failed tail goes first */
+      if (__builtin_expect(ctx->opFailed && !ctx->failed, 0)) failedNow(ctx, tail);
+      __atomic_store_n(&slot->value[1], 0, __ATOMIC_RELAXED);
+      __atomic_store_n(&slot->value[0], 0, __ATOMIC_RELEASE);
+      tail++;
+      if (tail % MSCCLPP_PROXY_FIFO_FLUSH_COUNTER == 0) publish(ctx, tail);
+    }
+    /* this thread is the only writer: a plain add, no locked instruction */
+    __atomic_store_n(&ctx->served, __atomic_load_n(&ctx->served, __ATOMIC_RELAXED) + (uint64_t)n, __ATOMIC_RELAXED);
+    /* a Sync's tail (and any other) is published now unless more triggers are ready */
+    if (__atomic_load_n(&ctx->fifo[tail % MSCCLPP_PROXY_FIFO_SIZE].value[0], __ATOMIC_ACQUIRE) == 0 &&
+        __atomic_load_n(&ctx->tail, __ATOMIC_RELAXED) != tail)
+      publish(ctx, tail);
   }
   publish(ctx, tail);
   return NULL;

@@ -176,6 +176,28 @@ static void tputRaw(way* w)
   rawRun(&ring, 0);
 }
 
+static void tputProto(way* w)
+{
+  rawRun(&ring, 3);
+  for (int i = 0; i < 16; i++) rawWaitServedProto(&ring, rawPushProto(&ring, 1, 4));
+  uint64_t t0 = bench_now_ns(), h = 0;
+  for (int i = 0; i < TPUT_N; i++) h = rawPushProto(&ring, 1, 4);
+  rawWaitServedProto(&ring, h);
+  add(w, (uint64_t)(TPUT_N * 1e9 / (double)(bench_now_ns() - t0)));
+  rawRun(&ring, 0);
+}
+
+static void rtProto(way* w)
+{
+  rawRun(&ring, 3);
+  for (int i = 0; i < 16 + RT_ITERS; i++) {
+    uint64_t t0 = bench_now_ns();
+    rawWaitServedProto(&ring, rawPushProto(&ring, 1, 4));
+    if (i >= 16) add(w, bench_now_ns() - t0);
+  }
+  rawRun(&ring, 0);
+}
+
 /* TPUT_N triggers of type/size round-robin over the FIFOs of cs[0..k), then the last of each served. */
 static void tputOn(way* w, mscclppDevConn_t** cs, int k, uint64_t type)
 {
@@ -300,6 +322,7 @@ static void trig(int rank)
         {"tput.raw", tputRaw, 0, 0, 1},     {"tput.1", tput1, 0, 0, 1},
         {"tput.2", tput2, 0, 0, 1},         {"tput.4", tput4, 0, 0, 1},
         {"tput.2proxy", tput2proxy, 0, 0, 1}, {"tput.data", tputData, 0, 0, 1},
+        {"rt.proto", rtProto, 0, 0, 0},     {"tput.proto", tputProto, 0, 0, 1},
     };
     enum { K = sizeof(ws) / sizeof(ws[0]) };
     double med[K];

@@ -29,7 +29,9 @@ typedef struct rawRing {
   uint64_t head __attribute__((aligned(64))); /* the producer's only */
   uint64_t tail __attribute__((aligned(64))); /* the consumer's only */
   uint64_t sink;                              /* what the consumer read, so that the reads stay */
-  int run __attribute__((aligned(64)));       /* futex word: 0 park, 1 poll, 2 exit */
+  uint64_t pub __attribute__((aligned(64)));  /* protocol ring: the tail the consumer published */
+  uint64_t pubSeen __attribute__((aligned(64))); /* protocol ring: the producer's copy of pub */
+  int run __attribute__((aligned(64)));       /* futex word: 0 park, 1 poll, 2 exit, 3 poll and publish */
   pthread_t thread;
 } rawRing;
 
@@ -44,6 +46,7 @@ static void* rawConsumer(void* arg)
     uint64_t* s = r->slot[r->tail % RAW_SLOTS];
     uint64_t v0 = __atomic_load_n(&s[0], __ATOMIC_ACQUIRE);
     if (v0 == 0) {
+      if (run == 3 && r->pub != r->tail) __atomic_store_n(&r->pub, r->tail, __ATOMIC_RELEASE);
       if (run == 0) rawFutex(&r->run, FUTEX_WAIT_PRIVATE, 0);
       else bench_pause();
       continue;
@@ -52,6 +55,7 @@ static void* rawConsumer(void* arg)
     __atomic_store_n(&s[1], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&s[0], 0, __ATOMIC_RELEASE);
     r->tail++;
+    if (run == 3 && r->tail % 4 == 0) __atomic_store_n(&r->pub, r->tail, __ATOMIC_RELEASE);
   }
 }
 
@@ -66,7 +70,8 @@ static inline void rawStart(rawRing* r, int cpu)
   if (pthread_setaffinity_np(r->thread, sizeof(set), &set) != 0) BENCH_DIE("pthread_setaffinity_np");
 }
 
-/* Sets the consumer polling (on 1) or parked (on 0: once the ring is empty). */
+/* Sets the consumer polling (on 1; 3: publishing its tail as the FIFO protocol does) or parked
+ * (on 0: once the ring is empty). */
 static inline void rawRun(rawRing* r, int on)
 {
   __atomic_store_n(&r->run, on, __ATOMIC_RELEASE);
@@ -96,6 +101,26 @@ static inline void rawWaitServed(rawRing* r, uint64_t h)
 {
   uint64_t* s = r->slot[h % RAW_SLOTS];
   while (__atomic_load_n(&s[0], __ATOMIC_ACQUIRE) != 0) bench_pause();
+}
+
+/* The FIFO protocol of mscclppfifo.h on the raw ring: a claim by atomic add on the head (several
+ * initiators may push), room known from the tail the consumer publishes (every 4 entries and
+ * whenever it finds the ring empty), read only when a cached copy says full; served = that
+ * tail past the entry. */
+static inline uint64_t rawPushProto(rawRing* r, uint64_t w0, uint64_t w1)
+{
+  uint64_t h = __atomic_fetch_add(&r->head, 1, __ATOMIC_RELAXED);
+  if (h >= RAW_SLOTS + r->pubSeen)
+    while (h >= RAW_SLOTS + (r->pubSeen = __atomic_load_n(&r->pub, __ATOMIC_ACQUIRE))) bench_pause();
+  uint64_t* s = r->slot[h % RAW_SLOTS];
+  __atomic_store_n(&s[1], w1, __ATOMIC_RELAXED);
+  __atomic_store_n(&s[0], w0, __ATOMIC_RELEASE);
+  return h;
+}
+
+static inline void rawWaitServedProto(rawRing* r, uint64_t h)
+{
+  while (__atomic_load_n(&r->pub, __ATOMIC_ACQUIRE) <= h) bench_pause();
 }
 
 #endif

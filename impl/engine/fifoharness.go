@@ -1,0 +1,139 @@
+//go:build mscclpp_testhooks
+
+package engine
+
+// A harness for the FIFO tests (cgo cannot be used in _test.go files): several host threads
+// push triggers into one context's FIFO through mscclppFifoPush while its proxy thread serves
+// them with a test transport that records, for each trigger, the order in which it was served.
+
+/*
+#include <pthread.h>
+#include <stdlib.h>
+#include "engine.h"
+
+#define FH_MAX 65536
+
+typedef struct fhState {
+	uint64_t served;        // triggers the op saw (the proxy thread only)
+	uint32_t seenAt[FH_MAX]; // per trigger id (dstOff): 1 + the order it was served in, 0: never
+	uint32_t twice;         // ids served more than once
+	uint32_t spin;          // pauses per op, so that the FIFO fills
+} fhState;
+
+static int fhOp(engConn* c, uint64_t t, uint64_t d, uint64_t dOff, uint64_t s, uint64_t sOff, uint64_t n)
+{
+	(void)t, (void)d, (void)s, (void)sOff, (void)n;
+	fhState* st = (fhState*)c->transport;
+	for (uint32_t i = 0; i < st->spin; i++) __asm__ __volatile__("" ::: "memory");
+	if (dOff < FH_MAX) {
+		if (st->seenAt[dOff] != 0) st->twice++;
+		else st->seenAt[dOff] = (uint32_t)(st->served + 1);
+	}
+	st->served++;
+	return mscclppSuccess;
+}
+
+static const engOps fhOps = {
+	.name = "fifo-test",
+	.op = fhOp,
+	.waitPoll = engOpsNoWaitPoll,
+	.waitPending = engOpsNoWaitPending,
+	.waitStyle = ENG_WAIT_SPIN,
+	.threadInit = engOpsNoThreadInit,
+	.publishTail = engOpsNoPublishTail,
+	.close = engOpsNoClose,
+};
+
+typedef struct fhHarness {
+	engComm* comm;
+	engCtx* ctx;
+	engConn conn;
+	struct mscclppDevConn dev;
+	fhState st;
+	uint64_t seqOf[FH_MAX]; // per trigger id: the sequence number its push returned
+	int threads, each;
+} fhHarness;
+
+typedef struct fhArg { fhHarness* h; int t; } fhArg;
+
+static void* fhPusher(void* p)
+{
+	fhArg* a = (fhArg*)p;
+	fhHarness* h = a->h;
+	for (int i = 0; i < h->each; i++) {
+		uint64_t id = (uint64_t)a->t * (uint64_t)h->each + (uint64_t)i;
+		h->seqOf[id] = mscclppFifoPush(&h->dev.fifo, mscclppFlag, id, 0, 1);
+	}
+	return NULL;
+}
+
+static fhHarness* fhNew(uint32_t spin)
+{
+	fhHarness* h = (fhHarness*)calloc(1, sizeof(fhHarness));
+	engBackoffCfg b = {.spin = 64, .yields = 64, .sleepMaxUs = 100};
+	h->comm = engCommNew(0, b, b);
+	h->ctx = engCtxNewOps(h->comm, &fhOps, NULL);
+	h->dev.fifo.triggerFifo = &h->ctx->fifo[0];
+	h->dev.fifo.connId = 0;
+	h->conn.comm = h->comm;
+	h->conn.ctx = h->ctx;
+	h->conn.ops = &fhOps;
+	h->conn.dev = &h->dev;
+	h->conn.transport = &h->st;
+	h->st.spin = spin;
+	h->ctx->conns[0] = &h->conn;
+	return h;
+}
+
+// Runs threads x each pushes concurrently with the proxy running, then stops the proxy (which
+// serves every claimed trigger first). Returns -1 when the run could not start.
+static int fhRun(fhHarness* h, int threads, int each)
+{
+	if (threads * each > FH_MAX || threads > 64) return -1;
+	h->threads = threads;
+	h->each = each;
+	if (engProxyStart(h->ctx) != mscclppSuccess) return -1;
+	pthread_t th[64];
+	fhArg args[64];
+	for (int t = 0; t < threads; t++) {
+		args[t].h = h;
+		args[t].t = t;
+		if (pthread_create(&th[t], NULL, fhPusher, &args[t]) != 0) return -1;
+	}
+	for (int t = 0; t < threads; t++) pthread_join(th[t], NULL);
+	engProxyStop(h->ctx);
+	return 0;
+}
+
+static void fhFree(fhHarness* h)
+{
+	engCtxFree(h->ctx);
+	engCommFree(h->comm);
+	free(h);
+}
+*/
+import "C"
+
+// fifoHarness is one context whose FIFO several threads push into.
+type fifoHarness struct{ h *C.fhHarness }
+
+func newFifoHarness(spin int) fifoHarness { return fifoHarness{h: C.fhNew(C.uint32_t(spin))} }
+
+// run pushes threads x each triggers concurrently and serves them all; false if it could not start.
+func (f fifoHarness) run(threads, each int) bool {
+	return C.fhRun(f.h, C.int(threads), C.int(each)) == 0
+}
+
+// served is the number of triggers the transport's op was called for.
+func (f fifoHarness) served() uint64 { return uint64(f.h.st.served) }
+
+// twice is the number of triggers the op saw more than once.
+func (f fifoHarness) twice() int { return int(f.h.st.twice) }
+
+// trigger returns, for trigger id, the sequence number its push returned and 1 + the order in
+// which the proxy served it (0: never).
+func (f fifoHarness) trigger(id int) (seq uint64, servedAt uint32) {
+	return uint64(f.h.seqOf[id]), uint32(f.h.st.seenAt[id])
+}
+
+func (f fifoHarness) free() { C.fhFree(f.h) }
