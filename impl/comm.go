@@ -140,7 +140,7 @@ func newComm(b *bootstrap.Bootstrap, start time.Time, node *nodeJoin) (*Comm, er
 	}
 	c.waitCfg = waitBackoff(len(c.host.LocalOf))
 	engine.SetMembarrier(membarrier()) // counts before the process's first proxy context only
-	c.host.Eng = engine.NewComm(c.rank, c.waitCfg, proxyBackoff())
+	c.host.Eng = engine.NewComm(c.rank, c.waitCfg, proxyBackoff(len(c.host.LocalOf), 0))
 	copyBytes, copyMax, copyAuto := streamCopy()
 	c.host.Eng.SetStreamBytes(copyBytes, copyMax)
 	c.host.Eng.SetStreamAuto(copyAuto)
@@ -387,7 +387,9 @@ func (c *Comm) ProxyLaunch() error {
 // it started; on failure it stops those it started.
 func (c *Comm) startProxies() (int, error) {
 	var started []*engine.Ctx
-	for _, x := range c.contexts() {
+	all := c.contexts()
+	c.host.Eng.SetProxyBackoff(proxyBackoff(len(c.host.LocalOf), len(all)))
+	for _, x := range all {
 		if x.Running() {
 			continue
 		}

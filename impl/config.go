@@ -114,13 +114,22 @@ func waitBackoff(localRanks int) engine.Backoff {
 	}
 }
 
-// proxyBackoff is the idle policy of proxy threads (MSCCLPP_PROXY_SPIN, MSCCLPP_PROXY_YIELD,
-// MSCCLPP_PROXY_SLEEP_MAX_US).
-func proxyBackoff() engine.Backoff {
+// proxyBackoff is the idle policy of host-mode proxy threads (MSCCLPP_PROXY_SPIN,
+// MSCCLPP_PROXY_YIELD, then asleep until a push wakes it, looking again every
+// MSCCLPP_PROXY_SLEEP_MAX_US) for a process of localRanks ranks on this node that runs proxies
+// proxy threads. Where the process may run on one CPU only (a rank pinned to its CPU), or the
+// node has more ranks than CPUs, an idle proxy spinning or yielding would hold the CPU its own
+// initiator needs: it sleeps at once, and the push's wake-up preempts the initiator's wait
+// instead of sharing the CPU with it.
+func proxyBackoff(localRanks, proxies int) engine.Backoff {
+	spin, yields := uint32(1000), uint32(100)
+	if (proxies > 0 && sysinfo.AllowedCPUs() < 2) || localRanks > sysinfo.OnlineCPUs() {
+		spin, yields = 0, 0
+	}
 	return engine.Backoff{
-		Spin:       envUint("MSCCLPP_PROXY_SPIN", 1000),
-		Yields:     envUint("MSCCLPP_PROXY_YIELD", 100),
-		SleepMaxUs: envUint("MSCCLPP_PROXY_SLEEP_MAX_US", 200),
+		Spin:       envUint("MSCCLPP_PROXY_SPIN", spin),
+		Yields:     envUint("MSCCLPP_PROXY_YIELD", yields),
+		SleepMaxUs: envUint("MSCCLPP_PROXY_SLEEP_MAX_US", 10000),
 	}
 }
 

@@ -152,6 +152,20 @@ static inline void engFutexWake(volatile uint64_t* word)
   syscall(SYS_futex, engLow32(word), FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
 }
 
+/* Sleeps while the low 32 bits of the process-private counter *word still equal those of seen,
+ * for at most us microseconds (woken by engFutexWakePrivate). */
+static inline void engFutexWaitPrivate(uint64_t* word, uint64_t seen, uint32_t us)
+{
+  struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000};
+  syscall(SYS_futex, engLow32(word), FUTEX_WAIT_PRIVATE, (uint32_t)seen, &ts, NULL, 0);
+}
+
+/* Wakes a thread asleep in engFutexWaitPrivate on *word. */
+static inline void engFutexWakePrivate(uint64_t* word)
+{
+  syscall(SYS_futex, engLow32(word), FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
 /* Like engWaitStep in its sleeping phase, but sleeps on the counter *word (shared memory: its low
  * 32 bits) until it moves or 1 ms, the deadline or the next slow
  * check comes, counted in *sleepers so that a signaller knows to wake it. When pending is set

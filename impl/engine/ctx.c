@@ -26,6 +26,13 @@ engComm* engCommNew(int rank, engBackoffCfg wait, engBackoffCfg proxy)
   return c;
 }
 
+void engCommSetProxyBackoff(engComm* c, engBackoffCfg proxy)
+{
+  __atomic_store_n(&c->proxyCfg.spin, proxy.spin, __ATOMIC_RELAXED);
+  __atomic_store_n(&c->proxyCfg.yields, proxy.yields, __ATOMIC_RELAXED);
+  __atomic_store_n(&c->proxyCfg.sleepMaxUs, proxy.sleepMaxUs, __ATOMIC_RELAXED);
+}
+
 void engCommFree(engComm* c)
 {
   if (c == NULL) return;

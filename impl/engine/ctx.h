@@ -80,6 +80,8 @@ void engCtxClose(engCtx* ctx);
 /* Allocation and teardown (called from Go). A communicator's engine state with its
  * back-off knobs (the defaults are impl/config.go's). */
 engComm* engCommNew(int rank, engBackoffCfg wait, engBackoffCfg proxy);
+/* Sets the idle policy of c's proxy threads; running ones read each field as it changes. */
+void engCommSetProxyBackoff(engComm* c, engBackoffCfg proxy);
 void engCommFree(engComm* c);
 /* A heap context for the transport ops with its per-context state. */
 engCtx* engCtxNewOps(engComm* comm, const engOps* ops, void* transport);

@@ -359,7 +359,7 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
       engFail(NULL, mscclppInvalidUsage, "%s: the FIFO is full and no proxy is running (call mscclppProxyLaunch)", fn);
       return MSCCLPP_FIFO_PUSH_FAILED;
     }
-  } while (!__atomic_compare_exchange_n(&ctx->head, &h, h + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+  } while (!__atomic_compare_exchange_n(&ctx->head, &h, h + 1, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
   engWait w;
   engWaitInit(&w, -1);
   /* Room for claim h: the claim MSCCLPP_PROXY_FIFO_SIZE before it, on the same slot, must have
@@ -392,6 +392,8 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
     __builtin_prefetch(&ctx->fifo[(h + 8) % MSCCLPP_PROXY_FIFO_SIZE], 1);
   __atomic_store_n(&slot->value[1], MSCCLPP_TRIGGER_WORD1(type, fifo->connId, dstDataOffset), __ATOMIC_RELAXED);
   __atomic_store_n(&slot->value[0], MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize), __ATOMIC_RELEASE);
+  /* the doorbell of a sleeping proxy (proxy.c, idle): read after the claim, which orders it */
+  if (__builtin_expect(__atomic_load_n(&ctx->proxyAsleep, __ATOMIC_SEQ_CST), 0)) engFutexWakePrivate(&ctx->head);
   engLeave(ctx);
   return h;
 }

@@ -57,6 +57,9 @@ func NewComm(rank int, wait, proxy Backoff) *Comm {
 	return &Comm{p: C.engCommNew(C.int(rank), wait.c(), proxy.c())}
 }
 
+// SetProxyBackoff sets the idle policy of the communicator's proxy threads, those running included.
+func (c *Comm) SetProxyBackoff(b Backoff) { C.engCommSetProxyBackoff(c.p, b.c()) }
+
 // SetMembarrier chooses how host calls hold proxy contexts, for the whole process: on,
 // membarrier(2) where the kernel offers it; off, locked counters. It counts only before the
 // first context is made.

@@ -118,6 +118,9 @@ typedef struct engCtx {
   /* A tail some initiator read (relaxed), never ahead of tail, on the initiators' line: a push
    * reads the shared tail, which the proxy writes on every publish, only when this says full. */
   uint64_t tailSeen;
+  /* 1 while a host-mode proxy sleeps on the futex of head's low 32 bits (proxy.c): a push that
+   * sees it after its claim wakes the proxy. */
+  uint32_t proxyAsleep;
   uint64_t tail __attribute__((aligned(64))); /* published by the proxy */
   /* Triggers served, for tests and stats: written by the proxy thread only, for every trigger, so
    * on the tail's line, which the initiators seldom read, and not on the line of failed and

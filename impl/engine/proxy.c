@@ -28,13 +28,31 @@
 
 #define ENG_TYPELESS_NS 1000000000ull
 
-/* One idle step: a pause while GPU threads may push (they cannot wake a sleeper), else back-off. */
-static void idle(engCtx* ctx, engBackoff* b)
+/* One idle step: a pause while GPU threads may push (they cannot wake a sleeper); else the
+ * proxy back-off's spin and yield phases, then sleep until a push or a stop wakes it (at most
+ * sleepMaxUs, then it looks again). The doorbell: this side marks itself asleep, then reads
+ * head; a push claims (a locked instruction on head), then reads the mark; both are sequentially
+ * consistent, so either the push sees the mark and wakes it, or this side sees the claim and
+ * does not sleep (and the futex refuses to sleep once head moved). A claim whose slot is not
+ * written yet, or a stop, is met with a yield instead. */
+static void idle(engCtx* ctx, engBackoff* b, uint64_t tail)
 {
-  if (ctx->devHead != NULL)
+  if (ctx->devHead != NULL) {
     engPause();
+    return;
+  }
+  const engBackoffCfg* cfg = &ctx->comm->proxyCfg;
+  if (b->n < cfg->spin + cfg->yields) {
+    engBackoffStep(b, cfg);
+    return;
+  }
+  __atomic_store_n(&ctx->proxyAsleep, 1, __ATOMIC_SEQ_CST);
+  uint64_t h = __atomic_load_n(&ctx->head, __ATOMIC_SEQ_CST);
+  if (h == tail && !__atomic_load_n(&ctx->stop, __ATOMIC_SEQ_CST))
+    engFutexWaitPrivate(&ctx->head, h, cfg->sleepMaxUs);
   else
-    engBackoffStep(b, &ctx->comm->proxyCfg);
+    sched_yield();
+  __atomic_store_n(&ctx->proxyAsleep, 0, __ATOMIC_RELAXED);
 }
 
 static void publish(engCtx* ctx, uint64_t tail)
@@ -125,14 +143,14 @@ static void* proxyMain(void* arg)
       if (w0[0] == 0) {
         if (!failedNow(ctx, tail) && __atomic_load_n(&ctx->tail, __ATOMIC_RELAXED) != tail) publish(ctx, tail);
         if (__atomic_load_n(&ctx->stop, __ATOMIC_ACQUIRE) && drained(ctx, tail)) break;
-        idle(ctx, &b);
+        idle(ctx, &b, tail);
         continue;
       }
       /* word 1 is not visible yet: wait for it, but not forever */
       uint64_t now = engNowNs();
       if (typelessSince == 0) typelessSince = now;
       if (now - typelessSince < ENG_TYPELESS_NS) {
-        idle(ctx, &b);
+        idle(ctx, &b, tail);
         continue;
       }
       engFail(ctx->comm, mscclppInvalidUsage, "proxy: trigger %llu has no type (pushed with type 0?); dropped",
@@ -177,7 +195,8 @@ int engProxyStart(engCtx* ctx)
 void engProxyStop(engCtx* ctx)
 {
   if (!ctx->running) return;
-  __atomic_store_n(&ctx->stop, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&ctx->stop, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&ctx->proxyAsleep, __ATOMIC_SEQ_CST)) engFutexWakePrivate(&ctx->head);
   pthread_join(ctx->thread, NULL);
   ctx->running = 0;
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 var online = sync.OnceValue(func() int {
@@ -49,4 +51,14 @@ func CountCPUList(s string) (int, error) {
 		n += b - a + 1
 	}
 	return n, nil
+}
+
+// AllowedCPUs is the number of CPUs the calling thread may run on (its affinity mask, as the
+// process was started or pinned); OnlineCPUs when the mask cannot be read.
+func AllowedCPUs() int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil || set.Count() == 0 {
+		return OnlineCPUs()
+	}
+	return set.Count()
 }

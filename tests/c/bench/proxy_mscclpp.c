@@ -26,21 +26,25 @@
  *                               second, median over blocks
  *         tput.2proxy           the same, alternating between the SHM and
  *                               the Ethernet FIFO (two proxies on CPU 1)
- *         tput.data             1-byte Data triggers (tail published every
- *                               MSCCLPP_PROXY_FIFO_FLUSH_COUNTER pops, not on
- *                               every Sync), one connection
+ *         tput.data             1-byte Data triggers, one connection
+ *         rt.proto / tput.proto the raw ring with the FIFO protocol of
+ *                               mscclppfifo.h (proxy_ref.h rawPushProto: a
+ *                               claim by atomic add, room from a published
+ *                               tail): the floor under any FIFO with this ABI
  *       Then the idle cost: CPU time of each proxy thread (its thread CPU
  *       clock) over BENCH_PROXY_IDLE_S (0.5 s) of idling, per second; and the
  *       wake-up: after N = 1, 10, 100 ms idle, one Sync pushed -> served.
  *   launch -p 2 proxy_mscclpp pair
  *       The pp.h ping-pong (pp_multi) at 8 B, 64 KiB, 1 MiB on one SHM
  *       connection between mscclppHostAlloc buffers, interleaved block by
- *       block: host (putWithSignal on the calling thread, no proxy) and
- *       proxy (epochIncrement + mscclppFifoPush of a Data|Flag trigger, as
- *       device putWithSignal does; the rank's proxy does the copy and the
- *       signal). Both directions of a round go the same way; the peer waits
+ *       block: host (putWithSignal on the calling thread, no proxy), raw (a
+ *       raw ring served by a thread of the rank that copies into the
+ *       peer's buffer and stores a signal count, asleep on a futex doorbell
+ *       when idle: proxy_ref.h rawProxy) and proxy (epochIncrement +
+ *       mscclppFifoPush of a Data|Flag trigger, as device putWithSignal
+ *       does; the rank's proxy does the copy and the signal). Both directions of a round go the same way; the peer waits
  *       with wait(). Each rank's proxy runs on its rank's CPU (inherited from
- *       launch -p). Figures pair.<size>.<host|proxy>.oneway_ns / .gbps.
+ *       launch -p). Figures pair.<size>.<host|raw|proxy>.oneway_ns / .gbps.
  *
  * Figures: RESULT lines of rank 0 (bench.h).
  */
@@ -330,11 +334,16 @@ static void trig(int rank)
     /* this run's ratios to the raw ring (the VM's cross-CPU latency moves between runs: the
      * ratio of one run's interleaved medians is steadier than a ratio of medians over runs) */
     if (med[0] > 0) bench_result("rt.ratio", med[1] / med[0]);
-    for (int j = 3; j < K; j++) {
+    enum { RT_RAW = 0, TPUT_RAW = 2, TPUT_1 = 3, RT_PROTO = K - 2, TPUT_PROTO = K - 1 };
+    for (int j = TPUT_1; j < K; j++) {
       char name[64];
       snprintf(name, sizeof(name), "%s.ratio", ws[j].key);
-      if (med[2] > 0) bench_result(name, med[j] / med[2]);
+      if (med[TPUT_RAW] > 0 && j != RT_PROTO) bench_result(name, med[j] / med[TPUT_RAW]);
     }
+    /* the proof rows: the FIFO protocol on the raw ring against the raw ring (tput.proto.ratio
+     * above), and ours against the protocol */
+    if (med[TPUT_PROTO] > 0) bench_result("tput.1.vsproto", med[TPUT_1] / med[TPUT_PROTO]);
+    if (med[RT_RAW] > 0) bench_result("rt.proto.ratio", med[RT_PROTO] / med[RT_RAW]);
     rawStop(&ring);
     double idleS = bench_env_double("BENCH_PROXY_IDLE_S", 0.5);
     idleCost(shmTid, "shm", idleS);
@@ -359,13 +368,31 @@ static void proxyPut(void* c, size_t size)
 }
 static void connWait(void* c) { CK(mscclppDevConnWait((mscclppDevConn_t*)c)); }
 
+/* The raw reference's two ends: a push into the raw proxy's ring, and a wait on the signal
+ * count the peer's raw proxy stores (4000 pauses, then yields: the library wait's default). */
+typedef struct rawEnd {
+  rawProxy p;
+  volatile uint64_t* signal; /* in my buffer: the peer's raw proxy counts its signals here */
+  uint64_t want;
+} rawEnd;
+static void rawPut(void* c, size_t size) { rawProxyPush(&((rawEnd*)c)->p, size); }
+static void rawWait(void* c)
+{
+  rawEnd* e = c;
+  e->want++;
+  for (uint32_t n = 0; __atomic_load_n(e->signal, __ATOMIC_ACQUIRE) < e->want; n++)
+    if (n < 4000) bench_pause();
+    else sched_yield();
+}
+
 static void pair(int rank)
 {
   size_t max = 1u << 20;
   char* buf;
-  CK(mscclppHostAlloc((void**)&buf, max));
-  memset(buf, 1 + rank, max);
-  CK(mscclppConnect(comm, 1 - rank, 0, buf, max, mscclppTransportSHM, NULL));
+  CK(mscclppHostAlloc((void**)&buf, max + 4096)); /* the raw reference's signal count at max */
+  memset(buf, 1 + rank, max + 4096);
+  memset(buf + max, 0, 64);
+  CK(mscclppConnect(comm, 1 - rank, 0, buf, max + 4096, mscclppTransportSHM, NULL));
   CK(mscclppConnectionSetup(comm));
   int nc;
   CK(mscclppGetAllDeviceConnections(comm, &conns, &nc));
@@ -387,19 +414,26 @@ static void pair(int rank)
     else for (int c = 0; c < sysconf(_SC_NPROCESSORS_ONLN) && c < CPU_SETSIZE; c++) CPU_SET(c, &set);
     if (sched_setaffinity(tid, sizeof(set), &set) != 0) BENCH_DIE("sched_setaffinity: %s", strerror(errno));
   }
+  static rawEnd raw;
+  rawProxyStart(&raw.p, buf, (char*)conns[0].remoteBuff, (volatile uint64_t*)((char*)conns[0].remoteBuff + max));
+  raw.signal = (volatile uint64_t*)(buf + max);
+  CK(mscclppBootstrapBarrier(comm)); /* both raw servers run before either pushes */
   pp_ops host = {&conns[0], rank, buf, buf, hostPut, connWait};
+  pp_ops rawp = {&raw, rank, buf, buf, rawPut, rawWait};
   pp_ops proxy = {&conns[0], rank, buf, buf, proxyPut, connWait};
-  pp_ops* ops[2] = {&host, &proxy};
+  pp_ops* ops[3] = {&host, &rawp, &proxy};
   double budget = bench_env_double("BENCH_BUDGET_S", 0.3);
   static const size_t sizes[] = {8, 64u << 10, 1u << 20};
   static const char* const names[] = {"8", "64k", "1m"};
   for (int i = 0; i < 3; i++) {
-    char k0[64], k1[64];
+    char k0[64], k1[64], k2[64];
     snprintf(k0, sizeof(k0), "pair.%s.host", names[i]);
-    snprintf(k1, sizeof(k1), "pair.%s.proxy", names[i]);
-    const char* keys[2] = {k0, k1};
-    pp_multi(ops, keys, 2, sizes[i], budget, sizes[i] <= 8 ? 200 : 10, 3);
+    snprintf(k1, sizeof(k1), "pair.%s.raw", names[i]);
+    snprintf(k2, sizeof(k2), "pair.%s.proxy", names[i]);
+    const char* keys[3] = {k0, k1, k2};
+    pp_multi(ops, keys, 3, sizes[i], budget, sizes[i] <= 8 ? 200 : 10, 3);
   }
+  rawProxyStop(&raw.p);
   CK(mscclppProxyStop(comm));
 }
 

@@ -123,4 +123,75 @@ static inline void rawWaitServedProto(rawRing* r, uint64_t h)
   while (__atomic_load_n(&r->pub, __ATOMIC_ACQUIRE) <= h) bench_pause();
 }
 
+/* The reference for the putWithSignal-through-the-proxy rows: a raw ring of the same slots,
+ * served by a thread that does what the proxy does for a Data|Flag trigger into a mapped
+ * buffer (a memcpy into the peer's buffer, then a release store of a signal count the peer
+ * polls) and, when the ring is empty, sleeps on a futex doorbell that a push rings, as an idle
+ * host-mode proxy that shares its initiator's CPU does. Nothing is decoded or checked. */
+typedef struct rawProxy {
+  uint64_t slot[RAW_SLOTS][2] __attribute__((aligned(64)));
+  uint64_t head __attribute__((aligned(64)));  /* producers: claims (its low half: the doorbell) */
+  uint32_t asleep;                             /* the server sleeps on the doorbell */
+  uint64_t tail __attribute__((aligned(64)));  /* the server's only */
+  uint64_t sent;                               /* signals sent */
+  const char* src;
+  char* dst;
+  volatile uint64_t* peerSignal;
+  int stop;
+  pthread_t thread;
+} rawProxy;
+
+static void* rawProxyMain(void* arg)
+{
+  rawProxy* p = arg;
+  for (;;) {
+    uint64_t* s = p->slot[p->tail % RAW_SLOTS];
+    uint64_t size = __atomic_load_n(&s[0], __ATOMIC_ACQUIRE);
+    if (size == 0) {
+      if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) return NULL;
+      __atomic_store_n(&p->asleep, 1, __ATOMIC_SEQ_CST);
+      uint64_t h = __atomic_load_n(&p->head, __ATOMIC_SEQ_CST);
+      if (h == p->tail && !__atomic_load_n(&p->stop, __ATOMIC_SEQ_CST))
+        syscall(SYS_futex, (uint32_t*)&p->head, FUTEX_WAIT_PRIVATE, (uint32_t)h, NULL, NULL, 0);
+      __atomic_store_n(&p->asleep, 0, __ATOMIC_RELAXED);
+      continue;
+    }
+    memcpy(p->dst, p->src, size);
+    __atomic_store_n(p->peerSignal, ++p->sent, __ATOMIC_RELEASE);
+    __atomic_store_n(&s[1], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s[0], 0, __ATOMIC_RELEASE);
+    p->tail++;
+  }
+}
+
+/* Starts the server thread (it inherits the caller's CPU affinity). */
+static inline void rawProxyStart(rawProxy* p, const char* src, char* dst, volatile uint64_t* peerSignal)
+{
+  memset(p, 0, sizeof(*p));
+  p->src = src;
+  p->dst = dst;
+  p->peerSignal = peerSignal;
+  if (pthread_create(&p->thread, NULL, rawProxyMain, p) != 0) BENCH_DIE("pthread_create");
+}
+
+/* Pushes a put of size (> 0) bytes with its signal, ringing the doorbell of a sleeping server. */
+static inline void rawProxyPush(rawProxy* p, uint64_t size)
+{
+  uint64_t h = __atomic_fetch_add(&p->head, 1, __ATOMIC_SEQ_CST);
+  uint64_t* s = p->slot[h % RAW_SLOTS];
+  while (__atomic_load_n(&s[0], __ATOMIC_ACQUIRE) != 0) bench_pause();
+  __atomic_store_n(&s[1], 1, __ATOMIC_RELAXED);
+  __atomic_store_n(&s[0], size, __ATOMIC_RELEASE);
+  if (__atomic_load_n(&p->asleep, __ATOMIC_SEQ_CST))
+    syscall(SYS_futex, (uint32_t*)&p->head, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static inline void rawProxyStop(rawProxy* p)
+{
+  __atomic_store_n(&p->stop, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&p->asleep, __ATOMIC_SEQ_CST))
+    syscall(SYS_futex, (uint32_t*)&p->head, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  pthread_join(p->thread, NULL);
+}
+
 #endif
