@@ -15,7 +15,7 @@ import (
 // another's number.
 func TestFifoConcurrentPushesServedOnceInClaimOrder(t *testing.T) {
 	const threads, each = 4, 4096
-	f := newFifoHarness(200)
+	f := newFifoHarness(200, 0)
 	done := make(chan bool, 1)
 	go func() { done <- f.run(threads, each) }()
 	select {
@@ -46,5 +46,26 @@ func TestFifoConcurrentPushesServedOnceInClaimOrder(t *testing.T) {
 	}
 	if bad > 0 {
 		t.Errorf("%d of %d triggers were not served as the sequence number their push returned", bad, threads*each)
+	}
+}
+
+// TestSleepingProxyWakesOnPush: an idle host-mode proxy that sleeps (looking again only every
+// 5 s) serves a push at once, and stops at once: the push and the stop ring its doorbell.
+func TestSleepingProxyWakesOnPush(t *testing.T) {
+	f := newFifoHarness(0, 5000000)
+	defer f.free()
+	d := f.wake()
+	if d == 0 {
+		t.Fatal("the proxy never went to sleep, or the push failed")
+	}
+	if d > time.Second {
+		t.Errorf("a push to a sleeping proxy was served after %v, want well under its 5 s look-again period", d)
+	}
+	s := f.stopAsleep()
+	if s == 0 {
+		t.Fatal("the proxy did not sleep again after the trigger")
+	}
+	if s > time.Second {
+		t.Errorf("stopping a sleeping proxy took %v, want well under its 5 s look-again period", s)
 	}
 }

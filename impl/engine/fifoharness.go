@@ -9,6 +9,7 @@ package engine
 /*
 #include <pthread.h>
 #include <stdlib.h>
+#include "backoff.h"
 #include "engine.h"
 
 #define FH_MAX 65536
@@ -67,11 +68,13 @@ static void* fhPusher(void* p)
 	return NULL;
 }
 
-static fhHarness* fhNew(uint32_t spin)
+static fhHarness* fhNew(uint32_t spin, uint32_t proxySleepUs)
 {
 	fhHarness* h = (fhHarness*)calloc(1, sizeof(fhHarness));
 	engBackoffCfg b = {.spin = 64, .yields = 64, .sleepMaxUs = 100};
-	h->comm = engCommNew(0, b, b);
+	engBackoffCfg p = b;
+	if (proxySleepUs > 0) p = (engBackoffCfg){.spin = 0, .yields = 0, .sleepMaxUs = proxySleepUs};
+	h->comm = engCommNew(0, b, p);
 	h->ctx = engCtxNewOps(h->comm, &fhOps, NULL);
 	h->dev.fifo.triggerFifo = &h->ctx->fifo[0];
 	h->dev.fifo.connId = 0;
@@ -105,6 +108,32 @@ static int fhRun(fhHarness* h, int threads, int each)
 	return 0;
 }
 
+// Starts the proxy, waits (at most 5 s) until it sleeps on its doorbell, then pushes one
+// trigger and waits until it is served. Returns the nanoseconds from the push to served, or 0
+// when the proxy never slept or the push failed.
+static uint64_t fhWake(fhHarness* h)
+{
+	if (engProxyStart(h->ctx) != mscclppSuccess) return 0;
+	uint64_t until = engNowNs() + 5000000000ull;
+	while (!__atomic_load_n(&h->ctx->proxyAsleep, __ATOMIC_ACQUIRE))
+		if (engNowNs() > until) return 0;
+	uint64_t t0 = engNowNs();
+	uint64_t seq = mscclppFifoPush(&h->dev.fifo, mscclppFlag, 0, 0, 1);
+	if (seq == MSCCLPP_FIFO_PUSH_FAILED || mscclppFifoWaitServed(&h->dev.fifo, seq) != mscclppSuccess) return 0;
+	return engNowNs() - t0;
+}
+
+// Stops the proxy once it sleeps again; returns the nanoseconds the stop took (0: it never slept).
+static uint64_t fhStopAsleep(fhHarness* h)
+{
+	uint64_t until = engNowNs() + 5000000000ull;
+	while (!__atomic_load_n(&h->ctx->proxyAsleep, __ATOMIC_ACQUIRE))
+		if (engNowNs() > until) return 0;
+	uint64_t t0 = engNowNs();
+	engProxyStop(h->ctx);
+	return engNowNs() - t0;
+}
+
 static void fhFree(fhHarness* h)
 {
 	engCtxFree(h->ctx);
@@ -114,10 +143,22 @@ static void fhFree(fhHarness* h)
 */
 import "C"
 
+import "time"
+
 // fifoHarness is one context whose FIFO several threads push into.
 type fifoHarness struct{ h *C.fhHarness }
 
-func newFifoHarness(spin int) fifoHarness { return fifoHarness{h: C.fhNew(C.uint32_t(spin))} }
+// newFifoHarness makes the context; its op pauses spin times per trigger, and a non-zero
+// proxySleepUs makes an idle proxy sleep at once, looking again only every proxySleepUs.
+func newFifoHarness(spin, proxySleepUs int) fifoHarness {
+	return fifoHarness{h: C.fhNew(C.uint32_t(spin), C.uint32_t(proxySleepUs))}
+}
+
+// wake starts the proxy, lets it fall asleep, and times one push until served (0: failed).
+func (f fifoHarness) wake() time.Duration { return time.Duration(C.fhWake(f.h)) }
+
+// stopAsleep times the stop of a sleeping proxy (0: it never slept).
+func (f fifoHarness) stopAsleep() time.Duration { return time.Duration(C.fhStopAsleep(f.h)) }
 
 // run pushes threads x each triggers concurrently and serves them all; false if it could not start.
 func (f fifoHarness) run(threads, each int) bool {
