@@ -30,21 +30,20 @@ __attribute__((constructor)) static void errsLoad(void)
   pthread_atfork(NULL, NULL, onForkChild);
 }
 
-const char* errString(int code)
-{
-  /* MSCCL++ 0.1's strings */
-  switch (code) {
-  case mscclppSuccess: return "no error";
-  case mscclppUnhandledCudaError: return "unhandled cuda error";
-  case mscclppSystemError: return "unhandled system error";
-  case mscclppInternalError: return "internal error";
-  case mscclppInvalidArgument: return "invalid argument";
-  case mscclppInvalidUsage: return "invalid usage";
-  case mscclppRemoteError: return "remote process exited or there was a network error";
-  case mscclppInProgress: return "MSCCL++ operation in progress";
-  default: return "unknown result code";
-  }
-}
+_Static_assert(ERR_STRINGS == mscclppNumResults + 1, "one string per result code, then the unknown one");
+
+/* MSCCL++ 0.1's strings, by result code */
+const char* const errStrings[ERR_STRINGS] = {
+    [mscclppSuccess] = "no error",
+    [mscclppUnhandledCudaError] = "unhandled cuda error",
+    [mscclppSystemError] = "unhandled system error",
+    [mscclppInternalError] = "internal error",
+    [mscclppInvalidArgument] = "invalid argument",
+    [mscclppInvalidUsage] = "invalid usage",
+    [mscclppRemoteError] = "remote process exited or there was a network error",
+    [mscclppInProgress] = "MSCCL++ operation in progress",
+    [ERR_STRINGS - 1] = "unknown result code",
+};
 
 void errRecordInit(errRecord* r)
 {

@@ -48,8 +48,15 @@ static inline int errAsyncCode(errRecord* r) { return __atomic_load_n(&r->asyncE
 /* The text of r's last error (r NULL: the process's); only ever overwritten in place. */
 const char* errLast(errRecord* r);
 
-/* The text of a result code: the one table behind mscclppGetErrorString and Go's status.Code.String. */
-const char* errString(int code);
+/* The text of a result code: the one table behind mscclppGetErrorString and Go's
+ * status.Code.String. Inline, a load and no branch through a jump table, since
+ * mscclppGetErrorString is the call a tool-less dispatch is measured by. */
+#define ERR_STRINGS 9 /* mscclppNumResults + 1: the last is any other value's */
+extern const char* const errStrings[ERR_STRINGS];
+static inline const char* errString(int code)
+{
+  return errStrings[(unsigned)code < ERR_STRINGS - 1 ? (unsigned)code : ERR_STRINGS - 1];
+}
 
 /* Set in a child forked after the library was loaded (one load to test). */
 extern volatile int errForkedChild;

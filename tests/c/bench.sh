@@ -481,7 +481,7 @@ perlayer() {
 if want tools; then
   echo
   echo "== 3. Tool dispatch (mscclpp_tools.h), ns per call, medians; ratio = ours / reference"
-  echo "   plain: a noinline function in the program; other .so: the same switch in another shared library"
+  echo "   plain: a noinline function in the program; other .so: the same table lookup in another shared library"
   echo "   (what mscclppGetErrorString cost before tools); each process runs all of them interleaved, pinned to CPU 0"
   echo
   hdr "mscclppGetErrorString"

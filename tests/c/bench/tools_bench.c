@@ -4,10 +4,10 @@
  *   tools_bench            (run with MSCCLPP_TOOLS naming 0, 1 or 2 pass-through tools)
  *
  * Times, interleaved block by block in this one process and pinned to CPU 0:
- *   plain    a call of a noinline function in this program (the same switch
- *            as mscclppGetErrorString)
+ *   plain    a call of a noinline function in this program (the same table
+ *            lookup as mscclppGetErrorString)
  *   libref   the same function in another shared library (tools_ref.so):
- *            what mscclppGetErrorString cost before tools existed
+ *            what mscclppGetErrorString costs without the tool dispatch
  *   errstr   mscclppGetErrorString, through whatever tools are loaded
  *   version  mscclppGetVersion (diagnostic: it enters the Go runtime)
  * Prints "RESULT tools.<key>_ns <median ns per call>" for each, and
@@ -28,17 +28,18 @@ __attribute__((noinline, noipa))
 #endif
 static const char* plainErrorString(int code)
 {
-  switch (code) {
-  case 0: return "no error";
-  case 1: return "unhandled cuda error";
-  case 2: return "unhandled system error";
-  case 3: return "internal error";
-  case 4: return "invalid argument";
-  case 5: return "invalid usage";
-  case 6: return "remote process exited or there was a network error";
-  case 7: return "MSCCL++ operation in progress";
-  default: return "unknown result code";
-  }
+  static const char* const strings[9] = {
+      "no error",
+      "unhandled cuda error",
+      "unhandled system error",
+      "internal error",
+      "invalid argument",
+      "invalid usage",
+      "remote process exited or there was a network error",
+      "MSCCL++ operation in progress",
+      "unknown result code",
+  };
+  return strings[(unsigned)code < 8u ? (unsigned)code : 8u];
 }
 
 static volatile uintptr_t sink;
