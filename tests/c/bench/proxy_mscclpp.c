@@ -149,17 +149,6 @@ static void add(way* w, uint64_t v)
 #define RT_ITERS 400
 #define TPUT_N 8192
 
-static void rtRaw(way* w)
-{
-  rawRun(&ring, 1);
-  for (int i = 0; i < 16 + RT_ITERS; i++) {
-    uint64_t t0 = bench_now_ns();
-    rawWaitServed(&ring, rawPush(&ring, 1, 4));
-    if (i >= 16) add(w, bench_now_ns() - t0);
-  }
-  rawRun(&ring, 0);
-}
-
 static void rtOurs(way* w)
 {
   for (int i = 0; i < 16 + RT_ITERS; i++) {
@@ -169,38 +158,37 @@ static void rtOurs(way* w)
   }
 }
 
-static void tputRaw(way* w)
-{
-  rawRun(&ring, 1);
-  for (int i = 0; i < 16; i++) rawWaitServed(&ring, rawPush(&ring, 1, 4));
-  uint64_t t0 = bench_now_ns(), h = 0;
-  for (int i = 0; i < TPUT_N; i++) h = rawPush(&ring, 1, 4);
-  rawWaitServed(&ring, h);
-  add(w, (uint64_t)(TPUT_N * 1e9 / (double)(bench_now_ns() - t0)));
-  rawRun(&ring, 0);
-}
+/* The raw ring's blocks: proto 0 the ring alone, 1 with the FIFO protocol (always inlined with a
+ * constant proto, so that each reference runs its own code, no call through a pointer). */
+#define RING_PUSH(proto) ((proto) ? rawPushProto(&ring, 1, 4) : rawPush(&ring, 1, 4))
+#define RING_WAIT(proto, h) ((proto) ? rawWaitServedProto(&ring, (h)) : rawWaitServed(&ring, (h)))
 
-static void tputProto(way* w)
+static inline __attribute__((always_inline)) void rtRing(way* w, int proto)
 {
-  rawRun(&ring, 3);
-  for (int i = 0; i < 16; i++) rawWaitServedProto(&ring, rawPushProto(&ring, 1, 4));
-  uint64_t t0 = bench_now_ns(), h = 0;
-  for (int i = 0; i < TPUT_N; i++) h = rawPushProto(&ring, 1, 4);
-  rawWaitServedProto(&ring, h);
-  add(w, (uint64_t)(TPUT_N * 1e9 / (double)(bench_now_ns() - t0)));
-  rawRun(&ring, 0);
-}
-
-static void rtProto(way* w)
-{
-  rawRun(&ring, 3);
+  rawRun(&ring, proto ? 3 : 1);
   for (int i = 0; i < 16 + RT_ITERS; i++) {
     uint64_t t0 = bench_now_ns();
-    rawWaitServedProto(&ring, rawPushProto(&ring, 1, 4));
+    RING_WAIT(proto, RING_PUSH(proto));
     if (i >= 16) add(w, bench_now_ns() - t0);
   }
   rawRun(&ring, 0);
 }
+
+static inline __attribute__((always_inline)) void tputRing(way* w, int proto)
+{
+  rawRun(&ring, proto ? 3 : 1);
+  for (int i = 0; i < 16; i++) RING_WAIT(proto, RING_PUSH(proto));
+  uint64_t t0 = bench_now_ns(), h = 0;
+  for (int i = 0; i < TPUT_N; i++) h = RING_PUSH(proto);
+  RING_WAIT(proto, h);
+  add(w, (uint64_t)(TPUT_N * 1e9 / (double)(bench_now_ns() - t0)));
+  rawRun(&ring, 0);
+}
+
+static void rtRaw(way* w) { rtRing(w, 0); }
+static void rtProto(way* w) { rtRing(w, 1); }
+static void tputRaw(way* w) { tputRing(w, 0); }
+static void tputProto(way* w) { tputRing(w, 1); }
 
 /* TPUT_N triggers of type/size round-robin over the FIFOs of cs[0..k), then the last of each served. */
 static void tputOn(way* w, mscclppDevConn_t** cs, int k, uint64_t type)

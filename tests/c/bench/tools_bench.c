@@ -14,6 +14,7 @@
  * "RESULT tools.layers <n>". In C: the figures are nanoseconds.
  */
 #include "bench.h"
+#include "errstrings.h"
 #include "mscclpp_tools.h"
 
 #define ITERS 20000
@@ -28,18 +29,7 @@ __attribute__((noinline, noipa))
 #endif
 static const char* plainErrorString(int code)
 {
-  static const char* const strings[9] = {
-      "no error",
-      "unhandled cuda error",
-      "unhandled system error",
-      "internal error",
-      "invalid argument",
-      "invalid usage",
-      "remote process exited or there was a network error",
-      "MSCCL++ operation in progress",
-      "unknown result code",
-  };
-  return strings[(unsigned)code < 8u ? (unsigned)code : 8u];
+  return benchErrString(code);
 }
 
 static volatile uintptr_t sink;

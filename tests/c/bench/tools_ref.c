@@ -5,18 +5,9 @@
  * library boundary (PLT) exactly as a call into libmscclpp does. In C, like
  * the function it stands for.
  */
+#include "errstrings.h"
+
 const char* refErrorString(int code)
 {
-  static const char* const strings[9] = {
-      "no error",
-      "unhandled cuda error",
-      "unhandled system error",
-      "internal error",
-      "invalid argument",
-      "invalid usage",
-      "remote process exited or there was a network error",
-      "MSCCL++ operation in progress",
-      "unknown result code",
-  };
-  return strings[(unsigned)code < 8u ? (unsigned)code : 8u];
+  return benchErrString(code);
 }
