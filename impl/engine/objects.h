@@ -146,6 +146,7 @@ typedef struct engCtx {
   uint64_t refused;     /* set by the proxy thread (atomic): 1 + the sequence number of the last trigger it
                          * refused (bad arguments), 0 when none: its mscclppFifoWaitServed reports it */
   uint32_t failedSeen;  /* proxy thread only: engComm.nConnFailed when it last looked at its connections */
+  uint64_t typelessSeen; /* looks of the proxy at a slot with word 0 but no type yet (atomic; for tests) */
 } engCtx;
 
 /* The one way the engine and the transports record an error: the formatted message

@@ -147,6 +147,7 @@ static void* proxyMain(void* arg)
         continue;
       }
       /* word 1 is not visible yet: wait for it, but not forever */
+      __atomic_store_n(&ctx->typelessSeen, ctx->typelessSeen + 1, __ATOMIC_RELEASE);
       uint64_t now = engNowNs();
       if (typelessSince == 0) typelessSince = now;
       if (now - typelessSince < ENG_TYPELESS_NS) {

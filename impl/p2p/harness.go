@@ -78,6 +78,7 @@ static int harnessSlotBusy(harnessP2P* t, uint64_t seq)
   return __atomic_load_n(&t->ctx->fifo[seq % MSCCLPP_PROXY_FIFO_SIZE].value[0], __ATOMIC_ACQUIRE) != 0;
 }
 static uint64_t harnessServed(harnessP2P* t) { return __atomic_load_n(&t->ctx->served, __ATOMIC_ACQUIRE); }
+static uint64_t harnessTypelessSeen(harnessP2P* t) { return __atomic_load_n(&t->ctx->typelessSeen, __ATOMIC_ACQUIRE); }
 static void harnessSetDevHead(harnessP2P* t, uint64_t p) { t->ctx->devHead = (uint64_t*)(uintptr_t)p; }
 static void harnessProxyBackoff(harnessP2P* t, unsigned spin, unsigned yields, unsigned sleepMax)
 {
@@ -155,6 +156,9 @@ func (h harnessP2P) slotBusy(seq uint64) bool { return C.harnessSlotBusy(h.p, C.
 
 // served is the number of triggers the proxy has served.
 func (h harnessP2P) served() uint64 { return uint64(C.harnessServed(h.p)) }
+
+// typelessSeen is how many times the proxy looked at a slot whose word 0 had arrived without its type.
+func (h harnessP2P) typelessSeen() uint64 { return uint64(C.harnessTypelessSeen(h.p)) }
 
 // setDevHead marks the context as CUDA mode: its FIFO head lives in device memory at p.
 func (h harnessP2P) setDevHead(p uint64) { C.harnessSetDevHead(h.p, C.uint64_t(p)) }

@@ -284,7 +284,8 @@ func TestProxyWaitsForTriggerType(t *testing.T) {
 	}
 	defer f.h.stop()
 	f.h.slotWord(0, 0, word0(300, 16))
-	time.Sleep(50 * time.Millisecond)
+	// the proxy has looked at the half-written slot several times, and left it alone
+	waitFor(t, "the proxy to look at the half-written slot", func() bool { return f.h.typelessSeen() >= 3 })
 	if n := f.h.served(); n != 0 || !f.h.slotBusy(0) {
 		t.Fatalf("served %d triggers from a slot whose word 1 has not arrived", n)
 	}
