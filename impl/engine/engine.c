@@ -314,13 +314,28 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
 
 /* The host-mode context behind a FIFO, entered (engLeave after), or NULL with the
  * process-wide last error set. */
-static engCtx* fifoEnter(struct mscclppConcurrentFifo* fifo, const char* fn)
+static inline __attribute__((always_inline)) engCtx* fifoEnter(struct mscclppConcurrentFifo* fifo, const char* fn)
 {
   return ctxEnter(fifo, fn, "fifo is NULL", 1);
 }
 
 /* Slots a push that found the FIFO full waits to see free beyond its own (< MSCCLPP_PROXY_FIFO_SIZE). */
 #define ENG_PUSH_ROOM (MSCCLPP_PROXY_FIFO_SIZE / 4)
+
+/* The wait of a push whose claim h found the FIFO full (out of line: the common push never
+ * waits): until ENG_PUSH_ROOM more slots are free, so that the pushes that follow fill lines the
+ * proxy has left instead of the one it reads next, and the tail is read once per such batch, not
+ * once per push. Every claim below h is made, and a claim waits only for claims below its own,
+ * so the lowest waiting one always moves. Returns the tail it read last. */
+static __attribute__((noinline)) uint64_t pushWaitRoom(engCtx* ctx, uint64_t h)
+{
+  engWait w;
+  engWaitInit(&w, -1);
+  uint64_t seen;
+  while (h + ENG_PUSH_ROOM >= MSCCLPP_PROXY_FIFO_SIZE + (seen = __atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE)))
+    engWaitStep(&w, &ctx->comm->waitCfg);
+  return seen;
+}
 
 uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint64_t dstDataOffset,
                          uint64_t srcDataOffset, uint64_t dataSize)
@@ -340,7 +355,6 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
     engFail(NULL, mscclppInvalidUsage, "%s: connection not set up: call mscclppConnectionSetup first", fn);
     return MSCCLPP_FIFO_PUSH_FAILED;
   }
-  const engBackoffCfg* cfg = &ctx->comm->waitCfg;
   if (MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize) == 0) {
     /* an empty put: it would read as an empty slot, so push it as a marker that moves no data
      * (a Data-only one as a Sync: a trigger needs a type), as the device push does */
@@ -360,8 +374,6 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
       return MSCCLPP_FIFO_PUSH_FAILED;
     }
   } while (!__atomic_compare_exchange_n(&ctx->head, &h, h + 1, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
-  engWait w;
-  engWaitInit(&w, -1);
   /* Room for claim h: the claim MSCCLPP_PROXY_FIFO_SIZE before it, on the same slot, must have
    * been served (tail past it), else two claims could fill the slot at once. The proxy empties a
    * slot before its tail moves past it, so a tail read with acquire also says the slot is empty
@@ -374,22 +386,10 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
   uint64_t seen = __atomic_load_n(&ctx->tailSeen, __ATOMIC_ACQUIRE);
   if (h >= MSCCLPP_PROXY_FIFO_SIZE + seen) {
     seen = __atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE);
-    if (h >= MSCCLPP_PROXY_FIFO_SIZE + seen) {
-      /* Full: wait until ENG_PUSH_ROOM more slots are free, so that the pushes that follow fill
-       * lines the proxy has left instead of the one it reads next, and read the tail once per
-       * such batch, not once per push. Every claim below h is made, and a claim waits only for
-       * claims below its own, so the lowest waiting one always moves. */
-      while (h + ENG_PUSH_ROOM >= MSCCLPP_PROXY_FIFO_SIZE + (seen = __atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE)))
-        engWaitStep(&w, cfg);
-    }
+    if (h >= MSCCLPP_PROXY_FIFO_SIZE + seen) seen = pushWaitRoom(ctx, h);
     __atomic_store_n(&ctx->tailSeen, seen, __ATOMIC_RELEASE);
   }
   mscclppTrigger* slot = &ctx->fifo[h % MSCCLPP_PROXY_FIFO_SIZE];
-  /* Where room is known two lines on (four slots a line), fetch that line for writing now: the
-   * next claim's locked instruction waits until every earlier store is done, and a store into a
-   * line the proxy emptied waits for that line to cross from the proxy's CPU. */
-  if (h % 4 == 0 && h + 8 < MSCCLPP_PROXY_FIFO_SIZE + seen)
-    __builtin_prefetch(&ctx->fifo[(h + 8) % MSCCLPP_PROXY_FIFO_SIZE], 1);
   __atomic_store_n(&slot->value[1], MSCCLPP_TRIGGER_WORD1(type, fifo->connId, dstDataOffset), __ATOMIC_RELAXED);
   __atomic_store_n(&slot->value[0], MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize), __ATOMIC_RELEASE);
   /* the doorbell of a sleeping proxy (proxy.c, idle): read after the claim, which orders it */
