@@ -27,6 +27,9 @@
  *         tput.2proxy           the same, alternating between the SHM and
  *                               the Ethernet FIFO (two proxies on CPU 1)
  *         tput.data             1-byte Data triggers, one connection
+ *         push.ours / push.proto 100 pushes into a FIFO with room, timed
+ *                               apart from their service: ns per push,
+ *                               mscclppFifoPush / the protocol's push
  *         rt.proto / tput.proto the raw ring with the FIFO protocol of
  *                               mscclppfifo.h (proxy_ref.h rawPushProto: a
  *                               claim by atomic add, room from a published
@@ -185,6 +188,38 @@ static inline __attribute__((always_inline)) void tputRing(way* w, int proto)
   rawRun(&ring, 0);
 }
 
+/* The cost of a push alone: PUSH_N pushes into a FIFO with room for them (none waits), timed
+ * without their service, then waited for; ns per push. Ours, and the FIFO protocol's push. */
+#define PUSH_N 100
+
+static void pushOurs(way* w)
+{
+  mscclppDevConn_t* c = &conns[0];
+  for (int r = 0; r < 50; r++) {
+    pushServed(c);
+    uint64_t t0 = bench_now_ns(), h = 0;
+    for (int i = 0; i < PUSH_N; i++) h = mscclppFifoPush(&c->fifo, mscclppSync, 0, 0, 1);
+    uint64_t t1 = bench_now_ns();
+    if (h == MSCCLPP_FIFO_PUSH_FAILED || mscclppFifoWaitServed(&c->fifo, h) != 0)
+      BENCH_DIE("mscclppFifoPush/WaitServed: %s", mscclppGetLastError(NULL));
+    add(w, (t1 - t0) / PUSH_N);
+  }
+}
+
+static void pushProto(way* w)
+{
+  rawRun(&ring, 3);
+  for (int r = 0; r < 50; r++) {
+    RING_WAIT(1, RING_PUSH(1));
+    uint64_t t0 = bench_now_ns(), h = 0;
+    for (int i = 0; i < PUSH_N; i++) h = RING_PUSH(1);
+    uint64_t t1 = bench_now_ns();
+    RING_WAIT(1, h);
+    add(w, (t1 - t0) / PUSH_N);
+  }
+  rawRun(&ring, 0);
+}
+
 static void rtRaw(way* w) { rtRing(w, 0); }
 static void rtProto(way* w) { rtRing(w, 1); }
 static void tputRaw(way* w) { tputRing(w, 0); }
@@ -314,6 +349,7 @@ static void trig(int rank)
         {"tput.raw", tputRaw, 0, 0, 1},     {"tput.1", tput1, 0, 0, 1},
         {"tput.2", tput2, 0, 0, 1},         {"tput.4", tput4, 0, 0, 1},
         {"tput.2proxy", tput2proxy, 0, 0, 1}, {"tput.data", tputData, 0, 0, 1},
+        {"push.ours", pushOurs, 0, 0, 0},   {"push.proto", pushProto, 0, 0, 0},
         {"rt.proto", rtProto, 0, 0, 0},     {"tput.proto", tputProto, 0, 0, 1},
     };
     enum { K = sizeof(ws) / sizeof(ws[0]) };
@@ -322,11 +358,11 @@ static void trig(int rank)
     /* this run's ratios to the raw ring (the VM's cross-CPU latency moves between runs: the
      * ratio of one run's interleaved medians is steadier than a ratio of medians over runs) */
     if (med[0] > 0) bench_result("rt.ratio", med[1] / med[0]);
-    enum { RT_RAW = 0, TPUT_RAW = 2, TPUT_1 = 3, RT_PROTO = K - 2, TPUT_PROTO = K - 1 };
+    enum { RT_RAW = 0, TPUT_RAW = 2, TPUT_1 = 3, PUSH_OURS = K - 4, PUSH_PROTO = K - 3, RT_PROTO = K - 2, TPUT_PROTO = K - 1 };
     for (int j = TPUT_1; j < K; j++) {
       char name[64];
       snprintf(name, sizeof(name), "%s.ratio", ws[j].key);
-      if (med[TPUT_RAW] > 0 && j != RT_PROTO) bench_result(name, med[j] / med[TPUT_RAW]);
+      if (med[TPUT_RAW] > 0 && j != RT_PROTO && j != PUSH_OURS && j != PUSH_PROTO) bench_result(name, med[j] / med[TPUT_RAW]);
     }
     /* the proof rows: the FIFO protocol on the raw ring against the raw ring (tput.proto.ratio
      * above), and ours against the protocol */
