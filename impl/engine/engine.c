@@ -337,24 +337,27 @@ static __attribute__((noinline)) uint64_t pushWaitRoom(engCtx* ctx, uint64_t h)
   return seen;
 }
 
+/* A push's refusal once its context is entered: leaves it and records why (out of line, so that
+ * the common push keeps its registers). */
+static __attribute__((noinline, cold)) uint64_t pushRefuse(engCtx* ctx, const char* why)
+{
+  engLeave(ctx);
+  engFail(NULL, mscclppInvalidUsage, "mscclppFifoPush: %s", why);
+  return MSCCLPP_FIFO_PUSH_FAILED;
+}
+
 uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint64_t dstDataOffset,
                          uint64_t srcDataOffset, uint64_t dataSize)
 {
-  const char* fn = "mscclppFifoPush";
-  engCtx* ctx = fifoEnter(fifo, fn);
+  engCtx* ctx = fifoEnter(fifo, "mscclppFifoPush");
   if (ctx == NULL) return MSCCLPP_FIFO_PUSH_FAILED;
-  if ((type & (mscclppData | mscclppFlag | mscclppSync)) == 0 || (type >> MSCCLPP_BITS_TYPE) != 0) {
-    engLeave(ctx);
-    engFail(NULL, mscclppInvalidUsage, "%s: type must be a non-empty OR of mscclppData, mscclppFlag and mscclppSync", fn);
-    return MSCCLPP_FIFO_PUSH_FAILED;
-  }
+  if (__builtin_expect((type & (mscclppData | mscclppFlag | mscclppSync)) == 0 || (type >> MSCCLPP_BITS_TYPE) != 0, 0))
+    return pushRefuse(ctx, "type must be a non-empty OR of mscclppData, mscclppFlag and mscclppSync");
   /* a trigger is served on its connection: refuse one whose connection is not set up yet */
-  if (fifo->connId < 0 || fifo->connId >= ENG_MAX_CONNS ||
-      __atomic_load_n(&ctx->conns[fifo->connId], __ATOMIC_ACQUIRE) == NULL) {
-    engLeave(ctx);
-    engFail(NULL, mscclppInvalidUsage, "%s: connection not set up: call mscclppConnectionSetup first", fn);
-    return MSCCLPP_FIFO_PUSH_FAILED;
-  }
+  if (__builtin_expect(fifo->connId < 0 || fifo->connId >= ENG_MAX_CONNS ||
+                           __atomic_load_n(&ctx->conns[fifo->connId], __ATOMIC_ACQUIRE) == NULL,
+                       0))
+    return pushRefuse(ctx, "connection not set up: call mscclppConnectionSetup first");
   if (MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize) == 0) {
     /* an empty put: it would read as an empty slot, so push it as a marker that moves no data
      * (a Data-only one as a Sync: a trigger needs a type), as the device push does */
@@ -367,12 +370,9 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
    * claimed slot, so a claim made while it ran is always served). */
   uint64_t h = __atomic_load_n(&ctx->head, __ATOMIC_RELAXED);
   do {
-    if (!__atomic_load_n(&ctx->running, __ATOMIC_ACQUIRE) &&
-        h >= MSCCLPP_PROXY_FIFO_SIZE + __atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE)) {
-      engLeave(ctx);
-      engFail(NULL, mscclppInvalidUsage, "%s: the FIFO is full and no proxy is running (call mscclppProxyLaunch)", fn);
-      return MSCCLPP_FIFO_PUSH_FAILED;
-    }
+    if (__builtin_expect(!__atomic_load_n(&ctx->running, __ATOMIC_ACQUIRE), 0) &&
+        h >= MSCCLPP_PROXY_FIFO_SIZE + __atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE))
+      return pushRefuse(ctx, "the FIFO is full and no proxy is running (call mscclppProxyLaunch)");
   } while (!__atomic_compare_exchange_n(&ctx->head, &h, h + 1, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
   /* Room for claim h: the claim MSCCLPP_PROXY_FIFO_SIZE before it, on the same slot, must have
    * been served (tail past it), else two claims could fill the slot at once. The proxy empties a
