@@ -1,11 +1,12 @@
 /*
  * proxy.c: the proxy thread: pops triggers from its context's FIFO and
  * performs them through their transport's ops table. In C because it is the
- * one hot loop and must never call into Go. A host-mode proxy polls with back-off (backoff.h) so an
- * idle proxy does not starve an oversubscribed machine; a proxy whose FIFO
- * head lives in device memory (CUDA mode) busy-polls, as upstream does: its
- * initiators are GPU threads, and any sleep is added to the next trigger's
- * latency. Pops up to ENG_PROXY_BATCH ready triggers at a time. Publishes its
+ * one hot loop and must never call into Go. An idle host-mode proxy spins,
+ * yields, then sleeps on a doorbell that host pushes ring (idle), so that it
+ * does not starve an oversubscribed machine; a proxy whose FIFO head lives in
+ * device memory (CUDA mode) busy-polls, as upstream does: its initiators are
+ * GPU threads, which cannot wake a sleeper, and any sleep is added to the
+ * next trigger's latency. Pops up to ENG_PROXY_BATCH ready triggers at a time. Publishes its
  * tail every MSCCLPP_PROXY_FIFO_FLUSH_COUNTER pops and whenever no trigger is
  * ready (after a Sync alone, or at the end of a batch), never later.
  *
