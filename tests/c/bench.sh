@@ -440,6 +440,7 @@ if want proxy; then
   row "  2 connections, one proxy" r "$(get p.tput.2.per_s)" "$(get p.tput.raw.per_s)" "(report)" "" "$(get p.tput.2.ratio)"
   row "  4 connections, one proxy" r "$(get p.tput.4.per_s)" "$(get p.tput.raw.per_s)" "(report)" "" "$(get p.tput.4.ratio)"
   row "  2 proxies (SHM + Ethernet), both on CPU 1" r "$(get p.tput.2proxy.per_s)" "$(get p.tput.raw.per_s)" "(report)" "" "$(get p.tput.2proxy.ratio)"
+  row "  2 proxies, one on each CPU" r "$(get p.tput.2proxy2cpu.per_s)" "$(get p.tput.raw.per_s)" "(report)" "" "$(get p.tput.2proxy2cpu.ratio)"
   row "  1-byte Data triggers, 1 connection" r "$(get p.tput.data.per_s)" "$(get p.tput.raw.per_s)" "(diagnostic)" "" "$(get p.tput.data.ratio)"
   row "round trip of the FIFO protocol, vs the raw ring" t "$(get p.rt.proto.ns)" "$(get p.rt.raw.ns)" "(diagnostic)" "" "$(get p.rt.proto.ratio)"
   row "a push alone, FIFO with room, vs the protocol's" t "$(get p.push.ours.ns)" "$(get p.push.proto.ns)" "(diagnostic)" ""

@@ -26,6 +26,8 @@
  *                               second, median over blocks
  *         tput.2proxy           the same, alternating between the SHM and
  *                               the Ethernet FIFO (two proxies on CPU 1)
+ *         tput.2proxy2cpu       the same with the Ethernet proxy on CPU 0,
+ *                               beside the producer (two proxies on 2 CPUs)
  *         tput.data             1-byte Data triggers, one connection
  *         push.ours / push.proto 100 pushes into a FIFO with room, timed
  *                               apart from their service: ns per push,
@@ -250,6 +252,16 @@ static void tput4(way* w)
   tputOn(w, cs, 4, mscclppSync);
 }
 static void tput2proxy(way* w) { mscclppDevConn_t* cs[] = {&conns[0], eth}; tputOn(w, cs, 2, mscclppSync); }
+
+/* The same with the two proxies on the two CPUs: the Ethernet proxy moves to CPU 0 (the
+ * producer's) for the block, then back. */
+static int ethProxyTid, cpuOfProxies;
+static void tput2proxy2cpu(way* w)
+{
+  pinTid(ethProxyTid, 0);
+  tput2proxy(w);
+  pinTid(ethProxyTid, cpuOfProxies);
+}
 static void tputData(way* w) { mscclppDevConn_t* cs[] = {&conns[0]}; tputOn(w, cs, 1, mscclppData); }
 
 /* Runs the blocks of ws[0..k) in turn until budget (after a warm-up cycle and minCycles) and
@@ -341,6 +353,8 @@ static void trig(int rank)
     bench_pin(0);
     pinTid(shmTid, cpu1);
     pinTid(ethTid, cpu1);
+    ethProxyTid = ethTid;
+    cpuOfProxies = cpu1;
     rawStart(&ring, cpu1);
     bench_result("trig.new_threads", n);
     double budget = bench_env_double("BENCH_BUDGET_S", 0.3);
@@ -348,7 +362,8 @@ static void trig(int rank)
         {"rt.raw", rtRaw, 0, 0, 0},         {"rt.ours", rtOurs, 0, 0, 0},
         {"tput.raw", tputRaw, 0, 0, 1},     {"tput.1", tput1, 0, 0, 1},
         {"tput.2", tput2, 0, 0, 1},         {"tput.4", tput4, 0, 0, 1},
-        {"tput.2proxy", tput2proxy, 0, 0, 1}, {"tput.data", tputData, 0, 0, 1},
+        {"tput.2proxy", tput2proxy, 0, 0, 1}, {"tput.2proxy2cpu", tput2proxy2cpu, 0, 0, 1},
+        {"tput.data", tputData, 0, 0, 1},
         {"push.ours", pushOurs, 0, 0, 0},   {"push.proto", pushProto, 0, 0, 0},
         {"rt.proto", rtProto, 0, 0, 0},     {"tput.proto", tputProto, 0, 0, 1},
     };
