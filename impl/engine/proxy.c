@@ -35,7 +35,8 @@
  * head; a push claims (a locked instruction on head), then reads the mark; both are sequentially
  * consistent, so either the push sees the mark and wakes it, or this side sees the claim and
  * does not sleep (and the futex refuses to sleep once head moved). A claim whose slot is not
- * written yet, or a stop, is met with a yield instead. */
+ * written yet, or a stop, is met with a yield instead. A stop that lands between this side's
+ * look at it and its sleep does not move head: it is seen at the next look, sleepMaxUs later. */
 static void idle(engCtx* ctx, engBackoff* b, uint64_t tail)
 {
   if (ctx->devHead != NULL) {
