@@ -22,7 +22,11 @@
  * an epoch that will never move. A failed operation's slot is emptied only
  * after that tail is visible, so its sync never reads as served.
  */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "backoff.h"
 #include "engine.h"
@@ -35,8 +39,8 @@
  * head; a push claims (a locked instruction on head), then reads the mark; both are sequentially
  * consistent, so either the push sees the mark and wakes it, or this side sees the claim and
  * does not sleep (and the futex refuses to sleep once head moved). A claim whose slot is not
- * written yet, or a stop, is met with a yield instead. A stop that lands between this side's
- * look at it and its sleep does not move head: it is seen at the next look, sleepMaxUs later. */
+ * written yet, or a stop, is met with a yield instead (engProxyStop rings until the thread ends:
+ * a stop does not move head). */
 static void idle(engCtx* ctx, engBackoff* b, uint64_t tail)
 {
   if (ctx->devHead != NULL) {
@@ -199,7 +203,15 @@ void engProxyStop(engCtx* ctx)
 {
   if (!ctx->running) return;
   __atomic_store_n(&ctx->stop, 1, __ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&ctx->proxyAsleep, __ATOMIC_SEQ_CST)) engFutexWakePrivate(&ctx->head);
-  pthread_join(ctx->thread, NULL);
+  /* the doorbell again every millisecond until the thread ends: a stop does not move head, so a
+   * wake that lands just before the proxy's sleep would otherwise wait for its next look */
+  for (;;) {
+    if (__atomic_load_n(&ctx->proxyAsleep, __ATOMIC_SEQ_CST)) engFutexWakePrivate(&ctx->head);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 1000000;
+    if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+    if (pthread_timedjoin_np(ctx->thread, NULL, &until) != ETIMEDOUT) break;
+  }
   ctx->running = 0;
 }
