@@ -16,6 +16,19 @@
 int cuwPush(const cuwApi* a, cuwContext ctx, cuwContext* prev, const char** call);
 void cuwPop(const cuwApi* a, cuwContext ctx, cuwContext prev);
 
+/* The whole body of a wrapper that makes one driver call, expr, with ctx current: pushes ctx,
+ * runs expr, names the call in *call on failure, pops, and returns the CUresult. */
+#define CUW_ONE_CALL(a, ctx, call, expr, name)         \
+  do {                                                 \
+    cuwContext prev_;                                  \
+    cuwResult rc_ = cuwPush(a, ctx, &prev_, call);     \
+    if (rc_ != CUW_SUCCESS) return rc_;                \
+    rc_ = (expr);                                      \
+    if (rc_ != CUW_SUCCESS) *call = name;              \
+    cuwPop(a, ctx, prev_);                             \
+    return rc_;                                        \
+  } while (0)
+
 /* In a wrapper between cuwPush and an `out:` label that pops: runs expr into rc and, on failure,
  * names the call in *call and jumps to out. */
 #define CUW_FAIL_IF(expr, name) \

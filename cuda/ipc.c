@@ -25,37 +25,19 @@ out:
 
 int cuwIpcOpen(const cuwApi* a, cuwContext ctx, const cuwIpcMemHandle* h, cuwDevicePtr* base, const char** call)
 {
-  cuwContext prev;
-  cuwResult rc = cuwPush(a, ctx, &prev, call);
-  if (rc != CUW_SUCCESS) return rc;
-  CUW_FAIL_IF(a->ipcOpenMemHandle(base, *h, CUW_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), "cuIpcOpenMemHandle");
-out:
-  cuwPop(a, ctx, prev);
-  return rc;
+  CUW_ONE_CALL(a, ctx, call, a->ipcOpenMemHandle(base, *h, CUW_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), "cuIpcOpenMemHandle");
 }
 
 int cuwIpcClose(const cuwApi* a, cuwContext ctx, cuwDevicePtr base, const char** call)
 {
-  cuwContext prev;
-  cuwResult rc = cuwPush(a, ctx, &prev, call);
-  if (rc != CUW_SUCCESS) return rc;
-  CUW_FAIL_IF(a->ipcCloseMemHandle(base), "cuIpcCloseMemHandle");
-out:
-  cuwPop(a, ctx, prev);
-  return rc;
+  CUW_ONE_CALL(a, ctx, call, a->ipcCloseMemHandle(base), "cuIpcCloseMemHandle");
 }
 
 int cuwDmabufFd(const cuwDmabufApi* b, const cuwApi* a, cuwContext ctx, cuwDevicePtr p, size_t n, int* fd,
                 const char** call)
 {
-  cuwContext prev;
-  cuwResult rc = cuwPush(a, ctx, &prev, call);
-  if (rc != CUW_SUCCESS) return rc;
-  CUW_FAIL_IF(b->getHandleForAddressRange(fd, p, n, CUW_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0),
-          "cuMemGetHandleForAddressRange");
-out:
-  cuwPop(a, ctx, prev);
-  return rc;
+  CUW_ONE_CALL(a, ctx, call, b->getHandleForAddressRange(fd, p, n, CUW_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0),
+               "cuMemGetHandleForAddressRange");
 }
 
 int cuwEnablePeer(const cuwApi* a, cuwContext ctx, cuwContext peer, const char** call)

@@ -13,24 +13,12 @@
 
 int cuwMemAlloc(const cuwApi* a, cuwContext ctx, size_t size, cuwDevicePtr* out, const char** call)
 {
-  cuwContext prev;
-  cuwResult rc = cuwPush(a, ctx, &prev, call);
-  if (rc != CUW_SUCCESS) return rc;
-  CUW_FAIL_IF(a->memAlloc(out, size), "cuMemAlloc");
-out:
-  cuwPop(a, ctx, prev);
-  return rc;
+  CUW_ONE_CALL(a, ctx, call, a->memAlloc(out, size), "cuMemAlloc");
 }
 
 int cuwMemFree(const cuwApi* a, cuwContext ctx, cuwDevicePtr p, const char** call)
 {
-  cuwContext prev;
-  cuwResult rc = cuwPush(a, ctx, &prev, call);
-  if (rc != CUW_SUCCESS) return rc;
-  CUW_FAIL_IF(a->memFree(p), "cuMemFree");
-out:
-  cuwPop(a, ctx, prev);
-  return rc;
+  CUW_ONE_CALL(a, ctx, call, a->memFree(p), "cuMemFree");
 }
 
 int cuwMemset(const cuwApi* a, cuwContext ctx, cuwDevicePtr p, unsigned char v, size_t n, const char** call)
@@ -73,24 +61,12 @@ out:
 
 int cuwHostFree(const cuwApi* a, cuwContext ctx, void* p, const char** call)
 {
-  cuwContext prev;
-  cuwResult rc = cuwPush(a, ctx, &prev, call);
-  if (rc != CUW_SUCCESS) return rc;
-  CUW_FAIL_IF(a->memFreeHost(p), "cuMemFreeHost");
-out:
-  cuwPop(a, ctx, prev);
-  return rc;
+  CUW_ONE_CALL(a, ctx, call, a->memFreeHost(p), "cuMemFreeHost");
 }
 
 int cuwAddressRange(const cuwApi* a, cuwContext ctx, cuwDevicePtr p, cuwDevicePtr* base, size_t* size, const char** call)
 {
-  cuwContext prev;
-  cuwResult rc = cuwPush(a, ctx, &prev, call);
-  if (rc != CUW_SUCCESS) return rc;
-  CUW_FAIL_IF(a->memGetAddressRange(base, size, p), "cuMemGetAddressRange");
-out:
-  cuwPop(a, ctx, prev);
-  return rc;
+  CUW_ONE_CALL(a, ctx, call, a->memGetAddressRange(base, size, p), "cuMemGetAddressRange");
 }
 
 int cuwBufferId(const cuwApi* a, cuwDevicePtr p, unsigned long long* id, const char** call)
@@ -104,22 +80,10 @@ int cuwBufferId(const cuwApi* a, cuwDevicePtr p, unsigned long long* id, const c
 int cuwCopyAsync(const cuwApi* a, cuwContext ctx, cuwDevicePtr dst, cuwDevicePtr src, size_t n, uintptr_t stream,
                  const char** call)
 {
-  cuwContext prev;
-  cuwResult rc = cuwPush(a, ctx, &prev, call);
-  if (rc != CUW_SUCCESS) return rc;
-  CUW_FAIL_IF(a->memcpyAsync(dst, src, n, (cuwStream)stream), "cuMemcpyAsync");
-out:
-  cuwPop(a, ctx, prev);
-  return rc;
+  CUW_ONE_CALL(a, ctx, call, a->memcpyAsync(dst, src, n, (cuwStream)stream), "cuMemcpyAsync");
 }
 
 int cuwStreamSync(const cuwApi* a, cuwContext ctx, uintptr_t stream, const char** call)
 {
-  cuwContext prev;
-  cuwResult rc = cuwPush(a, ctx, &prev, call);
-  if (rc != CUW_SUCCESS) return rc;
-  CUW_FAIL_IF(a->streamSynchronize((cuwStream)stream), "cuStreamSynchronize");
-out:
-  cuwPop(a, ctx, prev);
-  return rc;
+  CUW_ONE_CALL(a, ctx, call, a->streamSynchronize((cuwStream)stream), "cuStreamSynchronize");
 }
