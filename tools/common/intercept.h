@@ -230,41 +230,28 @@ TOOL_R(HostAlloc, (void** ptr, size_t size), (ptr, size), NULL, -1, -1, 1, size)
 TOOL_PLAIN(HostFree, (void* ptr), (ptr), NULL)
 
 /* the init calls: the clock anchor at entry, the communicator at return */
-static mscclppResult_t icptCommInitRank(int layer, mscclppComm_t* comm, int nranks, const char* ipPortPair, int rank)
-{
-  int below;
-  void (*next)(void) = toolNext(layer, mscclppToolFnCommInitRank, &below);
-  toolAnchorClock();
-  struct toolCall c = {.fn = mscclppToolFnCommInitRank, .peer = -1, .tag = -1};
-  c.t0 = toolNowNs();
-  mscclppResult_t r = ((mscclppToolCommInitRank_t)next)(below, comm, nranks, ipPortPair, rank);
-  c.t1 = toolNowNs();
-  if (r == mscclppSuccess && comm != NULL) {
-    toolCommAdd(*comm, rank, nranks);
-    c.comm = *comm;
+#define TOOL_INIT(Name, Params, Args)                                                        \
+  static mscclppResult_t icpt##Name Params                                                   \
+  {                                                                                          \
+    int below;                                                                               \
+    void (*next)(void) = toolNext(layer, mscclppToolFn##Name, &below);                       \
+    toolAnchorClock();                                                                       \
+    struct toolCall c = {.fn = mscclppToolFn##Name, .peer = -1, .tag = -1};                  \
+    c.t0 = toolNowNs();                                                                      \
+    mscclppResult_t r = ((mscclppTool##Name##_t)next) Args;                                  \
+    c.t1 = toolNowNs();                                                                      \
+    if (r == mscclppSuccess && comm != NULL) {                                               \
+      toolCommAdd(*comm, rank, nranks);                                                      \
+      c.comm = *comm;                                                                        \
+    }                                                                                        \
+    c.result = (int)r;                                                                       \
+    toolAfter(&c);                                                                           \
+    return r;                                                                                \
   }
-  c.result = (int)r;
-  toolAfter(&c);
-  return r;
-}
-
-static mscclppResult_t icptCommInitRankFromId(int layer, mscclppComm_t* comm, int nranks, mscclppUniqueId id, int rank)
-{
-  int below;
-  void (*next)(void) = toolNext(layer, mscclppToolFnCommInitRankFromId, &below);
-  toolAnchorClock();
-  struct toolCall c = {.fn = mscclppToolFnCommInitRankFromId, .peer = -1, .tag = -1};
-  c.t0 = toolNowNs();
-  mscclppResult_t r = ((mscclppToolCommInitRankFromId_t)next)(below, comm, nranks, id, rank);
-  c.t1 = toolNowNs();
-  if (r == mscclppSuccess && comm != NULL) {
-    toolCommAdd(*comm, rank, nranks);
-    c.comm = *comm;
-  }
-  c.result = (int)r;
-  toolAfter(&c);
-  return r;
-}
+TOOL_INIT(CommInitRank, (int layer, mscclppComm_t* comm, int nranks, const char* ipPortPair, int rank),
+          (below, comm, nranks, ipPortPair, rank))
+TOOL_INIT(CommInitRankFromId, (int layer, mscclppComm_t* comm, int nranks, mscclppUniqueId id, int rank),
+          (below, comm, nranks, id, rank))
 
 static mscclppResult_t icptCommDestroy(int layer, mscclppComm_t comm)
 {
