@@ -11,6 +11,7 @@ package engine
 #include <stdlib.h>
 #include "backoff.h"
 #include "engine.h"
+#include "testconn.h"
 
 #define FH_MAX 65536
 
@@ -75,16 +76,8 @@ static fhHarness* fhNew(uint32_t spin, uint32_t proxySleepUs)
 	engBackoffCfg p = b;
 	if (proxySleepUs > 0) p = (engBackoffCfg){.spin = 0, .yields = 0, .sleepMaxUs = proxySleepUs};
 	h->comm = engCommNew(0, b, p);
-	h->ctx = engCtxNewOps(h->comm, &fhOps, NULL);
-	h->dev.fifo.triggerFifo = &h->ctx->fifo[0];
-	h->dev.fifo.connId = 0;
-	h->conn.comm = h->comm;
-	h->conn.ctx = h->ctx;
-	h->conn.ops = &fhOps;
-	h->conn.dev = &h->dev;
-	h->conn.transport = &h->st;
 	h->st.spin = spin;
-	h->ctx->conns[0] = &h->conn;
+	h->ctx = testConnWire(h->comm, &fhOps, &h->conn, &h->dev, &h->st);
 	return h;
 }
 

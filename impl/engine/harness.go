@@ -9,6 +9,7 @@ package engine
 /*
 #include <stdlib.h>
 #include "engine.h"
+#include "testconn.h"
 
 // The test transport's per-connection state (engConn.transport): how its waitPoll behaves.
 typedef struct hpState {
@@ -63,17 +64,9 @@ static hpHarness* hpNew(void)
 	hpHarness* h = (hpHarness*)calloc(1, sizeof(hpHarness));
 	engBackoffCfg b = {.spin = 64, .yields = 64, .sleepMaxUs = 1000};
 	h->comm = engCommNew(0, b, b);
-	h->ctx = engCtxNewOps(h->comm, &hpOps, NULL);
-	h->dev.fifo.triggerFifo = &h->ctx->fifo[0];
-	h->dev.fifo.connId = 0;
+	h->ctx = testConnWire(h->comm, &hpOps, &h->conn, &h->dev, &h->st);
 	h->dev.localSignalEpochId = &h->epoch;
 	h->dev.waitEpochId = &h->waitEpoch;
-	h->conn.comm = h->comm;
-	h->conn.ctx = h->ctx;
-	h->conn.ops = &hpOps;
-	h->conn.dev = &h->dev;
-	h->conn.transport = &h->st;
-	h->ctx->conns[0] = &h->conn;
 	return h;
 }
 
