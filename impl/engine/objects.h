@@ -115,8 +115,9 @@ typedef struct engCtx {
   mscclppTrigger fifo[MSCCLPP_PROXY_FIFO_SIZE]; /* first: triggerFifo points here */
   uint64_t magic;
   uint64_t head __attribute__((aligned(64))); /* written by initiators */
-  /* A tail some initiator read (relaxed), never ahead of tail, on the initiators' line: a push
-   * reads the shared tail, which the proxy writes on every publish, only when this says full. */
+  /* A tail some initiator read (release store, acquire load: it also says the slots below it
+   * are empty), never ahead of tail, on the initiators' line: a push reads the shared tail,
+   * which the proxy writes on every publish, only when this says full. */
   uint64_t tailSeen;
   /* 1 while a host-mode proxy sleeps on the futex of head's low 32 bits (proxy.c): a push that
    * sees it after its claim wakes the proxy. */

@@ -6,9 +6,10 @@
  * does not starve an oversubscribed machine; a proxy whose FIFO head lives in
  * device memory (CUDA mode) busy-polls, as upstream does: its initiators are
  * GPU threads, which cannot wake a sleeper, and any sleep is added to the
- * next trigger's latency. Pops up to ENG_PROXY_BATCH ready triggers at a time. Publishes its
- * tail every MSCCLPP_PROXY_FIFO_FLUSH_COUNTER pops and whenever no trigger is
- * ready (after a Sync alone, or at the end of a batch), never later.
+ * next trigger's latency. Pops up to ENG_PROXY_BATCH ready triggers at a
+ * time. Publishes its tail every MSCCLPP_PROXY_FIFO_FLUSH_COUNTER pops and
+ * whenever no trigger is ready (after a Sync alone, or at the end of a
+ * batch), never later.
  *
  * A slot is ready when word 0 is non-zero and the type field of word 1 is
  * non-zero: a GPU's 16-byte store may become visible to the host as two
@@ -165,8 +166,7 @@ static void* proxyMain(void* arg)
       n = 1; /* served as dropped */
     }
     typelessSince = 0;
-    b.n = 0;
-    b.sleepUs = 0;
+    b.n = 0; /* idle never reaches the back-off's sleeping phase (it sleeps on the doorbell) */
     /* a failure found elsewhere (a lost peer, a failed connection) is published once per batch */
     failedNow(ctx, tail);
     for (int i = 0; i < n; i++) {
