@@ -8,6 +8,9 @@
  * slot (word 0 last, release) and moves on. Served = the slot is empty again.
  * No tail is published, nothing is decoded, there is no back-off, no error
  * path and no live-context check: the floor under any FIFO with this layout.
+ * The same ring also runs the FIFO protocol of mscclppfifo.h (rawPushProto:
+ * a claim by atomic add, room from a tail the consumer publishes), and
+ * rawProxy (at the end) is the reference of the putWithSignal rows.
  *
  * The consumer runs only while the bench measures it (rawRun): between its
  * blocks it parks on a futex, so that it never takes the CPU from the
