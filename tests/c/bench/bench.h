@@ -52,6 +52,15 @@ static inline void bench_pause(void)
     exit(2);                                             \
   } while (0)
 
+/* For the programs that link the library (they include mscclpp.h): dies naming the call, its
+ * result's text and comm's last error (NULL: the process's) unless it returned mscclppSuccess. */
+#define BENCH_CK(comm, call)                                                                     \
+  do {                                                                                           \
+    mscclppResult_t r_ = (call);                                                                 \
+    if (r_ != mscclppSuccess)                                                                    \
+      BENCH_DIE("%s: %s: %s", #call, mscclppGetErrorString(r_), mscclppGetLastError(comm));      \
+  } while (0)
+
 static int bench_cmp_u64(const void* a, const void* b)
 {
   uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;

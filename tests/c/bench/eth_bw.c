@@ -27,11 +27,7 @@
 
 #include "bench.h"
 
-#define CK(x)                                                                                       \
-  do {                                                                                              \
-    mscclppResult_t r_ = (x);                                                                       \
-    if (r_ != mscclppSuccess) BENCH_DIE("%s: %s (%s)", #x, mscclppGetErrorString(r_), mscclppGetLastError(NULL)); \
-  } while (0)
+#define CK(call) BENCH_CK(NULL, call)
 
 static void sendAll(int fd, const char* p, size_t n)
 {

@@ -58,12 +58,7 @@ static void* hostBufs[4];
 static int nHostBufs;
 static void freeAfterDestroy(void* p) { hostBufs[nHostBufs++] = p; }
 
-#define CK(call)                                                                                    \
-  do {                                                                                              \
-    mscclppResult_t r_ = (call);                                                                    \
-    if (r_ != mscclppSuccess)                                                                       \
-      BENCH_DIE("%s: %s: %s", #call, mscclppGetErrorString(r_), mscclppGetLastError(comm));         \
-  } while (0)
+#define CK(call) BENCH_CK(comm, call)
 
 /* ---- ours ---- */
 static void ours_put(void* c, size_t size) { CK(mscclppDevConnPutWithSignal((mscclppDevConn_t*)c, 0, 0, size)); }

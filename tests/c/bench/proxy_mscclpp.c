@@ -63,12 +63,7 @@
 
 static mscclppComm_t comm;
 
-#define CK(call)                                                                                    \
-  do {                                                                                              \
-    mscclppResult_t r_ = (call);                                                                    \
-    if (r_ != mscclppSuccess)                                                                       \
-      BENCH_DIE("%s: %s: %s", #call, mscclppGetErrorString(r_), mscclppGetLastError(comm));         \
-  } while (0)
+#define CK(call) BENCH_CK(comm, call)
 
 /* ---- threads ---- */
 
