@@ -70,6 +70,12 @@ time_left() {
   if [ "$1" -lt $left ]; then echo "$1"; else echo $left; fi
 }
 
+# budget_spent NAME START LOG: the case is not run (the suite's budget is used up): a failure
+budget_spent() {
+  echo "not run: the suite's ${budget} s budget is used up" >"$3"
+  fail "$1" "$2" "$3"
+}
+
 elapsed() { # start -> "1.2"
   awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'
 }
@@ -232,8 +238,7 @@ run_case() {
     return
   fi
   if ! t=$(time_left "$t"); then
-    echo "not run: the suite's ${budget} s budget is used up" >"$log"
-    fail "$name" "$start" "$log"
+    budget_spent "$name" "$start" "$log"
     return
   fi
   local args=(-n "$n" -t "$t")
@@ -287,8 +292,7 @@ cmake_case() {
   start=$(date +%s.%N)
   local t
   if ! t=$(time_left 120); then
-    echo "not run: the suite's ${budget} s budget is used up" >"$log"
-    fail "$name" "$start" "$log"
+    budget_spent "$name" "$start" "$log"
     return
   fi
   rm -rf "$prefix" "$out/cmake-build-prefix" "$out/cmake-build-tree"
@@ -338,8 +342,7 @@ perf_case() {
   fi
   local t
   if ! t=$(time_left 90); then
-    echo "not run: the suite's ${budget} s budget is used up" >"$log"
-    fail "$name" "$start" "$log"
+    budget_spent "$name" "$start" "$log"
     return
   fi
   : >"$log"
@@ -557,8 +560,7 @@ cuda_case() {
   [ -d "$inc" ] || inc=$build/include
   local t
   if ! t=$(time_left 120); then
-    echo "not run: the suite's ${budget} s budget is used up" >"$log"
-    fail "$name" "$start" "$log"
+    budget_spent "$name" "$start" "$log"
     return
   fi
   if PATH="$(dirname "$nvcc"):$PATH" timeout -k 5 "$t" "$here/check-cuda.sh" "$inc" >"$log" 2>&1 &&
@@ -576,8 +578,7 @@ gpu_moved_case() {
   selected "$name" || return 0
   start=$(date +%s.%N)
   if ! t=$(time_left 120); then
-    echo "not run: the suite's ${budget} s budget is used up" >"$log"
-    fail "$name" "$start" "$log"
+    budget_spent "$name" "$start" "$log"
     return
   fi
   timeout -k 5 "$t" bash "$root/tests/gpu/moved.sh" "$build" >"$log" 2>&1
@@ -598,8 +599,7 @@ packaging_case() { # name what
   selected "$name" || return 0
   start=$(date +%s.%N)
   if ! t=$(time_left 120); then
-    echo "not run: the suite's ${budget} s budget is used up" >"$log"
-    fail "$name" "$start" "$log"
+    budget_spent "$name" "$start" "$log"
     return
   fi
   timeout -k 5 "$t" bash "$here/packaging.sh" "$build" "$2" >"$log" 2>&1
