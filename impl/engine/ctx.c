@@ -67,6 +67,14 @@ static void threadExit(void* rec)
   __atomic_store_n(&t->taken, 0, __ATOMIC_RELEASE);
 }
 
+void* engCallocLines(size_t size)
+{
+  size_t n = (size + 63) & ~(size_t)63;
+  void* p = NULL;
+  if (n == 0 || posix_memalign(&p, 64, n) != 0) return NULL;
+  return memset(p, 0, n);
+}
+
 engThread* engThreadRecordNew(void)
 {
   engThread* t;
@@ -75,7 +83,7 @@ engThread* engThreadRecordNew(void)
     if (__atomic_compare_exchange_n(&t->taken, &free, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) break;
   }
   if (t == NULL) {
-    t = (engThread*)calloc(1, sizeof(engThread));
+    t = (engThread*)engCallocLines(sizeof(engThread));
     if (t == NULL) return NULL;
     t->taken = 1;
     pthread_mutex_lock(&ctxSlotsLock);

@@ -37,6 +37,10 @@ extern int engUseMembarrier; /* 1: membarrier mode; 0: counting mode; -1: no con
  * (the library is STATIC_TLS already: the Go runtime's own TLS is initial-exec) */
 extern __thread engThread* engThreadSelf __attribute__((tls_model("initial-exec")));
 engThread* engThreadRecordNew(void);       /* the calling thread's first record */
+/* size bytes, zeroed, on cache lines of their own (64-aligned, rounded up to whole lines), or
+ * NULL: for objects that one thread writes while others read their neighbours (a thread's
+ * record, a connection's state), which calloc would pack into shared lines. free() releases it. */
+void* engCallocLines(size_t size);
 engCtx* engEnterCounting(const void* p);   /* engEnter in counting mode */
 
 /* The live context at p (a mscclppDevConn's fifo.triggerFifo) with a reference held, or NULL:

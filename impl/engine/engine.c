@@ -398,23 +398,27 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
   return h;
 }
 
-int mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq)
+/* How many polls of the slot a mscclppFifoWaitServed makes, each after a pause, before its
+ * bounded wait (waitServedSlow) takes over: a Sync is usually served within them. Never more
+ * than the wait's spin setting (MSCCLPP_WAIT_SPIN 0: no polls before the wait). */
+#define ENG_SERVED_POLLS 32
+
+/* The rest of a mscclppFifoWaitServed once its first polls found seq not served (out of line,
+ * so that a wait served at once keeps a small frame): the bounded wait, and the communicator's
+ * error when the trigger may not have been done. Leaves ctx. */
+static __attribute__((noinline)) int waitServedSlow(engCtx* ctx, mscclppTrigger* slot, uint64_t seq)
 {
   const char* fn = "mscclppFifoWaitServed";
-  engCtx* ctx = fifoEnter(fifo, fn);
-  if (ctx == NULL) return mscclppInvalidUsage;
-  if (seq == MSCCLPP_FIFO_PUSH_FAILED || seq >= __atomic_load_n(&ctx->head, __ATOMIC_ACQUIRE)) {
-    engLeave(ctx);
-    engFail(NULL, mscclppInvalidUsage, "%s: seq is not the result of a successful push on this FIFO", fn);
-    return mscclppInvalidArgument;
-  }
-  mscclppTrigger* slot = &ctx->fifo[seq % MSCCLPP_PROXY_FIFO_SIZE];
   engWait w;
   engWaitInit(&w, -1);
   int rc = mscclppSuccess;
-  while (__atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE) != 0 &&
-         __atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE) <= seq) {
+  /* Served: the slot emptied, or the tail past seq (a later push may have refilled the slot). The
+   * polls read the slot alone, and the tail only at the wait's checks: the proxy stores its tail
+   * on every publish, and a tail read on every poll would take its line back each time and
+   * delay this thread's next look at the slot. */
+  while (__atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE) != 0) {
     if (engWaitStep(&w, &ctx->comm->waitCfg) == ENG_WAIT_GO) continue;
+    if (__atomic_load_n(&ctx->tail, __ATOMIC_ACQUIRE) > seq) break;
     if (__atomic_load_n(&ctx->closing, __ATOMIC_ACQUIRE)) {
       engFail(NULL, mscclppInvalidUsage, "%s: communicator destroyed while waiting", fn);
       rc = mscclppInvalidUsage;
@@ -436,4 +440,31 @@ int mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq)
   if (async != 0) rc = errFail(NULL, async, "%s: the communicator failed: %s", fn, why);
   engLeave(ctx);
   return rc;
+}
+
+int mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq)
+{
+  const char* fn = "mscclppFifoWaitServed";
+  engCtx* ctx = fifoEnter(fifo, fn);
+  if (ctx == NULL) return mscclppInvalidUsage;
+  if (seq == MSCCLPP_FIFO_PUSH_FAILED || seq >= __atomic_load_n(&ctx->head, __ATOMIC_ACQUIRE)) {
+    engLeave(ctx);
+    engFail(NULL, mscclppInvalidUsage, "%s: seq is not the result of a successful push on this FIFO", fn);
+    return mscclppInvalidArgument;
+  }
+  mscclppTrigger* slot = &ctx->fifo[seq % MSCCLPP_PROXY_FIFO_SIZE];
+  /* the first polls, inline: the slot alone (waitServedSlow says why), no clock, no checks */
+  uint32_t polls = ctx->comm->waitCfg.spin < ENG_SERVED_POLLS ? ctx->comm->waitCfg.spin : ENG_SERVED_POLLS;
+  for (uint32_t i = 0; i < polls; i++) {
+    if (__atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE) == 0) {
+      if (__builtin_expect(__atomic_load_n(&ctx->failed, __ATOMIC_ACQUIRE) ||
+                               __atomic_load_n(&ctx->refused, __ATOMIC_ACQUIRE) == seq + 1,
+                           0))
+        break; /* served, but maybe not done: waitServedSlow reports why */
+      engLeave(ctx);
+      return mscclppSuccess;
+    }
+    engPause();
+  }
+  return waitServedSlow(ctx, slot, seq);
 }

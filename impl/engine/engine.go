@@ -339,7 +339,7 @@ type Conn struct{ p *C.engConn }
 
 // NewConn creates the engine state of connection connID (entry connID of d) and registers it with x.
 func (x *Ctx) NewConn(comm *Comm, d DevConns, connID, peerRank, tag int) *Conn {
-	c := (*C.engConn)(C.calloc(1, C.sizeof_engConn))
+	c := (*C.engConn)(C.engCallocLines(C.sizeof_engConn))
 	c.connId = C.int(connID)
 	c.peerRank = C.int(peerRank)
 	c.tag = C.int(tag)

@@ -69,3 +69,53 @@ func TestSleepingProxyWakesOnPush(t *testing.T) {
 		t.Errorf("stopping a sleeping proxy took %v, want well under its 5 s look-again period", s)
 	}
 }
+
+// TestWaitServedSeesTailPastRefilledSlot: mscclppFifoWaitServed of a trigger that was served
+// returns success while a later push has already refilled its slot and the proxy is busy
+// elsewhere: the tail past the trigger says it was served, though the slot is not empty.
+func TestWaitServedSeesTailPastRefilledSlot(t *testing.T) {
+	f := newFifoHarness(0, 0)
+	defer f.free()
+	d, ok, rc := f.waitRefilled()
+	if !ok {
+		t.Fatal("setup failed: a push or the first wait failed, or the held trigger never reached the op")
+	}
+	if d == 0 {
+		t.Fatal("mscclppFifoWaitServed of a served trigger whose slot was refilled did not return within 2 s")
+	}
+	if rc != 0 {
+		t.Errorf("mscclppFifoWaitServed returned %d, want 0 (success)", rc)
+	}
+	if d > time.Second {
+		t.Errorf("mscclppFifoWaitServed took %v, want well under a second", d)
+	}
+}
+
+// TestSyncAloneSkipsCompleteTransport: on a transport whose operations complete before they
+// return, a Sync trigger alone is served without calling its op (nothing is left to finish);
+// every trigger with Data or Flag, a Sync among them, still calls it, and on any other transport
+// a Sync does too.
+func TestSyncAloneSkipsCompleteTransport(t *testing.T) {
+	const data, flag, sync = 1, 2, 4
+	types := []uint64{sync, flag, sync | flag, data | sync, sync, data}
+	for _, tc := range []struct {
+		name string
+		f    fifoHarness
+		want []bool // per trigger id: whether the op saw it
+	}{
+		{"opsComplete", newCompleteFifoHarness(), []bool{false, true, true, true, false, true}},
+		{"default", newFifoHarness(0, 0), []bool{true, true, true, true, true, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer tc.f.free()
+			if !tc.f.serveTypes(types...) {
+				t.Fatal("a push or its wait failed")
+			}
+			for id, want := range tc.want {
+				if _, at := tc.f.trigger(id); (at != 0) != want {
+					t.Errorf("trigger %d (type %d): op called = %v, want %v", id, types[id], at != 0, want)
+				}
+			}
+		})
+	}
+}

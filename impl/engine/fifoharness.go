@@ -20,6 +20,8 @@ typedef struct fhState {
 	uint32_t seenAt[FH_MAX]; // per trigger id (dstOff): 1 + the order it was served in, 0: never
 	uint32_t twice;         // ids served more than once
 	uint32_t spin;          // pauses per op, so that the FIFO fills
+	uint64_t holdId;        // the op of this trigger id waits while hold is set (none: ~0)
+	int hold, held;         // held: the op of holdId is waiting
 } fhState;
 
 static int fhOp(engConn* c, uint64_t t, uint64_t d, uint64_t dOff, uint64_t s, uint64_t sOff, uint64_t n)
@@ -27,6 +29,10 @@ static int fhOp(engConn* c, uint64_t t, uint64_t d, uint64_t dOff, uint64_t s, u
 	(void)t, (void)d, (void)s, (void)sOff, (void)n;
 	fhState* st = (fhState*)c->transport;
 	for (uint32_t i = 0; i < st->spin; i++) __asm__ __volatile__("" ::: "memory");
+	if (dOff == st->holdId && __atomic_load_n(&st->hold, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&st->held, 1, __ATOMIC_RELEASE);
+		while (__atomic_load_n(&st->hold, __ATOMIC_ACQUIRE)) engPause();
+	}
 	if (dOff < FH_MAX) {
 		if (st->seenAt[dOff] != 0) st->twice++;
 		else st->seenAt[dOff] = (uint32_t)(st->served + 1);
@@ -41,6 +47,19 @@ static const engOps fhOps = {
 	.waitPoll = engOpsNoWaitPoll,
 	.waitPending = engOpsNoWaitPending,
 	.waitStyle = ENG_WAIT_SPIN,
+	.threadInit = engOpsNoThreadInit,
+	.publishTail = engOpsNoPublishTail,
+	.close = engOpsNoClose,
+};
+
+// The same transport, saying that its operations complete before they return (opsComplete).
+static const engOps fhCompleteOps = {
+	.name = "fifo-test-complete",
+	.op = fhOp,
+	.waitPoll = engOpsNoWaitPoll,
+	.waitPending = engOpsNoWaitPending,
+	.waitStyle = ENG_WAIT_SPIN,
+	.opsComplete = 1,
 	.threadInit = engOpsNoThreadInit,
 	.publishTail = engOpsNoPublishTail,
 	.close = engOpsNoClose,
@@ -69,7 +88,7 @@ static void* fhPusher(void* p)
 	return NULL;
 }
 
-static fhHarness* fhNew(uint32_t spin, uint32_t proxySleepUs)
+static fhHarness* fhNew(uint32_t spin, uint32_t proxySleepUs, int complete)
 {
 	fhHarness* h = (fhHarness*)calloc(1, sizeof(fhHarness));
 	engBackoffCfg b = {.spin = 64, .yields = 64, .sleepMaxUs = 100};
@@ -77,7 +96,8 @@ static fhHarness* fhNew(uint32_t spin, uint32_t proxySleepUs)
 	if (proxySleepUs > 0) p = (engBackoffCfg){.spin = 0, .yields = 0, .sleepMaxUs = proxySleepUs};
 	h->comm = engCommNew(0, b, p);
 	h->st.spin = spin;
-	h->ctx = testConnWire(h->comm, &fhOps, &h->conn, &h->dev, &h->st);
+	h->st.holdId = ~(uint64_t)0;
+	h->ctx = testConnWire(h->comm, complete ? &fhCompleteOps : &fhOps, &h->conn, &h->dev, &h->st);
 	return h;
 }
 
@@ -127,6 +147,75 @@ static uint64_t fhStopAsleep(fhHarness* h)
 	return engNowNs() - t0;
 }
 
+typedef struct fhWaiter { fhHarness* h; uint64_t seq; int rc, done; } fhWaiter;
+
+static void* fhWaitServed(void* p)
+{
+	fhWaiter* w = (fhWaiter*)p;
+	w->rc = mscclppFifoWaitServed(&w->h->dev.fifo, w->seq);
+	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+// Waits (at most 5 s) until *p is non-zero; returns 0 when it never was.
+static int fhUntil(volatile int* p, uint64_t* v, uint64_t least)
+{
+	uint64_t until = engNowNs() + 5000000000ull;
+	while (p != NULL ? !__atomic_load_n(p, __ATOMIC_ACQUIRE) : __atomic_load_n(v, __ATOMIC_ACQUIRE) < least)
+		if (engNowNs() > until) return 0;
+	return 1;
+}
+
+// Trigger 0 is served; trigger 1's op is held, and the pushes of triggers 2..128 (which need
+// no more room) refill trigger 0's slot with trigger 128. Then mscclppFifoWaitServed(0) runs on
+// a thread of its own: it must return, as trigger 0 was served (the tail is past it), while the
+// slot is full again. Returns the nanoseconds it took, or 0 when it did not return within 2 s
+// (the hold is released then, so nothing stays stuck), -1 when the setup failed; *rc gets the
+// wait's result.
+static int64_t fhWaitRefilled(fhHarness* h, int* rc)
+{
+	h->st.holdId = 1;
+	h->st.hold = 1;
+	if (engProxyStart(h->ctx) != mscclppSuccess) return -1;
+	int64_t res = -1;
+	if (mscclppFifoPush(&h->dev.fifo, mscclppFlag, 0, 0, 1) != 0 || mscclppFifoWaitServed(&h->dev.fifo, 0) != 0 ||
+	    !fhUntil(NULL, &h->ctx->tail, 1) || mscclppFifoPush(&h->dev.fifo, mscclppFlag, 1, 0, 1) != 1 ||
+	    !fhUntil(&h->st.held, NULL, 0))
+		goto out;
+	for (uint64_t id = 2; id <= MSCCLPP_PROXY_FIFO_SIZE; id++)
+		if (mscclppFifoPush(&h->dev.fifo, mscclppFlag, id, 0, 1) != id) goto out;
+	if (__atomic_load_n(&h->ctx->fifo[0].value[0], __ATOMIC_ACQUIRE) == 0) goto out;
+	fhWaiter w = {h, 0, -1, 0};
+	pthread_t th;
+	if (pthread_create(&th, NULL, fhWaitServed, &w) != 0) goto out;
+	uint64_t t0 = engNowNs();
+	res = 0;
+	while (!__atomic_load_n(&w.done, __ATOMIC_ACQUIRE))
+		if (engNowNs() - t0 > 2000000000ull) break;
+	if (__atomic_load_n(&w.done, __ATOMIC_ACQUIRE)) res = (int64_t)(engNowNs() - t0);
+	__atomic_store_n(&h->st.hold, 0, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	*rc = w.rc;
+out:
+	__atomic_store_n(&h->st.hold, 0, __ATOMIC_RELEASE);
+	engProxyStop(h->ctx);
+	return res;
+}
+
+// Pushes one trigger of each type in types[0..n) (trigger id i for the i-th) and waits until each
+// is served; returns 0, or -1 when a push or a wait failed.
+static int fhServeTypes(fhHarness* h, const uint64_t* types, int n)
+{
+	if (engProxyStart(h->ctx) != mscclppSuccess) return -1;
+	int rc = 0;
+	for (int i = 0; i < n && rc == 0; i++) {
+		uint64_t seq = mscclppFifoPush(&h->dev.fifo, types[i], (uint64_t)i, 0, 1);
+		if (seq == MSCCLPP_FIFO_PUSH_FAILED || mscclppFifoWaitServed(&h->dev.fifo, seq) != mscclppSuccess) rc = -1;
+	}
+	engProxyStop(h->ctx);
+	return rc;
+}
+
 static void fhFree(fhHarness* h)
 {
 	engCtxFree(h->ctx);
@@ -144,7 +233,21 @@ type fifoHarness struct{ h *C.fhHarness }
 // newFifoHarness makes the context; its op pauses spin times per trigger, and a non-zero
 // proxySleepUs makes an idle proxy sleep at once, looking again only every proxySleepUs.
 func newFifoHarness(spin, proxySleepUs int) fifoHarness {
-	return fifoHarness{h: C.fhNew(C.uint32_t(spin), C.uint32_t(proxySleepUs))}
+	return fifoHarness{h: C.fhNew(C.uint32_t(spin), C.uint32_t(proxySleepUs), 0)}
+}
+
+// newCompleteFifoHarness is newFifoHarness with a transport whose operations complete before
+// they return (engOps.opsComplete).
+func newCompleteFifoHarness() fifoHarness { return fifoHarness{h: C.fhNew(0, 0, 1)} }
+
+// serveTypes pushes one trigger of each type (trigger id = its index) and waits until each is
+// served; false when a push or a wait failed.
+func (f fifoHarness) serveTypes(types ...uint64) bool {
+	ts := make([]C.uint64_t, len(types))
+	for i, t := range types {
+		ts[i] = C.uint64_t(t)
+	}
+	return C.fhServeTypes(f.h, &ts[0], C.int(len(ts))) == 0
 }
 
 // wake starts the proxy, lets it fall asleep, and times one push until served (0: failed).
@@ -156,6 +259,15 @@ func (f fifoHarness) stopAsleep() time.Duration { return time.Duration(C.fhStopA
 // run pushes threads x each triggers concurrently and serves them all; false if it could not start.
 func (f fifoHarness) run(threads, each int) bool {
 	return C.fhRun(f.h, C.int(threads), C.int(each)) == 0
+}
+
+// waitRefilled times mscclppFifoWaitServed of a served trigger whose slot a later push refilled
+// (fhWaitRefilled): the duration (0: no return within 2 s), false when the setup failed, and
+// the wait's result.
+func (f fifoHarness) waitRefilled() (time.Duration, bool, int) {
+	var rc C.int
+	d := C.fhWaitRefilled(f.h, &rc)
+	return time.Duration(d), d >= 0, int(rc)
 }
 
 // served is the number of triggers the transport's op was called for.

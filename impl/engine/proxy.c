@@ -114,6 +114,8 @@ static inline void serve(engCtx* ctx, uint64_t seq, uint64_t v0, uint64_t v1)
     engFail(ctx->comm, mscclppInvalidUsage, "proxy: trigger for unknown connection %llu", (unsigned long long)connId);
     return;
   }
+  /* a Sync alone on a transport whose operations complete before they return: nothing to do */
+  if (type == mscclppSync && c->ops->opsComplete) return;
   /* a Flag or Sync trigger carries size 1 only to mark the slot: it moves no data */
   int rc = c->ops->op(c, type, 1, dstOff, 1, srcOff, (type & mscclppData) ? size : 0);
   if (rc == mscclppSuccess && (type & mscclppData)) engCountPut(c, size);
@@ -123,7 +125,9 @@ static inline void serve(engCtx* ctx, uint64_t seq, uint64_t v0, uint64_t v1)
 
 /* Triggers popped in one batch: the slots of a batch are read one after another before any is
  * served, so that the reads of their lines (which the initiators have just written) overlap
- * instead of each waiting for the one before it. */
+ * instead of each waiting for the one before it. Lines beyond the ready slots are not
+ * prefetched: a line read before its initiator writes it must be taken back from this CPU by
+ * that write, which costs the initiator a cross-CPU trip. */
 #define ENG_PROXY_BATCH 16
 
 static void* proxyMain(void* arg)
@@ -138,9 +142,6 @@ static void* proxyMain(void* arg)
   for (;;) {
     /* the ready slots from tail on: word 0 set, and the type of word 1 visible */
     int n = 0;
-    /* and the next batch's lines are asked for now, to arrive while this one is served */
-    for (int k = ENG_PROXY_BATCH; k < 2 * ENG_PROXY_BATCH; k += 4)
-      __builtin_prefetch(&ctx->fifo[(tail + k) % MSCCLPP_PROXY_FIFO_SIZE], 0);
     for (; n < ENG_PROXY_BATCH; n++) {
       mscclppTrigger* slot = &ctx->fifo[(tail + n) % MSCCLPP_PROXY_FIFO_SIZE];
       if ((w0[n] = __atomic_load_n(&slot->value[0], __ATOMIC_ACQUIRE)) == 0) break;

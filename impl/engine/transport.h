@@ -58,6 +58,10 @@ typedef struct engOps {
    * after the waiter counted itself asleep, see engWaitFutex). */
   int (*waitPending)(struct engConn* c);
   int waitStyle; /* ENG_WAIT_*: how waits back off between polls */
+  /* 1 when op returns only once its work is complete (the sources may be reused, nothing is left
+   * in flight): a Sync trigger alone then has nothing to finish, and the proxy serves it without
+   * calling op. 0 (IB, P2P) when a Sync must wait for work op started. */
+  int opsComplete;
   /* Runs first on the proxy thread (e.g. make a CUDA context current, bind CPUs). */
   int (*threadInit)(struct engCtx* ctx);
   /* Makes the proxy's tail visible to initiators after the engine's own release store

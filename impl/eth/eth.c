@@ -296,6 +296,7 @@ const engOps ethOps = {
     .waitPoll = ethWaitPoll,
     .waitPending = engOpsNoWaitPending,
     .waitStyle = ENG_WAIT_SLEEP,
+    .opsComplete = 1,
     .threadInit = ethThreadInit,
     .publishTail = ethPublishTail,
     .close = ethClose,
