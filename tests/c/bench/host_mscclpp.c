@@ -233,7 +233,7 @@ static void pair(const char* kind, size_t maxBytes, int rank)
       snprintf(keys[j], sizeof(keys[j]), "%s.%s.%s", kind, pp_names[i], names[j]);
       kp[j] = keys[j];
     }
-    int block = s <= 8 ? 500 : s <= (1u << 20) ? 20 : s <= (16u << 20) ? 2 : 1;
+    int block = s <= 8 ? 512 : s <= (1u << 20) ? 20 : s <= (16u << 20) ? 2 : 1;
     pp_multi(ops, kp, k, s, s > (16u << 20) ? 2 * budget : budget, block, 3);
   }
 #ifdef BENCH_MPI

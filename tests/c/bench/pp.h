@@ -6,8 +6,12 @@
  * One iteration: rank 0 sends `size` bytes of its source buffer into rank
  * 1's inbox and signals; rank 1 waits for the signal, then sends 8 bytes
  * back and signals; rank 0 waits. Rank 0 times each iteration (the round
- * trip, RTT). The first 8 bytes of every message carry rank 0's decision to
- * stop, so both ranks run the same number of iterations.
+ * trip, RTT); for messages of up to 8 bytes, PP_GROUP iterations together
+ * (one sample = their time / PP_GROUP): a clock read costs a fifth of such a
+ * round trip here and moves in 10 ns steps on some VMs, and timed one by
+ * one every sample would carry it. The first 8 bytes of every message carry
+ * rank 0's decision to stop, so both ranks run the same number of
+ * iterations.
  *
  * Figures (rank 0): <key>.oneway_ns = median RTT / 2 for 8-byte messages;
  * <key>.gbps = size / median RTT (GB/s, 1e9 bytes/s) for larger ones (the
@@ -17,6 +21,8 @@
 #define MSCCLPP_BENCH_PP_H_
 
 #include "bench.h"
+
+#define PP_GROUP 8 /* round trips per sample for messages of up to 8 bytes */
 
 typedef struct {
   void* ctx;
@@ -31,19 +37,23 @@ static inline void pp_run(pp_ops* o, const char* key, size_t size, double budget
 {
   int max_iters = 2000000;
   uint64_t* t = o->rank == 0 ? calloc((size_t)max_iters, sizeof(uint64_t)) : NULL;
-  int k = 0, it = 0;
-  uint64_t start = 0;
+  int k = 0, it = 0, g = size <= 8 ? PP_GROUP : 1, last = 0;
+  uint64_t start = 0, t0 = 0;
+  warm = (warm + g - 1) / g * g; /* groups start at multiples of g */
   for (;;) {
     if (o->rank == 0) {
-      if (it == warm) start = bench_now_ns();
-      double el = it >= warm ? (double)(bench_now_ns() - start) * 1e-9 : 0;
-      uint64_t stop = it >= warm && ((el > budget_s && k >= min_iters) || k >= max_iters);
+      if (it % g == 0) { /* a group starts: whether it is the last, then its clock */
+        if (it == warm) start = bench_now_ns();
+        double el = it >= warm ? (double)(bench_now_ns() - start) * 1e-9 : 0;
+        last = it >= warm && ((el > budget_s && (k + 1) * g >= min_iters) || k + 1 >= max_iters);
+        t0 = bench_now_ns();
+      }
+      uint64_t stop = last && (it + 1) % g == 0;
       memcpy(o->src, &stop, 8);
-      uint64_t t0 = bench_now_ns();
       o->put(o->ctx, size);
       o->wait(o->ctx);
-      uint64_t dt = bench_now_ns() - t0;
-      if (it++ >= warm) t[k++] = dt;
+      if ((it + 1) % g == 0 && it >= warm) t[k++] = (bench_now_ns() - t0) / (uint64_t)g;
+      it++;
       if (stop) break;
     } else {
       uint64_t stop;
@@ -80,8 +90,10 @@ static inline void pp_run(pp_ops* o, const char* key, size_t size, double budget
  * src, rank 1 reads it from inbox and copies it into its src: a way that
  * moves no data points both at private scratch), but rank 0 only sets it on
  * the last iteration of a block of ops[k-1], ours (after budget_s and at
- * least min_cycles timed cycles). Figures: <keys[j]>.oneway_ns
- * or <keys[j]>.gbps as in pp_run, each over its own iterations.
+ * least min_cycles timed cycles). Messages of up to 8 bytes are timed
+ * PP_GROUP iterations at a time, as in pp_run (block is a multiple of it).
+ * Figures: <keys[j]>.oneway_ns or <keys[j]>.gbps as in pp_run, each over
+ * its own iterations.
  */
 static inline void pp_multi(pp_ops* const* ops, const char* const* keys, int k, size_t size, double budget_s, int block,
                      int min_cycles)
@@ -92,11 +104,13 @@ static inline void pp_multi(pp_ops* const* ops, const char* const* keys, int k, 
   int rank = ours->rank;
   uint64_t* t[MAXK] = {0};
   size_t nt[MAXK] = {0};
+  int g = size <= 8 ? PP_GROUP : 1;
   if (k > MAXK) BENCH_DIE("pp_multi: too many ops");
+  if (block % g != 0) BENCH_DIE("pp_multi: a block of %d iterations is not whole groups of %d", block, g);
   if (rank == 0)
     for (int j = 0; j < k; j++)
       if (!(t[j] = calloc(cap, sizeof(uint64_t)))) BENCH_DIE("out of memory");
-  uint64_t start = 0;
+  uint64_t start = 0, t0 = 0;
   for (uint64_t i = 0;; i++) {
     uint64_t cycle = i / ((uint64_t)k * (uint64_t)block);
     int j = (int)((i / (uint64_t)block) % (uint64_t)k);
@@ -112,11 +126,10 @@ static inline void pp_multi(pp_ops* const* ops, const char* const* keys, int k, 
         stop = full || (el > budget_s && cycle >= (uint64_t)min_cycles);
       }
       memcpy(o->src, &stop, 8);
-      uint64_t t0 = bench_now_ns();
+      if (i % (uint64_t)g == 0) t0 = bench_now_ns();
       o->put(o->ctx, size);
       o->wait(o->ctx);
-      uint64_t dt = bench_now_ns() - t0;
-      if (cycle >= 1) t[j][nt[j]++] = dt;
+      if ((i + 1) % (uint64_t)g == 0 && cycle >= 1) t[j][nt[j]++] = (bench_now_ns() - t0) / (uint64_t)g;
       if (stop) break;
     } else {
       uint64_t stop = 0;
