@@ -99,6 +99,7 @@ const engOps p2pOps = {
     .waitPoll = engOpsNoWaitPoll,
     .waitPending = engOpsNoWaitPending,
     .waitStyle = ENG_WAIT_SPIN,
+    .opsComplete = 0, /* a Sync waits for the copies queued on the stream */
     .threadInit = p2pThreadInit,
     .publishTail = p2pPublishTail,
     .close = engOpsNoClose,
