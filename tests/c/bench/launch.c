@@ -38,17 +38,39 @@ static void on_alarm(int sig)
     if (pids[i] > 0) kill(pids[i], SIGKILL);
 }
 
-static int free_port(void)
+/* Whether port p of the loopback address can be bound now. */
+static int port_free(int p)
 {
   int s = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {0};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (s < 0 || bind(s, (struct sockaddr*)&a, sizeof(a)) != 0) BENCH_DIE("bind: %s", strerror(errno));
-  socklen_t l = sizeof(a);
-  getsockname(s, (struct sockaddr*)&a, &l);
+  a.sin_port = htons((uint16_t)p);
+  if (s < 0) BENCH_DIE("socket: %s", strerror(errno));
+  int ok = bind(s, (struct sockaddr*)&a, sizeof(a)) == 0;
   close(s);
-  return ntohs(a.sin_port);
+  return ok;
+}
+
+/* A port free a moment ago, below the kernel's ephemeral range: the ranks' own listeners and
+ * connections take ports from that range, and one of them could take a port picked there
+ * before rank 0 binds it. */
+static int free_port(void)
+{
+  int lo = 32768, hi = 60999;
+  FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f != NULL) {
+    if (fscanf(f, "%d %d", &lo, &hi) != 2) lo = 32768;
+    fclose(f);
+  }
+  int first = 10000, span = lo - first;
+  if (span < 1000) BENCH_DIE("the ephemeral port range starts at %d: no room below it for the root port", lo);
+  unsigned seed = (unsigned)getpid() ^ (unsigned)bench_now_ns();
+  for (int i = 0; i < 1000; i++) {
+    int p = first + (int)(rand_r(&seed) % (unsigned)span);
+    if (port_free(p)) return p;
+  }
+  BENCH_DIE("no free port in [%d, %d)", first, lo);
 }
 
 int main(int argc, char** argv)
