@@ -24,7 +24,8 @@
 # (proxy_mscclpp.c): a Sync trigger's round trip and the triggers served per
 # second beside a raw ring of 16-byte entries with a polling consumer thread
 # and beside that ring with the FIFO protocol (proxy_ref.h), interleaved in
-# the same process; with 1, 2 and 4 connections on one proxy and with 2
+# the same process (round trips timed 8 at a time; the proxy alone: the
+# same trigger through the FIFO's fields, as a kernel pushes it); with 1, 2 and 4 connections on one proxy and with 2
 # proxies (SHM + Ethernet); the CPU an idle proxy uses and its wake-up after
 # idling; and putWithSignal one way through the proxy beside the host path
 # (no proxy) and a raw proxy thread (a ring, memcpy and signal, a futex
