@@ -52,20 +52,8 @@ static const engOps fhOps = {
 	.close = engOpsNoClose,
 };
 
-// The same transport, saying that its operations complete before they return (opsComplete).
-static const engOps fhCompleteOps = {
-	.name = "fifo-test-complete",
-	.op = fhOp,
-	.waitPoll = engOpsNoWaitPoll,
-	.waitPending = engOpsNoWaitPending,
-	.waitStyle = ENG_WAIT_SPIN,
-	.opsComplete = 1,
-	.threadInit = engOpsNoThreadInit,
-	.publishTail = engOpsNoPublishTail,
-	.close = engOpsNoClose,
-};
-
 typedef struct fhHarness {
+	engOps ops; // fhOps, opsComplete as the harness was made
 	engComm* comm;
 	engCtx* ctx;
 	engConn conn;
@@ -97,7 +85,9 @@ static fhHarness* fhNew(uint32_t spin, uint32_t proxySleepUs, int complete)
 	h->comm = engCommNew(0, b, p);
 	h->st.spin = spin;
 	h->st.holdId = ~(uint64_t)0;
-	h->ctx = testConnWire(h->comm, complete ? &fhCompleteOps : &fhOps, &h->conn, &h->dev, &h->st);
+	h->ops = fhOps;
+	h->ops.opsComplete = complete;
+	h->ctx = testConnWire(h->comm, &h->ops, &h->conn, &h->dev, &h->st);
 	return h;
 }
 
@@ -157,7 +147,8 @@ static void* fhWaitServed(void* p)
 	return NULL;
 }
 
-// Waits (at most 5 s) until *p is non-zero; returns 0 when it never was.
+// Waits (at most 5 s) until *p is non-zero, or (p NULL) until *v reaches least; returns 0 when
+// it never did.
 static int fhUntil(volatile int* p, uint64_t* v, uint64_t least)
 {
 	uint64_t until = engNowNs() + 5000000000ull;
