@@ -38,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ports.h"
+
 #define MAX_RANKS 256
 #define NPORTS 16
 #define LINE_MAX_BYTES 65536
@@ -212,64 +214,6 @@ static void drain(int r)
   }
 }
 
-static int port_free(int port)
-{
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  if (s < 0)
-    return 0;
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_port = htons((uint16_t)port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int ok = bind(s, (struct sockaddr*)&a, sizeof a) == 0;
-  close(s);
-  if (!ok)
-    return 0;
-  /* also the wildcard address, where a library might listen */
-  s = socket(AF_INET, SOCK_STREAM, 0);
-  if (s < 0)
-    return 0;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  ok = bind(s, (struct sockaddr*)&a, sizeof a) == 0;
-  close(s);
-  return ok;
-}
-
-/* A base port P such that P..P+NPORTS-1 are free, chosen below the kernel's
- * ephemeral range so that outgoing connections do not take them later. */
-static int pick_ports(void)
-{
-  int lo = 32768, hi = 60999;
-  FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-  if (f) {
-    if (fscanf(f, "%d %d", &lo, &hi) != 2) {
-      lo = 32768;
-      hi = 60999;
-    }
-    fclose(f);
-  }
-  int rangeLo = 10000, rangeHi = lo - NPORTS - 1;
-  if (rangeHi - rangeLo < 1000) { /* no room below: go above */
-    rangeLo = hi + 1;
-    rangeHi = 65535 - NPORTS;
-  }
-  if (rangeHi - rangeLo < 100) {
-    rangeLo = 20000;
-    rangeHi = 30000;
-  }
-  for (int attempt = 0; attempt < 500; attempt++) {
-    int base = rangeLo + rand() % (rangeHi - rangeLo);
-    int ok = 1;
-    for (int k = 0; k < NPORTS && ok; k++)
-      ok = port_free(base + k);
-    if (ok)
-      return base;
-  }
-  die("could not find %d free consecutive ports", NPORTS);
-  return 0;
-}
-
 static int rm_entry(const char* path, const struct stat* sb, int flag, struct FTW* ftw)
 {
   (void)sb;
@@ -336,7 +280,9 @@ int main(int argc, char** argv)
   char** progArgv = argv + i;
 
   srand((unsigned)time(NULL) ^ ((unsigned)getpid() << 8));
-  int port = pick_ports();
+  int port = pick_ports(NPORTS);
+  if (port < 0)
+    die("could not find %d free consecutive ports", NPORTS);
 
   const char* tmpRoot = getenv("TMPDIR");
   if (tmpRoot == NULL || *tmpRoot == '\0')

@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include "../ports.h"
 #include "bench.h"
 
 static pid_t pids[1024];
@@ -36,41 +37,6 @@ static void on_alarm(int sig)
   }
   for (int i = 0; i < npids; i++)
     if (pids[i] > 0) kill(pids[i], SIGKILL);
-}
-
-/* Whether port p of the loopback address can be bound now. */
-static int port_free(int p)
-{
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {0};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons((uint16_t)p);
-  if (s < 0) BENCH_DIE("socket: %s", strerror(errno));
-  int ok = bind(s, (struct sockaddr*)&a, sizeof(a)) == 0;
-  close(s);
-  return ok;
-}
-
-/* A port free a moment ago, below the kernel's ephemeral range: the ranks' own listeners and
- * connections take ports from that range, and one of them could take a port picked there
- * before rank 0 binds it. */
-static int free_port(void)
-{
-  int lo = 32768, hi = 60999;
-  FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-  if (f != NULL) {
-    if (fscanf(f, "%d %d", &lo, &hi) != 2) lo = 32768;
-    fclose(f);
-  }
-  int first = 10000, span = lo - first;
-  if (span < 1000) BENCH_DIE("the ephemeral port range starts at %d: no room below it for the root port", lo);
-  unsigned seed = (unsigned)getpid() ^ (unsigned)bench_now_ns();
-  for (int i = 0; i < 1000; i++) {
-    int p = first + (int)(rand_r(&seed) % (unsigned)span);
-    if (port_free(p)) return p;
-  }
-  BENCH_DIE("no free port in [%d, %d)", first, lo);
 }
 
 int main(int argc, char** argv)
@@ -93,7 +59,10 @@ int main(int argc, char** argv)
   fcntl(rel[1], F_SETFD, FD_CLOEXEC);
   fcntl(rep[0], F_SETFD, FD_CLOEXEC);
   char addr[64], buf[32];
-  snprintf(addr, sizeof(addr), "127.0.0.1:%d", free_port());
+  srand((unsigned)getpid() ^ (unsigned)bench_now_ns());
+  int port = pick_ports(1); /* below the ephemeral range: see ports.h */
+  if (port < 0) BENCH_DIE("no free port for the root");
+  snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
   setenv("BENCH_ADDR", addr, 1);
   snprintf(buf, sizeof(buf), "%d", n);
   setenv("BENCH_NRANKS", buf, 1);
