@@ -187,6 +187,7 @@ int engCtxInit(engCtx* ctx, engComm* comm, const engOps* ops)
   ctx->magic = ENG_CTX_MAGIC;
   ctx->comm = comm;
   ctx->ops = ops;
+  ctx->syncsFree = ops->opsComplete;
   return ctxRegister(ctx);
 }
 

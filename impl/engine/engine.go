@@ -401,7 +401,7 @@ func (c *Conn) SetTransport(p unsafe.Pointer) { c.p.transport = p }
 
 // SetOps gives c an ops table of its transport's other than its context's (a const engOps*,
 // transport.h): for connections whose host waits need other hooks.
-func (c *Conn) SetOps(ops unsafe.Pointer) { c.p.ops = (*C.engOps)(ops) }
+func (c *Conn) SetOps(ops unsafe.Pointer) { C.engConnSetOps(c.p, (*C.engOps)(ops)) }
 
 // PeerRank is the rank at the other end of c.
 func (c *Conn) PeerRank() int { return int(c.p.peerRank) }

@@ -94,7 +94,8 @@ func TestWaitServedSeesTailPastRefilledSlot(t *testing.T) {
 // TestSyncAloneSkipsCompleteTransport: on a transport whose operations complete before they
 // return, a Sync trigger alone is served without calling its op (nothing is left to finish);
 // every trigger with Data or Flag, a Sync among them, still calls it, and on any other transport
-// a Sync does too.
+// a Sync does too, as it does in a context whose own table completes its operations once one of
+// its connections was given a table that does not.
 func TestSyncAloneSkipsCompleteTransport(t *testing.T) {
 	const data, flag, sync = 1, 2, 4
 	types := []uint64{sync, flag, sync | flag, data | sync, sync, data}
@@ -105,6 +106,7 @@ func TestSyncAloneSkipsCompleteTransport(t *testing.T) {
 	}{
 		{"opsComplete", newCompleteFifoHarness(), []bool{false, true, true, true, false, true}},
 		{"default", newFifoHarness(0, 0), []bool{true, true, true, true, true, true}},
+		{"connection's own table", newMixedFifoHarness(), []bool{true, true, true, true, true, true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer tc.f.free()

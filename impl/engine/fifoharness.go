@@ -54,6 +54,7 @@ static const engOps fhOps = {
 
 typedef struct fhHarness {
 	engOps ops; // fhOps, opsComplete as the harness was made
+	engOps connOps; // the connection's own table once fhConnOpsIncomplete gave it one
 	engComm* comm;
 	engCtx* ctx;
 	engConn conn;
@@ -89,6 +90,15 @@ static fhHarness* fhNew(uint32_t spin, uint32_t proxySleepUs, int complete)
 	h->ops.opsComplete = complete;
 	h->ctx = testConnWire(h->comm, &h->ops, &h->conn, &h->dev, &h->st);
 	return h;
+}
+
+// Gives the connection a table of its own whose operations do not complete before they return
+// (engConnSetOps), in a context whose table may say they do.
+static void fhConnOpsIncomplete(fhHarness* h)
+{
+	h->connOps = h->ops;
+	h->connOps.opsComplete = 0;
+	engConnSetOps(&h->conn, &h->connOps);
 }
 
 // Runs threads x each pushes concurrently with the proxy running, then stops the proxy (which
@@ -230,6 +240,14 @@ func newFifoHarness(spin, proxySleepUs int) fifoHarness {
 // newCompleteFifoHarness is newFifoHarness with a transport whose operations complete before
 // they return (engOps.opsComplete).
 func newCompleteFifoHarness() fifoHarness { return fifoHarness{h: C.fhNew(0, 0, 1)} }
+
+// newMixedFifoHarness is newCompleteFifoHarness whose one connection was then given a table of
+// its own that does not complete its operations before they return (Conn.SetOps).
+func newMixedFifoHarness() fifoHarness {
+	f := newCompleteFifoHarness()
+	C.fhConnOpsIncomplete(f.h)
+	return f
+}
 
 // serveTypes pushes one trigger of each type (trigger id = its index) and waits until each is
 // served; false when a push or a wait failed.

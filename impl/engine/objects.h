@@ -134,6 +134,10 @@ typedef struct engCtx {
   const engOps* ops;  /* threadInit / publishTail / close of this context's transport */
   void* transport;    /* the transport's own per-context state (e.g. CUDA context and stream) */
   uint64_t* devHead;  /* where initiators count pushes when not &head (device memory), or NULL */
+  /* 1 while every connection's ops table has opsComplete (engCtxInit: its own table's; lowered, never
+   * raised, by engConnSetOps): a Sync alone then needs no transport call, which the proxy knows from
+   * this line it reads anyway instead of a connection's table, two dependent loads further. */
+  int syncsFree;
   engConn* conns[ENG_MAX_CONNS];
   pthread_t thread;
   volatile int running;
@@ -173,6 +177,15 @@ static inline errRecord* engErrRecord(engComm* c) { return c != NULL ? &c->err :
 static inline void engCountPut(engConn* c, uint64_t size)
 {
   __atomic_store_n(&c->bytesPut, __atomic_load_n(&c->bytesPut, __ATOMIC_RELAXED) + size, __ATOMIC_RELAXED);
+}
+
+/* Gives c the ops table ops (transport.h), first lowering its context's syncsFree when ops does not
+ * complete its operations before they return, so that no Sync the proxy serves meanwhile skips a
+ * transport call that c's table needs. */
+static inline void engConnSetOps(engConn* c, const engOps* ops)
+{
+  if (!ops->opsComplete) __atomic_store_n(&c->ctx->syncsFree, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&c->ops, ops, __ATOMIC_RELEASE);
 }
 
 /* 1 when pid no longer runs (gone, or a zombie nobody reaped yet): process.c. */

@@ -114,8 +114,8 @@ static inline void serve(engCtx* ctx, uint64_t seq, uint64_t v0, uint64_t v1)
     engFail(ctx->comm, mscclppInvalidUsage, "proxy: trigger for unknown connection %llu", (unsigned long long)connId);
     return;
   }
-  /* a Sync alone on a transport whose operations complete before they return: nothing to do */
-  if (type == mscclppSync && c->ops->opsComplete) return;
+  /* a Sync alone where every connection's operations complete before they return: nothing to do */
+  if (type == mscclppSync && __atomic_load_n(&ctx->syncsFree, __ATOMIC_RELAXED)) return;
   /* a Flag or Sync trigger carries size 1 only to mark the slot: it moves no data */
   int rc = c->ops->op(c, type, 1, dstOff, 1, srcOff, (type & mscclppData) ? size : 0);
   if (rc == mscclppSuccess && (type & mscclppData)) engCountPut(c, size);
@@ -140,6 +140,10 @@ static void* proxyMain(void* arg)
   uint64_t typelessSince = 0; /* when the slot at tail was first seen with word 0 but no type */
   uint64_t w0[ENG_PROXY_BATCH], w1[ENG_PROXY_BATCH];
   for (;;) {
+    /* Failures found elsewhere are looked for at every look at the FIFO, before its slots are read:
+     * a failure recorded before a batch is read is published before any of its slots empties, and
+     * the check is not on the path from a trigger's arrival to its slot's emptying. */
+    int failed = failedNow(ctx, tail);
     /* the ready slots from tail on: word 0 set, and the type of word 1 visible */
     int n = 0;
     for (; n < ENG_PROXY_BATCH; n++) {
@@ -149,7 +153,7 @@ static void* proxyMain(void* arg)
     }
     if (n == 0) {
       if (w0[0] == 0) {
-        if (!failedNow(ctx, tail) && __atomic_load_n(&ctx->tail, __ATOMIC_RELAXED) != tail) publish(ctx, tail);
+        if (!failed && __atomic_load_n(&ctx->tail, __ATOMIC_RELAXED) != tail) publish(ctx, tail);
         if (__atomic_load_n(&ctx->stop, __ATOMIC_ACQUIRE) && drained(ctx, tail)) break;
         idle(ctx, &b, tail);
         continue;
@@ -168,8 +172,6 @@ static void* proxyMain(void* arg)
     }
     typelessSince = 0;
     b.n = 0; /* idle never reaches the back-off's sleeping phase (it sleeps on the doorbell) */
-    /* a failure found elsewhere (a lost peer, a failed connection) is published once per batch */
-    failedNow(ctx, tail);
     for (int i = 0; i < n; i++) {
       mscclppTrigger* slot = &ctx->fifo[tail % MSCCLPP_PROXY_FIFO_SIZE];
       serve(ctx, tail, w0[i], w1[i]);

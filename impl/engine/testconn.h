@@ -17,7 +17,7 @@ static inline engCtx* testConnWire(engComm* comm, const engOps* ops, engConn* co
   dev->fifo.connId = 0;
   conn->comm = comm;
   conn->ctx = ctx;
-  conn->ops = ops;
+  engConnSetOps(conn, ops);
   conn->dev = dev;
   conn->transport = transport;
   ctx->conns[0] = conn;
