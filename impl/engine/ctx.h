@@ -43,14 +43,11 @@ engThread* engThreadRecordNew(void);       /* the calling thread's first record 
 void* engCallocLines(size_t size);
 engCtx* engEnterCounting(const void* p);   /* engEnter in counting mode */
 
-/* The live context at p (a mscclppDevConn's fifo.triggerFifo) with a reference held, or NULL:
- * the caller records p in its thread's record, then looks for it in the table. */
-static inline engCtx* engEnter(const void* p)
+/* engEnter in membarrier mode for thread t, whose record exists (the caller checked both): the
+ * live context at p (not NULL) held by t, or NULL, nothing held. It makes no call, so that a caller
+ * whose other paths are all tail calls keeps no registers across one. */
+static inline engCtx* engEnterRecorded(engThread* t, const void* p)
 {
-  if (p == NULL) return NULL;
-  if (__builtin_expect(__atomic_load_n(&engUseMembarrier, __ATOMIC_ACQUIRE) != 1, 0)) return engEnterCounting(p);
-  engThread* t = engThreadSelf;
-  if (__builtin_expect(t == NULL, 0) && (t = engThreadRecordNew()) == NULL) return NULL;
   __atomic_store_n(&t->inside, p, __ATOMIC_RELAXED);
   __asm__ __volatile__("" ::: "memory"); /* the closer's membarrier orders this store before its check */
   int n = __atomic_load_n(&engCtxSlotsUsed, __ATOMIC_ACQUIRE);
@@ -59,6 +56,20 @@ static inline engCtx* engEnter(const void* p)
   __atomic_store_n(&t->inside, NULL, __ATOMIC_RELEASE);
   return NULL;
 }
+
+/* The live context at p (a mscclppDevConn's fifo.triggerFifo) with a reference held, or NULL:
+ * the caller records p in its thread's record, then looks for it in the table. */
+static inline engCtx* engEnter(const void* p)
+{
+  if (p == NULL) return NULL;
+  if (__builtin_expect(__atomic_load_n(&engUseMembarrier, __ATOMIC_ACQUIRE) != 1, 0)) return engEnterCounting(p);
+  engThread* t = engThreadSelf;
+  if (__builtin_expect(t == NULL, 0) && (t = engThreadRecordNew()) == NULL) return NULL;
+  return engEnterRecorded(t, p);
+}
+
+/* engLeave of a context t entered with engEnterRecorded. */
+static inline void engLeaveRecorded(engThread* t) { __atomic_store_n(&t->inside, NULL, __ATOMIC_RELEASE); }
 
 static inline void engLeave(engCtx* ctx)
 {

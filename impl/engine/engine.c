@@ -346,8 +346,10 @@ static __attribute__((noinline, cold)) uint64_t pushRefuse(engCtx* ctx, const ch
   return MSCCLPP_FIFO_PUSH_FAILED;
 }
 
-uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint64_t dstDataOffset,
-                         uint64_t srcDataOffset, uint64_t dataSize)
+/* mscclppFifoPush with every check in order, and the reason of a refusal: where the push goes
+ * whenever its common case (below) does not apply. */
+static __attribute__((noinline)) uint64_t pushChecked(struct mscclppConcurrentFifo* fifo, uint64_t type,
+                                                      uint64_t dstDataOffset, uint64_t srcDataOffset, uint64_t dataSize)
 {
   engCtx* ctx = fifoEnter(fifo, "mscclppFifoPush");
   if (ctx == NULL) return MSCCLPP_FIFO_PUSH_FAILED;
@@ -398,6 +400,57 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
   return h;
 }
 
+/* The thread's record when a host FIFO call may take its common path (no fork, membarrier mode, the
+ * record made, a FIFO given), else NULL: the call's checked path, which says what is wrong. */
+static inline __attribute__((always_inline)) engThread* fifoCommonThread(struct mscclppConcurrentFifo* fifo)
+{
+  engThread* t = engThreadSelf;
+  int other = errForkedChild | (fifo == NULL) | (__atomic_load_n(&engUseMembarrier, __ATOMIC_ACQUIRE) != 1) | (t == NULL);
+  return __builtin_expect(other, 0) ? NULL : t;
+}
+
+/* The end of a push that found the proxy asleep: its doorbell, then the leave (a tail call, so that
+ * the common push keeps no registers across a call). */
+static __attribute__((noinline)) uint64_t pushRing(engCtx* ctx, engThread* t, uint64_t h)
+{
+  engFutexWakePrivate(&ctx->head);
+  engLeaveRecorded(t);
+  return h;
+}
+
+/* The common push, which pushChecked would make the same way: a valid trigger that moves data or
+ * marks, on a live host-mode context and a connection that is set up, one claim that finds room.
+ * Anything else (a refusal, an empty put, a full FIFO, a claim another initiator won) goes to
+ * pushChecked from the start. Its other calls are tail calls: between a wait that returns and the
+ * next push's slot, saved registers and calls add to every round trip. */
+uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint64_t dstDataOffset,
+                         uint64_t srcDataOffset, uint64_t dataSize)
+{
+  engThread* t = fifoCommonThread(fifo);
+  int common = (t != NULL) & ((type & (mscclppData | mscclppFlag | mscclppSync)) != 0) &
+               ((type >> MSCCLPP_BITS_TYPE) == 0) & (MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize) != 0);
+  engCtx* ctx = common && fifo->triggerFifo != NULL ? engEnterRecorded(t, fifo->triggerFifo) : NULL;
+  if (__builtin_expect(ctx == NULL, 0)) return pushChecked(fifo, type, dstDataOffset, srcDataOffset, dataSize);
+  int connId = fifo->connId;
+  uint64_t h;
+  if (__builtin_expect(ctx->devHead != NULL || connId < 0 || connId >= ENG_MAX_CONNS ||
+                           __atomic_load_n(&ctx->conns[connId], __ATOMIC_ACQUIRE) == NULL ||
+                           (h = __atomic_load_n(&ctx->head, __ATOMIC_RELAXED)) >=
+                               MSCCLPP_PROXY_FIFO_SIZE + __atomic_load_n(&ctx->tailSeen, __ATOMIC_ACQUIRE) ||
+                           !__atomic_compare_exchange_n(&ctx->head, &h, h + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED),
+                       0)) {
+    engLeaveRecorded(t);
+    return pushChecked(fifo, type, dstDataOffset, srcDataOffset, dataSize);
+  }
+  /* room: tailSeen (pushChecked says why that suffices) */
+  mscclppTrigger* slot = &ctx->fifo[h % MSCCLPP_PROXY_FIFO_SIZE];
+  __atomic_store_n(&slot->value[1], MSCCLPP_TRIGGER_WORD1(type, connId, dstDataOffset), __ATOMIC_RELAXED);
+  __atomic_store_n(&slot->value[0], MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize), __ATOMIC_RELEASE);
+  if (__builtin_expect(__atomic_load_n(&ctx->proxyAsleep, __ATOMIC_SEQ_CST), 0)) return pushRing(ctx, t, h);
+  engLeaveRecorded(t);
+  return h;
+}
+
 /* How many polls of the slot a mscclppFifoWaitServed makes, each after a pause, before its
  * bounded wait (waitServedSlow) takes over: a Sync is usually served within them. Never more
  * than the wait's spin setting (MSCCLPP_WAIT_SPIN 0: no polls before the wait). */
@@ -442,7 +495,9 @@ static __attribute__((noinline)) int waitServedSlow(engCtx* ctx, mscclppTrigger*
   return rc;
 }
 
-int mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq)
+/* mscclppFifoWaitServed with every check in order, and the reason of a refusal: where the wait goes
+ * whenever its common case (below) does not apply. */
+static __attribute__((noinline)) int waitServedChecked(struct mscclppConcurrentFifo* fifo, uint64_t seq)
 {
   const char* fn = "mscclppFifoWaitServed";
   engCtx* ctx = fifoEnter(fifo, fn);
@@ -451,6 +506,22 @@ int mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq)
     engLeave(ctx);
     engFail(NULL, mscclppInvalidUsage, "%s: seq is not the result of a successful push on this FIFO", fn);
     return mscclppInvalidArgument;
+  }
+  return waitServedSlow(ctx, &ctx->fifo[seq % MSCCLPP_PROXY_FIFO_SIZE], seq);
+}
+
+/* The common wait: a live host-mode context and a seq it has pushed; anything else goes to
+ * waitServedChecked from the start (as mscclppFifoPush does, and for the same reason). */
+int mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq)
+{
+  engThread* t = fifoCommonThread(fifo);
+  engCtx* ctx = t != NULL && fifo->triggerFifo != NULL ? engEnterRecorded(t, fifo->triggerFifo) : NULL;
+  if (__builtin_expect(ctx == NULL, 0)) return waitServedChecked(fifo, seq);
+  if (__builtin_expect(ctx->devHead != NULL || seq == MSCCLPP_FIFO_PUSH_FAILED ||
+                           seq >= __atomic_load_n(&ctx->head, __ATOMIC_ACQUIRE),
+                       0)) {
+    engLeaveRecorded(t);
+    return waitServedChecked(fifo, seq);
   }
   mscclppTrigger* slot = &ctx->fifo[seq % MSCCLPP_PROXY_FIFO_SIZE];
   /* the first polls, inline: the slot alone (waitServedSlow says why), no clock, no checks */
@@ -461,7 +532,7 @@ int mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq)
                                __atomic_load_n(&ctx->refused, __ATOMIC_ACQUIRE) == seq + 1,
                            0))
         break; /* served, but maybe not done: waitServedSlow reports why */
-      engLeave(ctx);
+      engLeaveRecorded(t);
       return mscclppSuccess;
     }
     engPause();
