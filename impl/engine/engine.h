@@ -7,7 +7,8 @@
  * (objects.h), the contract with a transport (transport.h), contexts
  * (ctx.h), copies (copy.h), and what engine.c, proxy.c and seqwait.c offer.
  * The C half of the public data-path API (mscclppConnOp, mscclppConnWait,
- * mscclppFifoPush, ...) is engine.c, declared in include/mscclpp.h.
+ * ...) is engine.c, and fifo.c for mscclppFifoPush and mscclppFifoWaitServed,
+ * declared in include/mscclpp.h.
  */
 #ifndef MSCCLPP_ENGINE_H_
 #define MSCCLPP_ENGINE_H_
