@@ -11,13 +11,6 @@
 #include "enter.h"
 #include "report.h"
 
-void* engEnterRefuse(engCtx* ctx, const char* fn, const char* why)
-{
-  if (ctx != NULL) engLeave(ctx);
-  engFail(NULL, mscclppInvalidUsage, "%s: %s", fn, why);
-  return NULL;
-}
-
 /* Enters the live context of a device connection (ctxEnter) and finds its engine
  * connection; NULL, with the process-wide last error set, when there is none.
  * On success the caller must engLeave(c->ctx).

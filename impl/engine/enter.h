@@ -19,8 +19,13 @@
   "this connection runs in CUDA mode: its counters and FIFO are in device memory, so its methods are for device code"
 
 /* The refusal of ctxEnter and connEnter: leaves ctx (when entered), records why, returns NULL
- * (engine.c). */
-void* engEnterRefuse(engCtx* ctx, const char* fn, const char* why);
+ * (out of line, as a refusal is rare). */
+static __attribute__((noinline)) void* engEnterRefuse(engCtx* ctx, const char* fn, const char* why)
+{
+  if (ctx != NULL) engLeave(ctx);
+  engFail(NULL, mscclppInvalidUsage, "%s: %s", fn, why);
+  return NULL;
+}
 
 /* Enters the live context behind a FIFO (engEnter) after the fork check: the one validation of a
  * device connection or FIFO handed to the data path. NULL, with the process-wide last error set,
