@@ -14,6 +14,13 @@
  *                    the same bound, with no barrier or fence waiting for
  *                    the stopped peer (Ethernet and IB only: nothing tells a
  *                    stopped SHM peer from a slow one).
+ *   destroy goodbye  rank 0's put past the end of rank 1's buffer is refused
+ *                    (an asynchronous error of its communicator); then rank 1
+ *                    destroys, and rank 0's wait on it ends with
+ *                    mscclppRemoteError. Rank 0's last error must not be
+ *                    rank 1's goodbye: a peer's orderly exit does not replace
+ *                    the text of a communicator's failure (a survivor reading
+ *                    why its call failed found another rank's destroy there).
  *
  * Rank 0's destroy must return within DESTROY_BOUND_S (the case runs with a
  * 5 s bootstrap timeout: a destroy that waited for the peer's fence, or for a
@@ -60,10 +67,46 @@ static bool stopped(int pid)
   return p != nullptr && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
 }
 
+/* destroy goodbye (see the top): after rank 0's refused put, rank 1 destroys; rank 0's wait on it
+ * ends, and its last error is still the put's refusal, not the goodbye. */
+static int goodbye(mscclppComm_t ctl, mscclppDevConn_t* conn, char* buf, size_t S)
+{
+  if (su_rank == 0) {
+    mscclppResult_t r = mscclppDevConnPutWithSignal(conn, S, AREA, 1);
+    SU_CHECK(r == mscclppInvalidArgument, "a put at offset %zu of a %zu-byte buffer: %s, want invalid argument", S, S,
+             mscclppGetErrorString(r));
+    mscclppResult_t a = mscclppSuccess;
+    SU_CK(mscclppCommGetAsyncError(su_comm, &a));
+    SU_CHECK(a != mscclppSuccess, "the refused put recorded no asynchronous error");
+  }
+  SU_CK(mscclppBootstrapBarrier(ctl)); /* rank 0's put was refused */
+  if (su_rank == 1) {
+    SU_CK(mscclppCommDestroy(su_comm));
+    su_comm = nullptr;
+  }
+  SU_CK(mscclppBootstrapBarrier(ctl)); /* rank 1 said goodbye */
+  if (su_rank == 0) {
+    double t0 = su_now();
+    mscclppResult_t r = mscclppDevConnWaitTimeout(conn, 10000);
+    std::string last = su_lasterr(su_comm);
+    printf("destroy goodbye rank 0: the wait on the destroyed rank 1: %s after %.0f ms; last error \"%s\"\n",
+           mscclppGetErrorString(r), (su_now() - t0) * 1e3, last.c_str());
+    SU_CHECK(r == mscclppRemoteError, "a wait on a destroyed peer: %s, want remote error", mscclppGetErrorString(r));
+    SU_CHECK(last.find("destroyed its communicator") == std::string::npos,
+             "the last error after a refused put is rank 1's goodbye: \"%s\"", last.c_str());
+    SU_CK(mscclppCommDestroy(su_comm));
+    su_comm = nullptr;
+  }
+  SU_CK(mscclppBootstrapBarrier(ctl)); /* nobody frees its buffer before both destroyed */
+  free(buf);
+  SU_CK(mscclppCommDestroy(ctl));
+  return su_finish();
+}
+
 int main(int argc, char** argv)
 {
   su_init("destroy");
-  SU_REQUIRE(su_nranks == 2 && argc == 2, "usage: destroy busy|stopped|proxystop, 2 ranks");
+  SU_REQUIRE(su_nranks == 2 && argc == 2, "usage: destroy busy|stopped|proxystop|goodbye, 2 ranks");
   bool proxyStop = strcmp(argv[1], "proxystop") == 0;
   bool stop = proxyStop || strcmp(argv[1], "stopped") == 0;
   int me = su_rank, peer = 1 - su_rank;
@@ -84,6 +127,7 @@ int main(int argc, char** argv)
   mscclppDevConn_t* conn = nullptr;
   SU_CK(mscclppGetDeviceConnection(su_comm, peer, 0, &conn));
   SU_CK(mscclppBootstrapBarrier(ctl));
+  if (strcmp(argv[1], "goodbye") == 0) return goodbye(ctl, conn, buf, S);
 
   if (me == 1) {
     if (stop) raise(SIGSTOP); /* rank 0 continues this process after its destroy */

@@ -196,6 +196,7 @@ case_lenv=(MSCCLPP_TEST_TRANSPORT=ethernet MSCCLPP_BOOTSTRAP_TIMEOUT=5)
 run_case eth_destroy_stopped_n2 2 60 - destroy stopped
 case_lenv=(MSCCLPP_TEST_TRANSPORT=ethernet MSCCLPP_BOOTSTRAP_TIMEOUT=2)
 run_case eth_destroy_proxystop_n2 2 60 - destroy proxystop
+eth eth_destroy_goodbye_n2 2 60 - destroy goodbye
 eth eth_dropin_incremental_n3 3 60 - dropin incremental
 eth eth_regbuf_n2 2 60 - regbuf
 eth eth_regbuf_before_n3 3 60 - regbuf before
@@ -218,6 +219,7 @@ if bash "$root/tests/ib/double/build.sh" "$out/ibdouble" >"$out/build-ibdouble.l
   ib ib_bounds_n2 2 60 - bounds
   ib ib_stop_n2 2 60 - stop
   ib ib_kill_waittimeout_n2 2 60 1 kill 1 timeout
+  ib ib_destroy_goodbye_n2 2 60 - destroy goodbye
   ib ib_regbuf_n2 2 60 - regbuf
   ib ib_regbuf_n3 3 60 - regbuf
   ib ib_dropin_incremental_n3 3 60 - dropin incremental
