@@ -134,7 +134,7 @@ func (b *Bootstrap) listen(rs *rootSession) error {
 		lip = localSource(rs.addr.Addr())
 	}
 	var err error
-	b.ln, err = listenTCP(netip.AddrPortFrom(lip, 0), true)
+	b.ln, err = ListenTCP(netip.AddrPortFrom(lip, 0), true)
 	if err != nil {
 		return b.errorf(status.SystemError, "cannot listen at %s: %w", lip, err)
 	}

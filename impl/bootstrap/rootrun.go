@@ -18,7 +18,7 @@ import (
 // startRoot listens at addr (port 0: any) and starts the root of the communicator of
 // magic and key in a goroutine of its own.
 func startRoot(addr netip.AddrPort, magic uint64, key [keyBytes]byte, timeout time.Duration, logf logFunc) (*root, error) {
-	ln, err := listenTCP(addr, false)
+	ln, err := ListenTCP(addr, false)
 	if err != nil {
 		return nil, status.Errorf(status.SystemError, "bootstrap: the root cannot listen at %s: %w", addr, err)
 	}

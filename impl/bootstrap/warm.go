@@ -12,13 +12,15 @@ import (
 	"time"
 )
 
-// listenTCP listens at ap. Listeners are plain TCP: Go would make them
-// Multipath TCP (and probe the kernel for it first), which none of the
-// library's connections (plain TCP dials) use. Without keepAlive, accepted
+// ListenTCP listens at ap (the bootstrap's listeners, the Ethernet transport's
+// data port). Listeners are plain TCP: Go would make them Multipath TCP (and
+// probe the kernel for it first), which none of the library's connections
+// (plain TCP dials) use, and whose accepted plain-TCP connections carry
+// socket settings of their own (SO_RCVLOWAT 0). Without keepAlive, accepted
 // connections get no TCP keep-alive (Go's default sets it with four
 // setsockopt calls per connection): the root's, which last only while a
 // communicator forms, within the bootstrap timeout.
-func listenTCP(ap netip.AddrPort, keepAlive bool) (*net.TCPListener, error) {
+func ListenTCP(ap netip.AddrPort, keepAlive bool) (*net.TCPListener, error) {
 	var lc net.ListenConfig
 	lc.SetMultipathTCP(false)
 	if !keepAlive {
@@ -41,7 +43,7 @@ func listenTCP(ap netip.AddrPort, keepAlive bool) (*net.TCPListener, error) {
 // (a machine without IPv4 loopback) are ignored: the first communicator
 // then does the work as before.
 func Warm() {
-	ln, err := listenTCP(netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0), true)
+	ln, err := ListenTCP(netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0), true)
 	if err != nil {
 		return
 	}

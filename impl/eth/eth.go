@@ -101,7 +101,7 @@ func newEth(h *transport.Host) (transport.Transport, error) {
 	if err != nil {
 		return nil, status.Errorf(status.InternalError, "Ethernet transport: this rank's address %q: %v", h.ListenIP, err)
 	}
-	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, 0)))
+	ln, err := bootstrap.ListenTCP(netip.AddrPortFrom(ip, 0), true)
 	if err != nil {
 		return nil, status.Errorf(status.SystemError, "Ethernet transport: listen at %s: %v", ip, err)
 	}
