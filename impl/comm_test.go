@@ -52,6 +52,32 @@ func forRanks(t *testing.T, n int, f func(c *Comm) error) {
 	}
 }
 
+// runRanks runs f(r) for ranks 0..n-1, each in a goroutine of its own, and fails t with every
+// rank's error; a rank still running after 60 s fails it as hung.
+func runRanks(t *testing.T, n int, f func(r int) error) {
+	t.Helper()
+	errs := make([]error, n)
+	done := make(chan int, n)
+	for r := range n {
+		go func() {
+			defer func() { done <- r }()
+			errs[r] = f(r)
+		}()
+	}
+	for range n {
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			t.Fatal("a rank hung")
+		}
+	}
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
 func TestAllGatherInProcess(t *testing.T) {
 	for _, n := range []int{1, 2, 4} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {

@@ -369,50 +369,30 @@ func TestEagerReceiverDestroyed(t *testing.T) {
 	addr := freeAddr(t)
 	bufs := [2][]byte{make([]byte, eagerBuf), make([]byte, eagerBuf)}
 	destroyed := make(chan struct{})
-	errs := make([]error, 2)
-	done := make(chan int, 2)
-	for r := range 2 {
-		go func() {
-			defer func() { done <- r }()
-			c, err := InitRank(2, addr, r)
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			if err = c.Connect(1-r, 0, unsafe.Pointer(&bufs[r][0]), eagerBuf, TransportSHM, nil, true); err == nil {
-				err = c.ConnectionSetup()
-			}
-			if r == 1 {
-				errs[r] = errors.Join(err, c.Destroy())
-				close(destroyed)
-				return
-			}
-			<-destroyed
-			dev := c.host.DevConns.At(0)
-			rc := status.Success
-			for i := 0; i < 10000 && rc == status.Success; i++ {
-				rc = engine.ConnOp(dev, opData, 0, 0, 4096)
-			}
-			if e := c.host.Eng.Err(); rc != status.RemoteError || e == nil || !strings.Contains(e.Error(), "rank 1 destroyed its communicator") {
-				errs[r] = fmt.Errorf("puts to a destroyed receiver: %v, %v; want RemoteError saying rank 1 destroyed its communicator", rc, e)
-			}
-			if err := c.Destroy(); err != nil && errs[r] == nil {
-				errs[r] = err
-			}
-		}()
-	}
-	for range 2 {
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			t.Fatal("a rank hung")
-		}
-	}
-	for r, err := range errs {
+	runRanks(t, 2, func(r int) error {
+		c, err := InitRank(2, addr, r)
 		if err != nil {
-			t.Errorf("rank %d: %v", r, err)
+			return err
 		}
-	}
+		if err = c.Connect(1-r, 0, unsafe.Pointer(&bufs[r][0]), eagerBuf, TransportSHM, nil, true); err == nil {
+			err = c.ConnectionSetup()
+		}
+		if r == 1 {
+			defer close(destroyed)
+			return errors.Join(err, c.Destroy())
+		}
+		<-destroyed
+		dev := c.host.DevConns.At(0)
+		rc := status.Success
+		for i := 0; i < 10000 && rc == status.Success; i++ {
+			rc = engine.ConnOp(dev, opData, 0, 0, 4096)
+		}
+		err = nil
+		if e := c.host.Eng.Err(); rc != status.RemoteError || e == nil || !strings.Contains(e.Error(), "rank 1 destroyed its communicator") {
+			err = fmt.Errorf("puts to a destroyed receiver: %v, %v; want RemoteError saying rank 1 destroyed its communicator", rc, e)
+		}
+		return errors.Join(err, c.Destroy())
+	})
 }
 
 // TestEagerSignalAfterData: a signal that follows eager puts is published only once their

@@ -23,52 +23,31 @@ func TestGoodbyeKeepsFailureText(t *testing.T) {
 			addr := freeAddr(t)
 			bufs := [2][]byte{make([]byte, size), make([]byte, size)}
 			called := make(chan struct{}) // rank 0 made its call: rank 1 may destroy
-			errs := make([]error, 2)
-			done := make(chan int, 2)
-			for r := range 2 {
-				go func() {
-					defer func() { done <- r }()
-					c, err := InitRank(2, addr, r)
-					if err != nil {
-						errs[r] = err
-						if r == 0 {
-							close(called)
-						}
-						return
-					}
-					if err = c.Connect(1-r, 0, unsafe.Pointer(&bufs[r][0]), size, TransportEthernet, nil, true); err == nil {
-						err = c.ConnectionSetup()
-					}
-					if r == 1 {
-						<-called
-						errs[r] = errors.Join(err, c.Destroy())
-						return
-					}
-					errs[r] = goodbyeSurvivor(c, err, failed, size)
-					close(called)
-					if err := waitPeerClosed(c); err != nil && errs[r] == nil {
-						errs[r] = err
-					}
-					if errs[r] == nil {
-						errs[r] = checkGoodbyeText(c, failed)
-					}
-					if err := c.Destroy(); err != nil && errs[r] == nil {
-						errs[r] = err
-					}
-				}()
-			}
-			for range 2 {
-				select {
-				case <-done:
-				case <-time.After(60 * time.Second):
-					t.Fatal("a rank hung")
-				}
-			}
-			for r, err := range errs {
+			runRanks(t, 2, func(r int) error {
+				c, err := InitRank(2, addr, r)
 				if err != nil {
-					t.Errorf("rank %d: %v", r, err)
+					if r == 0 {
+						close(called)
+					}
+					return err
 				}
-			}
+				if err = c.Connect(1-r, 0, unsafe.Pointer(&bufs[r][0]), size, TransportEthernet, nil, true); err == nil {
+					err = c.ConnectionSetup()
+				}
+				if r == 1 {
+					<-called
+					return errors.Join(err, c.Destroy())
+				}
+				err = goodbyeSurvivor(c, err, failed, size)
+				close(called)
+				if err == nil {
+					err = waitPeerClosed(c)
+				}
+				if err == nil {
+					err = checkGoodbyeText(c, failed)
+				}
+				return errors.Join(err, c.Destroy())
+			})
 		})
 	}
 }
