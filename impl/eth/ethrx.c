@@ -68,10 +68,9 @@ void ethRxFailed(ethConn* s, int rc, uint64_t inPut)
   }
   __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
   if (inPut == 0 && rc == -1 && s->peerBye) {
-    /* its last error, not an asynchronous one, and only while it has none: a goodbye is no
-     * failure, and must not replace the text a failed call just left there */
+    /* its last error, not an asynchronous one, and only while it has none (a goodbye is no failure) */
     snprintf(what, sizeof(what), "rank %d destroyed its communicator", c->peerRank);
-    if (errAsyncCode(&c->comm->err) == 0) errSet(&c->comm->err, mscclppRemoteError, what);
+    errSetUnlessFailed(&c->comm->err, mscclppRemoteError, what);
     return;
   }
   if (inPut != 0)

@@ -53,12 +53,11 @@ void ibBeatTick(ibBeat* b, uint64_t deadNs)
   if (v == IB_BEAT_BYE) {
     /* the peer destroyed its communicator: nothing more comes on this connection, so waits on
      * it end (RemoteError, this connection's only); the communicator's last error says why, not
-     * an asynchronous one, and only while it has none: a goodbye is no failure, and must not
-     * replace the text a failed call just left there */
+     * an asynchronous one, and only while it has none (a goodbye is no failure) */
     char why[160];
     snprintf(why, sizeof(why), "connection %d (rank %d, tag %d): rank %d destroyed its communicator", b->connId,
              b->peerRank, b->tag, b->peerRank);
-    if (errAsyncCode(&b->comm->err) == 0) errSet(&b->comm->err, mscclppRemoteError, why);
+    errSetUnlessFailed(&b->comm->err, mscclppRemoteError, why);
     engMarkConnFailed(b->comm, b->connId);
     b->done = 1;
     return;

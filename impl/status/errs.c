@@ -61,31 +61,38 @@ static void setGlobal(const char* msg)
   pthread_mutex_unlock(&globalLock);
 }
 
-static int record(errRecord* r, int code, const char* msg, int async)
+/* Records msg: always as r's last error and the process's, except that unlessFailed records
+ * nothing once r has an asynchronous error (looked at under r's lock); async also makes it r's
+ * first asynchronous error unless one is recorded already. */
+static int record(errRecord* r, int code, const char* msg, int async, int unlessFailed)
 {
   if (r != NULL) {
     pthread_mutex_lock(&r->lock);
+    int skip = unlessFailed && r->asyncErr != 0;
     if (async && r->asyncErr == 0) {
       snprintf(r->asyncMsg, sizeof(r->asyncMsg), "%s", msg);
       __atomic_store_n(&r->asyncErr, code, __ATOMIC_RELEASE);
     }
-    snprintf(r->lastMsg, sizeof(r->lastMsg), "%s", msg);
+    if (!skip) snprintf(r->lastMsg, sizeof(r->lastMsg), "%s", msg);
     pthread_mutex_unlock(&r->lock);
+    if (skip) return code;
   }
   setGlobal(msg);
   return code;
 }
 
-int errSet(errRecord* r, int code, const char* msg) { return record(r, code, msg, 0); }
+int errSet(errRecord* r, int code, const char* msg) { return record(r, code, msg, 0, 0); }
 
-int errSetAsync(errRecord* r, int code, const char* msg) { return record(r, code, msg, 1); }
+int errSetAsync(errRecord* r, int code, const char* msg) { return record(r, code, msg, 1, 0); }
+
+int errSetUnlessFailed(errRecord* r, int code, const char* msg) { return record(r, code, msg, 0, 1); }
 
 /* record with the message formatted from fmt and ap */
 static int vrecord(errRecord* r, int code, int async, const char* fmt, va_list ap)
 {
   char msg[1024];
   vsnprintf(msg, sizeof(msg), fmt, ap);
-  return record(r, code, msg, async);
+  return record(r, code, msg, async, 0);
 }
 
 int errFail(errRecord* r, int code, const char* fmt, ...)

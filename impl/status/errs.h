@@ -37,6 +37,9 @@ void errRecordDestroy(errRecord* r);
 int errSet(errRecord* r, int code, const char* msg);
 /* errSet, and r's first asynchronous error unless one is recorded already. */
 int errSetAsync(errRecord* r, int code, const char* msg);
+/* errSet unless r has recorded an asynchronous error (then nothing is recorded): for news that
+ * is no failure itself (a peer's goodbye) and must not replace the text a failure left. */
+int errSetUnlessFailed(errRecord* r, int code, const char* msg);
 /* errSet / errSetAsync with a formatted message. */
 int errFail(errRecord* r, int code, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 int errFailAsync(errRecord* r, int code, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
