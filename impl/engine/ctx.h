@@ -75,7 +75,7 @@ static inline void engLeave(engCtx* ctx)
 {
   if (ctx == NULL) return;
   if (engUseMembarrier == 1)
-    __atomic_store_n(&engThreadSelf->inside, NULL, __ATOMIC_RELEASE);
+    engLeaveRecorded(engThreadSelf);
   else
     __atomic_fetch_sub(&engCtxSlots[ctx->slot].users, 1, __ATOMIC_RELEASE);
 }
