@@ -67,6 +67,16 @@ static bool stopped(int pid)
   return p != nullptr && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
 }
 
+/* The end of every case, once each rank destroyed its communicator: the buffers freed after both
+ * did, the control communicator destroyed, the verdict. */
+static int finish(mscclppComm_t ctl, char* buf)
+{
+  SU_CK(mscclppBootstrapBarrier(ctl)); /* nobody frees its buffer before both destroyed */
+  free(buf);
+  SU_CK(mscclppCommDestroy(ctl));
+  return su_finish();
+}
+
 /* destroy goodbye (see the top): after rank 0's refused put, rank 1 destroys; rank 0's wait on it
  * ends, and its last error is still the put's refusal, not the goodbye. */
 static int goodbye(mscclppComm_t ctl, mscclppDevConn_t* conn, char* buf, size_t S)
@@ -97,10 +107,7 @@ static int goodbye(mscclppComm_t ctl, mscclppDevConn_t* conn, char* buf, size_t 
     SU_CK(mscclppCommDestroy(su_comm));
     su_comm = nullptr;
   }
-  SU_CK(mscclppBootstrapBarrier(ctl)); /* nobody frees its buffer before both destroyed */
-  free(buf);
-  SU_CK(mscclppCommDestroy(ctl));
-  return su_finish();
+  return finish(ctl, buf);
 }
 
 int main(int argc, char** argv)
@@ -183,8 +190,5 @@ int main(int argc, char** argv)
     if (stop) kill(pids[1], SIGCONT);
     SU_CK(mscclppBootstrapBarrier(ctl)); /* rank 1 goes on */
   }
-  SU_CK(mscclppBootstrapBarrier(ctl)); /* nobody frees its buffer before both destroyed */
-  free(buf);
-  SU_CK(mscclppCommDestroy(ctl));
-  return su_finish();
+  return finish(ctl, buf);
 }
