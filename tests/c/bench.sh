@@ -100,7 +100,10 @@ build launch launch.c
 build boot_tcp boot_tcp.c
 build boot_mscclpp boot_mscclpp.c $PC
 build host_ref host_ref.c
-build host_mscclpp host_mscclpp.c $PC
+# reference (e) of the 8-byte host rows: protocol (b) behind checked calls into a library of its own
+build libchecked_ref.so checked_ref.c -shared -fPIC
+CHK="-L$OUT -Wl,-rpath,$OUT -lchecked_ref"
+build host_mscclpp host_mscclpp.c $CHK $PC
 build eth_bw eth_bw.c $PC
 build proxy_mscclpp proxy_mscclpp.c $PC -lpthread
 # the tool dispatch: a reference library, a pass-through tool built twice, the program
@@ -115,7 +118,7 @@ build scale scale.c $PC
 build boot_gofloor boot_gofloor.c -I"$OUT" -L"$OUT" -Wl,-rpath,"$OUT" -lgofloor
 if [ $MPI = 1 ]; then
   { mpicc $CFLAGS -o "$OUT/mpi_ref" "$SRC/mpi_ref.c" &&
-    mpicc $CFLAGS -DBENCH_MPI -o "$OUT/host_mpi" "$SRC/host_mscclpp.c" $PC; } >>"$LOG" 2>&1 ||
+    mpicc $CFLAGS -DBENCH_MPI -o "$OUT/host_mpi" "$SRC/host_mscclpp.c" $CHK $PC; } >>"$LOG" 2>&1 ||
     { echo "bench: building the MPI programs failed (see $LOG); MPI references are n/a"; MPI=0; }
 fi
 
@@ -376,6 +379,8 @@ row "HostAlloc vs (a) cache-line ping-pong" t "$(get h.hostalloc.8.ours.oneway_n
 row "  proof: raw (b) memcpy + epoch vs (a)" t "$(get h.hostalloc.8.memcpy.oneway_ns)" "$(get h.hostalloc.8.line.oneway_ns)" "(2 lines move, not 1)" ""
 row "HostAlloc vs (d) MPI RMA, shared window" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.rma.oneway_ns)" "<= 1 x MPI RMA" "le 1"
 row "HostAlloc vs (b) memcpy + epoch" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "<= 1 x (b)" "le 1"
+row "  (e) (b) behind checked library calls" t "$(get h.hostalloc.8.checked.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "(diagnostic)" ""
+row "  ours vs (e)" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.checked.oneway_ns)" "(diagnostic)" ""
 row "malloc vs (c) process_vm_writev + epoch" t "$(get h.malloc.8.ours.oneway_ns)" "$(get h.malloc.8.vmwrite.oneway_ns)" "<= 1.5 x (c)" "le 1.5"
 row "malloc vs (d) MPI_Send/MPI_Recv" t "$(get h.malloc.8.ours.oneway_ns)" "$(get h.malloc.8.sendrecv.oneway_ns)" "<= 1.5 x MPI Send/Recv" "le 1.5"
 row "malloc, MSCCLPP_WAIT_SPIN=4000, vs (c)" t "$(get diag.malloc.8.ours.oneway_ns)" "$(get diag.malloc.8.vmwrite.oneway_ns)" "(diagnostic)" ""

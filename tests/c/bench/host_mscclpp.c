@@ -18,6 +18,8 @@
  *         line     (a) a ping-pong of one cache line of shared memory, spin
  *         memcpy   (b) memcpy into the peer's mapped buffer + a release store
  *                      of an epoch the peer spins on (hostalloc)
+ *         checked  (e) (b) behind two checked calls into a library of its own
+ *                      (checked_ref.h; hostalloc, 8 B)
  *         vmwrite  (c) one process_vm_writev into the peer's malloc buffer +
  *                      the same epoch store (malloc)
  *         sendrecv (d) MPI_Send / MPI_Recv (host_mpi, malloc, up to 16 MiB)
@@ -48,6 +50,7 @@
 #include <mpi.h>
 #endif
 
+#include "checked_ref.h"
 #include "pp.h"
 
 static mscclppComm_t comm;
@@ -103,6 +106,17 @@ static void vm_put(void* c, size_t size)
     done += (size_t)n;
   }
   raw_signal(r);
+}
+
+/* (e): (b) through the checked library calls of checked_ref.h. */
+static void checked_put(void* c, size_t size)
+{
+  if (chkPutWithSignal((chkConn*)c, 0, 0, size) != 0) BENCH_DIE("chkPutWithSignal refused");
+}
+
+static void checked_wait(void* c)
+{
+  if (chkWait((chkConn*)c) != 0) BENCH_DIE("chkWait refused");
 }
 
 /* (a): rank 0 stores odd values, rank 1 even ones, into the same line. */
@@ -195,10 +209,15 @@ static void pair(const char* kind, size_t maxBytes, int rank)
   r.peerEpoch = (volatile uint64_t*)conns[1].remoteBuff;
   r.line = (volatile uint64_t*)((rank == 0 ? aux : (char*)conns[1].remoteBuff) + 64);
 
+  /* (e)'s epochs: on the third line of the aux buffers (the first holds (b)'s, the second (a)'s) */
+  chkConn chk = {r.peerBuf, maxBytes, buf, maxBytes, (volatile uint64_t*)((char*)conns[1].remoteBuff + 128),
+                 (volatile uint64_t*)(aux + 128), 0, 0};
+  if (hostAlloc && chkOpen(&chk) != 0) BENCH_DIE("chkOpen");
   static char scratch[64];
   pp_ops ours = {&conns[0], rank, buf, buf, ours_put, ours_wait};
   pp_ops line = {&r, rank, scratch, scratch, line_put, line_wait};
   pp_ops copy = {&r, rank, buf, buf, hostAlloc ? memcpy_put : vm_put, raw_wait};
+  pp_ops checked = {&chk, rank, buf, buf, checked_put, checked_wait};
 #ifdef BENCH_MPI
   size_t mcap = maxBytes < MPI_MAXS ? maxBytes : MPI_MAXS;
   mref m = {1 - rank, malloc(mcap), mcap, MPI_WIN_NULL, NULL, 0, 0};
@@ -218,17 +237,18 @@ static void pair(const char* kind, size_t maxBytes, int rank)
   double budget = bench_env_double("BENCH_BUDGET_S", 0.3);
   for (int i = 0; i < 4 && pp_sizes[i] <= maxBytes; i++) {
     size_t s = pp_sizes[i];
-    pp_ops* ops[4];
-    const char* names[4];
+    pp_ops* ops[5];
+    const char* names[5];
     int k = 0;
     if (s <= 8) ops[k] = &line, names[k++] = "line";
     ops[k] = &copy, names[k++] = hostAlloc ? "memcpy" : "vmwrite";
+    if (s <= 8 && hostAlloc) ops[k] = &checked, names[k++] = "checked";
 #ifdef BENCH_MPI
     if (s <= mcap) ops[k] = &mpi, names[k++] = mpiName;
 #endif
     ops[k] = &ours, names[k++] = "ours";
-    char keys[4][96];
-    const char* kp[4];
+    char keys[5][96];
+    const char* kp[5];
     for (int j = 0; j < k; j++) {
       snprintf(keys[j], sizeof(keys[j]), "%s.%s.%s", kind, pp_names[i], names[j]);
       kp[j] = keys[j];
@@ -243,6 +263,7 @@ static void pair(const char* kind, size_t maxBytes, int rank)
   }
   free(m.buf);
 #endif
+  if (hostAlloc) chkClose(&chk);
   CK(mscclppProxyStop(comm));
   if (hostAlloc) freeAfterDestroy(buf);
   else free(buf);
