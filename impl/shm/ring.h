@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "backoff.h"
+#include "bias.h"
 #include "engine.h"
 
 #define SHM_RING_MAGIC 0x4d5343434c505245ull /* "MSCCLPPE" */
@@ -92,7 +93,7 @@ typedef struct shmOut {
 
 /* An SHM connection's transport state (engConn.transport): either ring may be absent. */
 typedef struct shmConn {
-  int sigLock; /* without a ring to the peer: held while a signal counts and stores (shm.c) */
+  engBiasLock sig; /* without a ring to the peer: held while a signal counts and stores (shm.c) */
   shmOut out;  /* out.hdr NULL: no ring to the peer */
   shmIn* in;   /* NULL: no ring from the peer */
 } shmConn;

@@ -80,32 +80,24 @@ static int shmRingOp(engConn* c, shmConn* s, uint64_t type, uint64_t dstHandle, 
  * A locked instruction between a put's data and its signal would wait until the data's line
  * has crossed to this CPU before the signal's line could start to (one more cross-CPU trip per
  * put); a small put takes the lock before its copy instead, so that its data and its signal
- * leave together, as in a raw memcpy + flag. The peer sees the count only after the data: x86
- * keeps stores in order, and the release store says so elsewhere. */
+ * leave together, as in a raw memcpy + flag. The lock is biased to the thread that signals
+ * (bias.h): a locked instruction there, after the wait that returned, would wait for the load
+ * of the data that just arrived before the put could start. The peer sees the count only after
+ * the data: x86 keeps stores in order, and the release store says so elsewhere. */
 #define SHM_COPY_LOCKED 4096 /* puts of up to this many bytes into mapped memory copy under the lock */
 
-static __attribute__((noinline)) void sigLockWait(engConn* c, shmConn* s)
-{
-  engBackoff b = {0, 0};
-  do
-    while (__atomic_load_n(&s->sigLock, __ATOMIC_RELAXED)) engBackoffStep(&b, &c->comm->waitCfg);
-  while (__atomic_exchange_n(&s->sigLock, 1, __ATOMIC_ACQUIRE));
-}
+/* Takes the lock: how it is held, for sigPublishUnlock or engBiasRelease. */
+static inline int sigLock(engConn* c, shmConn* s) { return engBiasTake(&s->sig, &c->comm->waitCfg); }
 
-/* Takes the lock; another thread's signal on c holds it (rare): back off out of line. */
-static inline void sigLock(engConn* c, shmConn* s)
-{
-  if (__builtin_expect(__atomic_exchange_n(&s->sigLock, 1, __ATOMIC_ACQUIRE) != 0, 0)) sigLockWait(c, s);
-}
-
-/* Sends the next count (the lock held), releases the lock, then wakes the peer's sleepers: the
- * full fence orders the count's store before the look at their number (engWaitFutex's Dekker). */
-static inline void sigPublishUnlock(engConn* c, shmConn* s)
+/* Sends the next count (the lock held as held), releases the lock, then wakes the peer's
+ * sleepers: the full fence orders the count's store before the look at their number
+ * (engWaitFutex's Dekker). */
+static inline void sigPublishUnlock(engConn* c, shmConn* s, int held)
 {
   uint64_t v = __atomic_load_n(&c->signalsDone, __ATOMIC_RELAXED) + 1;
   __atomic_store_n(&c->signalsDone, v, __ATOMIC_RELAXED);
   __atomic_store_n(c->remoteProxyEpoch, v, __ATOMIC_RELEASE);
-  __atomic_store_n(&s->sigLock, 0, __ATOMIC_RELEASE);
+  engBiasRelease(&s->sig, held);
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
   shmWake(c->remoteProxyEpoch, c->remoteSleepers);
 }
@@ -117,23 +109,23 @@ int shmOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64
   if (__builtin_expect(s == NULL || s->out.hdr != NULL, 0))
     return shmRingOp(c, s, type, dstHandle, dstOff, srcHandle, srcOff, size);
   int flag = (type & mscclppFlag) != 0 && c->remoteProxyEpoch != NULL;
-  int locked = 0;
+  int locked = 0, held = ENG_BIAS_HELD_WORD;
   if (type & mscclppData) {
     const engReg *src, *d;
     int rc = engCheckPutInline(c, dstHandle, dstOff, srcHandle, srcOff, size, &src, &d);
     if (rc == mscclppSuccess && size > 0) {
-      if (flag && size <= SHM_COPY_LOCKED && d->mapped != NULL) sigLock(c, s), locked = 1;
+      if (flag && size <= SHM_COPY_LOCKED && d->mapped != NULL) held = sigLock(c, s), locked = 1;
       rc = shmWrite(c, d, dstOff, src->mapped + srcOff, size);
     }
     if (rc != mscclppSuccess) {
-      if (locked) __atomic_store_n(&s->sigLock, 0, __ATOMIC_RELEASE);
+      if (locked) engBiasRelease(&s->sig, held);
       return rc;
     }
   }
   if (type & mscclppFlag) {
     if (c->remoteProxyEpoch == NULL) return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
-    if (!locked) sigLock(c, s);
-    sigPublishUnlock(c, s);
+    if (!locked) held = sigLock(c, s);
+    sigPublishUnlock(c, s, held);
   }
   /* Sync: every operation above completed before returning; nothing is left to flush. */
   return mscclppSuccess;
