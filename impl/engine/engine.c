@@ -238,6 +238,7 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
   engWait w;
   engWaitInit(&w, timeoutMs);
   for (;;) {
+    __atomic_store_n(&c->waitRounds, __atomic_load_n(&c->waitRounds, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
     if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
     int polled = polls ? ops->waitPoll(c, proxy, want, &w) : ENG_POLL_IDLE;
     if (polled != ENG_POLL_IDLE && __atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;

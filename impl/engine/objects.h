@@ -107,8 +107,11 @@ typedef struct engConn {
    * the epoch the last wait without progress waited for and since when (engNowNs). */
   uint64_t bytesPut;
   uint64_t stallWant, stallSince;
-  /* Waits that the inline spin of mscclppConnWaitNext answered (tests read it). */
+  /* Waits that the inline spin of mscclppConnWaitNext answered, and the rounds the waits on it
+   * went through after that (a look at the epoch after a poll or a back-off step; tests read
+   * them). */
   uint64_t spinAnswered;
+  uint64_t waitRounds;
 } engConn;
 
 typedef struct engCtx {

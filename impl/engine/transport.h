@@ -52,7 +52,9 @@ typedef struct engOps {
    * the transport delivers what no other thread will deliver soon (data the peer queued for
    * this side, frames a socket holds). w NULL: deliver only what already arrived, never block;
    * else it may block until *epoch reaches want, the wait's deadline (engWaitDeadline(w)) or
-   * about a millisecond passed. Returns ENG_POLL_*. (A wait skips the default, engOpsNoWaitPoll.) */
+   * about a millisecond passed; longer (up to 20 ms) only while a thread of the transport is
+   * busy for this connection and wakes the wait when it is done or fails (Ethernet's receive
+   * thread inside a frame). Returns ENG_POLL_*. (A wait skips the default, engOpsNoWaitPoll.) */
   int (*waitPoll)(struct engConn* c, volatile uint64_t* epoch, uint64_t want, struct engWait* w);
   /* Whether something arrived that waitPoll would deliver: a wait never sleeps over it (asked
    * after the waiter counted itself asleep, see engWaitFutex). */

@@ -44,6 +44,9 @@ typedef struct ethConn {
   uint32_t waitReads;   /* how often a wait took the token (the receive thread leaves it to waits) */
   uint32_t rxSeenReads; /* the receive thread's own: waitReads when it parked */
   int rxHanded;         /* the receive thread's own: it handed the token to a wait */
+  int rxInFrame;          /* the receive thread reads a frame (ethread.c's waitFrame) */
+  uint32_t rxFrames;      /* frames it finished (a futex word: waits asleep over a frame wake on it) */
+  uint32_t frameSleepers; /* waits asleep on rxFrames */
   uint64_t spinNs;      /* the reader's own: how long a frame's receive (ethRecvIov) may spin on a
                          * non-blocking recv before it blocks (a reading wait's spin budget; 0: never) */
 } ethConn;

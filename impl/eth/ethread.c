@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #define ETH_PARK_NS 1000000ull /* the longest a parked receive thread leaves the socket alone */
+#define ETH_FRAME_SLEEP_NS 20000000ull /* the longest a wait sleeps over a frame the receive thread reads */
 
 static void parkOn(uint32_t* word, uint32_t val)
 {
@@ -207,6 +208,39 @@ static int waitRead(engConn* c, volatile uint64_t* epoch, uint64_t want, uint64_
   return 1;
 }
 
+/* While the receive thread reads a frame, a wait that cannot take the socket sleeps until the
+ * frame is done (rxFrames moves: the count it delivered, if any, is in the epoch by then), its
+ * deadline or ETH_FRAME_SLEEP_NS, instead of waking every millisecond on the rank's CPU while
+ * the stream flows, which slows the stream (docs/PERFORMANCE.md, finding 10).
+ * Whatever ends the frame early (the stream fails, the connection closes: the socket is shut
+ * down) ends it through frameDone too. 1 when it slept (or looked), 0 when no frame is being read. */
+static int waitFrame(engConn* c, ethConn* s, volatile uint64_t* epoch, uint64_t want, uint64_t deadlineNs)
+{
+  if (!__atomic_load_n(&s->rxInFrame, __ATOMIC_SEQ_CST)) return 0;
+  uint64_t now = engNowNs(), until = now + ETH_FRAME_SLEEP_NS;
+  if (deadlineNs < until) until = deadlineNs;
+  if (now >= until) return 0;
+  __atomic_fetch_add(&s->frameSleepers, 1, __ATOMIC_SEQ_CST);
+  uint32_t seen = __atomic_load_n(&s->rxFrames, __ATOMIC_SEQ_CST);
+  /* frameDone clears rxInFrame, then moves rxFrames, then looks at frameSleepers */
+  if (__atomic_load_n(&s->rxInFrame, __ATOMIC_SEQ_CST) && __atomic_load_n(epoch, __ATOMIC_ACQUIRE) < want &&
+      !waitOver(c, s)) {
+    struct timespec ts = {(time_t)((until - now) / 1000000000ull), (long)((until - now) % 1000000000ull)};
+    syscall(SYS_futex, &s->rxFrames, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+  }
+  __atomic_fetch_sub(&s->frameSleepers, 1, __ATOMIC_RELEASE);
+  return 1;
+}
+
+/* The receive thread finished a frame (read whole, or cut short): waits asleep over it look again. */
+static void frameDone(ethConn* s)
+{
+  __atomic_store_n(&s->rxInFrame, 0, __ATOMIC_SEQ_CST);
+  __atomic_fetch_add(&s->rxFrames, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&s->frameSleepers, __ATOMIC_SEQ_CST) != 0)
+    syscall(SYS_futex, &s->rxFrames, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
 /* Where waits read the socket (direct), its SO_RCVTIMEO is their period, not the tick: the
  * receive thread polls for a tick before a header instead of waking every period. 1 when
  * something came in, 0 when nothing did for a tick (the tick ran), else ethRxTick's errno. */
@@ -237,7 +271,10 @@ void* ethRxMain(void* arg)
       return NULL;
     }
     int woke = 0;
-    if (ethRxFrame(s, hdr, &woke) != 0) {
+    __atomic_store_n(&s->rxInFrame, 1, __ATOMIC_SEQ_CST);
+    int fr = ethRxFrame(s, hdr, &woke);
+    frameDone(s);
+    if (fr != 0) {
       ethReaderEnd(s);
       return NULL;
     }
@@ -248,5 +285,8 @@ void* ethRxMain(void* arg)
 int ethWaitPoll(engConn* c, volatile uint64_t* epoch, uint64_t want, struct engWait* w)
 {
   if (w == NULL) return ENG_POLL_IDLE; /* nothing to deliver without reading: the receive thread reads */
-  return waitRead(c, epoch, want, engWaitDeadline(w)) ? ENG_POLL_BLOCKED : ENG_POLL_IDLE;
+  uint64_t deadline = engWaitDeadline(w);
+  if (waitRead(c, epoch, want, deadline)) return ENG_POLL_BLOCKED;
+  ethConn* s = connState(c);
+  return s != NULL && s->direct && waitFrame(c, s, epoch, want, deadline) ? ENG_POLL_BLOCKED : ENG_POLL_IDLE;
 }
