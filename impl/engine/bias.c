@@ -58,11 +58,8 @@ int engBiasTakeSlow(engBiasLock* l, const engBackoffCfg* cfg)
       __atomic_compare_exchange_n(&l->owner, &o, t, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
       continue; /* claimed, or another thread did: look again */
     }
-    if (o == t) { /* the owner, on the way back from a revoke that is not done: as engBiasTake */
-      __atomic_store_n(&l->busy, 1, __ATOMIC_RELAXED);
-      __asm__ __volatile__("" ::: "memory");
-      if (__atomic_load_n(&l->owner, __ATOMIC_ACQUIRE) == t) return ENG_BIAS_HELD_BIAS;
-      __atomic_store_n(&l->busy, 0, __ATOMIC_RELEASE);
+    if (o == t) { /* claimed just now, or a record new to this thread */
+      if (engBiasEnter(l, t)) return ENG_BIAS_HELD_BIAS;
       continue;
     }
     biasRevoke(l, o, cfg);

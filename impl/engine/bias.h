@@ -33,16 +33,22 @@ enum { ENG_BIAS_HELD_WORD = 0, ENG_BIAS_HELD_BIAS = 1 };
  * the word, backing off with cfg while it waits. */
 int engBiasTakeSlow(engBiasLock* l, const engBackoffCfg* cfg);
 
+/* The owner t enters through the bias: 1 when it holds l, 0 when the bias was revoked meanwhile. */
+static inline int engBiasEnter(engBiasLock* l, const engThread* t)
+{
+  __atomic_store_n(&l->busy, 1, __ATOMIC_RELAXED);
+  __asm__ __volatile__("" ::: "memory"); /* the revoker's membarrier orders the store before this load */
+  if (__builtin_expect(__atomic_load_n(&l->owner, __ATOMIC_ACQUIRE) == t, 1)) return 1;
+  __atomic_store_n(&l->busy, 0, __ATOMIC_RELEASE); /* revoked meanwhile: the revoker waits for this */
+  return 0;
+}
+
 /* Takes l: ENG_BIAS_HELD_BIAS or ENG_BIAS_HELD_WORD, to hand to engBiasRelease. */
 static inline int engBiasTake(engBiasLock* l, const engBackoffCfg* cfg)
 {
   const engThread* t = engThreadSelf;
-  if (__builtin_expect(t != NULL && __atomic_load_n(&l->owner, __ATOMIC_RELAXED) == t, 1)) {
-    __atomic_store_n(&l->busy, 1, __ATOMIC_RELAXED);
-    __asm__ __volatile__("" ::: "memory"); /* the revoker's membarrier orders the store before this load */
-    if (__builtin_expect(__atomic_load_n(&l->owner, __ATOMIC_ACQUIRE) == t, 1)) return ENG_BIAS_HELD_BIAS;
-    __atomic_store_n(&l->busy, 0, __ATOMIC_RELEASE); /* revoked meanwhile: the revoker waits for this */
-  }
+  if (__builtin_expect(t != NULL && __atomic_load_n(&l->owner, __ATOMIC_RELAXED) == t, 1) && engBiasEnter(l, t))
+    return ENG_BIAS_HELD_BIAS;
   return engBiasTakeSlow(l, cfg);
 }
 
