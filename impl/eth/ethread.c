@@ -175,12 +175,12 @@ static int waitOver(engConn* c, ethConn* s)
          __atomic_load_n(&c->ctx->closing, __ATOMIC_ACQUIRE);
 }
 
-/* A wait reads frames itself until *epoch reaches want, the deadline, or a condition the wait
- * looks at: 1, or 0 at once when another thread reads them or reading is over. */
-static int waitRead(engConn* c, volatile uint64_t* epoch, uint64_t want, uint64_t deadlineNs)
+/* A wait on c (s, in direct mode) reads frames itself until *epoch reaches want, the deadline,
+ * or a condition the wait looks at: 1, or 0 at once when another thread reads them or reading
+ * is over. */
+static int waitRead(engConn* c, ethConn* s, volatile uint64_t* epoch, uint64_t want, uint64_t deadlineNs)
 {
-  ethConn* s = connState(c);
-  if (s == NULL || !s->direct || waitOver(c, s)) return 0;
+  if (waitOver(c, s)) return 0;
   /* a wait whose time is up (timeout 0, in a polling loop) leaves the socket to the receive
    * thread: taking the token would keep that parked while nothing is read */
   if (deadlineNs != UINT64_MAX && engNowNs() >= deadlineNs) return 0;
@@ -285,8 +285,9 @@ void* ethRxMain(void* arg)
 int ethWaitPoll(engConn* c, volatile uint64_t* epoch, uint64_t want, struct engWait* w)
 {
   if (w == NULL) return ENG_POLL_IDLE; /* nothing to deliver without reading: the receive thread reads */
-  uint64_t deadline = engWaitDeadline(w);
-  if (waitRead(c, epoch, want, deadline)) return ENG_POLL_BLOCKED;
   ethConn* s = connState(c);
-  return s != NULL && s->direct && waitFrame(c, s, epoch, want, deadline) ? ENG_POLL_BLOCKED : ENG_POLL_IDLE;
+  if (s == NULL || !s->direct) return ENG_POLL_IDLE; /* the receive thread is the only reader */
+  uint64_t deadline = engWaitDeadline(w);
+  return waitRead(c, s, epoch, want, deadline) || waitFrame(c, s, epoch, want, deadline) ? ENG_POLL_BLOCKED
+                                                                                           : ENG_POLL_IDLE;
 }
