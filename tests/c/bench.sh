@@ -381,6 +381,7 @@ row "HostAlloc vs (d) MPI RMA, shared window" t "$(get h.hostalloc.8.ours.oneway
 row "HostAlloc vs (b) memcpy + epoch" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "<= 1 x (b)" "le 1"
 row "  (e) (b) behind checked library calls" t "$(get h.hostalloc.8.checked.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "(diagnostic)" ""
 row "  ours vs (e)" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.checked.oneway_ns)" "(diagnostic)" ""
+row "  (f) a one-line ring vs (b)" t "$(get h.hostalloc.8.ring.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "(diagnostic)" ""
 row "malloc vs (c) process_vm_writev + epoch" t "$(get h.malloc.8.ours.oneway_ns)" "$(get h.malloc.8.vmwrite.oneway_ns)" "<= 1.5 x (c)" "le 1.5"
 row "malloc vs (d) MPI_Send/MPI_Recv" t "$(get h.malloc.8.ours.oneway_ns)" "$(get h.malloc.8.sendrecv.oneway_ns)" "<= 1.5 x MPI Send/Recv" "le 1.5"
 row "malloc, MSCCLPP_WAIT_SPIN=4000, vs (c)" t "$(get diag.malloc.8.ours.oneway_ns)" "$(get diag.malloc.8.vmwrite.oneway_ns)" "(diagnostic)" ""

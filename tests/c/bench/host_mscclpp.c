@@ -20,6 +20,9 @@
  *                      of an epoch the peer spins on (hostalloc)
  *         checked  (e) (b) behind two checked calls into a library of its own
  *                      (checked_ref.h; hostalloc, 8 B)
+ *         ring     (f) a one-line ring: the bytes and their count in one
+ *                      64-byte slot of a ring in the peer's aux buffer; the
+ *                      receiver copies them into its buffer (hostalloc, 8 B)
  *         vmwrite  (c) one process_vm_writev into the peer's malloc buffer +
  *                      the same epoch store (malloc)
  *         sendrecv (d) MPI_Send / MPI_Recv (host_mpi, malloc, up to 16 MiB)
@@ -37,7 +40,7 @@
  *
  * The raw references use the library only to find each other: a second
  * connection (tag 1) on a small mscclppHostAlloc buffer gives each rank a
- * mapping of the peer's, which holds the epochs and the cache line, and a
+ * mapping of the peer's, which holds the epochs, the cache line and (f)'s ring, and a
  * bootstrap allgather exchanges pids and buffer addresses.
  */
 #define _GNU_SOURCE
@@ -117,6 +120,34 @@ static void checked_put(void* c, size_t size)
 static void checked_wait(void* c)
 {
   if (chkWait((chkConn*)c) != 0) BENCH_DIE("chkWait refused");
+}
+
+/* (f): each message takes the next 64-byte slot of a ring in the receiver's memory, its count in
+ * the slot's first 8 bytes and its bytes after them, so that one line crosses per message where
+ * (b) moves two (the data's and the epoch's); the receiver copies the bytes into its buffer. */
+#define FRING_SLOTS 32
+typedef struct {
+  char* mySlots;   /* the ring the peer writes into (my aux buffer) */
+  char* peerSlots; /* the peer's ring, mapped */
+  char* buf;       /* put reads from it, a landing writes into it */
+  uint64_t sent, seen;
+} fring;
+
+static void fring_put(void* c, size_t size)
+{
+  fring* f = c;
+  char* slot = f->peerSlots + (f->sent % FRING_SLOTS) * 64;
+  memcpy(slot + 8, f->buf, size);
+  __atomic_store_n((uint64_t*)slot, ++f->sent, __ATOMIC_RELEASE);
+}
+
+static void fring_wait(void* c)
+{
+  fring* f = c;
+  uint64_t want = ++f->seen;
+  char* slot = f->mySlots + ((want - 1) % FRING_SLOTS) * 64;
+  while (__atomic_load_n((volatile uint64_t*)slot, __ATOMIC_ACQUIRE) != want) bench_pause();
+  memcpy(f->buf, slot + 8, 8);
 }
 
 /* (a): rank 0 stores odd values, rank 1 even ones, into the same line. */
@@ -213,11 +244,14 @@ static void pair(const char* kind, size_t maxBytes, int rank)
   chkConn chk = {r.peerBuf, maxBytes, buf, maxBytes, (volatile uint64_t*)((char*)conns[1].remoteBuff + 128),
                  (volatile uint64_t*)(aux + 128), 0, 0};
   if (hostAlloc && chkOpen(&chk) != 0) BENCH_DIE("chkOpen");
+  /* (f)'s rings: the last 2 KiB of the aux buffers */
+  fring fr = {aux + 2048, (char*)conns[1].remoteBuff + 2048, buf, 0, 0};
   static char scratch[64];
   pp_ops ours = {&conns[0], rank, buf, buf, ours_put, ours_wait};
   pp_ops line = {&r, rank, scratch, scratch, line_put, line_wait};
   pp_ops copy = {&r, rank, buf, buf, hostAlloc ? memcpy_put : vm_put, raw_wait};
   pp_ops checked = {&chk, rank, buf, buf, checked_put, checked_wait};
+  pp_ops ring = {&fr, rank, buf, buf, fring_put, fring_wait};
 #ifdef BENCH_MPI
   size_t mcap = maxBytes < MPI_MAXS ? maxBytes : MPI_MAXS;
   mref m = {1 - rank, malloc(mcap), mcap, MPI_WIN_NULL, NULL, 0, 0};
@@ -237,18 +271,19 @@ static void pair(const char* kind, size_t maxBytes, int rank)
   double budget = bench_env_double("BENCH_BUDGET_S", 0.3);
   for (int i = 0; i < 4 && pp_sizes[i] <= maxBytes; i++) {
     size_t s = pp_sizes[i];
-    pp_ops* ops[5];
-    const char* names[5];
+    pp_ops* ops[6];
+    const char* names[6];
     int k = 0;
     if (s <= 8) ops[k] = &line, names[k++] = "line";
     ops[k] = &copy, names[k++] = hostAlloc ? "memcpy" : "vmwrite";
     if (s <= 8 && hostAlloc) ops[k] = &checked, names[k++] = "checked";
+    if (s <= 8 && hostAlloc) ops[k] = &ring, names[k++] = "ring";
 #ifdef BENCH_MPI
     if (s <= mcap) ops[k] = &mpi, names[k++] = mpiName;
 #endif
     ops[k] = &ours, names[k++] = "ours";
-    char keys[5][96];
-    const char* kp[5];
+    char keys[6][96];
+    const char* kp[6];
     for (int j = 0; j < k; j++) {
       snprintf(keys[j], sizeof(keys[j]), "%s.%s.%s", kind, pp_names[i], names[j]);
       kp[j] = keys[j];
