@@ -126,6 +126,7 @@ static void checked_wait(void* c)
  * the slot's first 8 bytes and its bytes after them, so that one line crosses per message where
  * (b) moves two (the data's and the epoch's); the receiver copies the bytes into its buffer. */
 #define FRING_SLOTS 32
+#define AUX_BYTES 4096 /* the aux buffer: (b)'s, (a)'s and (e)'s lines, then (f)'s ring at its end */
 typedef struct {
   char* mySlots;   /* the ring the peer writes into (my aux buffer) */
   char* peerSlots; /* the peer's ring, mapped */
@@ -215,11 +216,11 @@ static void pair(const char* kind, size_t maxBytes, int rank)
   char *buf, *aux;
   if (hostAlloc) CK(mscclppHostAlloc((void**)&buf, maxBytes));
   else if (!(buf = malloc(maxBytes))) BENCH_DIE("malloc");
-  CK(mscclppHostAlloc((void**)&aux, 4096));
+  CK(mscclppHostAlloc((void**)&aux, AUX_BYTES));
   memset(buf, 1 + rank, maxBytes);
-  memset(aux, 0, 4096);
+  memset(aux, 0, AUX_BYTES);
   CK(mscclppConnect(comm, 1 - rank, 0, buf, maxBytes, mscclppTransportSHM, NULL));
-  CK(mscclppConnect(comm, 1 - rank, 1, aux, 4096, mscclppTransportSHM, NULL));
+  CK(mscclppConnect(comm, 1 - rank, 1, aux, AUX_BYTES, mscclppTransportSHM, NULL));
   CK(mscclppConnectionSetup(comm));
   mscclppDevConn_t* conns;
   int nc;
@@ -244,8 +245,9 @@ static void pair(const char* kind, size_t maxBytes, int rank)
   chkConn chk = {r.peerBuf, maxBytes, buf, maxBytes, (volatile uint64_t*)((char*)conns[1].remoteBuff + 128),
                  (volatile uint64_t*)(aux + 128), 0, 0};
   if (hostAlloc && chkOpen(&chk) != 0) BENCH_DIE("chkOpen");
-  /* (f)'s rings: the last 2 KiB of the aux buffers */
-  fring fr = {aux + 2048, (char*)conns[1].remoteBuff + 2048, buf, 0, 0};
+  /* (f)'s rings: the end of the aux buffers */
+  enum { FRING_AT = AUX_BYTES - FRING_SLOTS * 64 };
+  fring fr = {aux + FRING_AT, (char*)conns[1].remoteBuff + FRING_AT, buf, 0, 0};
   static char scratch[64];
   pp_ops ours = {&conns[0], rank, buf, buf, ours_put, ours_wait};
   pp_ops line = {&r, rank, scratch, scratch, line_put, line_wait};
@@ -271,19 +273,22 @@ static void pair(const char* kind, size_t maxBytes, int rank)
   double budget = bench_env_double("BENCH_BUDGET_S", 0.3);
   for (int i = 0; i < 4 && pp_sizes[i] <= maxBytes; i++) {
     size_t s = pp_sizes[i];
-    pp_ops* ops[6];
-    const char* names[6];
+    enum { WAYS = 6 }; /* line, copy, checked, ring, MPI, ours */
+    pp_ops* ops[WAYS];
+    const char* names[WAYS];
     int k = 0;
     if (s <= 8) ops[k] = &line, names[k++] = "line";
     ops[k] = &copy, names[k++] = hostAlloc ? "memcpy" : "vmwrite";
-    if (s <= 8 && hostAlloc) ops[k] = &checked, names[k++] = "checked";
-    if (s <= 8 && hostAlloc) ops[k] = &ring, names[k++] = "ring";
+    if (s <= 8 && hostAlloc) {
+      ops[k] = &checked, names[k++] = "checked";
+      ops[k] = &ring, names[k++] = "ring";
+    }
 #ifdef BENCH_MPI
     if (s <= mcap) ops[k] = &mpi, names[k++] = mpiName;
 #endif
     ops[k] = &ours, names[k++] = "ours";
-    char keys[6][96];
-    const char* kp[6];
+    char keys[WAYS][96];
+    const char* kp[WAYS];
     for (int j = 0; j < k; j++) {
       snprintf(keys[j], sizeof(keys[j]), "%s.%s.%s", kind, pp_names[i], names[j]);
       kp[j] = keys[j];
