@@ -100,7 +100,7 @@ DOCS := README.md CHANGELOG.md $(wildcard docs/*.md)
 
 # the perf tool (tools/perf/perf.c) as installed: linked against the library,
 # with an rpath to LIBDIR unless the dynamic linker looks there anyway
-$(PERF): $(wildcard tools/perf/*.c tools/perf/*.h) $(LIB) Makefile FORCE
+$(PERF): $(wildcard tools/perf/*.c tools/perf/*.h) tools/common/outfile.h $(LIB) Makefile FORCE
 	@mkdir -p $(BUILD)/bin
 	$(CC) -std=c11 -O2 -Wall -Wextra -I$(BUILD)/include tools/perf/perf.c -o $@ -L$(BLIBDIR) \
 	  $(if $(filter $(LIBDIR),$(SYSLIBDIRS)),,-Wl,-rpath,$(LIBDIR)) -lmscclpp -pthread

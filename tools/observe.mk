@@ -21,21 +21,21 @@ uninstall: uninstall-observe-tools
 
 observe-tools: $(OBS_TOOLS) $(TRACE_MERGE) $(PERF_PLOT)
 
-$(TOOLLIBDIR)/libmscclpp_profile.so: tools/profile/profile.c tools/common/intercept.h include/mscclpp_tools.h \
+$(TOOLLIBDIR)/libmscclpp_profile.so: tools/profile/profile.c tools/common/intercept.h tools/common/outfile.h include/mscclpp_tools.h \
     include/mscclpp.h $(LIB)
 	@mkdir -p $(TOOLLIBDIR)
 	$(CC) $(OBS_CFLAGS) -shared -fPIC -Iinclude $< -o $@ -L$(BLIBDIR) -lmscclpp -pthread
 
-$(TOOLLIBDIR)/libmscclpp_trace.so: tools/trace/trace.c tools/common/intercept.h include/mscclpp_tools.h \
+$(TOOLLIBDIR)/libmscclpp_trace.so: tools/trace/trace.c tools/common/intercept.h tools/common/outfile.h include/mscclpp_tools.h \
     include/mscclpp.h $(LIB)
 	@mkdir -p $(TOOLLIBDIR)
 	$(CC) $(OBS_CFLAGS) -shared -fPIC -Iinclude $< -o $@ -L$(BLIBDIR) -lmscclpp -pthread
 
-$(TRACE_MERGE): tools/trace/merge.c
+$(TRACE_MERGE): tools/trace/merge.c tools/common/outfile.h
 	@mkdir -p $(BUILD)/bin
 	$(CC) $(OBS_CFLAGS) $< -o $@
 
-$(PERF_PLOT): tools/plot/plot.c
+$(PERF_PLOT): tools/plot/plot.c tools/common/outfile.h
 	@mkdir -p $(BUILD)/bin
 	$(CC) $(OBS_CFLAGS) $< -o $@ -lm
 

@@ -133,6 +133,18 @@ static int toolProcessRank(void)
   return r;
 }
 
+/* toolFailExit ends the process with status 1 when the tool could not write
+ * its output at exit (it runs in the fini, from atexit): the program's own
+ * status cannot say so, and a missing or partial file with status 0 would
+ * pass for a success. stdio is flushed first; later atexit handlers and
+ * other tools' fini do not run. */
+static void toolFailExit(void)
+{
+  fprintf(stderr, "%s: exiting with status 1: the output could not be written\n", TOOL_NAME);
+  fflush(NULL);
+  _exit(EXIT_FAILURE);
+}
+
 /* pattern with "%r" replaced by the process's rank ("p<pid>" when it never
  * initialized a communicator), "%p" by the pid and "%%" by "%", into out. */
 static void toolExpandPath(const char* pattern, char* out, size_t n)

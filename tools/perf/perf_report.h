@@ -22,6 +22,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/outfile.h"
+
 struct perf_half {
   double timeUs, algbw, busbw;
   long long wrong; /* -1: not checked */
@@ -84,14 +86,13 @@ static void report_row(struct perf_report* r, const struct perf_row* row)
 static FILE* report_open(const char* path, char* tmp, size_t len)
 {
   snprintf(tmp, len, "%s.tmp.%d", path, (int)getpid());
-  FILE* f = fopen(tmp, "w");
-  if (f == NULL) perror(tmp);
-  return f;
+  return outCreate("perf", tmp);
 }
 
 static int report_close(FILE* f, const char* tmp, const char* path)
 {
-  if (fclose(f) != 0 || rename(tmp, path) != 0) {
+  if (outClose("perf", f, tmp) != 0) return -1;
+  if (rename(tmp, path) != 0) {
     fprintf(stderr, "perf: writing %s: ", path);
     perror(NULL);
     unlink(tmp);

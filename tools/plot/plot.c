@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/outfile.h"
+
 #define MAX_RUNS 16
 #define MAX_ROWS 256
 
@@ -178,8 +180,8 @@ int main(int argc, char** argv)
   const double pw = W - L - R, ph = H - T - B;
 #define X(v) (L + ((v)-lo) / (hi - lo) * pw)
 #define Y(v) (T + ph - (v) / ymax * ph)
-  FILE* o = out != NULL ? fopen(out, "w") : stdout;
-  if (o == NULL) die("cannot write %s: %s", out, strerror(errno));
+  FILE* o = out != NULL ? outCreate("mscclpp-perf-plot", out) : stdout;
+  if (o == NULL) return 1;
   fprintf(o, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
   fprintf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" viewBox=\"0 0 %g %g\" "
              "font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
@@ -222,7 +224,7 @@ int main(int argc, char** argv)
     fprintf(o, "</text>\n");
   }
   fprintf(o, "</svg>\n");
-  if (fflush(o) != 0 || ferror(o) || (out != NULL && fclose(o) != 0))
-    die("cannot write %s: %s", out != NULL ? out : "stdout", strerror(errno));
+  if (out != NULL) return outClose("mscclpp-perf-plot", o, out) != 0;
+  if (fflush(o) != 0 || ferror(o)) die("cannot write stdout: %s", strerror(errno));
   return 0;
 }

@@ -20,6 +20,7 @@
  */
 #define TOOL_NAME "mscclpp-profile"
 #include "../common/intercept.h"
+#include "../common/outfile.h"
 
 #include <errno.h>
 
@@ -125,9 +126,9 @@ static void profileFini(void* ctx)
   const char* pattern = getenv("MSCCLPP_PROFILE_FILE");
   if (pattern != NULL && *pattern != '\0') {
     toolExpandPath(pattern, path, sizeof(path));
-    f = fopen(path, "w");
+    f = outCreate(TOOL_NAME, path);
     if (f == NULL) {
-      fprintf(stderr, "%s: cannot open %s: %s; the profile goes to stderr\n", TOOL_NAME, path, strerror(errno));
+      fprintf(stderr, "%s: the profile goes to stderr\n", TOOL_NAME);
       f = stderr;
     }
   }
@@ -155,7 +156,7 @@ static void profileFini(void* ctx)
     }
   }
   funlockfile(f);
-  if (f != stderr) fclose(f);
+  if (f != stderr && outClose(TOOL_NAME, f, path) != 0) toolFailExit();
 }
 
 __attribute__((constructor)) static void profileInit(void)

@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/outfile.h"
+
 struct line
 {
   char* text; /* the event without its trailing comma */
@@ -162,8 +164,8 @@ int main(int argc, char** argv)
       any = 1;
     }
   qsort(lines, nlines, sizeof(*lines), byTime);
-  FILE* f = out != NULL ? fopen(out, "w") : stdout;
-  if (f == NULL) die("cannot write %s: %s", out, strerror(errno));
+  FILE* f = out != NULL ? outCreate("mscclpp-trace-merge", out) : stdout;
+  if (f == NULL) return 1;
   fprintf(f, "{\"otherData\":{\"tool\":\"mscclpp-trace-merge\",\"files\":%d,\"clock\":\"realtime, 0 = the first event\"},\n",
           nfiles);
   fprintf(f, "\"displayTimeUnit\":\"ns\",\n\"traceEvents\":[\n");
@@ -177,7 +179,7 @@ int main(int argc, char** argv)
     fprintf(f, "%.*s%.3f%s%s\n", (int)(mark - lines[i].text), lines[i].text, lines[i].ts - base, mark + 4, sep);
   }
   fprintf(f, "]}\n");
-  if (fflush(f) != 0 || ferror(f) || (out != NULL && fclose(f) != 0))
-    die("cannot write %s: %s", out != NULL ? out : "stdout", strerror(errno));
+  if (out != NULL) return outClose("mscclpp-trace-merge", f, out) != 0;
+  if (fflush(f) != 0 || ferror(f)) die("cannot write stdout: %s", strerror(errno));
   return 0;
 }

@@ -22,6 +22,7 @@
  */
 #define TOOL_NAME "mscclpp-trace"
 #include "../common/intercept.h"
+#include "../common/outfile.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -38,6 +39,8 @@ struct event
 };
 
 #define CHUNK 65536
+/* the most MSCCLPP_TRACE_MAX_EVENTS may say: 2^40 events, 2^24 chunk pointers (128 MiB) */
+#define MAX_EVENTS_LIMIT (1ULL << 40)
 static uint64_t maxEvents = 1000000;
 static struct event** chunks;
 static uint64_t nextEvent, dropped;
@@ -136,12 +139,11 @@ static void traceFini(void* ctx)
   const char* pattern = getenv("MSCCLPP_TRACE_FILE");
   char path[4096];
   toolExpandPath(pattern != NULL && *pattern != '\0' ? pattern : "mscclpp-trace.%r.json", path, sizeof(path));
-  FILE* f = fopen(path, "w");
+  FILE* f = outCreate(TOOL_NAME, path);
   if (f == NULL) {
-    fprintf(stderr, "%s: cannot write %s: %s\n", TOOL_NAME, path, strerror(errno));
     free(evs);
     free(tids);
-    return;
+    toolFailExit();
   }
   uint64_t lost = __atomic_load_n(&dropped, __ATOMIC_RELAXED);
   fprintf(f,
@@ -168,12 +170,13 @@ static void traceFini(void* ctx)
   }
   for (uint64_t i = 0; i < k; i++) writeEvent(f, evs[i], pid, i + 1 < k ? "," : "");
   fprintf(f, "]}\n");
-  if (fclose(f) != 0) fprintf(stderr, "%s: cannot write %s: %s\n", TOOL_NAME, path, strerror(errno));
+  int failed = outClose(TOOL_NAME, f, path) != 0;
   if (lost > 0)
     fprintf(stderr, "%s: %" PRIu64 " calls not recorded past MSCCLPP_TRACE_MAX_EVENTS=%" PRIu64 "\n", TOOL_NAME, lost,
             maxEvents);
   free(evs);
   free(tids);
+  if (failed) toolFailExit();
 }
 
 __attribute__((constructor)) static void traceInit(void)
@@ -181,14 +184,17 @@ __attribute__((constructor)) static void traceInit(void)
   const char* m = getenv("MSCCLPP_TRACE_MAX_EVENTS");
   if (m != NULL && *m != '\0') {
     char* end;
-    unsigned long long v = strtoull(m, &end, 10);
-    if (*end == '\0' && v > 0)
+    errno = 0;
+    unsigned long long v = m[0] >= '0' && m[0] <= '9' ? strtoull(m, &end, 10) : 0;
+    if (v > 0 && *end == '\0' && errno == 0 && v <= MAX_EVENTS_LIMIT)
       maxEvents = v;
     else
-      fprintf(stderr, "%s: MSCCLPP_TRACE_MAX_EVENTS=%s is not a positive number; using %" PRIu64 "\n", TOOL_NAME, m,
-              maxEvents);
+      fprintf(stderr, "%s: ignoring MSCCLPP_TRACE_MAX_EVENTS=\"%s\": not a whole number from 1 to %llu; the default %" PRIu64
+              " is used\n", TOOL_NAME, m, (unsigned long long)MAX_EVENTS_LIMIT, maxEvents);
   }
   chunks = calloc(maxEvents / CHUNK + 1, sizeof(*chunks));
-  if (chunks == NULL) fprintf(stderr, "%s: out of memory; nothing will be recorded\n", TOOL_NAME);
+  if (chunks == NULL)
+    fprintf(stderr, "%s: out of memory for MSCCLPP_TRACE_MAX_EVENTS=%" PRIu64 "; nothing will be recorded\n", TOOL_NAME,
+            maxEvents);
   toolRegisterAll("mscclpp-trace", NULL, traceFini);
 }
