@@ -156,15 +156,29 @@ func openFile(path string, flags int, perm uint32) (int, error) {
 	}
 }
 
-// truncate sizes the file of fd, named path (for the error), to size bytes.
-func truncate(fd int, path string, size int) error {
+// reserve sizes the file of fd, named path (for the error), to size bytes with every page
+// allocated: a segment only ftruncated is sparse, and on a full tmpfs the first store to a page
+// the filesystem cannot back kills the process with SIGBUS instead of failing here. The size
+// shows only once every page is there (fallocate sets it last), so a rank that opens the file
+// as soon as it has its size maps pages that exist. A filesystem without fallocate gets the
+// sparse file of ftruncate.
+func reserve(fd int, path string, size int) error {
 	for {
-		err := unix.Ftruncate(fd, int64(size))
+		err := unix.Fallocate(fd, 0, 0, int64(size))
 		if err == unix.EINTR {
 			continue
 		}
+		if err == unix.EOPNOTSUPP || err == unix.ENOSYS {
+			err = unix.Ftruncate(fd, int64(size))
+			if err == unix.EINTR {
+				continue
+			}
+		}
+		if err == unix.ENOSPC {
+			return fmt.Errorf("%w (the shared memory filesystem is full)", &os.PathError{Op: "fallocate", Path: path, Err: err})
+		}
 		if err != nil {
-			return &os.PathError{Op: "truncate", Path: path, Err: err}
+			return &os.PathError{Op: "fallocate", Path: path, Err: err}
 		}
 		return nil
 	}
@@ -180,10 +194,10 @@ func create(path string, size int) (int, error) {
 	if err != nil {
 		return -1, status.Errorf(status.SystemError, "create node shared memory %s: %w", path, err)
 	}
-	if err = truncate(fd, path, size); err != nil {
+	if err = reserve(fd, path, size); err != nil {
 		unix.Close(fd)
 		_ = os.Remove(path)
-		return -1, status.Errorf(status.SystemError, "size node shared memory %s to %d bytes: %w", path, size, err)
+		return -1, status.Errorf(status.SystemError, "reserve node shared memory %s of %d bytes: %w", path, size, err)
 	}
 	return fd, nil
 }
@@ -195,9 +209,9 @@ func createUnnamed(name string, size int) (int, error) {
 	if err != nil {
 		return -1, status.Errorf(status.SystemError, "create node shared memory %s: %w", name, err)
 	}
-	if err = truncate(fd, name, size); err != nil {
+	if err = reserve(fd, name, size); err != nil {
 		unix.Close(fd)
-		return -1, status.Errorf(status.SystemError, "size node shared memory %s to %d bytes: %w", name, size, err)
+		return -1, status.Errorf(status.SystemError, "reserve node shared memory %s of %d bytes: %w", name, size, err)
 	}
 	return fd, nil
 }

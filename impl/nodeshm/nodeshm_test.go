@@ -1,8 +1,12 @@
 package nodeshm
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
+	"runtime/debug"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -103,4 +107,78 @@ func TestThrottleWaitsOnePeriod(t *testing.T) {
 	if err != gone || calls != 1 {
 		t.Fatalf("after the first period: error %v after %d checks, want %v after 1", err, calls, gone)
 	}
+}
+
+// A full /dev/shm is an error with its text, not a SIGBUS at the first store to a page the
+// filesystem cannot back, and leaves no segment behind. Each case runs in a child with a mount
+// namespace of its own, where /dev/shm is a private tmpfs of one 4 KiB page: empty (4 KiB free,
+// less than the segment) or filled (0 free).
+func TestFullShmIsAnError(t *testing.T) {
+	if fill := os.Getenv("MSCCLPP_TEST_FULL_SHM"); fill != "" {
+		fullShmChild(t, fill == "full")
+		return
+	}
+	for _, fill := range []string{"empty", "full"} {
+		t.Run(fill, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestFullShmIsAnError$", "-test.count=1", "-test.v")
+			cmd.Env = append(os.Environ(), "MSCCLPP_TEST_FULL_SHM="+fill)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS} // Go makes / private in it
+			if os.Geteuid() != 0 {
+				cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER
+				cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+				cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+			}
+			out, err := cmd.CombinedOutput()
+			if err != nil && strings.Contains(err.Error(), "operation not permitted") {
+				t.Skipf("no mount namespace here: %v", err)
+			}
+			if strings.Contains(string(out), "--- SKIP") {
+				t.Skipf("child: %s", out)
+			}
+			if err != nil || !strings.Contains(string(out), "\nPASS\n") {
+				t.Fatalf("child with a %s 4 KiB /dev/shm: %v\n%s", fill, err, out)
+			}
+			t.Logf("child: %s", out)
+		})
+	}
+}
+
+func fullShmChild(t *testing.T, full bool) {
+	if err := syscall.Mount("mscclpp-test", "/dev/shm", "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "size=4k,mode=1777"); err != nil {
+		t.Skipf("cannot mount a tmpfs on /dev/shm: %v", err)
+	}
+	if full {
+		if err := os.WriteFile("/dev/shm/filler", make([]byte, 4096), 0o600); err != nil {
+			t.Fatalf("fill the 4 KiB tmpfs: %v", err)
+		}
+	}
+	name := Name(0x7465737400000000|uint64(os.Getpid()), uint64(time.Now().UnixNano()), 0)
+	s, err := joinNoFault(name)
+	if err == nil {
+		s.Close()
+		t.Fatal("made a segment larger than the filesystem holds")
+	}
+	if status.CodeOf(err) != status.SystemError || !strings.Contains(err.Error(), "no space left on device") ||
+		!strings.Contains(err.Error(), shmDir+name) {
+		t.Fatalf("error %v, want SystemError naming %s and 'no space left on device'", err, shmDir+name)
+	}
+	t.Logf("the error: %v", err)
+	ents, _ := os.ReadDir("/dev/shm")
+	for _, e := range ents {
+		if e.Name() != "filler" {
+			t.Errorf("/dev/shm/%s left behind", e.Name())
+		}
+	}
+}
+
+// joinNoFault is Join as the node's leader of two local ranks, with a fault on the segment's
+// memory (SIGBUS) turned into an error.
+func joinNoFault(name string) (s *Segment, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("fault on the segment's memory: %v", r)
+		}
+	}()
+	return Join(name, true, 2, 4, time.Now().Add(time.Second), func() error { return nil })
 }
