@@ -5,6 +5,7 @@
 #   cmake                         the find_package(mscclpp) case
 #   libibverbs-dev ibverbs-providers   ib/ibvapi.h against verbs.h, the real libibverbs
 #   openmpi-bin libopenmpi-dev    perf under mpirun, make bench's references
+#   libucx-dev ucx-utils          make bench's UCX references (ucx_ref.c), ucx_info
 #   libpmix-dev libpmi2-0 slurm-wlm munge perf's launcher key-value store, the Slurm case
 #   iproute2                      the simulated nodes of tests/multinode
 #   nvidia-cuda-toolkit nvidia-cuda-dev   nvcc, cuda.h/nvml.h, Debian's libcuda
@@ -19,7 +20,7 @@
 # Without root it lists what is missing and exits 0, or 1 with --strict (CI).
 set -u
 
-pkgs=(cmake libibverbs-dev ibverbs-providers openmpi-bin libopenmpi-dev libpmix-dev libpmi2-0 slurm-wlm munge
+pkgs=(cmake libibverbs-dev ibverbs-providers openmpi-bin libopenmpi-dev libucx-dev ucx-utils libpmix-dev libpmi2-0 slurm-wlm munge
   iproute2 nvidia-cuda-toolkit nvidia-cuda-dev)
 strict=0
 [ "${1:-}" = --strict ] && strict=1

@@ -20,6 +20,14 @@
 # bootstrap, and on one host the library's init protocol written in C
 # (boot_tcp.c proto).
 #
+# Section 2d (ucx) times UCX, the UCP one-sided puts a user without a GPU
+# would pick instead (ucx_ref.c): an 8-byte put + a flag the receiver polls,
+# one way, and its bandwidth at 64 KiB .. 256 MiB, over shared memory
+# (UCX_TLS=sm,self; beside ours on HostAlloc and on malloc buffers) and over
+# TCP (UCX_TLS=tcp; beside ours over Ethernet), UCX and ours interleaved
+# block by block in the same 2 processes; where UCX wins a row, a diagnostic
+# row names its transport and protocol.
+#
 # Section 2c (proxy) times the trigger FIFO and the proxy thread in host mode
 # (proxy_mscclpp.c): a Sync trigger's round trip and the triggers served per
 # second beside a raw ring of 16-byte entries with a polling consumer thread
@@ -47,9 +55,9 @@
 # Environment: BENCH_REPS (3), BENCH_INIT_REPS (6: init-only runs added to
 # section 1's init figures), BENCH_BUDGET_S (0.3 s per figure and run),
 # BENCH_NS ("2 4 8 16": bootstrap sizes), BENCH_SKIP_MPI=1 (no Open MPI
-# references), BENCH_SECTIONS ("boot host eth proxy tools scale": the sections
+# references), BENCH_SECTIONS ("boot host eth ucx proxy tools scale": the sections
 # to run), BENCH_SCALE_NS ("16 32 64": the scale section's sizes).
-# Open MPI is installed with apt-get when missing and we are root.
+# Open MPI and UCX are installed with apt-get when missing and we are root.
 set -u -o pipefail
 
 BUILD=${1:-build}
@@ -63,9 +71,10 @@ NS=${BENCH_NS:-"2 4 8 16"}
 INIT_REPS=${BENCH_INIT_REPS:-6}
 export BENCH_BUDGET_S=${BENCH_BUDGET_S:-0.3}
 RES=$OUT/results.txt
+INFO=$OUT/info.txt
 LOG=$OUT/bench.log
 T_START=$(date +%s)
-SECTIONS=${BENCH_SECTIONS:-"boot host eth proxy tools scale"}
+SECTIONS=${BENCH_SECTIONS:-"boot host eth ucx proxy tools scale"}
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -73,6 +82,7 @@ die() { echo "bench: $*" >&2; exit 1; }
 [ -f "$BUILD/lib/pkgconfig/mscclpp.pc" ] || die "no $BUILD/lib/pkgconfig/mscclpp.pc: run make first"
 mkdir -p "$OUT"
 : >"$RES"
+: >"$INFO"
 : >"$LOG"
 
 # ---- Open MPI (references only) ----
@@ -87,6 +97,18 @@ elif ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
   command -v mpicc >/dev/null && command -v mpirun >/dev/null || { echo "bench: no Open MPI; its references are n/a"; MPI=0; }
 fi
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
+
+# ---- UCX (references only) ----
+UCX=1
+if ! want ucx; then
+  UCX=0
+elif ! pkg-config --exists ucx 2>/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "bench: installing UCX (apt-get install -y libucx-dev ucx-utils)"
+    { apt-get install -y libucx-dev ucx-utils || { apt-get update && apt-get install -y libucx-dev ucx-utils; }; } >>"$LOG" 2>&1
+  fi
+  pkg-config --exists ucx 2>/dev/null || { echo "bench: no UCX (libucx-dev); its references are n/a"; UCX=0; }
+fi
 
 # ---- build ----
 PC=$(PKG_CONFIG_PATH=$BUILD/lib/pkgconfig pkg-config --cflags --libs mscclpp) || die "pkg-config mscclpp failed"
@@ -116,6 +138,10 @@ build scale scale.c $PC
 (cd "$ROOT" && go build -buildmode=c-shared -o "$OUT/libgofloor.so" ./tests/c/bench/gofloor) >>"$LOG" 2>&1 ||
   { cat "$LOG" >&2; die "building libgofloor.so failed"; }
 build boot_gofloor boot_gofloor.c -I"$OUT" -L"$OUT" -Wl,-rpath,"$OUT" -lgofloor
+if [ $UCX = 1 ]; then
+  "$CC" $CFLAGS -o "$OUT/ucx_ref" "$SRC/ucx_ref.c" $PC $(pkg-config --cflags --libs ucx) >>"$LOG" 2>&1 ||
+    { echo "bench: building ucx_ref failed (see $LOG); the UCX rows are n/a"; UCX=0; }
+fi
 if [ $MPI = 1 ]; then
   { mpicc $CFLAGS -o "$OUT/mpi_ref" "$SRC/mpi_ref.c" &&
     mpicc $CFLAGS -DBENCH_MPI -o "$OUT/host_mpi" "$SRC/host_mscclpp.c" $CHK $PC; } >>"$LOG" 2>&1 ||
@@ -132,7 +158,12 @@ run() {
     FAILED=$((FAILED + 1))
   fi
   echo "$out" | awk -v p="$prefix" '$1=="RESULT"||$1=="LAUNCH"{print p "." $2, $3}' >>"$RES"
+  # INFO key text...: words about the run (a version, a transport), kept as "PREFIX.key<TAB>text"
+  echo "$out" | awk -v p="$prefix" '$1=="INFO"{k=$2; $1=""; $2=""; sub(/^ +/, ""); print p "." k "\t" $0}' >>"$INFO"
 }
+
+# info KEY: the last text recorded under KEY (empty when none)
+info() { awk -F'\t' -v k="$1" '$1==k{v=$2} END{print v}' "$INFO"; }
 
 # get KEY: the median of every value recorded under KEY (empty when none)
 get() {
@@ -209,6 +240,15 @@ if want eth; then
   echo "running the Ethernet transport benchmarks ..."
   for rep in $(seq "$REPS"); do
     run e "$OUT/launch" -p 2 "$OUT/eth_bw"
+  done
+fi
+
+# ---- 2d. UCX ----
+if want ucx && [ $UCX = 1 ]; then
+  echo "running the UCX benchmarks ..."
+  for rep in $(seq "$REPS"); do
+    run u env UCX_TLS=sm,self "$OUT/launch" -p 2 "$OUT/ucx_ref" shm
+    run u env UCX_TLS=tcp "$OUT/launch" -p 2 "$OUT/ucx_ref" tcp
   done
 fi
 
@@ -430,6 +470,71 @@ if want eth; then
     printf "  %s" "$(awk -v k="e.eth.$b.ratio" '$1==k{v=$2+0; if(n==0||v<lo)lo=v; if(n==0||v>hi)hi=v; n++} END{if(n) printf "%.2f-%.2f", lo, hi; else printf "n/a"}' "$RES")"
   done
   echo "  (64 KiB .. 256 MiB)"
+fi
+
+# ucxpath MODE [am]: the path UCX's endpoint took in the MODE runs, from ucp_ep_print_info's lanes
+# (INFO ucx.MODE.lanes): the transport of each lane that carries puts and the put protocols by
+# size, or, with no put lane, the active-message lane RMA is emulated over (with "am": that lane)
+ucxpath() {
+  info "u.ucx.$1.lanes" | awk -F' ;' -v want="${2:-}" '{
+    for (i = 1; i <= NF; i++) {
+      f = $i; sub(/^ +/, "", f)
+      if (f ~ /^lane\[/) { n = f; sub(/^lane\[/, "", n); sub(/\].*/, "", n); split(f, w, " "); tl[n] = w[2]; sub(/^[0-9]+:/, "", tl[n]); if (f ~ / am /) am = tl[n] }
+      if (f ~ /^put\[/) { n = f; sub(/^put\[/, "", n); sub(/\].*/, "", n); p = f; sub(/^put\[[0-9]+\]: */, "", p); puts = puts (puts ? ", " : "") tl[n] " " p }
+    }
+    if (want == "am") print am; else if (puts) print "puts on " puts; else if (am) print "no put lane: RMA emulated over active messages on " am; else print "n/a"
+  }'
+}
+# ucxwhy MODE WAY: what UCX does in that row, in a few words
+ucxwhy() {
+  local p
+  p=$(ucxpath "$1")
+  case $1.$2 in
+  shm.ucxmalloc) # malloc memory is no mapping of its sm transports: lane tables without cma emulate
+    case $(info "u.ucx.shm.lanes") in *cma/*) echo "its cma lane (process_vm_writev)" ;;
+    *) echo "RMA emulated over active messages on $(ucxpath shm am)" ;; esac ;;
+  shm.ucx) case $p in *short*) echo "a short put: stores into its own shm mapping" ;; *) echo "$p" ;; esac ;;
+  *) case $p in no\ put*) echo "RMA emulated over active messages (tcp)" ;; *) echo "$p" ;; esac ;;
+  esac
+}
+# urow LABEL t|b MODE SIZE OURS UCXWAY: ours against UCX, goal <= 1 x UCX (one way) or >= 1 x UCX
+# (bandwidth); where UCX wins, a diagnostic row under it says how UCX moved the bytes
+urow() {
+  local label=$1 kind=$2 mode=$3 sz=$4 ow=$5 uw=$6 unit=gbps o u
+  [ "$kind" = t ] && unit=oneway_ns
+  o=$(get "u.ucx.$mode.$sz.$ow.$unit")
+  u=$(get "u.ucx.$mode.$sz.$uw.$unit")
+  if [ "$kind" = t ]; then row "$label" t "$o" "$u" "<= 1 x UCX" "le 1"; else row "$label" b "$o" "$u" ">= 1 x UCX" "ge 1"; fi
+  # UCX wins where the row's goal is missed (the ratio as the row rounds it)
+  if [ -n "$o" ] && [ -n "$u" ] && awk -v k="$kind" -v o="$o" -v u="$u" 'BEGIN{ r = sprintf("%.2f", o / u) + 0; exit !((k=="t" && r>1) || (k=="b" && r<1)) }'; then
+    row "  UCX wins: $(ucxwhy "$mode" "$uw")" "$kind" "$o" "$u" "(diagnostic)" ""
+  fi
+}
+if want ucx; then
+  echo
+  echo "== 2d. UCX $(info u.ucx.version) (UCP one-sided puts), medians; ratio = ours / UCX"
+  echo "   2 processes on CPUs 0 and 1 (launch -p), UCX and ours interleaved block by block in them (ucx_ref.c);"
+  echo "   UCX: ucp_put_nbx(data) + ucp_worker_fence + ucp_put_nbx(8-byte flag), completed locally; the receiver"
+  echo "   progresses its worker until the flag arrives (putWithSignal -> wait); one way = RTT / 2, bandwidth = size / RTT"
+  if [ $UCX = 0 ]; then
+    echo "  n/a: no UCX (libucx-dev) and it could not be installed"
+  else
+    echo "   shared memory, UCX_TLS=sm,self: $(ucxpath shm)"
+    echo "   TCP, UCX_TLS=tcp: $(ucxpath tcp)"
+  fi
+  echo
+  hdr "8 B put + signal -> wait, one way"
+  urow "shm: HostAlloc vs UCX (its own memory)" t shm 8 ours ucx
+  urow "shm: malloc vs UCX (registered malloc)" t shm 8 oursmalloc ucxmalloc
+  urow "Ethernet vs UCX over TCP" t tcp 8 ours ucx
+  echo
+  hdr "bandwidth, the signal ending each message"
+  for sz in 64k:"64 KiB" 1m:"1 MiB" 16m:"16 MiB" 256m:"256 MiB"; do
+    s=${sz%%:*} l=${sz#*:}
+    urow "shm $l: HostAlloc vs UCX" b shm "$s" ours ucx
+    urow "shm $l: malloc vs UCX (registered malloc)" b shm "$s" oursmalloc ucxmalloc
+    urow "$l: Ethernet vs UCX over TCP" b tcp "$s" ours ucx
+  done
 fi
 
 if want proxy; then
