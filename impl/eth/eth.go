@@ -18,7 +18,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -72,14 +71,17 @@ type eth struct {
 	addr    netip.AddrPort
 	timeout time.Duration
 
-	mu      sync.Mutex
-	tokens  map[[tokenBytes]byte]int // my tokens -> connection index
-	arrived map[int]*net.TCPConn     // accepted, authenticated sockets by connection index
-	cond    *sync.Cond               // signalled when arrived grows or the listener fails
-	wg      sync.WaitGroup
-	closed  bool
-	fences  uint64  // fences sent (one per mscclppProxyStop)
-	drops   dropLog // the WARN lines about strangers, rate-limited
+	mu          sync.Mutex
+	tokens      map[[tokenBytes]byte]int // my tokens -> connection index
+	arrived     map[int]*net.TCPConn     // accepted, authenticated sockets by connection index
+	cond        *sync.Cond               // signalled when arrived grows or the listener fails
+	wg          sync.WaitGroup
+	closed      bool
+	quit        chan struct{} // closed by Close: ends the accept loop's back-off
+	acceptErr   error         // the accept loop's last error while it persists (cleared by an accept)
+	acceptFails uint64        // accepts that failed with acceptErr, ever
+	fences      uint64        // fences sent (one per mscclppProxyStop)
+	drops       dropLog       // the WARN lines about strangers, rate-limited
 
 	// CUDA mode: connections whose buffer is device memory go through a CUDA-mode proxy
 	// (counters and FIFO head in device memory) and pinned staging buffers
@@ -113,7 +115,7 @@ func newEth(h *transport.Host) (transport.Transport, error) {
 		return nil, err
 	}
 	e := &eth{h: h, state: st, ctx: ctx, ln: ln, addr: netip.AddrPortFrom(ip, uint16(ln.Addr().(*net.TCPAddr).Port)),
-		timeout: h.Timeout, tokens: map[[tokenBytes]byte]int{}, arrived: map[int]*net.TCPConn{},
+		timeout: h.Timeout, quit: make(chan struct{}), tokens: map[[tokenBytes]byte]int{}, arrived: map[int]*net.TCPConn{},
 		cudaConn: map[int]bool{}, engConns: map[int]*engine.Conn{}}
 	e.cu = cudaproxy.OnDemand{Name: "Ethernet", Means: "device memory travels through pinned staging buffers",
 		Ops: C.ethOpsPtr(), State: e.cudaState}
@@ -123,49 +125,6 @@ func newEth(h *transport.Host) (transport.Transport, error) {
 	go e.acceptLoop()
 	logx.Infof(logx.Net, "rank %d: Ethernet transport listening at %s", h.Rank, e.addr)
 	return e, nil
-}
-
-// acceptLoop takes connections and keeps those that present one of this rank's tokens.
-func (e *eth) acceptLoop() {
-	defer e.wg.Done()
-	for {
-		c, err := e.ln.AcceptTCP()
-		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				logx.Warnf("rank %d: Ethernet transport: accept: %v", e.h.Rank, err)
-			}
-			return
-		}
-		e.wg.Add(1)
-		go e.admit(c)
-	}
-}
-
-func (e *eth) admit(c *net.TCPConn) {
-	defer e.wg.Done()
-	var hello [helloBytes]byte
-	// a peer dials right after the bootstrap told it where: the short deadline of the bootstrap's
-	// own handshakes, not the whole timeout, so that a silent stranger holds nothing for long
-	c.SetReadDeadline(time.Now().Add(bootstrap.HandshakeTimeout(e.timeout)))
-	if _, err := io.ReadFull(c, hello[:]); err != nil || string(hello[:4]) != "MSEH" {
-		e.drops.dropped(fmt.Sprintf("from %s that sent no valid hello", c.RemoteAddr()))
-		c.Close()
-		return
-	}
-	var tok [tokenBytes]byte
-	copy(tok[:], hello[8:])
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	idx, ok := e.tokens[tok]
-	if !ok || e.closed {
-		e.drops.dropped(fmt.Sprintf("from %s with an unknown token", c.RemoteAddr()))
-		c.Close()
-		return
-	}
-	delete(e.tokens, tok) // one use
-	c.SetReadDeadline(time.Time{})
-	e.arrived[idx] = c
-	e.cond.Broadcast()
 }
 
 // Declare serves any peer: in CUDA mode when the buffer is device memory, else with its signal
@@ -326,23 +285,6 @@ func (e *eth) dial(addr netip.AddrPort, tok [tokenBytes]byte) (*net.TCPConn, err
 	return c, nil
 }
 
-func (e *eth) await(idx, peer int, from netip.AddrPort) (*net.TCPConn, error) {
-	deadline := time.Now().Add(e.timeout)
-	t := time.AfterFunc(e.timeout, func() { e.mu.Lock(); e.cond.Broadcast(); e.mu.Unlock() })
-	defer t.Stop()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for e.arrived[idx] == nil {
-		if time.Now().After(deadline) || e.closed {
-			return nil, status.Errorf(status.RemoteError, "Ethernet transport: rank %d (%s) did not connect within %v", peer, from.Addr(), e.timeout)
-		}
-		e.cond.Wait()
-	}
-	c := e.arrived[idx]
-	delete(e.arrived, idx)
-	return c, nil
-}
-
 func localReg(b transport.Buffer) engine.Reg {
 	if _, dev := cudaproxy.DeviceOf(b.Ptr); dev {
 		return engine.Reg{Addr: uint64(uintptr(b.Ptr)), Size: b.Size} // device memory: staged, never touched
@@ -429,6 +371,7 @@ func (e *eth) Close() error {
 	}
 	e.cond.Broadcast()
 	e.mu.Unlock()
+	close(e.quit)
 	e.ln.Close()
 	e.wg.Wait()
 	e.drops.close()
