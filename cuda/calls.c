@@ -56,10 +56,11 @@ int cuwProbe(const cuwApi* a, int* ordinal, cuwContext* ctx, char* busId, int le
 }
 
 int cuwProbePointer(const cuwApi* a, cuwDevicePtr p, int* ordinal, cuwContext* ctx, char* busId, int len,
-                    const char** call)
+                    int* memType, const char** call)
 {
   cuwResult rc;
   *ctx = NULL;
+  *memType = 0;
   if ((rc = a->init(0)) != CUW_SUCCESS) {
     *call = "cuInit";
     return rc;
@@ -70,6 +71,14 @@ int cuwProbePointer(const cuwApi* a, cuwDevicePtr p, int* ordinal, cuwContext* c
     return rc;
   }
   if (c == NULL) return CUW_SUCCESS; /* the caller reports it */
+  /* pinned host memory has a context too: only the memory type tells it from device memory */
+  unsigned int type = 0;
+  if ((rc = a->pointerGetAttribute(&type, CUW_POINTER_ATTRIBUTE_MEMORY_TYPE, p)) != CUW_SUCCESS) {
+    *call = "cuPointerGetAttribute";
+    return rc;
+  }
+  *memType = (int)type;
+  if (type != CUW_MEMORYTYPE_DEVICE) return CUW_SUCCESS; /* the caller reports it */
   cuwContext prev;
   if ((rc = cuwPush(a, c, &prev, call)) != CUW_SUCCESS) return rc;
   cuwDevice dev = 0;

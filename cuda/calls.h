@@ -51,9 +51,10 @@ int cuwMemset(const cuwApi* a, cuwContext ctx, cuwDevicePtr p, unsigned char v, 
 int cuwHostAlloc(const cuwApi* a, cuwContext ctx, size_t size, int numaNode, void** out, cuwDevicePtr* dev,
                  int* placed, const char** call);
 /* The device and context of the allocation holding device pointer p (CU_POINTER_ATTRIBUTE_CONTEXT);
- * *ctx NULL when p is not device memory of a context. */
+ * *ctx NULL when p is not device memory of a context. *memType: p's CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+ * where p has a context (pinned host memory has one too), else 0. */
 int cuwProbePointer(const cuwApi* a, cuwDevicePtr p, int* ordinal, cuwContext* ctx, char* busId, int len,
-                    const char** call);
+                    int* memType, const char** call);
 /* cuMemHostAlloc(out, size, flags) in the current context, its pages preferably on numaNode (>= 0). */
 int cuwPinnedOnNode(const cuwApi* a, void** out, size_t size, unsigned int flags, int numaNode, int* placed);
 /* The NUMA node of the page at p (get_mempolicy), or -1. */

@@ -65,7 +65,9 @@ enum {
 #define CUW_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
 #define CUW_STREAM_NON_BLOCKING 0x1
 #define CUW_POINTER_ATTRIBUTE_CONTEXT 1
+#define CUW_POINTER_ATTRIBUTE_MEMORY_TYPE 2
 #define CUW_POINTER_ATTRIBUTE_BUFFER_ID 7
+#define CUW_MEMORYTYPE_DEVICE 2
 #define CUW_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED 124
 
 /* The driver entry points, each under the exported (versioned) name noted. */

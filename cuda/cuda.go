@@ -116,7 +116,7 @@ func probe(l *loader) (Device, error) {
 	return Device{Ordinal: int(ord), Ctx: unsafe.Pointer(ctx), BusID: C.GoString(&bus[0]), api: l.api(), lib: l.Name()}, nil
 }
 
-// ProbePointer loads the driver, initialises it and returns the device whose context allocated the device memory at ptr (CU_POINTER_ATTRIBUTE_CONTEXT): how to find the GPU when the calling thread has no current context yet (CUDA 11 runtimes create it lazily).
+// ProbePointer loads the driver, initialises it and returns the device whose context allocated the device memory at ptr (CU_POINTER_ATTRIBUTE_CONTEXT; pinned host memory, which has a context too, is refused: CU_POINTER_ATTRIBUTE_MEMORY_TYPE): how to find the GPU when the calling thread has no current context yet (CUDA 11 runtimes create it lazily).
 func ProbePointer(ptr uint64) (Device, error) { return probePointer(driver(), ptr) }
 
 func probePointer(l *loader, ptr uint64) (Device, error) {
@@ -127,10 +127,14 @@ func probePointer(l *loader, ptr uint64) (Device, error) {
 		ord  C.int
 		ctx  C.cuwContext
 		bus  [64]C.char
+		typ  C.int
 		call *C.char
 	)
-	if rc := C.cuwProbePointer(l.api(), C.cuwDevicePtr(ptr), &ord, &ctx, &bus[0], C.int(len(bus)), &call); rc != 0 {
+	if rc := C.cuwProbePointer(l.api(), C.cuwDevicePtr(ptr), &ord, &ctx, &bus[0], C.int(len(bus)), &typ, &call); rc != 0 {
 		return Device{}, newError(l.api(), C.GoString(call), int(rc))
+	}
+	if typ != 0 && typ != C.CUW_MEMORYTYPE_DEVICE {
+		return Device{}, status.Errorf(status.InvalidUsage, "the buffer at %#x is pinned host memory (CUDA memory type %d), not device memory", ptr, int(typ))
 	}
 	if ctx == nil {
 		return Device{}, status.Errorf(status.UnhandledCudaError, "the buffer at %#x belongs to no CUDA context", ptr)

@@ -284,4 +284,13 @@ func TestProbePointer(t *testing.T) {
 			t.Errorf("ProbePointer of host memory: %v", err)
 		}
 	})
+	// pinned host memory: the driver names its context as for device memory
+	hp, err := dev.HostAlloc(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.HostFree(hp)
+	if got, err := probePointer(l, uint64(uintptr(hp))+8); err == nil || !strings.Contains(err.Error(), "pinned host memory") {
+		t.Errorf("ProbePointer of pinned host memory = %+v, %v; want refused as host memory", got, err)
+	}
 }

@@ -48,6 +48,9 @@
  *     real driver's results (already enabled: CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
  *     the current context itself: CUDA_ERROR_INVALID_CONTEXT); logged, and
  *     fakePeerAccess("01") reads whether context 0 may access context 1's memory.
+ *   - cuPointerGetAttribute answers for pinned host memory (cuMemHostAlloc) as for device
+ *     memory, as the real driver does: its context (CU_POINTER_ATTRIBUTE_CONTEXT) and a
+ *     buffer id; only CU_POINTER_ATTRIBUTE_MEMORY_TYPE tells them apart.
  *   - Primary contexts are reference counted (cuDevicePrimaryCtxRetain /
  *     Release); fakePrimaryRefs reads the count.
  */
@@ -112,6 +115,8 @@ static unsigned long long nextBufferId;
 struct hostAlloc {
   char* p;
   size_t len;
+  void* ctx;             /* the context current when it was allocated */
+  unsigned long long id; /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
 };
 static struct hostAlloc hostAllocs[MAX_ALLOCS];
 
@@ -566,7 +571,7 @@ CUresult cuMemHostAlloc(void** p, size_t n, unsigned int flags)
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAX_ALLOCS; i++)
     if (hostAllocs[i].p == NULL) {
-      hostAllocs[i] = (struct hostAlloc){m, len};
+      hostAllocs[i] = (struct hostAlloc){m, len, curCtx(), ++nextBufferId};
       rc = 0;
       break;
     }
@@ -617,26 +622,38 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr p)
   pthread_mutex_unlock(&mu);
   return rc;
 }
-/* CU_POINTER_ATTRIBUTE_CONTEXT (1) of device memory: the context it was allocated in;
- * CU_POINTER_ATTRIBUTE_BUFFER_ID (7): its allocation's id, unique in the process. */
+/* What the real driver answers, for device memory and for pinned host memory alike (it is
+ * mapped into the context that allocated it): CU_POINTER_ATTRIBUTE_CONTEXT (1), the context it
+ * was allocated in; CU_POINTER_ATTRIBUTE_MEMORY_TYPE (2), CU_MEMORYTYPE_DEVICE (2) or
+ * CU_MEMORYTYPE_HOST (1); CU_POINTER_ATTRIBUTE_BUFFER_ID (7), its allocation's id, unique in the
+ * process. Pageable memory: CUDA_ERROR_INVALID_VALUE. */
 CUresult cuPointerGetAttribute(void* data, int attr, CUdeviceptr p)
 {
   FAILS("cuPointerGetAttribute");
-  if (attr != 1 && attr != 7) return 1;
-  CUresult rc = 1; /* CUDA_ERROR_INVALID_VALUE: not device memory */
+  if (attr != 1 && attr != 2 && attr != 7) return 1;
+  CUresult rc = 1; /* CUDA_ERROR_INVALID_VALUE: memory the driver does not know */
+  void* ctx = NULL;
+  unsigned long long id = 0;
+  unsigned int type = 0;
+  char* a = (char*)(uintptr_t)p;
   pthread_mutex_lock(&mu);
-  for (int i = 0; i < MAX_ALLOCS; i++) {
+  for (int i = 0; i < MAX_ALLOCS && rc != 0; i++) {
     char* b = allocs[i].dev;
-    if (b != NULL && (char*)(uintptr_t)p >= b && (char*)(uintptr_t)p < b + allocs[i].size) {
-      if (attr == 1)
-        *(void**)data = allocs[i].ctx;
-      else
-        *(unsigned long long*)data = allocs[i].id;
-      rc = 0;
+    if (b != NULL && a >= b && a < b + allocs[i].size) {
+      ctx = allocs[i].ctx, id = allocs[i].id, type = 2, rc = 0;
+    } else if (hostAllocs[i].p != NULL && a >= hostAllocs[i].p && a < hostAllocs[i].p + hostAllocs[i].len) {
+      ctx = hostAllocs[i].ctx, id = hostAllocs[i].id, type = 1, rc = 0;
     }
   }
   pthread_mutex_unlock(&mu);
-  return rc;
+  if (rc != 0) return rc;
+  if (attr == 1)
+    *(void**)data = ctx;
+  else if (attr == 2)
+    *(unsigned int*)data = type;
+  else
+    *(unsigned long long*)data = id;
+  return 0;
 }
 /* Maps another process's allocation named by h (its chunk's memfd through /proc/<pid>/fd) behind
  * a fresh reservation; *p becomes the address of h's pointer in it. 0, or -1. */
