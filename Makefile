@@ -7,7 +7,9 @@
 #   make run        the main job: the allgather perf tool over SHM on N local ranks
 #                   (NRANKS=4; ARGS="-b 8 -e 1M -f 2 -n 20 -w 5 -c 1": nccl-tests flags for perf;
 #                   MULTINODE=2: across 2 simulated nodes, see tests/multinode)
-#   make bench      benchmarks beside references measured in the same run
+#   make bench      benchmarks beside references measured in the same run (the rows also in
+#                   build/bench/results.tsv); make bench-doc then renders docs/PERFORMANCE.md's
+#                   table from that file
 #   make faults     the fault-injection suite (tests/faults/run.sh: FAULTS_RUNS=220 runs of a
 #                   rank SIGKILLed/SIGSTOPped or a link taken down over SHM, Ethernet and the IB
 #                   double on simulated nodes; FAULTS_SEED=S replays), then every Go fuzz target
@@ -48,7 +50,7 @@ FAULTS_TEST_RUNS ?= 26
 # The public headers: mscclpp.h includes mscclppfifo.h and mscclppdevconn.h.
 HEADERS := mscclpp.h mscclppfifo.h mscclppdevconn.h mscclpp_tools.h
 
-.PHONY: all lib test test-go test-c test-asan test-faults faults run bench install uninstall clean check-cuda deps FORCE
+.PHONY: all lib test test-go test-c test-asan test-faults faults run bench bench-doc install uninstall clean check-cuda deps FORCE
 
 all: lib $(addprefix $(BUILD)/include/,$(HEADERS)) \
      $(BLIBDIR)/pkgconfig/mscclpp.pc $(CMAKEPKG)
@@ -172,6 +174,11 @@ endif
 
 bench: all
 	bash tests/c/bench.sh $(BUILD)
+
+# docs/PERFORMANCE.md's table from the last make bench run (its results file kept beside it)
+bench-doc:
+	cp $(BUILD)/bench/results.tsv docs/bench-results.tsv
+	bash tests/c/bench/render.sh docs/bench-results.tsv docs/PERFORMANCE.md
 
 clean:
 	rm -rf $(BUILD)

@@ -54,10 +54,23 @@
 # node, Ethernet between nodes; n/a, saying why, where nodes cannot be
 # simulated), and how each figure grows per added rank.
 #
+# Section 5 (perf) runs the shipped perf tool (tools/perf/perf.c, nccl-tests'
+# all_gather_perf) on 2 local ranks over SHM and over Ethernet (each rank its
+# own MSCCLPP_HOSTID, so the two look like two nodes): busbw at 32 MiB beside
+# the raw memcpy (b) and raw TCP bandwidth of sections 2 and 2b at 16 MiB,
+# each rank's chunk.
+#
+# Results file: besides the tables on stdout, every row goes to
+# BUILD/bench/results.tsv (tab-separated; '#' lines first: date, commit,
+# machine, load; then a header line and one line per row: section, row,
+# figure, unit, reference, ratio, goal, met, table). figure and reference are
+# in unit (ns, GB/s, /s, count or KiB), empty when not measured; table is 1 for the rows
+# docs/PERFORMANCE.md's table shows (tests/c/bench/render.sh renders them).
+#
 # Environment: BENCH_REPS (3), BENCH_INIT_REPS (6: init-only runs added to
 # section 1's init figures), BENCH_BUDGET_S (0.3 s per figure and run),
 # BENCH_NS ("2 4 8 16": bootstrap sizes), BENCH_SKIP_MPI=1 (no Open MPI
-# references), BENCH_SECTIONS ("boot host eth ucx proxy tools scale": the sections
+# references), BENCH_SECTIONS ("boot host eth ucx proxy tools scale perf": the sections
 # to run), BENCH_SCALE_NS ("16 32 64 128 256": the scale section's sizes),
 # BENCH_SCALE_8X16 (1; 0: no 8 x 16 simulated nodes), BENCH_PROXY_REPS (5:
 # runs of the proxy section), BENCH_MN_REPS (5: runs of 4 x 4 simulated nodes).
@@ -80,9 +93,10 @@ INIT_REPS=${BENCH_INIT_REPS:-6}
 export BENCH_BUDGET_S=${BENCH_BUDGET_S:-0.3}
 RES=$OUT/results.txt
 INFO=$OUT/info.txt
+TSV=$OUT/results.tsv
 LOG=$OUT/bench.log
 T_START=$(date +%s)
-SECTIONS=${BENCH_SECTIONS:-"boot host eth ucx proxy tools scale"}
+SECTIONS=${BENCH_SECTIONS:-"boot host eth ucx proxy tools scale perf"}
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -142,6 +156,7 @@ build tools_pass1.so tools_pass.c -shared -fPIC -DPASS_NAME='"pass1"' $PC
 build tools_pass2.so tools_pass.c -shared -fPIC -DPASS_NAME='"pass2"' $PC
 build tools_bench tools_bench.c -L"$OUT" -Wl,-rpath,"$OUT" -ltools_ref $PC
 build scale scale.c $PC
+build perf ../../../tools/perf/perf.c $PC -pthread
 # the Go floor of init: boot_tcp.c's exchange in a Go c-shared library (gofloor/gofloor.go)
 (cd "$ROOT" && go build -buildmode=c-shared -o "$OUT/libgofloor.so" ./tests/c/bench/gofloor) >>"$LOG" 2>&1 ||
   { cat "$LOG" >&2; die "building libgofloor.so failed"; }
@@ -179,9 +194,17 @@ get() {
 }
 
 # ---- machine ----
-echo "== libmscclpp bench ($(date -u '+%Y-%m-%d %H:%M UTC'))"
-echo "machine: $(nproc) CPUs, $(lscpu | awk -F: '/Model name/{gsub(/^ +/,"",$2); print $2; exit}'), $(uname -r)"
-echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)   reps: $REPS   budget: ${BENCH_BUDGET_S}s per figure and run"
+B_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
+B_MACHINE="$(nproc) CPUs, $(lscpu | awk -F: '/Model name/{gsub(/^ +/,"",$2); print $2; exit}'), $(uname -r)"
+B_COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] && B_COMMIT="$B_COMMIT (with local changes)"
+B_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "== libmscclpp bench ($B_DATE)"
+echo "machine: $B_MACHINE"
+echo "load average at start: $B_LOAD   reps: $REPS   budget: ${BENCH_BUDGET_S}s per figure and run"
+printf '#date\t%s\n#commit\t%s\n#machine\t%s\n#load\t%s\n#sections\t%s\n#reps\t%s\n' \
+  "$B_DATE" "$B_COMMIT" "$B_MACHINE" "$B_LOAD" "$SECTIONS" "$REPS" >"$TSV"
+printf 'section\trow\tfigure\tunit\treference\tratio\tgoal\tmet\ttable\n' >>"$TSV"
 [ $MPI = 1 ] && echo "Open MPI: $(mpirun --version 2>/dev/null | head -1)"
 echo
 
@@ -336,6 +359,42 @@ if want scale; then
   S_SECS=$(($(date +%s) - S_START))
 fi
 
+# ---- 5. the perf tool ----
+# perf_busbw shm|eth HEADER: one 2-rank run of the perf tool at PERF_SIZE bytes, as RESULT lines
+# (busbw of the in-place and out-of-place columns); fails unless perf's header names HEADER.
+# eth: the two ranks get hosts of their own (MSCCLPP_HOSTID eth0, eth1), so they connect over
+# Ethernet; shm: perf starts its own 2 local ranks.
+PERF_SIZE=$((32 << 20))
+perf_busbw() {
+  local o0=$OUT/perf.0.out o1=$OUT/perf.1.out args=(-b "$PERF_SIZE" -e "$PERF_SIZE" -n 10 -w 3 -c 1) port
+  if [ "${1:-}" = eth ]; then
+    port=$((20000 + RANDOM % 20000))
+    MSCCLPP_TEST_RANK=1 MSCCLPP_TEST_NRANKS=2 MSCCLPP_TEST_ADDR=127.0.0.1:$port MSCCLPP_HOSTID=eth1 \
+      timeout 120 "$OUT/perf" "${args[@]}" >"$o1" 2>&1 &
+    MSCCLPP_TEST_RANK=0 MSCCLPP_TEST_NRANKS=2 MSCCLPP_TEST_ADDR=127.0.0.1:$port MSCCLPP_HOSTID=eth0 \
+      timeout 120 "$OUT/perf" "${args[@]}" >"$o0" 2>&1
+    local rc=$?
+    wait $! || rc=1
+    cat "$o1" >&2
+  else
+    "$OUT/perf" --nranks 2 -T 120 "${args[@]}" >"$o0" 2>&1
+    local rc=$?
+  fi
+  cat "$o0" >&2
+  grep -q "^# mscclpp all_gather_perf: .*${2:-SHM}" "$o0" || { echo "perf: not over ${2:-SHM}" >&2; rc=1; }
+  awk -v s="$PERF_SIZE" '$1==s{print "RESULT busbw.inplace " $12; print "RESULT busbw.outofplace " $8}' "$o0"
+  return $rc
+}
+if want perf; then
+  echo "running the perf tool (2 ranks, $((PERF_SIZE >> 20)) MiB, over SHM and over Ethernet) ..."
+  for rep in $(seq "$REPS"); do
+    for t in shm:SHM eth:ethernet; do
+      out=$(perf_busbw "${t%%:*}" "${t#*:}" 2>>"$LOG") || { echo "bench: FAILED: the perf tool over ${t#*:}" | tee -a "$LOG" >&2; FAILED=$((FAILED + 1)); }
+      echo "$out" | awk -v p="pf.${t%%:*}" '$1=="RESULT"{print p "." $2, $3}' >>"$RES"
+    done
+  done
+fi
+
 # ---- tables ----
 # ftime NS / fbw GBPS: human units
 ftime() {
@@ -404,6 +463,15 @@ row() {
     [ "$met" = limit ] && LIMITS=$((LIMITS + 1))
   fi
   printf "%-44s %12s %12s %7s  %-22s %s\n" "$label" "$o" "$r" "$ratio" "$goal" "$met"
+  # the results file: KEY="SECTION|ROW" (or KEY=1: this section and label) puts the row in
+  # docs/PERFORMANCE.md's table under that section and name
+  local tsec=$SECTION tlab=$label intable=0 unit=GB/s
+  case $kind in t) unit=ns ;; r) unit=/s ;; n) unit=count ;; k) unit=KiB ;; esac
+  if [ -n "${KEY:-}" ]; then
+    intable=1
+    [ "$KEY" != 1 ] && { tsec=${KEY%%|*}; tlab=${KEY#*|}; }
+  fi
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$tsec" "${tlab#"${tlab%%[! ]*}"}" "$ours" "$unit" "$ref" "$ratio" "$goal" "$met" "$intable" >>"$TSV"
 }
 # initrows OURS CRING GOFLOOR GOALTEXT [CPROTO]: the init row against the C ring, and beside it
 # the C ring's exchange in Go (boot_gofloor: no goroutines, no net package, no authentication),
@@ -411,9 +479,14 @@ row() {
 # costs 1.5-3.9 x; upstream 0.1's own bootstrap takes 3.2-100 x ours): the rows are diagnostics,
 # GOALTEXT is ignored. With CPROTO (one host), the library's init protocol written in C
 # (boot_tcp proto: challenge, registration, table, node segment, ready, last word).
+# INITKEY="ROW" before the call: the first two rows go in PERFORMANCE.md's table under that name.
+INITKEY=
 initrows() {
-  row "init (release -> last rank ready)" t "$1" "$2" "(diagnostic)" ""
-  row "  proof: the C ring's exchange in Go" t "$3" "$2" "(the Go floor)" ""
+  local k1="" k2=""
+  [ -n "$INITKEY" ] && { k1="Init (mscclppCommInitRank, release -> last rank ready)|$INITKEY"; k2="Init (mscclppCommInitRank, release -> last rank ready)|  proof: the C ring's exchange in Go"; }
+  INITKEY=
+  KEY=$k1 row "init (release -> last rank ready)" t "$1" "$2" "(diagnostic)" ""
+  KEY=$k2 row "  proof: the C ring's exchange in Go" t "$3" "$2" "(the Go floor)" ""
   row "  init vs that Go floor" t "$1" "$3" "(diagnostic)" ""
   [ $# -ge 5 ] && row "  the library's protocol in C vs the C ring" t "$5" "$2" "(diagnostic)" ""
   return 0
@@ -431,14 +504,22 @@ runs() {
 }
 # spread WHAT KEY [KEYB]: a line under a row, the spread of its ratio over the runs (runs)
 spread() { printf "   %-41s %s\n" "($1 per run:" "$(runs "$2" "${3:-}"))"; }
-hdr() { printf "%-44s %12s %12s %7s  %-22s %s\n" "$1" ours reference ratio goal "met?"; }
+# hdr TITLE: a table's header line; TITLE (after PART, the bench section) names the rows' section in the results file
+SECTION=
+PART=
+hdr() {
+  SECTION="$PART: $1"
+  printf "%-44s %12s %12s %7s  %-22s %s\n" "$1" ours reference ratio goal "met?"
+}
 
 if want boot; then
 echo
+PART=bootstrap
 echo "== 1. Bootstrap: ours vs plain TCP (boot_tcp.c: ring; diagnostic rows: its star), medians; ratio = ours / reference"
 for n in $NS; do
   echo
   hdr "N = $n local processes"
+  INITKEY="N = $n local ranks, vs a C TCP ring"
   initrows "$(get ours.$n.init_ns)" "$(get tcp.$n.init_ns)" "$(get gofloor.$n.init_ns)" "<= 3 x C" "$(get cproto.$n.init_ns)"
   row "init, Go runtime start included" t "$(get cold.$n.init_ns)" "$(get tcp.$n.init_ns)" "" ""
   row "init, MSCCLPP_DEVICE=host" t "$(get hostmode.$n.init_ns)" "$(get tcp.$n.init_ns)" "(diagnostic)" ""
@@ -447,7 +528,9 @@ for n in $NS; do
   [ "$n" = 16 ] && { g="<= 1 ms"; c="abs 1e6"; }
   row "mscclppBootstrapAllGather 4 B/rank" t "$(get ours.$n.ag4.median_ns)" "$(get tcp.$n.ag4.median_ns)" "$g" "$c"
   row "  the same vs a C star" t "$(get ours.$n.ag4.median_ns)" "$(get star.$n.ag4.median_ns)" "(diagnostic)" ""
-  row "mscclppBootstrapAllGather 1 MiB/rank" t "$(get ours.$n.ag1m.median_ns)" "$(get tcp.$n.ag1m.median_ns)" "<= 1 x C ring" "le 1"
+  k=""
+  [ "$n" = 16 ] && k="Bootstrap collectives|mscclppBootstrapAllGather 1 MiB/rank, N = 16, vs a C TCP ring"
+  KEY=$k row "mscclppBootstrapAllGather 1 MiB/rank" t "$(get ours.$n.ag1m.median_ns)" "$(get tcp.$n.ag1m.median_ns)" "<= 1 x C ring" "le 1"
   row "mscclppBootstrapBarrier" t "$(get ours.$n.barrier.median_ns)" "$(get tcp.$n.barrier.median_ns)" "" ""
   row "  the same vs a C star" t "$(get ours.$n.barrier.median_ns)" "$(get star.$n.barrier.median_ns)" "(diagnostic)" ""
 done
@@ -456,6 +539,7 @@ fi
 
 if want host; then
 echo
+PART="host data path"
 echo "== 2. Host data path (SHM transport, host mode), medians; ratio = ours / reference"
 echo "   Each figure and its references run interleaved, block by block, in the same 2 processes"
 echo "   pinned to CPUs 0 and 1 ($( [ $MPI = 1 ] && echo 'mpirun --bind-to core' || echo 'launch -p')); one way = RTT / 2; bandwidth = size / RTT"
@@ -464,35 +548,35 @@ hdr "8 B putWithSignal -> wait, one way"
 # proof rows: the raw protocol itself against the reference of a goal it may not reach here
 ratio_of() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN{ if (b>0) printf "%.2f", a/b }'; }
 PROOF_A=$(ratio_of "$(get h.hostalloc.8.memcpy.oneway_ns)" "$(get h.hostalloc.8.line.oneway_ns)")
-row "HostAlloc vs (a) cache-line ping-pong" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.line.oneway_ns)" "<= 1.25 x (a)" "limle 1.25 $PROOF_A"
-row "  proof: raw (b) memcpy + epoch vs (a)" t "$(get h.hostalloc.8.memcpy.oneway_ns)" "$(get h.hostalloc.8.line.oneway_ns)" "(2 lines move, not 1)" ""
-row "HostAlloc vs (d) MPI RMA, shared window" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.rma.oneway_ns)" "<= 1 x MPI RMA" "le 1"
+KEY="8-byte one-way latency (putWithSignal -> wait)|SHM, HostAlloc, vs (a) one cache line's ping-pong" row "HostAlloc vs (a) cache-line ping-pong" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.line.oneway_ns)" "<= 1.25 x (a)" "limle 1.25 $PROOF_A"
+KEY="8-byte one-way latency (putWithSignal -> wait)|  proof: raw (b) memcpy + epoch vs (a)" row "  proof: raw (b) memcpy + epoch vs (a)" t "$(get h.hostalloc.8.memcpy.oneway_ns)" "$(get h.hostalloc.8.line.oneway_ns)" "(2 lines move, not 1)" ""
+KEY="8-byte one-way latency (putWithSignal -> wait)|SHM, HostAlloc, vs Open MPI RMA on a shared window" row "HostAlloc vs (d) MPI RMA, shared window" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.rma.oneway_ns)" "<= 1 x MPI RMA" "le 1"
 # the goal is (e): (b)'s protocol behind two checked library calls, which no library can go below;
 # (b), the bare protocol inlined in the program, is a diagnostic
-row "HostAlloc vs (e) (b) behind checked calls" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.checked.oneway_ns)" "<= 1 x (e)" "le 1" "$(runs h.hostalloc.8.ours.oneway_ns h.hostalloc.8.checked.oneway_ns median)"
+KEY="8-byte one-way latency (putWithSignal -> wait)|SHM, HostAlloc, vs (e) (b) behind checked library calls" row "HostAlloc vs (e) (b) behind checked calls" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.checked.oneway_ns)" "<= 1 x (e)" "le 1" "$(runs h.hostalloc.8.ours.oneway_ns h.hostalloc.8.checked.oneway_ns median)"
 spread "ours / (e)" h.hostalloc.8.ours.oneway_ns h.hostalloc.8.checked.oneway_ns
-row "  HostAlloc vs (b) memcpy + epoch" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "(diagnostic)" ""
+KEY="8-byte one-way latency (putWithSignal -> wait)|SHM, HostAlloc, vs (b) raw memcpy + epoch store" row "  HostAlloc vs (b) memcpy + epoch" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "(diagnostic)" ""
 row "  (e) vs (b)" t "$(get h.hostalloc.8.checked.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "(diagnostic)" ""
 row "  (f) a one-line ring vs (b)" t "$(get h.hostalloc.8.ring.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "(diagnostic)" ""
-row "malloc vs (c) process_vm_writev + epoch" t "$(get h.malloc.8.ours.oneway_ns)" "$(get h.malloc.8.vmwrite.oneway_ns)" "<= 1.5 x (c)" "le 1.5"
-row "malloc vs (d) MPI_Send/MPI_Recv" t "$(get h.malloc.8.ours.oneway_ns)" "$(get h.malloc.8.sendrecv.oneway_ns)" "<= 1.5 x MPI Send/Recv" "le 1.5"
+KEY="8-byte one-way latency (putWithSignal -> wait)|SHM, malloc, vs (c) raw process_vm_writev + epoch" row "malloc vs (c) process_vm_writev + epoch" t "$(get h.malloc.8.ours.oneway_ns)" "$(get h.malloc.8.vmwrite.oneway_ns)" "<= 1.5 x (c)" "le 1.5"
+KEY="8-byte one-way latency (putWithSignal -> wait)|SHM, malloc, vs Open MPI Send/Recv" row "malloc vs (d) MPI_Send/MPI_Recv" t "$(get h.malloc.8.ours.oneway_ns)" "$(get h.malloc.8.sendrecv.oneway_ns)" "<= 1.5 x MPI Send/Recv" "le 1.5"
 row "malloc, MSCCLPP_WAIT_SPIN=4000, vs (c)" t "$(get diag.malloc.8.ours.oneway_ns)" "$(get diag.malloc.8.vmwrite.oneway_ns)" "(diagnostic)" ""
 echo
 hdr "putWithSignal bandwidth"
 row "HostAlloc 1 MiB vs (b) memcpy" b "$(get h.hostalloc.1m.ours.gbps)" "$(get h.hostalloc.1m.memcpy.gbps)" ">= 0.9 x (b)" "ge 0.9"
-row "HostAlloc 16 MiB vs (b) memcpy" b "$(get h.hostalloc.16m.ours.gbps)" "$(get h.hostalloc.16m.memcpy.gbps)" ">= 1 x (b)" "ge 1"
+KEY="Bandwidth (putWithSignal)|SHM, HostAlloc, 16 MiB, vs (b) raw memcpy" row "HostAlloc 16 MiB vs (b) memcpy" b "$(get h.hostalloc.16m.ours.gbps)" "$(get h.hostalloc.16m.memcpy.gbps)" ">= 1 x (b)" "ge 1"
 row "HostAlloc 256 MiB vs (b) memcpy" b "$(get h.hostalloc.256m.ours.gbps)" "$(get h.hostalloc.256m.memcpy.gbps)" ">= 0.9 x (b)" "ge 0.9"
 row "HostAlloc 16 MiB, no sleep phase, vs (b)" b "$(get diag.hostalloc.16m.ours.gbps)" "$(get diag.hostalloc.16m.memcpy.gbps)" "(diagnostic)" ""
 row "HostAlloc 16 MiB vs (d) MPI RMA" b "$(get h.hostalloc.16m.ours.gbps)" "$(get h.hostalloc.16m.rma.gbps)" "" ""
 row "malloc 1 MiB vs (c) process_vm_writev" b "$(get h.malloc.1m.ours.gbps)" "$(get h.malloc.1m.vmwrite.gbps)" "" ""
-row "malloc 16 MiB vs (c) process_vm_writev" b "$(get h.malloc.16m.ours.gbps)" "$(get h.malloc.16m.vmwrite.gbps)" ">= 0.9 x (c)" "ge 0.9"
+KEY="Bandwidth (putWithSignal)|SHM, malloc, 16 MiB, vs (c) raw process_vm_writev" row "malloc 16 MiB vs (c) process_vm_writev" b "$(get h.malloc.16m.ours.gbps)" "$(get h.malloc.16m.vmwrite.gbps)" ">= 0.9 x (c)" "ge 0.9"
 row "malloc 256 MiB vs (c) process_vm_writev" b "$(get h.malloc.256m.ours.gbps)" "$(get h.malloc.256m.vmwrite.gbps)" ">= 0.9 x (c)" "ge 0.9"
 PROOF_M=$(ratio_of "$(get h.malloc.16m.vmwrite.gbps)" "$(get h.malloc.16m.sendrecv.gbps)")
-row "malloc 16 MiB vs (d) MPI_Send/MPI_Recv" b "$(get h.malloc.16m.ours.gbps)" "$(get h.malloc.16m.sendrecv.gbps)" ">= 1 x MPI Send/Recv" "limge 1 $PROOF_M"
+KEY="Bandwidth (putWithSignal)|SHM, malloc, 16 MiB, vs Open MPI Send/Recv" row "malloc 16 MiB vs (d) MPI_Send/MPI_Recv" b "$(get h.malloc.16m.ours.gbps)" "$(get h.malloc.16m.sendrecv.gbps)" ">= 1 x MPI Send/Recv" "limge 1 $PROOF_M"
 row "  proof: raw (c) process_vm_writev vs (d)" b "$(get h.malloc.16m.vmwrite.gbps)" "$(get h.malloc.16m.sendrecv.gbps)" "(one write per put)" ""
 echo
 hdr "8 B allgather round, 4 ranks on $(nproc) CPUs"
-row "putWithSignal x3 + wait x3 vs MPI_Allgather" t "$(get h4.ag.ours.round_ns)" "$(get h4.ag.mpi.round_ns)" "<= 3 x MPI_Allgather" "le 3"
+KEY="Collectives|8 B allgather round, 4 ranks, vs MPI_Allgather" row "putWithSignal x3 + wait x3 vs MPI_Allgather" t "$(get h4.ag.ours.round_ns)" "$(get h4.ag.mpi.round_ns)" "<= 3 x MPI_Allgather" "le 3"
 
 echo
 echo "== the reference programs alone (separate processes, one run each; not used for the ratios)"
@@ -505,6 +589,7 @@ fi
 
 if want eth; then
   echo
+  PART=Ethernet
   echo "== 2b. Ethernet transport (TCP between 2 processes of this machine, loopback), medians; ratio = ours / reference"
   echo "   ours: putWithSignal + a signal back; reference: the same bytes on a plain TCP socket + one byte back, interleaved"
   echo
@@ -512,7 +597,9 @@ if want eth; then
   echo "   ratio: per run the median over interleaved blocks of ours/TCP, then the median over runs (range over runs below)"
   for sz in 65536:"64 KiB" 262144:"256 KiB" 1048576:"1 MiB" 16777216:"16 MiB" 268435456:"256 MiB"; do
     b=${sz%%:*}
-    row "${sz#*:} vs a raw TCP stream" b "$(get e.eth.$b.ours.gbps)" "$(get e.eth.$b.tcp.gbps)" ">= 0.95 x raw TCP" "ge 0.95" "$(get e.eth.$b.ratio)"
+    k=""
+    case $b in 1048576 | 16777216) k="Bandwidth (putWithSignal)|Ethernet (loopback), ${sz#*:}, vs a raw TCP stream" ;; esac
+    KEY=$k row "${sz#*:} vs a raw TCP stream" b "$(get e.eth.$b.ours.gbps)" "$(get e.eth.$b.tcp.gbps)" ">= 0.95 x raw TCP" "ge 0.95" "$(get e.eth.$b.ratio)"
     row "  the same vs TCP whose reader spins first" b "$(get e.eth.$b.ours.gbps)" "$(get e.eth.$b.tcpspin.gbps)" "(diagnostic)" "" "$(get e.eth.$b.spinratio)"
   done
   echo "   (a reader that spins first: a non-blocking recv for as long as a reading wait of ours spins before it"
@@ -563,6 +650,7 @@ urow() {
   fi
 }
 if want ucx; then
+  PART=UCX
   echo
   echo "== 2d. UCX $(info u.ucx.version) (UCP one-sided puts), medians; ratio = ours / UCX"
   echo "   2 processes on CPUs 0 and 1 (launch -p), UCX and ours interleaved block by block in them (ucx_ref.c);"
@@ -591,6 +679,7 @@ fi
 
 if want proxy; then
   echo
+  PART=proxy
   echo "== 2c. Proxy path (host mode: the FIFO and proxy code CUDA mode runs, minus driver calls), medians; ratio = ours / reference"
   echo "   trigger rows: one process, the producer on CPU 0, the proxies and the raw ring's consumer on CPU 1, interleaved"
   echo "   block by block; raw ring: 128 slots of 16 B, a polling consumer thread, nothing else (proxy_ref.h);"
@@ -599,11 +688,11 @@ if want proxy; then
   echo "   pushed and waited for through the FIFO's fields, as device code does (mscclppfifo.h's protocol)"
   echo
   hdr "trigger FIFO, Sync triggers of size 1"
-  row "round trip: push -> served, vs the raw ring" t "$(get p.rt.ours.ns)" "$(get p.rt.raw.ns)" "<= 1.3 x raw ring" "le 1.3" "$(get p.rt.ratio)"
+  KEY="Proxy (host mode)|trigger push -> served, vs a raw SPSC ring" row "round trip: push -> served, vs the raw ring" t "$(get p.rt.ours.ns)" "$(get p.rt.raw.ns)" "<= 1.3 x raw ring" "le 1.3" "$(get p.rt.ratio)"
   spread "ours / raw ring" p.rt.ratio
   row "  the proxy alone: no library call (as a kernel)" t "$(get p.rt.direct.ns)" "$(get p.rt.raw.ns)" "(diagnostic)" "" "$(get p.rt.direct.ratio)"
-  row "triggers served per second, 1 connection" r "$(get p.tput.1.per_s)" "$(get p.tput.raw.per_s)" ">= 0.8 x raw ring" "limge 0.8 $(get p.tput.proto.ratio)" "$(get p.tput.1.ratio)"
-  row "  proof: the FIFO protocol on the raw ring" r "$(get p.tput.proto.per_s)" "$(get p.tput.raw.per_s)" "(the floor)" "" "$(get p.tput.proto.ratio)"
+  KEY="Proxy (host mode)|triggers served per second, vs a raw SPSC ring" row "triggers served per second, 1 connection" r "$(get p.tput.1.per_s)" "$(get p.tput.raw.per_s)" ">= 0.8 x raw ring" "limge 0.8 $(get p.tput.proto.ratio)" "$(get p.tput.1.ratio)"
+  KEY="Proxy (host mode)|  proof: the FIFO protocol on the raw ring" row "  proof: the FIFO protocol on the raw ring" r "$(get p.tput.proto.per_s)" "$(get p.tput.raw.per_s)" "(the floor)" "" "$(get p.tput.proto.ratio)"
   row "  1 connection vs that protocol" r "$(get p.tput.1.per_s)" "$(get p.tput.proto.per_s)" ">= 0.8 x protocol" "ge 0.8" "$(get p.tput.1.vsproto)"
   spread "ours / protocol" p.tput.1.vsproto
   row "  2 connections, one proxy" r "$(get p.tput.2.per_s)" "$(get p.tput.raw.per_s)" "(report)" "" "$(get p.tput.2.ratio)"
@@ -632,7 +721,7 @@ if want proxy; then
   r8=$(awk -v a="$(get pp.pair.8.raw.oneway_ns)" -v b="$(get pp.pair.8.host.oneway_ns)" 'BEGIN{ if (a>0 && b>0) printf "%.4g", a/b }')
   r64=$(awk -v a="$(get pp.pair.64k.raw.gbps)" -v b="$(get pp.pair.64k.host.gbps)" 'BEGIN{ if (a>0 && b>0) printf "%.4g", a/b }')
   r1m=$(awk -v a="$(get pp.pair.1m.raw.gbps)" -v b="$(get pp.pair.1m.host.gbps)" 'BEGIN{ if (a>0 && b>0) printf "%.4g", a/b }')
-  row "8 B one way vs the host path" t "$(get pp.pair.8.proxy.oneway_ns)" "$(get pp.pair.8.host.oneway_ns)" "<= 1.3 x host" "limle 1.3 $r8"
+  KEY="8-byte one-way latency (putWithSignal -> wait)|SHM through the proxy thread, vs the host path" row "8 B one way vs the host path" t "$(get pp.pair.8.proxy.oneway_ns)" "$(get pp.pair.8.host.oneway_ns)" "<= 1.3 x host" "limle 1.3 $r8"
   row "  proof: the raw proxy vs the host path" t "$(get pp.pair.8.raw.oneway_ns)" "$(get pp.pair.8.host.oneway_ns)" "(the floor)" ""
   row "  8 B one way vs the raw proxy" t "$(get pp.pair.8.proxy.oneway_ns)" "$(get pp.pair.8.raw.oneway_ns)" "<= 1.3 x raw proxy" "le 1.3"
   row "64 KiB bandwidth vs the host path" b "$(get pp.pair.64k.proxy.gbps)" "$(get pp.pair.64k.host.gbps)" ">= 0.95 x host" "limge 0.95 $r64"
@@ -652,16 +741,17 @@ perlayer() {
 }
 if want tools; then
   echo
+  PART="tool dispatch"
   echo "== 3. Tool dispatch (mscclpp_tools.h), ns per call, medians; ratio = ours / reference"
   echo "   plain: a noinline function in the program; other .so: the same table lookup in another shared library"
   echo "   (what mscclppGetErrorString cost before tools); each process runs all of them interleaved, pinned to CPU 0"
   echo
   hdr "mscclppGetErrorString"
   row "no tool vs a plain call" t "$(get t0.tools.errstr_ns)" "$(get t0.tools.plain_ns)" "" ""
-  row "no tool vs the other .so" t "$(get t0.tools.errstr_ns)" "$(get t0.tools.libref_ns)" "<= +1 ns" "dle 1"
+  KEY="Tool dispatch (mscclpp_tools.h)|no tool, vs the same lookup in another .so" row "no tool vs the other .so" t "$(get t0.tools.errstr_ns)" "$(get t0.tools.libref_ns)" "<= +1 ns" "dle 1"
   row "1 pass-through tool vs a plain call" t "$(get t1.tools.errstr_ns)" "$(get t1.tools.plain_ns)" "" ""
   row "2 pass-through tools vs a plain call" t "$(get t2.tools.errstr_ns)" "$(get t2.tools.plain_ns)" "" ""
-  row "added per tool, 1 tool (vs the other .so)" t "$(perlayer "$(get t1.tools.errstr_ns)" "$(get t1.tools.libref_ns)" 1)" "" "<= 10 ns per tool" "abs 10"
+  KEY="Tool dispatch (mscclpp_tools.h)|added per pass-through tool" row "added per tool, 1 tool (vs the other .so)" t "$(perlayer "$(get t1.tools.errstr_ns)" "$(get t1.tools.libref_ns)" 1)" "" "<= 10 ns per tool" "abs 10"
   row "added per tool, 2 tools (vs the other .so)" t "$(perlayer "$(get t2.tools.errstr_ns)" "$(get t2.tools.libref_ns)" 2)" "" "<= 10 ns per tool" "abs 10"
   row "mscclppGetVersion (enters Go), 0 tools" t "$(get t0.tools.version_ns)" "$(get t0.tools.plain_ns)" "(diagnostic)" ""
   row "mscclppGetVersion (enters Go), 2 tools" t "$(get t2.tools.version_ns)" "$(get t2.tools.plain_ns)" "(diagnostic)" ""
@@ -697,6 +787,7 @@ growth() {
 }
 if want scale; then
   echo
+  PART=scale
   echo "== 4. Scale: init, 4-byte allgather, all-to-all connection setup (N <= 64: $SREPS reps, medians; above 64"
   echo "   and 8 x 16: one run; section took ${S_SECS} s)"
   echo "   reference: boot_tcp.c (C ring); all-to-all: every rank mscclppConnect's every other (a 64 B HostAlloc"
@@ -710,9 +801,13 @@ if want scale; then
     g=""; ga=""; ca=""; gs=""; cs=""
     [ "$n" -ge 32 ] && { g="<= 3 x C ring"; ga="<= 1 x C ring"; ca="le 1"; }
     [ "$n" = 64 ] && { gs="< 1 s"; cs="abs 1e9"; }
+    # (N in section 1's sizes: its init row, with more samples, is the table's)
+    want boot && [[ " $NS " == *" $n "* ]] || INITKEY="N = $n local ranks, vs a C TCP ring"
     initrows "$(get sc.$n.init_ns)" "$(get sctcp.$n.init_ns)" "$(get scgf.$n.init_ns)" "$g" "$(get sccp.$n.init_ns)"
     row "mscclppBootstrapAllGather 4 B/rank" t "$(get sc.$n.ag4.median_ns)" "$(get sctcp.$n.ag4.median_ns)" "$ga" "$ca"
-    row "all-to-all mscclppConnectionSetup" t "$(get sc.$n.a2a.setup_ns)" "" "$gs" "$cs"
+    k=""
+    [ "$n" = 64 ] && k="Bootstrap collectives|all-to-all mscclppConnectionSetup, N = 64"
+    KEY=$k row "all-to-all mscclppConnectionSetup" t "$(get sc.$n.a2a.setup_ns)" "" "$gs" "$cs"
     row "  its Connect calls (slowest rank)" t "$(get sc.$n.a2a.connect_ns)" "" "(diagnostic)" ""
     rankrows "sc.$n"
   done
@@ -748,6 +843,7 @@ if want scale; then
     hdr "$nodes simulated nodes x $per ranks"
     [ -n "$MN_WHY" ] && echo "  n/a: nodes cannot be simulated here: $MN_WHY"
     echo "  (tests/multinode/cluster.sh: a network namespace, veth and private /dev/shm per node; SHM inside, Ethernet between)"
+    INITKEY="$nodes simulated nodes x $per ranks, vs a C TCP ring"
     initrows "$(get $p.init_ns)" "$(get ${p}tcp.init_ns)" "$(get ${p}gf.init_ns)" "<= 3 x C ring"
     if [ "$p" = mn ]; then
       row "mscclppBootstrapAllGather 4 B/rank" t "$(get mn.ag4.median_ns)" "$(get mntcp.ag4.median_ns)" "<= 1 x C ring" "le 1" "$(runs mn.ag4.median_ns mntcp.ag4.median_ns median)"
@@ -765,7 +861,23 @@ if want scale; then
   done
 fi
 
+if want perf; then
+  PART="perf tool"
+  echo
+  echo "== 5. The perf tool (tools/perf, nccl-tests' all_gather_perf flags): 2 ranks, $((PERF_SIZE >> 20)) MiB gathered,"
+  echo "   busbw (GB/s, medians); reference: the raw bandwidth of sections 2 and 2b at 16 MiB, each rank's chunk"
+  echo
+  hdr "mscclpp_allgather_perf busbw"
+  PB="Bus bandwidth (mscclpp_allgather_perf, 2 ranks, 32 MiB, in place)"
+  KEY="$PB|SHM (HostAlloc), vs (b) raw memcpy" row "SHM, in place, vs (b) memcpy 16 MiB" b "$(get pf.shm.busbw.inplace)" "$(get h.hostalloc.16m.memcpy.gbps)" "" ""
+  row "SHM, out of place, vs (b) memcpy 16 MiB" b "$(get pf.shm.busbw.outofplace)" "$(get h.hostalloc.16m.memcpy.gbps)" "" ""
+  KEY="$PB|Ethernet (loopback), vs a raw TCP stream" row "Ethernet, in place, vs raw TCP 16 MiB" b "$(get pf.eth.busbw.inplace)" "$(get e.eth.16777216.tcp.gbps)" "" ""
+  row "Ethernet, out of place, vs raw TCP 16 MiB" b "$(get pf.eth.busbw.outofplace)" "$(get e.eth.16777216.tcp.gbps)" "" ""
+fi
+
+{ printf '#end\t%s s, load average %s\n' "$(($(date +%s) - T_START))" "$(cut -d' ' -f1-3 /proc/loadavg)"
+  printf '#verdict\tgoals met: %s, missed: %s, at a measured limit: %s; runs failed: %s\n' "$MET" "$MISSED" "$LIMITS" "$FAILED"; } >>"$TSV"
 echo
 echo "goals met: $MET, missed: $MISSED, at a measured limit: $LIMITS; runs failed: $FAILED; load average at end: $(cut -d' ' -f1-3 /proc/loadavg); $(( $(date +%s) - T_START )) s"
-echo "raw figures: $RES (every rep), log: $LOG"
+echo "raw figures: $RES (every rep), the rows: $TSV, log: $LOG"
 [ "$FAILED" = 0 ]
