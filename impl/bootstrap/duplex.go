@@ -5,8 +5,8 @@ package bootstrap
 // receives a header and a slot from the predecessor, as the plain-TCP
 // reference does. Kept as the one faster path of the bootstrap because a
 // writer goroutine beside a reader, each parked in the netpoller at every
-// full or empty socket buffer, takes about twice as long for a gather of
-// large slots across hosts (docs/PERFORMANCE.md).
+// full or empty socket buffer, is slower for a gather of large slots across
+// hosts.
 
 import (
 	"encoding/binary"

@@ -211,7 +211,7 @@ static int waitRead(engConn* c, ethConn* s, volatile uint64_t* epoch, uint64_t w
 /* While the receive thread reads a frame, a wait that cannot take the socket sleeps until the
  * frame is done (rxFrames moves: the count it delivered, if any, is in the epoch by then), its
  * deadline or ETH_FRAME_SLEEP_NS, instead of waking every millisecond on the rank's CPU while
- * the stream flows, which slows the stream (docs/PERFORMANCE.md, finding 10).
+ * the stream flows, which slows the stream.
  * Whatever ends the frame early (the stream fails, the connection closes: the socket is shut
  * down) ends it through frameDone too. 1 when it slept (or looked), 0 when no frame is being read. */
 static int waitFrame(engConn* c, ethConn* s, volatile uint64_t* epoch, uint64_t want, uint64_t deadlineNs)
