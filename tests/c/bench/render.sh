@@ -13,9 +13,9 @@
 # grouped by section in the order the sections first appear, each with its
 # figure, its reference, the ratio, the goal and whether it was met. A row
 # whose name starts with spaces (a proof row under the row above) is set in
-# italics. Figures are in the file's units (ns, GB/s, /s) and printed in
-# human ones (ns, GB/s, /s, count, KiB); a figure not measured reads n/a. Generic: it renders whatever
-# rows the file has; it knows no row by name.
+# italics. Figures are in the file's units (ns, GB/s, /s, count, KiB) and
+# printed in human ones; a figure not measured reads n/a. Generic: it
+# renders whatever rows the file has; it knows no row by name.
 #
 # Exit status 1 when the file has no header line, DOC has not exactly one pair
 # of markers, or no row is to be shown.
