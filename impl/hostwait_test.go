@@ -14,7 +14,7 @@ import (
 )
 
 // A wait with timeout 0 polls: nothing signalled, it returns mscclppInProgress at once (it does
-// not spin), and the wait stays counted for mscclppConnWait; a wait whose signal is already there
+// not spin), and consumes nothing: the next wait waits for the same signal; a wait whose signal is already there
 // is answered by mscclppConnWaitNext's inline spin, without entering the back-off loop.
 func TestHostWaitPollAndSpin(t *testing.T) {
 	const spun = 100
@@ -30,8 +30,8 @@ func TestHostWaitPollAndSpin(t *testing.T) {
 			if err := op(dev, opFlag, 0, 0, 1); err != nil { // rank 0 may signal now
 				return err
 			}
-			if rc := engine.ConnWait(dev, 20000); rc != status.Success {
-				return errors.New("the counted wait did not see the signal: " + rc.String())
+			if rc := engine.ConnWaitNext(dev, 20000); rc != status.Success {
+				return errors.New("the wait after the poll did not see the signal: " + rc.String())
 			}
 			// the spin: a wait whose signal is already there when it starts is answered by the
 			// inline spin, every time (rank 0 signalled before the barrier)

@@ -154,7 +154,7 @@ func TestHangReportAcrossPolls(t *testing.T) {
 			if head, _ := l.matching(`hang report: rank 0 has waited`); len(head) > 0 {
 				break
 			}
-			if rc := engine.ConnWait(dev, 10); rc != status.InProgress {
+			if rc := engine.ConnWaitNext(dev, 10); rc != status.InProgress {
 				return fmt.Errorf("poll: %v", rc)
 			}
 		}

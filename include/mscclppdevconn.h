@@ -26,13 +26,21 @@ mscclppResult_t mscclppConnOp(struct mscclppDevConn* conn, uint64_t type, uint64
 /* Extension, host mode: a put between any two registered handles. */
 mscclppResult_t mscclppConnPutHandle(struct mscclppDevConn* conn, mscclppBufferHandle_t dst, uint64_t dstDataOffset,
                                      mscclppBufferHandle_t src, uint64_t srcDataOffset, uint64_t dataSize);
-/* Extension, host mode: wait until localSignalEpochId->proxy >= *waitEpochId
- * (the caller increments *waitEpochId first, as wait() does). Spins, then
- * yields, then sleeps with back-off. Returns mscclppRemoteError when the
- * communicator reports an error (a dead peer) and mscclppInProgress when
- * timeoutMs (>= 0) passes first; timeoutMs < 0 waits without a deadline. */
+/* Extension, host mode: wait for the signals counted so far, that is until
+ * localSignalEpochId->proxy >= *waitEpochId (mscclppConnWaitNext and wait()
+ * count one each). When every counted signal has arrived, none counted
+ * included, it returns mscclppSuccess at once. Spins, then yields, then sleeps
+ * with back-off. Returns mscclppRemoteError when the communicator reports an
+ * error (a dead peer) and mscclppInProgress when timeoutMs (>= 0) passes
+ * first, with the last error (mscclppGetLastError) naming the connection,
+ * peer, tag, transport, the epoch waited for, the one the peer has signalled
+ * and the time waited; the count stays. timeoutMs < 0 waits without a
+ * deadline. */
 mscclppResult_t mscclppConnWait(struct mscclppDevConn* conn, int64_t timeoutMs);
-/* Extension, host mode: ++*waitEpochId, then mscclppConnWait (what wait() does on host). */
+/* Extension, host mode: ++*waitEpochId, then mscclppConnWait (what wait() does
+ * on host). A wait that returns mscclppInProgress consumes nothing: the count
+ * is undone, so the same call again waits for the same signal (the idiom of
+ * MPI_Test); any other result keeps it. */
 mscclppResult_t mscclppConnWaitNext(struct mscclppDevConn* conn, int64_t timeoutMs);
 /* Extension, host mode: ++localSignalEpochId->device (what epochIncrement() does on host).
  * On a CUDA-mode connection (counters in device memory) both only set the last error. */
@@ -210,8 +218,10 @@ static inline mscclppResult_t mscclppDevConnWait(mscclppDevConn_t* conn)
 {
   return mscclppConnWaitNext(conn, -1);
 }
-/* Like mscclppDevConnWait, but gives up after timeoutMs: mscclppInProgress
- * (the wait stays counted: call mscclppConnWait again to keep waiting). */
+/* Like mscclppDevConnWait, but gives up after timeoutMs: mscclppInProgress,
+ * with mscclppGetLastError saying what it waited for. It consumes nothing
+ * then: call it again to keep waiting for the same signal; a loop of short
+ * timed waits sees each signal exactly once. */
 static inline mscclppResult_t mscclppDevConnWaitTimeout(mscclppDevConn_t* conn, int64_t timeoutMs)
 {
   return mscclppConnWaitNext(conn, timeoutMs);

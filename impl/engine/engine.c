@@ -141,7 +141,7 @@ void mscclppConnEpochIncrement(struct mscclppDevConn* conn)
   engLeave(c->ctx);
 }
 
-static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t timeoutMs);
+static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t timeoutMs, int counted);
 
 /* The first look and the first ENG_CLOCK_EVERY polls of a wait, inline: 1 when the epoch
  * reached want. No check is due before then (waitFor reads the clock, and looks at a closing
@@ -173,7 +173,11 @@ mscclppResult_t mscclppConnWaitNext(struct mscclppDevConn* conn, int64_t timeout
   if (c == NULL) return mscclppInvalidUsage;
   uint64_t want = *conn->waitEpochId + 1;
   *conn->waitEpochId = want;
-  mscclppResult_t rc = waitSpin(c, conn, want, timeoutMs) ? mscclppSuccess : waitFor(c, conn, timeoutMs);
+  mscclppResult_t rc = waitSpin(c, conn, want, timeoutMs) ? mscclppSuccess : waitFor(c, conn, timeoutMs, 0);
+  /* a timed-out wait consumes nothing (MPI_Test's idiom): the same call again waits for the
+   * same signal; a count made meanwhile by another thread's wait stays */
+  if (rc == mscclppInProgress)
+    __atomic_compare_exchange_n(conn->waitEpochId, &want, want - 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
   engLeave(c->ctx);
   return rc;
 }
@@ -182,7 +186,7 @@ mscclppResult_t mscclppConnWait(struct mscclppDevConn* conn, int64_t timeoutMs)
 {
   engConn* c = connEnter(conn, "mscclppConnWait", 1);
   if (c == NULL) return mscclppInvalidUsage;
-  mscclppResult_t rc = waitFor(c, conn, timeoutMs);
+  mscclppResult_t rc = waitFor(c, conn, timeoutMs, 1);
   engLeave(c->ctx);
   return rc;
 }
@@ -194,6 +198,25 @@ static mscclppResult_t waitPeerExited(engConn* c, const char* what)
           c->comm->rank, what);
   engMarkConnFailed(c->comm, c->connId); /* after the error is recorded: another wait it ends finds it */
   return mscclppRemoteError;
+}
+
+/* Records and returns the timeout of a wait on c for epoch want that began at startNs: what it
+ * waited for and what the peer has signalled, as the hang report names them (engConnSnapshot).
+ * counted: mscclppConnWait's wait, which stays counted (else mscclppConnWaitNext's, undone). */
+static __attribute__((noinline)) mscclppResult_t waitTimedOut(engConn* c, uint64_t want, uint64_t startNs, int counted)
+{
+  engConnStat s;
+  engConnSnapshot(c, &s);
+  uint64_t now = engNowNs();
+  double waitedMs = startNs != 0 && now > startNs ? (double)(now - startNs) / 1e6 : 0;
+  return (mscclppResult_t)errFail(
+      &c->comm->err, mscclppInProgress,
+      "%s: no signal after %.0f ms on connection %d to rank %d (%s, tag %d): rank %d waited for epoch %llu; rank %d "
+      "has signalled epoch %llu (%s)",
+      counted ? "mscclppConnWait" : "mscclppConnWaitNext", waitedMs, s.connId, s.peerRank, s.transport, s.tag,
+      c->comm->rank, (unsigned long long)want, s.peerRank, (unsigned long long)s.signalled,
+      counted ? "the wait stays counted: call mscclppConnWait to keep waiting"
+              : "the wait is not counted: call the same wait again to keep waiting");
 }
 
 /* What engWaitStep reports, without backing off: for a wait that blocked elsewhere. */
@@ -226,7 +249,7 @@ static inline const engBackoffCfg* waitBackoff(engConn* c, engBackoffCfg* sleepi
  * would sleep, a wait whose epoch lives in the node segment sleeps on a futex instead,
  * which the peer's signal wakes at once. Every time round the transport's waitPoll
  * delivers what only the wait would (transport.h). */
-static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t timeoutMs)
+static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t timeoutMs, int counted)
 {
   volatile uint64_t* proxy = &conn->localSignalEpochId->proxy;
   uint64_t want = *conn->waitEpochId;
@@ -255,7 +278,7 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
       if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) >= want) return mscclppSuccess;
       /* a wait polled with timeouts makes no progress either: the report counts across calls */
       if (__builtin_expect(c->comm->hangReportNs != 0, 0)) engHangCheck(c, want, w.start);
-      return mscclppInProgress;
+      return waitTimedOut(c, want, w.start, counted);
     case ENG_WAIT_SLOW:
       if (__builtin_expect(c->comm->hangReportNs != 0, 0)) engHangCheck(c, want, w.start);
       /* the peer may signal (or queue a signal) and exit between the load above and this check: look again */

@@ -45,6 +45,8 @@ void engConnSnapshot(engConn* c, engConnStat* s)
   s->signalsSent = __atomic_load_n(&c->signalsDone, __ATOMIC_RELAXED);
   s->bytesPut = __atomic_load_n(&c->bytesPut, __ATOMIC_RELAXED);
   s->stallWant = __atomic_load_n(&c->stallWant, __ATOMIC_RELAXED);
+  /* a timed-out mscclppConnWaitNext undid its count: a caller polling it still waits for that epoch */
+  if (!s->device && s->stallWant > s->waitingFor && s->stallWant > s->signalled) s->waitingFor = s->stallWant;
   uint64_t since = __atomic_load_n(&c->stallSince, __ATOMIC_RELAXED), now = engNowNs();
   if (s->stallWant != 0 && s->stallWant > s->signalled && since != 0 && now > since) s->stalledNs = now - since;
   if (ctx != NULL) {
