@@ -32,13 +32,25 @@ out=$build/tests/docs
 rm -rf "$out"
 mkdir -p "$out/home" || exit 1
 passed=0 failed=0 skipped=0
-pass() { passed=$((passed + 1)); echo "PASS $1"; }
+# each case's line carries its time: since the last case's line (the cases run one after another)
+mark=$(date +%s.%N)
+took() { awk -v a="$mark" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+pass() {
+  passed=$((passed + 1))
+  echo "PASS $1  ($(took) s)"
+  mark=$(date +%s.%N)
+}
 fail() {
   failed=$((failed + 1))
-  echo "FAIL $1"
+  echo "FAIL $1  ($(took) s)"
+  mark=$(date +%s.%N)
   [ -f "${2:-}" ] && sed 's/^/    /' "$2" | tail -n 60
 }
-skip() { skipped=$((skipped + 1)); echo "SKIP $1: $2"; }
+skip() {
+  skipped=$((skipped + 1))
+  echo "SKIP $1: $2"
+  mark=$(date +%s.%N)
+}
 
 pages=(README.md docs/*.md tools/*/README.md)
 cd "$root" || exit 1

@@ -34,6 +34,7 @@ type tally struct {
 	passed, failed int
 	skips          []string // "name: reason"
 	failures       []string
+	times          []checkTime // the checks whose lines carry their time
 }
 
 // add counts the lines of one file that start with PASS, FAIL or SKIP.
@@ -56,6 +57,7 @@ func (t *tally) add(path string) error {
 			continue
 		}
 		why = -1
+		t.noteTime(l)
 		switch {
 		case strings.HasPrefix(l, "PASS "):
 			t.passed++
@@ -114,6 +116,7 @@ func final(w *bufio.Writer, allowPath string, strict bool, files []string) error
 	for _, f := range t.failures {
 		fmt.Fprintf(w, "# failed: %s\n", f)
 	}
+	t.slowest(w, 10)
 	fmt.Fprintf(w, "%d passed, %d failed, %d skipped", t.passed, t.failed, len(t.skips))
 	if notAllowed > 0 {
 		fmt.Fprintf(w, " (%d not allowed)", notAllowed)

@@ -81,7 +81,7 @@ func goTest(in io.Reader, w *bufio.Writer, recordsPath string) error {
 		switch e.Action {
 		case "pass":
 			if !strings.Contains(e.Test, "/") {
-				fmt.Fprintf(rec, "PASS %s\n", name)
+				fmt.Fprintf(rec, "PASS %s  (%.1f s)\n", name, e.Elapsed)
 			}
 		case "fail":
 			failed = true

@@ -4,13 +4,14 @@
 //	summary gotest RECORDS < go-test-json   the `go test -json` stream: prints a
 //	    line per package, the output of failing tests (also of a test that was
 //	    running when its package's binary died: a timeout, a crash) and a SKIP
-//	    line per skipped test; writes "PASS name", "FAIL name  reason" (a panic or
+//	    line per skipped test; writes "PASS name  (1.2 s)", "FAIL name  reason" (a panic or
 //	    the last message), "SKIP name: reason" to RECORDS
 //	summary final ALLOW [--strict] FILE...  reads records (and the C suite's
 //	    output: its lines starting PASS, FAIL, SKIP), lists the skips, marking
 //	    those whose "name: reason" matches no pattern of the allow-list ALLOW,
-//	    lists the failures (a C case with its first failed check) and prints
-//	    the closing line "N passed, M failed, K skipped". Exit
+//	    lists the failures (a C case with its first failed check), the ten
+//	    slowest checks (of the lines "PASS name  (1.2 s)" and "FAIL name  (1.2 s)")
+//	    and prints the closing line "N passed, M failed, K skipped". Exit
 //	    status 1 when something failed, or with --strict when a skip is not
 //	    allowed (a check this machine could have run).
 package main

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,7 @@ func TestSummary(t *testing.T) {
 		t.Fatalf("gotest: %v\n%s", err, out.String())
 	}
 	rec, _ := os.ReadFile(goRec)
-	want := "PASS go:ib.TestA\nSKIP go:ib.TestB: libibverbs-dev not installed\nSKIP go:ib.TestC: no RDMA device here\n"
+	want := "PASS go:ib.TestA  (0.1 s)\nSKIP go:ib.TestB: libibverbs-dev not installed\nSKIP go:ib.TestC: no RDMA device here\n"
 	if string(rec) != want {
 		t.Fatalf("records:\n%s\nwant:\n%s", rec, want)
 	}
@@ -59,6 +60,35 @@ func TestSummary(t *testing.T) {
 	if err := run([]string{"final", allow, goRec, cLog}, nil, &out); !errors.Is(err, errFailed) ||
 		!strings.Contains(out.String(), "1 passed, 1 failed, 2 skipped") {
 		t.Errorf("final with a failure: %v\n%s", err, out.String())
+	}
+}
+
+// The closing summary lists the ten slowest checks, slowest first, from every
+// file's timed lines (C cases, Go tests, the steps of tests/test.sh), failed
+// ones included; lines without a time do not count.
+func TestSlowestTen(t *testing.T) {
+	dir := t.TempDir()
+	var c strings.Builder
+	for i := 1; i <= 11; i++ { // case-1 .. case-11 take 1 .. 11 s
+		fmt.Fprintf(&c, "PASS case-%d  (%d.0 s)\n", i, i)
+	}
+	c.WriteString("FAIL slow-failure  (30.5 s)\n    the reason\nPASS untimed\n")
+	cLog := filepath.Join(dir, "c.log")
+	os.WriteFile(cLog, []byte(c.String()), 0o644)
+	goRec := filepath.Join(dir, "go.records")
+	os.WriteFile(goRec, []byte("PASS go:impl.TestSlow  (12.5 s)\nPASS go-vet  (0.2 s)\n"), 0o644)
+	allow := filepath.Join(dir, "allow")
+	os.WriteFile(allow, nil, 0o644)
+	var out bytes.Buffer
+	run([]string{"final", allow, goRec, cLog}, nil, &out)
+	got := out.String()
+	want := "# the 10 slowest checks:\n#      30.5 s  slow-failure\n#      12.5 s  go:impl.TestSlow\n"
+	for i := 11; i >= 4; i-- {
+		want += fmt.Sprintf("#   %7.1f s  case-%d\n", float64(i), i)
+	}
+	want += "14 passed, 1 failed, 0 skipped\n"
+	if !strings.Contains(got, want) {
+		t.Fatalf("final output lacks\n%s\ngot:\n%s", want, got)
 	}
 }
 
