@@ -134,11 +134,29 @@ func proxyBackoff(localRanks, proxies int) engine.Backoff {
 }
 
 // membarrier is MSCCLPP_MEMBARRIER: false ("0") makes host calls hold proxy contexts with
-// locked counters instead of membarrier(2) (for sandboxes without it); any other value, or
-// none, keeps membarrier where the kernel offers it.
+// locked counters instead of membarrier(2) (for sandboxes without it); "1", or none, keeps
+// membarrier where the kernel offers it; anything else is warned about and ignored.
 func membarrier() bool {
-	v, _ := env.Lookup("MSCCLPP_MEMBARRIER")
-	return strings.TrimSpace(v) != "0"
+	return envBool("MSCCLPP_MEMBARRIER", true)
+}
+
+// envBool reads a 0-or-1 knob, warning about and ignoring any other value.
+func envBool(name string, def bool) bool {
+	v, _ := env.Lookup(name)
+	switch strings.TrimSpace(v) {
+	case "":
+		return def
+	case "0":
+		return false
+	case "1":
+		return true
+	}
+	d := 0
+	if def {
+		d = 1
+	}
+	logx.Malformed("ignoring %s=%q: not 0 or 1; the default %d is used", name, v, d)
+	return def
 }
 
 // streamCopy is how host puts into mapped memory copy (engine.SetStreamBytes, SetStreamAuto):
@@ -146,7 +164,7 @@ func membarrier() bool {
 // non-temporal stores, chosen per size band by timing unless MSCCLPP_STREAM_COPY_AUTO is 0.
 func streamCopy() (bytes, maxBytes uint64, auto bool) {
 	return uint64(envUint("MSCCLPP_STREAM_COPY_BYTES", 8<<20)), uint64(envUint("MSCCLPP_STREAM_COPY_MAX_BYTES", 128<<20)),
-		envUint("MSCCLPP_STREAM_COPY_AUTO", 1) != 0
+		envBool("MSCCLPP_STREAM_COPY_AUTO", true)
 }
 
 // transportSettings reads the environment variables every registered transport declares

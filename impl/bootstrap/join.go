@@ -122,6 +122,7 @@ func (b *Bootstrap) readRootChallenge(rs *rootSession) error {
 // one the connection to the root leaves from) and starts its accept loop.
 func (b *Bootstrap) listen(rs *rootSession) error {
 	var lip netip.Addr
+	familyEnv() // read, and a malformed value reported, at every init as ENVIRONMENT.md says, whatever the address
 	if strings.TrimSpace(env.Get(EnvSocketIfname)) != "" {
 		a, err := selectInterface()
 		if err != nil {

@@ -7,7 +7,8 @@
 // setenv after loading the library and before its first call counts.
 //
 //   - MSCCLPP_DEBUG: VERSION, WARN, INFO, ABORT or TRACE (case-insensitive);
-//     unset or unknown means no logging.
+//     unset means no logging, and so does an unknown value, with a Malformed
+//     warning.
 //   - MSCCLPP_DEBUG_SUBSYS: comma list of INIT, COLL, P2P, SHM, NET, GRAPH,
 //     TUNING, ENV, ALLOC, CALL, ALL (case-insensitive); a leading '^' inverts
 //     the mask; unknown names are ignored with a Malformed warning; unset
@@ -104,9 +105,11 @@ type config struct {
 	file  *os.File // nil: stdout, looked up at write time
 	// unknown lists the names in MSCCLPP_DEBUG_SUBSYS that are no subsystem.
 	unknown []string
-	host    string
-	pid     int
-	epoch   time.Time
+	// badLevel is a MSCCLPP_DEBUG value that is no level ("" when it is one or unset).
+	badLevel string
+	host     string
+	pid      int
+	epoch    time.Time
 }
 
 // holder makes the sync.Once resettable: Reset swaps in a fresh holder.
@@ -157,6 +160,9 @@ func reportLogVars(c *config) {
 			env.Report(name, v)
 		}
 	}
+	if c.badLevel != "" {
+		Malformed("ignoring MSCCLPP_DEBUG=%q: not VERSION, WARN, INFO, ABORT or TRACE; logging stays off", c.badLevel)
+	}
 	for _, name := range c.unknown {
 		Malformed("MSCCLPP_DEBUG_SUBSYS: unknown subsystem %q ignored (known: INIT, COLL, P2P, SHM, NET, GRAPH, TUNING, ENV, ALLOC, CALL, ALL)", name)
 	}
@@ -170,6 +176,9 @@ func load() *config {
 		host:  shortHost(),
 		pid:   os.Getpid(),
 		epoch: time.Now(),
+	}
+	if c.level == LevelNone && strings.TrimSpace(level) != "" {
+		c.badLevel = level
 	}
 	if s, ok := env.Raw("MSCCLPP_DEBUG_SUBSYS"); ok {
 		c.mask, c.unknown = parseSubsys(s)
