@@ -112,6 +112,13 @@ func go_mscclppCommDestroy(comm C.mscclppComm_t) (res C.mscclppResult_t) {
 	if comm == nil {
 		return C.mscclppSuccess
 	}
+	if st, err := enter(comm); err == nil { // before release: a refused destroy leaves the handle live
+		err = st.comm.DestroyFromInside()
+		st.leave()
+		if err != nil {
+			return fail(st, fn, err)
+		}
+	}
 	st, ok := release(comm)
 	if !ok {
 		return fail(nil, fn, invalidHandle(uintptr(unsafe.Pointer(comm))))

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/mscclpp-go/mscclpp/impl/logx"
+	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
 // ipcClosedTag is the bootstrap tag of the teardown handshake: outside the int range of
@@ -82,5 +83,25 @@ func (c *Comm) finishDestroy() error {
 			}
 		}
 	}()
+	return nil
+}
+
+// DestroyFromInside is the error of a destroy called on a thread whose data-path call is inside
+// one of c's contexts (a signal handler that interrupted mscclppConnWait): the destroy would
+// wait for that call to leave, i.e. for itself. nil when the calling OS thread (locked to its
+// goroutine: a cgo callback) is inside none, or when a control call holds c (its destroy waits
+// for that call, as any destroy does).
+func (c *Comm) DestroyFromInside() error {
+	if !c.mu.TryLock() {
+		return nil
+	}
+	defer c.mu.Unlock()
+	for _, x := range c.contexts() {
+		if x.EnteredByThisThread() {
+			return status.Errorf(status.InvalidUsage, "called on a thread that is inside a data-path call on this communicator "+
+				"(mscclppConnWait, a put or a flush interrupted by a signal handler?): it would wait for that call to return, "+
+				"i.e. for itself; no mscclpp call is async-signal-safe: destroy once the call returned; the communicator is not destroyed")
+		}
+	}
 	return nil
 }

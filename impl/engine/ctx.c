@@ -59,6 +59,14 @@ int engUseMembarrier = -1; /* decided once, at the first context */
 static int membarrierAllowed = 1; /* engSetMembarrier: 0 forces the counting mode */
 static pthread_key_t threadKey;
 __thread engThread* engThreadSelf __attribute__((tls_model("initial-exec")));
+__thread const void* engCountingInside __attribute__((tls_model("initial-exec")));
+
+const void* engThreadInside(void)
+{
+  if (__atomic_load_n(&engUseMembarrier, __ATOMIC_ACQUIRE) != 1) return engCountingInside;
+  engThread* t = engThreadSelf;
+  return t == NULL ? NULL : __atomic_load_n(&t->inside, __ATOMIC_RELAXED);
+}
 
 static void threadExit(void* rec)
 {
@@ -112,7 +120,10 @@ engCtx* engEnterCounting(const void* p)
     engCtxSlot* s = &engCtxSlots[i];
     if (__atomic_load_n(&s->ctx, __ATOMIC_RELAXED) != p) continue;
     __atomic_fetch_add(&s->users, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&s->ctx, __ATOMIC_SEQ_CST) == p) return (engCtx*)p;
+    if (__atomic_load_n(&s->ctx, __ATOMIC_SEQ_CST) == p) {
+      engCountingInside = p;
+      return (engCtx*)p;
+    }
     __atomic_fetch_sub(&s->users, 1, __ATOMIC_SEQ_CST);
     return NULL;
   }

@@ -37,6 +37,12 @@ extern int engUseMembarrier; /* 1: membarrier mode; 0: counting mode; -1: no con
  * (the library is STATIC_TLS already: the Go runtime's own TLS is initial-exec) */
 extern __thread engThread* engThreadSelf __attribute__((tls_model("initial-exec")));
 engThread* engThreadRecordNew(void);       /* the calling thread's first record */
+/* Counting mode: the context the calling thread's host call is inside, or NULL (for
+ * engThreadInside; a plain store beside the locked count of engEnterCounting and engLeave). */
+extern __thread const void* engCountingInside __attribute__((tls_model("initial-exec")));
+/* The context the calling thread's host call is inside, or NULL: a destroy on that thread (from
+ * a signal handler that interrupted the call) would wait for the call, i.e. for itself. */
+const void* engThreadInside(void);
 /* size bytes, zeroed, on cache lines of their own (64-aligned, rounded up to whole lines), or
  * NULL: for objects that one thread writes while others read their neighbours (a thread's
  * record, a connection's state), which calloc would pack into shared lines. free() releases it. */
@@ -74,10 +80,12 @@ static inline void engLeaveRecorded(engThread* t) { __atomic_store_n(&t->inside,
 static inline void engLeave(engCtx* ctx)
 {
   if (ctx == NULL) return;
-  if (engUseMembarrier == 1)
+  if (engUseMembarrier == 1) {
     engLeaveRecorded(engThreadSelf);
-  else
+  } else {
+    engCountingInside = NULL;
     __atomic_fetch_sub(&engCtxSlots[ctx->slot].users, 1, __ATOMIC_RELEASE);
+  }
 }
 
 /* How host calls hold contexts, for the whole process: membarrier 1 uses membarrier(2)'s

@@ -305,6 +305,13 @@ func (x *Ctx) Start() error {
 // Stop drains the FIFO, then stops and joins the proxy thread (no-op when not running).
 func (x *Ctx) Stop() { C.engProxyStop(x.p) }
 
+// EnteredByThisThread reports whether a host data-path call of the calling OS thread is inside x
+// (a destroy from a signal handler that interrupted mscclppConnWait would wait for itself). The
+// caller must be locked to its thread (a cgo callback is).
+func (x *Ctx) EnteredByThisThread() bool {
+	return x.p != nil && C.engThreadInside() == unsafe.Pointer(x.p)
+}
+
 // MarkClosing makes the transports' sends in progress on the context and host waits give up
 // at once: the destroy of its communicator, before the proxy stops.
 func (x *Ctx) MarkClosing() { C.engCtxMarkClosing(x.p) }

@@ -14,8 +14,14 @@
  *                       connection; puts still work; after destroy it frees
  *   hardening push      mscclppFifoPush on a connection not set up yet is
  *                       MSCCLPP_FIFO_PUSH_FAILED saying so; after setup it works
+ *   hardening signal    mscclppCommDestroy from a SIGALRM handler that interrupted
+ *                       mscclppConnWait on the same thread is mscclppInvalidUsage
+ *                       within 1 s (it waited for the wait, i.e. for itself, for
+ *                       ever); the wait then ends with the peer's signal and the
+ *                       communicator is destroyed normally
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 
@@ -167,13 +173,68 @@ static void push_before_setup(void)
   free(buf);
 }
 
+static mscclppComm_t sigComm;
+static volatile sig_atomic_t sigCalls;
+static volatile mscclppResult_t sigRes = mscclppSuccess;
+static volatile double sigTook = -1;
+static char sigMsg[512];
+
+/* The SIGALRM handler of "signal": the first one destroys the communicator whose wait it
+ * interrupted (what the test is about); a later one is the watchdog. */
+static void destroy_on_alarm(int sig)
+{
+  if (sigCalls++ > 0) on_alarm(sig);
+  double t0 = test_now();
+  sigRes = mscclppCommDestroy(sigComm);
+  sigTook = test_now() - t0;
+  snprintf(sigMsg, sizeof sigMsg, "%s", test_last_error(NULL));
+}
+
+static void* alarm_waiter(void* arg)
+{
+  test_pause_ms(300);
+  pthread_kill(*(pthread_t*)arg, SIGALRM); /* to the waiting thread, not any thread of the process */
+  return NULL;
+}
+
+static void destroy_in_handler(void)
+{
+  uint8_t* buf = (uint8_t*)calloc(1, SZ);
+  mscclppDevConn_t* dc = NULL;
+  sigComm = connected(test_addr(), buf, &dc, 1);
+  MCHECK_COMM(sigComm, mscclppBootstrapBarrier(sigComm));
+  if (rank == 1) {
+    test_pause_ms(2000); /* the peer's handler has returned by then, or hangs */
+    MCHECK(mscclppConnOp(dc, mscclppFlag, 0, 0, 1));
+  } else {
+    signal(SIGALRM, destroy_on_alarm);
+    alarm(10); /* the watchdog: the second SIGALRM */
+    pthread_t self = pthread_self(), th;
+    REQUIRE(pthread_create(&th, NULL, alarm_waiter, &self) == 0, "pthread_create");
+    mscclppResult_t res = mscclppConnWaitNext(dc, 20000);
+    pthread_join(th, NULL);
+    alarm(0);
+    printf("mscclppCommDestroy in the SIGALRM handler during mscclppConnWaitNext -> %s after %.3f s: \"%s\"\n",
+           mscclppGetErrorString(sigRes), sigTook, sigMsg);
+    printf("the interrupted mscclppConnWaitNext -> %s\n", mscclppGetErrorString(res));
+    CHECK(sigRes == mscclppInvalidUsage, "the destroy in the handler returned %s", mscclppGetErrorString(sigRes));
+    CHECK(sigTook >= 0 && sigTook < 1.0, "the destroy in the handler took %.3f s", sigTook);
+    CHECK(test_stristr(sigMsg, "signal handler") != NULL && test_stristr(sigMsg, "async-signal-safe") != NULL,
+          "the message does not say why (signal handler, async-signal-safe)");
+    CHECK(res == mscclppSuccess, "the interrupted wait returned %s", mscclppGetErrorString(res));
+  }
+  MCHECK_COMM(sigComm, mscclppBootstrapBarrier(sigComm));
+  MCHECK(mscclppCommDestroy(sigComm));
+  free(buf);
+}
+
 int main(int argc, char** argv)
 {
   test_init("hardening");
   signal(SIGALRM, on_alarm);
   alarm(25);
   REQUIRE(test_nranks() == 2, "run with N = 2");
-  REQUIRE(argc == 2, "usage: hardening stale|wait|hostfree|push");
+  REQUIRE(argc == 2, "usage: hardening stale|wait|hostfree|push|signal");
   rank = test_rank();
   peer = 1 - rank;
   if (strcmp(argv[1], "stale") == 0)
@@ -184,6 +245,8 @@ int main(int argc, char** argv)
     hostfree();
   else if (strcmp(argv[1], "push") == 0)
     push_before_setup();
+  else if (strcmp(argv[1], "signal") == 0)
+    destroy_in_handler();
   else
     REQUIRE(0, "unknown mode %s", argv[1]);
   return test_finish();

@@ -708,6 +708,9 @@ run_case hardening-stale-devconn 2 30 hardening stale
 run_case hardening-wait-overflow 2 30 hardening wait
 run_case hardening-hostfree-registered 2 30 hardening hostfree
 run_case hardening-push-before-setup 2 30 hardening push
+run_case hardening-destroy-in-signal-handler 2 30 hardening signal
+case_env=(MSCCLPP_MEMBARRIER=0) # host calls hold their context by counting, not by a thread record
+run_case hardening-destroy-in-signal-handler-counting 2 30 hardening signal
 run_case shm-eager-visible 2 30 eager visible
 case_expect_fail=1
 run_case shm-eager-killed 2 30 eager killed
