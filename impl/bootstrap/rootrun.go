@@ -297,6 +297,10 @@ func (r *root) onStatus(st *rootState, ev rootEvent) bool {
 func (r *root) onRegister(st *rootState, ev rootEvent) bool {
 	if st.nranks == 0 {
 		st.nranks, st.first = ev.h.nranks, ev
+		if reason := r.fdShortfall(st.nranks); reason != "" {
+			r.fail(st.regs, st.formed, st.nranks, status.InvalidUsage, reason, nil, &ev, -1)
+			return true
+		}
 	}
 	if reason := r.badRegistration(st, ev); reason != "" {
 		r.fail(st.regs, st.formed, st.nranks, status.InvalidUsage, reason, nil, &ev, -1)
