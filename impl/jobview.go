@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 )
 
 // The job's view of a hang: the reporting rank asks every other rank, over the bootstrap's
@@ -26,6 +28,23 @@ const (
 
 // jobViewBound is how long the report waits for the other ranks' answers.
 const jobViewBound = 2 * time.Second
+
+// What a peer's requests and answers may cost this rank (the bootstrap runs one handler call
+// per peer and tag at a time and refuses longer messages, see bootstrap.SetTagHandler): an
+// answer names at most maxViewWaits waits in at most maxViewAnswer bytes, and a peer gets at
+// most viewBurst answers at once, then one per viewRefill.
+const (
+	maxViewWaits  = 16
+	maxViewAnswer = 16 << 10
+	viewBurst     = 8
+	viewRefill    = 250 * time.Millisecond
+)
+
+// The notes a rank's answer may carry (anything else is printed quoted, as a peer's text).
+const (
+	noteBusy      = "busy (a control call holds the communicator)"
+	noteDestroyed = "communicator destroyed"
+)
 
 // rankView is one rank's answer: its signal waits without progress.
 type rankView struct {
@@ -52,9 +71,10 @@ var (
 
 // serveJobViews makes c's bootstrap answer other ranks' requests and take their answers.
 func (c *Comm) serveJobViews() {
-	c.boot.SetTagHandler(viewRequestTag, func(peer int, msg []byte) {
-		if len(msg) != 8 {
-			return
+	limit := newViewLimiter(c.nranks)
+	c.boot.SetTagHandler(viewRequestTag, 8, func(peer int, msg []byte) {
+		if len(msg) != 8 || !limit.allow(peer) {
+			return // the asker names this rank missing
 		}
 		b, err := json.Marshal(c.localView())
 		if err != nil {
@@ -62,7 +82,7 @@ func (c *Comm) serveJobViews() {
 		}
 		_ = c.boot.Send(peer, viewAnswerTag, append(msg[:8:8], b...)) // the asker names us missing if this fails
 	})
-	c.boot.SetTagHandler(viewAnswerTag, func(peer int, msg []byte) {
+	c.boot.SetTagHandler(viewAnswerTag, 8+maxViewAnswer, func(peer int, msg []byte) {
 		if len(msg) < 8 {
 			return
 		}
@@ -70,10 +90,7 @@ func (c *Comm) serveJobViews() {
 		if !ok {
 			return // an answer after the bound
 		}
-		var v rankView
-		if json.Unmarshal(msg[8:], &v) != nil || v.Rank != peer {
-			v = rankView{Rank: peer, Note: "answered with a malformed view"}
-		}
+		v := checkedView(peer, c.nranks, msg[8:])
 		select {
 		case ch.(chan rankView) <- v:
 		default:
@@ -81,16 +98,72 @@ func (c *Comm) serveJobViews() {
 	})
 }
 
+// checkedView is peer's answer b as this rank prints it: a view of peer's with at most
+// maxViewWaits waits, each on a rank of the communicator's nranks, and a note this library
+// writes; else a note saying what is wrong with it (the peer's own text quoted).
+func checkedView(peer, nranks int, b []byte) rankView {
+	var v rankView
+	if json.Unmarshal(b, &v) != nil || v.Rank != peer {
+		return rankView{Rank: peer, Note: "answered with a malformed view"}
+	}
+	if len(v.Waits) > maxViewWaits {
+		return rankView{Rank: peer, Note: fmt.Sprintf("answered with %d waits, more than the %d an answer names", len(v.Waits), maxViewWaits)}
+	}
+	for _, w := range v.Waits {
+		if w.Peer < 0 || w.Peer >= nranks {
+			return rankView{Rank: peer, Note: fmt.Sprintf("answered with a wait on rank %d, not one of the %d ranks", w.Peer, nranks)}
+		}
+	}
+	if v.Note != "" && v.Note != noteBusy && v.Note != noteDestroyed {
+		return rankView{Rank: peer, Note: "answered with a note of its own: " + logx.PeerText(v.Note)}
+	}
+	return v
+}
+
+// viewLimiter bounds how often each peer gets an answer: a token bucket per peer.
+type viewLimiter struct {
+	mu     sync.Mutex
+	tokens []float64
+	last   []time.Time
+}
+
+func newViewLimiter(nranks int) *viewLimiter {
+	l := &viewLimiter{tokens: make([]float64, nranks), last: make([]time.Time, nranks)}
+	for i := range l.tokens {
+		l.tokens[i] = viewBurst
+	}
+	return l
+}
+
+// allow takes one of peer's tokens, if it has one.
+func (l *viewLimiter) allow(peer int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if peer < 0 || peer >= len(l.tokens) {
+		return false
+	}
+	now := time.Now()
+	if !l.last[peer].IsZero() {
+		l.tokens[peer] = min(viewBurst, l.tokens[peer]+float64(now.Sub(l.last[peer]))/float64(viewRefill))
+	}
+	l.last[peer] = now
+	if l.tokens[peer] < 1 {
+		return false
+	}
+	l.tokens[peer]--
+	return true
+}
+
 // localView is this rank's signal waits without progress.
 func (c *Comm) localView() rankView {
 	v := rankView{Rank: c.rank, Waits: []waitView{}}
 	if !c.lockWithin(200 * time.Millisecond) {
-		v.Note = "busy (a control call holds the communicator)"
+		v.Note = noteBusy
 		return v
 	}
 	defer c.mu.Unlock()
 	if c.state == stateClosed {
-		v.Note = "communicator destroyed"
+		v.Note = noteDestroyed
 		return v
 	}
 	for _, cn := range c.conns {
@@ -102,6 +175,9 @@ func (c *Comm) localView() rankView {
 		}
 	}
 	sort.Slice(v.Waits, func(i, j int) bool { return v.Waits[i].StalledS > v.Waits[j].StalledS })
+	if len(v.Waits) > maxViewWaits { // the longest-stalled ones: the chain follows the first
+		v.Waits = v.Waits[:maxViewWaits]
+	}
 	return v
 }
 

@@ -205,7 +205,7 @@ func chainOf4(t *testing.T, waitMs int64, quiet map[int]bool) {
 	forRanks(t, 4, func(c *Comm) error {
 		r := c.Rank()
 		if quiet[r] {
-			c.boot.SetTagHandler(viewRequestTag, nil) // requests queue unanswered
+			c.boot.SetTagHandler(viewRequestTag, 0, nil) // requests queue unanswered
 		}
 		next := -1
 		for _, p := range []int{r - 1, r + 1} {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -87,7 +88,7 @@ func decodeReport(b []byte) (peerReport, error) {
 	if l > maxReportText || len(b)-2 != l {
 		return peerReport{}, bad
 	}
-	r.text = string(b[2:])
+	r.text = logx.PeerText(string(b[2:])) // the peer's text: printed quoted, as printable ASCII
 	if r.code == status.Success {
 		r.code = status.InternalError
 	}

@@ -138,7 +138,7 @@ type Bootstrap struct {
 
 	out []outConn // outgoing point-to-point connections, by peer
 
-	handlers sync.Map // tag -> TagHandler: messages answered on arrival, not queued (SetTagHandler)
+	handlers sync.Map // tag -> *tagHandler: messages answered on arrival, not queued (SetTagHandler)
 
 	boxMu   sync.Mutex
 	box     map[boxKey][][]byte
@@ -147,6 +147,8 @@ type Bootstrap struct {
 	inErr   []error                  // why the incoming connection from the peer ended
 	queued  []int                    // bytes of the peer's messages queued, not yet received (see admit)
 	qTotal  int                      // the sum of queued
+	runs    map[boxKey]*handlerRun   // the handler calls of each (peer, tag) with a handler (see handle)
+	refused int                      // messages for a handler refused (too long, or its queue full)
 	ringIn  bool                     // the predecessor's ring connection was accepted
 	starIn  []bool                   // rank 0: the rank's star connection was accepted
 
@@ -208,6 +210,7 @@ func newBootstrap(magic uint64, key [keyBytes]byte, rank, nranks int, timeout ti
 		out:       make([]outConn, nranks),
 		box:       make(map[boxKey][][]byte),
 		waiters:   make(map[boxKey]chan struct{}),
+		runs:      make(map[boxKey]*handlerRun),
 		inFrom:    make([]bool, nranks),
 		inErr:     make([]error, nranks),
 		queued:    make([]int, nranks),

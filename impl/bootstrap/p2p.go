@@ -146,29 +146,9 @@ func (b *Bootstrap) recv(peer, tag int) ([]byte, error) {
 	}
 }
 
-// TagHandler handles a message from peer on the bootstrap's own goroutine, without a Recv.
-type TagHandler func(peer int, msg []byte)
-
-// SetTagHandler makes messages with tag go to h as they arrive (each call in a goroutine of its
-// own) instead of the queue Recv reads; nil restores the queue. For requests a rank answers
-// whatever its application threads are doing (a report of a rank whose threads are stuck).
-func (b *Bootstrap) SetTagHandler(tag int, h TagHandler) {
-	if h == nil {
-		b.handlers.Delete(tag)
-		return
-	}
-	b.handlers.Store(tag, h)
-}
-
 // deliver queues a message and wakes its receivers, or hands it to its tag's handler.
 func (b *Bootstrap) deliver(peer, tag int, msg []byte) {
-	if h, ok := b.handlers.Load(tag); ok {
-		if peer != b.rank {
-			b.boxMu.Lock()
-			b.releaseLocked(peer, len(msg)) // admitted by readPeer, never queued
-			b.boxMu.Unlock()
-		}
-		go h.(TagHandler)(peer, msg)
+	if b.handle(peer, tag, msg) {
 		return
 	}
 	k := boxKey{peer, tag}
@@ -215,6 +195,15 @@ func (b *Bootstrap) readPeer(peer int, c *net.TCPConn) {
 			b.endPeer(peer, err)
 			b.untrack(c)
 			return
+		}
+		if limit := b.handlerLimit(tag); limit >= 0 && n > uint64(limit) {
+			if _, err := io.CopyN(io.Discard, r, int64(n)); err != nil { // never held in memory
+				b.endPeer(peer, err)
+				b.untrack(c)
+				return
+			}
+			b.refuseHandled(peer, tag, int(n), limit)
+			continue
 		}
 		if err := b.admit(peer, int(n)); err != nil {
 			b.logf(true, "bootstrap rank %d: %v; closing the connection from rank %d", b.rank, err, peer)

@@ -594,3 +594,23 @@ func TestMalformed(t *testing.T) {
 		t.Errorf("with logging off: handler %q, stderr %q", *lines, got)
 	}
 }
+
+// A peer's text prints as one quoted line of printable ASCII, bounded in length.
+func TestPeerTextIsPrintableQuotedAndBounded(t *testing.T) {
+	for _, in := range []string{
+		"\x1b[2J", "\x1b]0;owned\x07", "ok\nhost:1:1 [0] MSCCLPP WARN forged", "caf\u00e9 \xff\xfe", strings.Repeat("A\x1b", 4096),
+	} {
+		out := PeerText(in)
+		if len(out) > 4*MaxPeerText+64 {
+			t.Errorf("PeerText(%d bytes) is %d bytes", len(in), len(out))
+		}
+		if out[0] != '"' {
+			t.Errorf("PeerText(%q) = %s: not quoted", in, out)
+		}
+		for i := 0; i < len(out); i++ {
+			if out[i] < 0x20 || out[i] > 0x7e {
+				t.Fatalf("PeerText(%q) = %q: byte %#x at %d", in, out, out[i], i)
+			}
+		}
+	}
+}
