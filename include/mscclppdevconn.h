@@ -185,8 +185,10 @@ struct mscclppDevConn
 typedef struct mscclppDevConn mscclppDevConn_t;
 
 /* ---- The connection methods for C (host threads): same semantics as the
- * mscclppDevConn methods; each returns the result of the operation. ---- */
-#if !defined(__CUDA_ARCH__)
+ * mscclppDevConn methods; each returns the result of the operation. Host
+ * functions, declared in every compilation pass (nvcc's device pass parses
+ * the host code too, and a program compiled with nvcc -x cu calls them from
+ * its host code). ---- */
 static inline void mscclppDevConnEpochIncrement(mscclppDevConn_t* conn)
 {
   mscclppConnEpochIncrement(conn);
@@ -226,6 +228,5 @@ static inline mscclppResult_t mscclppDevConnWaitTimeout(mscclppDevConn_t* conn, 
 {
   return mscclppConnWaitNext(conn, timeoutMs);
 }
-#endif
 
 #endif /* MSCCLPP_DEVCONN_H_ */

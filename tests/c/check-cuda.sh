@@ -13,7 +13,8 @@
 #  4. proves the SASS check can fail: copies of the header with the poll's
 #     volatile removed, the release fence removed, the acquire fences removed,
 #     the trigger split into two 64-bit stores, and the trigger store made
-#     non-volatile must each fail it (sm_90).
+#     non-volatile must each fail it (sm_90);
+#  5. compiles the README's first program (hello.c) with nvcc -x cu and as C++.
 # DIR is a build directory (its include/ is used) or an include directory;
 # default: the repository's include/. Without nvcc (on PATH or /usr/bin/nvcc,
 # /usr/local/cuda/bin/nvcc) it says so and exits 0 (tests/c/run.sh counts
@@ -99,6 +100,30 @@ for sm in 80 90; do
     status=1
   fi
 done
+
+# The README's first program (its docs-check block hello.c) as a CUDA program and as C++: the C
+# helpers it calls (mscclppDevConnPutWithSignal ...) must be declared in nvcc's device pass too.
+readme=$here/../../README.md
+awk '/docs-check: file hello.c/{f=1;next} f&&/^```c/{g=1;next} g&&/^```/{exit} g' "$readme" >"$tmp/hello.c" 2>/dev/null
+if [ ! -s "$tmp/hello.c" ]; then
+  echo "check-cuda: FAILED no docs-check block hello.c in $readme"
+  status=1
+else
+  if "$nvcc" -x cu ${NVCC_FLAGS:-} -Werror all-warnings -I"$inc" -c "$tmp/hello.c" -o "$tmp/hello_cu.o" >"$tmp/log" 2>&1; then
+    echo "check-cuda: ok   the README's hello.c compiles as CUDA (nvcc -x cu)"
+  else
+    echo "check-cuda: FAILED the README's hello.c as CUDA (nvcc -x cu):"
+    sed 's/^/    /' "$tmp/log"
+    status=1
+  fi
+  if ${CXX:-c++} -x c++ -Wall -Wextra -Werror -I"$inc" -c "$tmp/hello.c" -o "$tmp/hello_cxx.o" >"$tmp/log" 2>&1; then
+    echo "check-cuda: ok   the README's hello.c compiles as C++ (${CXX:-c++} -x c++)"
+  else
+    echo "check-cuda: FAILED the README's hello.c as C++:"
+    sed 's/^/    /' "$tmp/log"
+    status=1
+  fi
+fi
 
 # The check must fail on a broken header: each variant below is a copy with one mistake.
 variant() { # name, sed expression
