@@ -396,27 +396,17 @@ if want perf; then
 fi
 
 # ---- tables ----
-# ftime NS / fbw GBPS: human units
-ftime() {
-  [ -z "$1" ] && { echo "n/a"; return; }
-  awk -v t="$1" 'BEGIN{ a = t < 0 ? -t : t; if (a>=1e6) printf "%.2f ms", t/1e6; else if (a>=1e3) printf "%.1f us", t/1e3; else if (a>=100) printf "%.0f ns", t; else printf "%.2f ns", t }'
+# ftime NS / frate PER_S / fnum N / fkib KIB / fbw GBPS: human units, n/a when empty
+# (fmtv AWK VALUE: VALUE, as v, printed by the awk statements AWK)
+fmtv() {
+  [ -z "$2" ] && { echo "n/a"; return; }
+  awk -v v="$2" "BEGIN{ $1 }"
 }
-frate() {
-  [ -z "$1" ] && { echo "n/a"; return; }
-  awk -v v="$1" 'BEGIN{ printf "%.2f M/s", v/1e6 }'
-}
-fnum() {
-  [ -z "$1" ] && { echo "n/a"; return; }
-  awk -v v="$1" 'BEGIN{ printf "%.3g", v }'
-}
-fkib() {
-  [ -z "$1" ] && { echo "n/a"; return; }
-  awk -v v="$1" 'BEGIN{ if (v >= 1024 || v <= -1024) printf "%.1f MiB", v / 1024; else printf "%.0f KiB", v }'
-}
-fbw() {
-  [ -z "$1" ] && { echo "n/a"; return; }
-  awk -v b="$1" 'BEGIN{ printf "%.2f GB/s", b }'
-}
+ftime() { fmtv 'a = v < 0 ? -v : v; if (a>=1e6) printf "%.2f ms", v/1e6; else if (a>=1e3) printf "%.1f us", v/1e3; else if (a>=100) printf "%.0f ns", v; else printf "%.2f ns", v' "$1"; }
+frate() { fmtv 'printf "%.2f M/s", v/1e6' "$1"; }
+fnum() { fmtv 'printf "%.3g", v' "$1"; }
+fkib() { fmtv 'if (v >= 1024 || v <= -1024) printf "%.1f MiB", v / 1024; else printf "%.0f KiB", v' "$1"; }
+fbw() { fmtv 'printf "%.2f GB/s", v' "$1"; }
 MET=0
 MISSED=0
 LIMITS=0
