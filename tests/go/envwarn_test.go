@@ -67,6 +67,30 @@ func malformedValues(e docEntry) (bad []string, why string) {
 	return nil, ""
 }
 
+// buildPerf builds tools/perf/perf.c against build/ (skipping when the library is not built) and
+// returns it with the environment of a run: this one's without MSCCLPP_ and NCCL_ variables.
+func buildPerf(t *testing.T) (perf string, base []string) {
+	t.Helper()
+	root := repoRoot()
+	b := filepath.Join(root, "build")
+	if _, err := os.Stat(filepath.Join(b, "lib", "libmscclpp.so")); err != nil {
+		t.Skipf("the library is not built (run make first): %v", err)
+	}
+	perf = filepath.Join(t.TempDir(), "perf")
+	cc := exec.Command("cc", "-std=c11", "-O1", "-I"+filepath.Join(b, "include"), filepath.Join(root, "tools/perf/perf.c"),
+		"-o", perf, "-L"+filepath.Join(b, "lib"), "-Wl,-rpath,"+filepath.Join(b, "lib"), "-lmscclpp", "-pthread")
+	if out, err := cc.CombinedOutput(); err != nil {
+		t.Fatalf("building the perf tool: %v\n%s", err, out)
+	}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MSCCLPP_") && !strings.HasPrefix(kv, "NCCL_") && !strings.HasPrefix(kv, "SLURM_") &&
+			!strings.HasPrefix(kv, "PMIX_") && !strings.HasPrefix(kv, "OMPI_") {
+			base = append(base, kv)
+		}
+	}
+	return perf, base
+}
+
 // TestEveryMalformedSettingWarnsOnce walks docs/ENVIRONMENT.md: for each variable whose values are
 // a number, a 0-or-1 switch or a list of names, each malformed value (derived from the entry's
 // "Values:") given to a 2-rank job (the perf tool, host mode over SHM: init, connections, proxies,
@@ -74,23 +98,7 @@ func malformedValues(e docEntry) (bad []string, why string) {
 // succeeds with the default. An entry the walk cannot classify fails: say in the doc what its
 // values are. Variables checked only where the IB transport is used are not run here.
 func TestEveryMalformedSettingWarnsOnce(t *testing.T) {
-	root := repoRoot()
-	b := filepath.Join(root, "build")
-	if _, err := os.Stat(filepath.Join(b, "lib", "libmscclpp.so")); err != nil {
-		t.Skipf("the library is not built (run make first): %v", err)
-	}
-	perf := filepath.Join(t.TempDir(), "perf")
-	cc := exec.Command("cc", "-std=c11", "-O1", "-I"+filepath.Join(b, "include"), filepath.Join(root, "tools/perf/perf.c"),
-		"-o", perf, "-L"+filepath.Join(b, "lib"), "-Wl,-rpath,"+filepath.Join(b, "lib"), "-lmscclpp", "-pthread")
-	if out, err := cc.CombinedOutput(); err != nil {
-		t.Fatalf("building the perf tool: %v\n%s", err, out)
-	}
-	var base []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MSCCLPP_") && !strings.HasPrefix(kv, "NCCL_") {
-			base = append(base, kv)
-		}
-	}
+	perf, base := buildPerf(t)
 	warnLine := regexp.MustCompile(`(?m)^[^ :]+:(\d+):\d+ .*MSCCLPP WARN (.*)$`)
 	ran := 0
 	for _, e := range envEntries(t) {

@@ -70,7 +70,7 @@ idfile_case() {
   pid0=$!
   for i in $(seq 1 200); do [ -f "$f" ] && m0=$(stat -c %Y.%y "$f" 2>/dev/null) && [ -n "$m0" ] && break; sleep 0.05; done
   [ "$(stat -c %a "$f" 2>/dev/null)" = 600 ] || { echo "-- $f: mode $(stat -c %a "$f" 2>&1), want 600" >>"$log"; ok=0; }
-  [ "$(cut -d' ' -f1-4 "$f" 2>/dev/null)" = "mscclpp-perf-id 2 late 4" ] ||
+  [ "$(cut -d' ' -f1-4 "$f" 2>/dev/null)" = "mscclpp-perf-id 3 late 4" ] ||
     { echo "-- $f: first words '$(cut -d' ' -f1-4 "$f" 2>&1)'" >>"$log"; ok=0; }
   for i in $(seq 1 100); do m1=$(stat -c %Y.%y "$f" 2>/dev/null) && [ "$m1" != "$m0" ] && break; sleep 0.05; done
   [ -n "$m0" ] && [ "$m1" != "$m0" ] || { echo "-- $f was not rewritten in 5 s ($m0, $m1)" >>"$log"; ok=0; }
@@ -100,7 +100,7 @@ idfile_case() {
 }
 
 # idfile_line JOB: a well-formed line of a two-rank job (an id nobody serves)
-idfile_line() { printf 'mscclpp-perf-id 2 %s 2 0123456789abcdef %0256d\n' "$1" 0; }
+idfile_line() { printf 'mscclpp-perf-id 3 %s 2 - 0123456789abcdef %0256d\n' "$1" 0; }
 
 # idfile_reader LOG JOB [SECONDS]: rank 1 of 2 waits a few seconds for JOB's file (and is stopped)
 idfile_reader() {

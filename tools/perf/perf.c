@@ -171,6 +171,36 @@ static void init_from_id(const struct perf_opts* o)
   if (rank == 0 && o->idFile != NULL) idfile_done();
 }
 
+/* Every rank's launcher token (idfile_token), gathered once the communicator exists: ranks of
+ * two jobs that met anyway (one job id, or one address, given to both) all fail here, each
+ * naming a rank of the other job, instead of benchmarking across two jobs. */
+static void job_check(void)
+{
+  enum { TOKEN = 128 };
+  char* all = calloc((size_t)nranks, TOKEN);
+  if (all == NULL) {
+    fprintf(stderr, "perf rank %d: out of memory\n", rank);
+    exit(1);
+  }
+  char* mine = all + (size_t)rank * TOKEN;
+  idfile_token(mine, TOKEN);
+  CK(mscclppBootstrapAllGather(comm, all, TOKEN));
+  int bad = 0;
+  for (int r = 0; r < nranks; r++) {
+    char* theirs = all + (size_t)r * TOKEN;
+    theirs[TOKEN - 1] = '\0';
+    if (strcmp(theirs, mine) == 0) continue;
+    fprintf(stderr,
+            "perf rank %d: rank %d of this communicator is another job's (launcher token %s; this rank's is %s): two "
+            "jobs were given one job id or address; failing\n",
+            rank, r, theirs, mine);
+    bad = 1;
+    break;
+  }
+  free(all);
+  if (bad) exit(1);
+}
+
 static void init_comm(const struct perf_opts* o)
 {
   const char* addr = getenv("MSCCLPP_TEST_ADDR");
@@ -178,11 +208,12 @@ static void init_comm(const struct perf_opts* o)
   if (addr != NULL && *addr != '\0') {
     snprintf(idSource, sizeof idSource, "rank 0's address %s", addr);
     CK(mscclppCommInitRank(&comm, nranks, addr, rank));
-    return;
+  } else {
+    if (o->idFile == NULL && getenv("MSCCLPP_PERF_ID_FILE") != NULL && *getenv("MSCCLPP_PERF_ID_FILE"))
+      ((struct perf_opts*)o)->idFile = getenv("MSCCLPP_PERF_ID_FILE");
+    init_from_id(o);
   }
-  if (o->idFile == NULL && getenv("MSCCLPP_PERF_ID_FILE") != NULL && *getenv("MSCCLPP_PERF_ID_FILE"))
-    ((struct perf_opts*)o)->idFile = getenv("MSCCLPP_PERF_ID_FILE");
-  init_from_id(o);
+  job_check();
 }
 
 /* ---- nodes and connections ---- */

@@ -6,9 +6,10 @@
  *
  * The file is PATH.JOB, JOB the job's id: --job-id (or MSCCLPP_PERF_JOB_ID),
  * else SLURM_JOB_ID.SLURM_STEP_ID, the PMIx namespace, or Open MPI's job id;
- * PATH itself when none is known. Its one line: "mscclpp-perf-id 2 JOB
- * NRANKS NONCE HEX" (NONCE: 16 random hex digits of this run of rank 0;
- * HEX: the mscclppUniqueId).
+ * PATH itself when none is known. Its one line: "mscclpp-perf-id 3 JOB
+ * NRANKS TOKEN NONCE HEX" (TOKEN: the job's launcher token, idfile_token;
+ * NONCE: 16 random hex digits of this run of rank 0; HEX: the
+ * mscclppUniqueId).
  *  - Rank 0 creates PATH.JOB with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600. Where
  *    something is already there it never follows or removes it blindly: a
  *    symbolic link, something not a regular file, or a file of another user
@@ -30,7 +31,16 @@
  *    file an earlier or crashed run left, which nobody rewrites) and not
  *    after the file system's "now" (a future-dated file is refused), naming
  *    the same job and rank count. A refusal is said once, on stderr, with
- *    its reason; the reader keeps waiting for a file it may take.
+ *    its reason; the reader keeps waiting for a file it may take. A file
+ *    of the same job id but another launcher token is another job's (two
+ *    jobs given one job id): the reader fails at once, saying so, rather
+ *    than join that job.
+ *  - The launcher token is what only one job's ranks share:
+ *    MSCCLPP_PERF_JOB_NONCE (a launcher sets it to one random value per
+ *    job; perf's own local ranks get one from their parent), else the
+ *    launcher's own job identity (Slurm's job and step, the PMIx namespace,
+ *    Open MPI's job id), else "-". perf.c checks it again once the
+ *    communicator exists (job_check), on every rank against every other.
  *
  *   idfile_job(explicit, out, len)     the job id used in the name
  *   idfile_publish(path, job, n, id)   rank 0: write, keep fresh (a thread)
@@ -54,31 +64,59 @@
 #include <time.h>
 #include <unistd.h>
 
-#define IDFILE_MAGIC "mscclpp-perf-id 2"
+#define IDFILE_MAGIC "mscclpp-perf-id 3"
 
 static char idfilePath[4096], idfileTmp[4200], idfileLine[640];
 static volatile sig_atomic_t idfileStop;
 static pthread_t idfileThread;
 static int idfileThreadOn;
 
-/* The job id: the explicit one, else the launcher's; '/' and odd characters become '_'. */
-static void idfile_job(const char* explicitJob, char* out, size_t len)
+/* Replaces '/' and odd characters of s with '_'. */
+static void idfile_sanitise(char* s)
 {
-  const char* s = explicitJob != NULL && *explicitJob ? explicitJob : getenv("MSCCLPP_PERF_JOB_ID");
-  char slurm[128];
-  const char *sj = getenv("SLURM_JOB_ID"), *ss = getenv("SLURM_STEP_ID");
-  if ((s == NULL || *s == '\0') && sj != NULL && *sj) {
-    snprintf(slurm, sizeof slurm, "%s.%s", sj, ss != NULL && *ss ? ss : "0");
-    s = slurm;
-  }
-  if (s == NULL || *s == '\0') s = getenv("PMIX_NAMESPACE");
-  if (s == NULL || *s == '\0') s = getenv("OMPI_MCA_ess_base_jobid");
-  if (s == NULL) s = "";
-  snprintf(out, len, "%s", s);
-  for (char* p = out; *p; p++)
+  for (char* p = s; *p; p++)
     if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
           *p == '-' || *p == '_'))
       *p = '_';
+}
+
+/* The launcher's own job identity: Slurm's job and step, the PMIx namespace or Open MPI's job id; "". */
+static void idfile_launcher_job(char* out, size_t len)
+{
+  const char *sj = getenv("SLURM_JOB_ID"), *ss = getenv("SLURM_STEP_ID"), *s = NULL;
+  if (sj != NULL && *sj) {
+    snprintf(out, len, "%s.%s", sj, ss != NULL && *ss ? ss : "0");
+  } else {
+    s = getenv("PMIX_NAMESPACE");
+    if (s == NULL || *s == '\0') s = getenv("OMPI_MCA_ess_base_jobid");
+    snprintf(out, len, "%s", s != NULL ? s : "");
+  }
+  idfile_sanitise(out);
+}
+
+/* The job id: the explicit one (--job-id, MSCCLPP_PERF_JOB_ID), else the launcher's, sanitised. */
+static void idfile_job(const char* explicitJob, char* out, size_t len)
+{
+  const char* s = explicitJob != NULL && *explicitJob ? explicitJob : getenv("MSCCLPP_PERF_JOB_ID");
+  if (s == NULL || *s == '\0') {
+    idfile_launcher_job(out, len);
+    return;
+  }
+  snprintf(out, len, "%s", s);
+  idfile_sanitise(out);
+}
+
+/* The job's launcher token (see above), sanitised; "-" when nothing is known. */
+static void idfile_token(char* out, size_t len)
+{
+  const char* s = getenv("MSCCLPP_PERF_JOB_NONCE");
+  if (s != NULL && *s != '\0') {
+    snprintf(out, len, "n%s", s);
+    idfile_sanitise(out);
+    return;
+  }
+  idfile_launcher_job(out, len);
+  if (*out == '\0') snprintf(out, len, "-");
 }
 
 static void idfile_name(const char* path, const char* job, char* out, size_t len)
@@ -222,7 +260,9 @@ static int idfile_publish(const char* path, const char* job, int nranks, const m
     fprintf(stderr, "perf rank 0: no random nonce for %s: %s\n", idfilePath, strerror(errno));
     return -1;
   }
-  int n = snprintf(idfileLine, sizeof idfileLine, "%s %s %d %s ", IDFILE_MAGIC, *job ? job : "-", nranks, nonce);
+  char token[128];
+  idfile_token(token, sizeof token);
+  int n = snprintf(idfileLine, sizeof idfileLine, "%s %s %d %s %s ", IDFILE_MAGIC, *job ? job : "-", nranks, token, nonce);
   const unsigned char* p = (const unsigned char*)id;
   for (size_t i = 0; i < sizeof *id; i++) n += snprintf(idfileLine + n, sizeof idfileLine - (size_t)n, "%02x", p[i]);
   snprintf(idfileLine + n, sizeof idfileLine - (size_t)n, "\n");
@@ -294,7 +334,8 @@ static double idfile_secs(const struct timespec* a, const struct timespec* b) /*
 }
 
 /* Reads name: 1 when it holds a line for this job and rank count that this reader may take;
- * 0 when not (yet), with why (empty: nothing there, or a line of another job or format).
+ * 0 when not (yet), with why (empty: nothing there, or a line of another job or format);
+ * -1 when it holds this job id's line with another launcher token, with why. 
  * since: the probe's mtime; elapsed: seconds since the probe. */
 static int idfile_try(const char* name, const char* job, int nranks, const struct timespec* since, double elapsed,
                       mscclppUniqueId* id, char* why, size_t whyLen)
@@ -324,16 +365,25 @@ static int idfile_try(const char* name, const char* job, int nranks, const struc
     close(fd);
     return 0;
   }
-  char line[700], magic[32], ver[8], fjob[256], nonce[32], hex[2 * sizeof(mscclppUniqueId) + 2];
+  char line[700], magic[32], ver[8], fjob[256], ftoken[128], nonce[32], hex[2 * sizeof(mscclppUniqueId) + 2];
   ssize_t n = read(fd, line, sizeof line - 1);
   close(fd);
   if (n <= 0) return 0;
   line[n] = '\0';
   int fn = 0;
-  if (sscanf(line, "%31s %7s %255s %d %31s %257s", magic, ver, fjob, &fn, nonce, hex) != 6 ||
-      strcmp(magic, "mscclpp-perf-id") != 0 || strcmp(ver, "2") != 0 || strcmp(fjob, *job ? job : "-") != 0 ||
+  if (sscanf(line, "%31s %7s %255s %d %127s %31s %257s", magic, ver, fjob, &fn, ftoken, nonce, hex) != 7 ||
+      strcmp(magic, "mscclpp-perf-id") != 0 || strcmp(ver, "3") != 0 || strcmp(fjob, *job ? job : "-") != 0 ||
       fn != nranks || strlen(nonce) != 16 || strlen(hex) != 2 * sizeof *id)
     return 0;
+  char token[128];
+  idfile_token(token, sizeof token);
+  if (strcmp(ftoken, token) != 0) {
+    snprintf(why, whyLen,
+             "it is another job's (launcher token %s; this rank's is %s): two jobs were given one job id; give each "
+             "its own --job-id, or its launcher a MSCCLPP_PERF_JOB_NONCE",
+             ftoken, token);
+    return -1;
+  }
   unsigned char* p = (unsigned char*)id;
   for (size_t i = 0; i < sizeof *id; i++) {
     unsigned v;
@@ -345,7 +395,7 @@ static int idfile_try(const char* name, const char* job, int nranks, const struc
 
 static int idfile_read(const char* path, const char* job, int nranks, int rank, double timeout, mscclppUniqueId* id)
 {
-  char name[4096], why[256], said[256] = "";
+  char name[4096], why[512], said[512] = "";
   idfile_name(path, job, name, sizeof name);
   struct timespec since, t0, t;
   if (idfile_probe(name, rank, &since) != 0) return -1;
@@ -353,7 +403,12 @@ static int idfile_read(const char* path, const char* job, int nranks, int rank, 
   for (;;) {
     clock_gettime(CLOCK_MONOTONIC, &t);
     double elapsed = idfile_secs(&t, &t0);
-    if (idfile_try(name, job, nranks, &since, elapsed, id, why, sizeof why)) return 0;
+    int got = idfile_try(name, job, nranks, &since, elapsed, id, why, sizeof why);
+    if (got > 0) return 0;
+    if (got < 0) {
+      fprintf(stderr, "perf rank %d: refusing %s: %s\n", rank, name, why);
+      return -1;
+    }
     if (why[0] && strcmp(why, said) != 0) {
       fprintf(stderr, "perf rank %d: refusing %s: %s; waiting for rank 0's\n", rank, name, why);
       snprintf(said, sizeof said, "%s", why);

@@ -195,6 +195,10 @@ static int spawn_ranks(int n, char** argv, double timeout)
   setenv("MSCCLPP_TEST_NRANKS", nr, 1);
   setenv("MSCCLPP_TEST_ADDR", addr, 1);
   setenv("MSCCLPP_PERF_SPAWNED", "1", 1);
+  char nonce[17];
+  const char* jn = getenv("MSCCLPP_PERF_JOB_NONCE");
+  if ((jn == NULL || *jn == '\0') && idfile_nonce(nonce, sizeof nonce) == 0)
+    setenv("MSCCLPP_PERF_JOB_NONCE", nonce, 1); /* what only this run's ranks share (perf.c job_check) */
   pid_t* pids = calloc((size_t)n, sizeof(pid_t));
   fflush(stdout);
   for (int r = 0; r < n; r++) {
