@@ -21,8 +21,9 @@ import (
 // acceptLoop takes connections and keeps those that present one of this rank's tokens. An
 // accept that fails for want of a descriptor or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) leaves
 // the connection queued: the loop backs off (at most acceptBackoff) and tries again (the
-// descriptors may come free), and a join waiting for a connection fails with that error as soon as
-// an accept fails while it waits (await) instead of after a timeout per connection.
+// descriptors may come free), at once when a join starts waiting (await kicks it), and a join
+// fails with that error as soon as an accept fails while it waits, instead of after a timeout
+// per connection.
 func (e *eth) acceptLoop() {
 	defer e.wg.Done()
 	backoff := time.Duration(0)
@@ -47,6 +48,7 @@ func (e *eth) acceptLoop() {
 			backoff = min(max(2*backoff, time.Millisecond), acceptBackoff)
 			select {
 			case <-time.After(backoff):
+			case <-e.kick:
 			case <-e.quit:
 				return
 			}
@@ -122,6 +124,12 @@ func (e *eth) await(idx, peer int, from netip.AddrPort) (*net.TCPConn, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	fails := e.acceptFails
+	if e.acceptErr != nil {
+		select { // try again now: the descriptors may be free, or this join fails at once
+		case e.kick <- struct{}{}:
+		default:
+		}
+	}
 	for e.arrived[idx] == nil {
 		if e.acceptFails != fails && e.acceptErr != nil && !errors.Is(e.acceptErr, unix.ECONNABORTED) {
 			return nil, status.Errorf(status.SystemError, "Ethernet transport: cannot accept the connection of rank %d (%s): accept: %v (%s)",

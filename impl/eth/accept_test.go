@@ -14,12 +14,12 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
 
-// With the process's descriptors used up (EMFILE), a join waiting for its peer's connection
-// fails at once with the accept's error and the open-file limit, not after the whole timeout
-// (one timeout per connection); once descriptors come free, the accept loop serves again and
-// the queued connection is joined.
+// With the process's descriptors used up (EMFILE), joins waiting for their peers' connections
+// fail at once with the accept's error and the open-file limit, not after the whole timeout
+// each; once descriptors come free, the accept loop serves again and the queued connections are
+// joined.
 func TestAcceptSurvivesEMFILE(t *testing.T) {
-	const timeout = 10 * time.Second
+	const timeout, conns = 10 * time.Second, 20
 	eng := engine.NewComm(0, engine.Backoff{Spin: 64, Yields: 64, SleepMaxUs: 1000}, engine.Backoff{Spin: 64, Yields: 64, SleepMaxUs: 200})
 	defer eng.Free()
 	tr, err := newEth(&transport.Host{Rank: 1, NRanks: 2, ListenIP: "127.0.0.1", Eng: eng, Timeout: timeout})
@@ -28,42 +28,59 @@ func TestAcceptSurvivesEMFILE(t *testing.T) {
 	}
 	e := tr.(*eth)
 	defer e.Close()
-	blob, err := e.Describe(0, 0, transport.Buffer{})
-	if err != nil {
-		t.Fatalf("Describe: %v", err)
+	var toks [conns][tokenBytes]byte
+	for i := range toks {
+		blob, err := e.Describe(i, 0, transport.Buffer{})
+		if err != nil {
+			t.Fatalf("Describe: %v", err)
+		}
+		copy(toks[i][:], blob[19:])
 	}
-	var tok [tokenBytes]byte
-	copy(tok[:], blob[19:])
+	var socks [conns]int // the dialers' sockets, made while descriptors are left
+	for i := range socks {
+		if socks[i], err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(socks[i])
+	}
 	fillers := useUpDescriptors(t)
-	unix.Close(fillers[0]) // the dialer's socket: none is left for the accept
-	fillers = fillers[1:]
-	c, err := e.dial(e.addr, tok) // queued at the listener, which cannot accept it
-	if err != nil {
-		t.Fatalf("dial: %v", err)
+	to := &unix.SockaddrInet4{Port: int(e.addr.Port()), Addr: e.addr.Addr().As4()}
+	for i, fd := range socks { // queued at the listener, which cannot accept them
+		if err := unix.Connect(fd, to); err != nil {
+			t.Fatalf("connect %d: %v", i, err)
+		}
+		if _, err := unix.Write(fd, append([]byte("MSEH\x00\x00\x00\x00"), toks[i][:]...)); err != nil {
+			t.Fatalf("hello %d: %v", i, err)
+		}
 	}
-	defer c.Close()
+
 	start := time.Now()
-	_, err = e.await(0, 0, e.addr)
+	for i := range conns {
+		_, err = e.await(i, 0, e.addr)
+		if err == nil {
+			t.Fatalf("join %d: joined with no descriptor left to accept with", i)
+		}
+		if status.CodeOf(err) != status.SystemError || !strings.Contains(err.Error(), "too many open files") ||
+			!strings.Contains(err.Error(), "RLIMIT_NOFILE") {
+			t.Fatalf("join %d: error %v, want SystemError naming the accept's 'too many open files' and RLIMIT_NOFILE", i, err)
+		}
+	}
 	took := time.Since(start)
 	for _, fd := range fillers {
 		unix.Close(fd)
 	}
-	if err == nil {
-		t.Fatal("joined with no descriptor left to accept with")
-	}
-	if status.CodeOf(err) != status.SystemError || !strings.Contains(err.Error(), "too many open files") ||
-		!strings.Contains(err.Error(), "RLIMIT_NOFILE") {
-		t.Errorf("error %v, want SystemError naming the accept's 'too many open files' and RLIMIT_NOFILE", err)
-	}
+	t.Logf("%d joins failed in %v (timeout %v)", conns, took, timeout)
 	if took > 2*time.Second {
-		t.Errorf("the join failed after %v (timeout %v), want at once", took, timeout)
+		t.Errorf("%d joins failed after %v (timeout %v), want at once", conns, took, timeout)
 	}
 
-	got, err := e.await(0, 0, e.addr)
-	if err != nil {
-		t.Fatalf("with descriptors free again, the queued connection was not joined: %v", err)
+	for i := range conns {
+		got, err := e.await(i, 0, e.addr)
+		if err != nil {
+			t.Fatalf("with descriptors free again, queued connection %d was not joined: %v", i, err)
+		}
+		got.Close()
 	}
-	got.Close()
 }
 
 // useUpDescriptors lowers the soft RLIMIT_NOFILE to a few above what the process has open and
@@ -79,7 +96,7 @@ func useUpDescriptors(t *testing.T) []int {
 		t.Fatal(err)
 	}
 	low := old
-	low.Cur = uint64(len(open) + 16)
+	low.Cur = uint64(len(open) + 64)
 	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
 		t.Fatal(err)
 	}

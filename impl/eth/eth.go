@@ -78,6 +78,7 @@ type eth struct {
 	wg          sync.WaitGroup
 	closed      bool
 	quit        chan struct{} // closed by Close: ends the accept loop's back-off
+	kick        chan struct{} // ends the accept loop's back-off at once: a join started waiting (one buffered)
 	acceptErr   error         // the accept loop's last error while it persists (cleared by an accept)
 	acceptFails uint64        // accepts that failed with acceptErr, ever
 	fences      uint64        // fences sent (one per mscclppProxyStop)
@@ -115,7 +116,7 @@ func newEth(h *transport.Host) (transport.Transport, error) {
 		return nil, err
 	}
 	e := &eth{h: h, state: st, ctx: ctx, ln: ln, addr: netip.AddrPortFrom(ip, uint16(ln.Addr().(*net.TCPAddr).Port)),
-		timeout: h.Timeout, quit: make(chan struct{}), tokens: map[[tokenBytes]byte]int{}, arrived: map[int]*net.TCPConn{},
+		timeout: h.Timeout, quit: make(chan struct{}), kick: make(chan struct{}, 1), tokens: map[[tokenBytes]byte]int{}, arrived: map[int]*net.TCPConn{},
 		cudaConn: map[int]bool{}, engConns: map[int]*engine.Conn{}}
 	e.cu = cudaproxy.OnDemand{Name: "Ethernet", Means: "device memory travels through pinned staging buffers",
 		Ops: C.ethOpsPtr(), State: e.cudaState}
