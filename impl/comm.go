@@ -42,6 +42,7 @@ type Comm struct {
 	pins       []*hostmem.Pin // mscclppHostAlloc buffers of the connections: not freeable until Destroy
 	hangAfter  time.Duration  // MSCCLPP_HANG_REPORT_S as read at init (report.go)
 	deferred   []deferredFree // device memory peers may still map, freed after Destroy (teardown.go)
+	watch      *peerWatch     // while the proxies run: notices lost P2P peers (peerwatch.go)
 }
 
 // commState is where a communicator is in its life.
@@ -291,6 +292,7 @@ func (c *Comm) Destroy() error {
 	if c.state == stateClosed {
 		return status.Errorf(status.InvalidUsage, "communicator already destroyed")
 	}
+	c.stopPeerWatch()
 	for _, x := range c.contexts() {
 		x.MarkClosing()
 	}
@@ -379,6 +381,7 @@ func (c *Comm) ProxyLaunch() error {
 		return err
 	}
 	c.state = stateRunning
+	c.startPeerWatch()
 	c.logProxy(true, n, start)
 	return nil
 }
@@ -412,6 +415,7 @@ func (c *Comm) ProxyStop() error {
 	if c.state != stateRunning {
 		return status.Errorf(status.InvalidUsage, "mscclppProxyStop without a running proxy (call mscclppProxyLaunch first)")
 	}
+	c.stopPeerWatch()
 	if failed := c.AsyncErr(); status.CodeOf(failed) == status.RemoteError {
 		start := time.Now()
 		for _, x := range c.contexts() {

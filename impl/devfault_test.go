@@ -123,9 +123,26 @@ func destroyAll(comms []*Comm) {
 // then a FIFO's worth of puts and a flush at once; rank 0 reports mscclppRemoteError naming
 // the peer unreachable.
 func TestDeviceThreadsFaultEthernet(t *testing.T) {
+	faultPeerProcess(t, "fault-eth", TransportEthernet, syscall.SIGSTOP, "unreachable")
+}
+
+// TestDeviceThreadsPeerKilledP2P: a same-node P2P peer killed (SIGKILL) while a kernel waits
+// for its signal reaches the kernel: the copies into a dead peer's memory would still succeed,
+// so only the proxy's watcher sees it. As TestDeviceThreadsFaultEthernet, with rank 1 killed:
+// rank 0's kernel returns with failed() within the timeout + 1 s, then a FIFO's worth of puts
+// and a flush at once; rank 0 reports mscclppRemoteError saying rank 1 exited.
+func TestDeviceThreadsPeerKilledP2P(t *testing.T) {
+	faultPeerProcess(t, "fault-p2p", TransportP2P, syscall.SIGKILL, "exited")
+}
+
+// faultPeerProcess runs the two ranks of a fault test as two processes (mode, over tr, in CUDA
+// mode against the stand-in driver); once rank 0's kernel waits for a signal of rank 1's, it
+// sends rank 1 sig, and checks that the kernel returned within faultBound and that rank 0's
+// error says why (want).
+func faultPeerProcess(t *testing.T, mode string, tr Transport, sig syscall.Signal, want string) {
 	const n = 1 << 16
-	if os.Getenv(fakeChildEnv) == "fault-eth" {
-		faultEthRank(t, n)
+	if os.Getenv(fakeChildEnv) == mode {
+		faultRank(t, n, tr, want)
 		return
 	}
 	lib := buildDevThreadsDriver(t)
@@ -136,7 +153,7 @@ func TestDeviceThreadsFaultEthernet(t *testing.T) {
 	cmds := make([]*exec.Cmd, 2)
 	for r := range cmds {
 		cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), fakeChildEnv+"=fault-eth", "MSCCLPP_CUDA_LIBRARY="+lib, "MSCCLPP_DEVICE=",
+		cmd.Env = append(os.Environ(), fakeChildEnv+"="+mode, "MSCCLPP_CUDA_LIBRARY="+lib, "MSCCLPP_DEVICE=",
 			"MSCCLPP_TEST_FAULT_RANK="+fmt.Sprint(r), "MSCCLPP_TEST_FAULT_ADDR="+addr)
 		pr, pw := io.Pipe()
 		cmd.Stdout, cmd.Stderr = pw, pw
@@ -186,23 +203,23 @@ func TestDeviceThreadsFaultEthernet(t *testing.T) {
 			}
 		}
 	}
-	if !await(1, "fault-eth: ready", 60*time.Second) || !await(0, "fault-eth: waiting", 60*time.Second) {
+	if !await(1, "fault: ready", 60*time.Second) || !await(0, "fault: waiting", 60*time.Second) {
 		return
 	}
-	if err := cmds[1].Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := cmds[1].Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	fault := time.Now()
-	if !await(0, "fault-eth: released", faultBound+30*time.Second) {
+	if !await(0, "fault: released", faultBound+30*time.Second) {
 		return
 	}
 	took := time.Since(fault)
-	t.Logf("the lost link reached rank 0's kernel %v after the fault", took.Round(time.Millisecond))
+	t.Logf("the fault (%v to rank 1) reached rank 0's kernel %v after it", sig, took.Round(time.Millisecond))
 	if took > faultBound {
 		t.Errorf("the error reached the waiting kernel %v after the fault, want <= %v", took, faultBound)
 	}
 	cmds[1].Process.Kill()
-	if !await(0, "fault-eth: done", 30*time.Second) {
+	if !await(0, "fault: done", 30*time.Second) {
 		return
 	}
 	logMu.Lock()
@@ -213,9 +230,9 @@ func TestDeviceThreadsFaultEthernet(t *testing.T) {
 	}
 }
 
-// faultEthRank is one rank of TestDeviceThreadsFaultEthernet: rank 1 sets up and then only
-// waits to be stopped; rank 0's kernel waits for a signal that never comes.
-func faultEthRank(t *testing.T, n int) {
+// faultRank is one rank of faultPeerProcess: rank 1 sets up and then only waits for its fault;
+// rank 0's kernel waits for a signal that never comes, and its error must contain want.
+func faultRank(t *testing.T, n int, tr Transport, want string) {
 	var r int
 	fmt.Sscan(os.Getenv("MSCCLPP_TEST_FAULT_RANK"), &r)
 	if err := SetBootstrapTimeout(faultTimeout); err != nil {
@@ -229,7 +246,7 @@ func faultEthRank(t *testing.T, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Connect(1-r, 0, engine.DevPtr(bufs[0]), uint64(n), TransportEthernet, nil, true); err != nil {
+	if err := c.Connect(1-r, 0, engine.DevPtr(bufs[0]), uint64(n), tr, nil, true); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.ConnectionSetup(); err != nil {
@@ -239,20 +256,23 @@ func faultEthRank(t *testing.T, n int) {
 		t.Fatal(err)
 	}
 	if r == 1 {
-		fmt.Println("fault-eth: ready")
-		time.Sleep(time.Hour) // stopped, then killed, by the parent
+		fmt.Println("fault: ready")
+		time.Sleep(time.Hour) // stopped or killed by the parent
 		return
 	}
 	stallCopies(t)
-	fmt.Println("fault-eth: waiting")
+	fmt.Println("fault: waiting")
 	rc := cuda.TestDriverCall("devFault", faultSpec(c, n, 0))
-	fmt.Println("fault-eth: released")
+	fmt.Println("fault: released")
 	if rc != 0 {
 		t.Errorf("the kernel did not see the failure (rc %d; see the devthreads lines above)", rc)
 	}
 	checkFaultErr(t, 0, c)
+	if err := c.AsyncErr(); err != nil && !strings.Contains(err.Error(), want) {
+		t.Errorf("rank 0's error %q does not say %q", err, want)
+	}
 	c.Destroy()
-	fmt.Println("fault-eth: done")
+	fmt.Println("fault: done")
 }
 
 // TestHostWaitServedFailed: a trigger the proxy could not do (a put past the end of the peer's

@@ -152,6 +152,8 @@ func (c *Comm) ConnectionSetup() error {
 		} else if n > 0 {
 			c.logProxy(true, n, t0)
 		}
+		c.stopPeerWatch() // again, over the new connections too
+		c.startPeerWatch()
 	}
 	err = c.closeSetup(&fails)
 	c.logSetup(len(fresh), len(c.conns), start, err)

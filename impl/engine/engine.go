@@ -148,6 +148,9 @@ func (d DevConns) SetIdentity(i, remoteRank, tag int, localBuff, localEpoch, wai
 // LocalEpoch is entry i's localSignalEpochId (a device address in CUDA mode).
 func (d DevConns) LocalEpoch(i int) unsafe.Pointer { return unsafe.Pointer(d.at(i).localSignalEpochId) }
 
+// WaitEpoch is entry i's waitEpochId (a device address in CUDA mode).
+func (d DevConns) WaitEpoch(i int) unsafe.Pointer { return unsafe.Pointer(d.at(i).waitEpochId) }
+
 // SetRemote fills remoteSignalEpochId and remoteBuff of entry i.
 func (d DevConns) SetRemote(i int, remoteEpoch, remoteBuff unsafe.Pointer) {
 	e := d.at(i)

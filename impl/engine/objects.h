@@ -155,6 +155,8 @@ typedef struct engCtx {
                          * refused (bad arguments), 0 when none: its mscclppFifoWaitServed reports it */
   uint32_t failedSeen;  /* proxy thread only: engComm.nConnFailed when it last looked at its connections */
   uint64_t typelessSeen; /* looks of the proxy at a slot with word 0 but no type yet (atomic; for tests) */
+  int stopTailFailed;    /* proxy thread: its last tail, published as it stopped, carries MSCCLPP_FIFO_TAIL_FAILED */
+  int live;              /* set by the proxy thread (atomic) once it serves: engProxyStart waits for it */
 } engCtx;
 
 /* The one way the engine and the transports record an error: the formatted message

@@ -21,7 +21,10 @@
  * every tail this proxy publishes carries MSCCLPP_FIFO_TAIL_FAILED, which the
  * device methods poll beside their condition, so no kernel spins on a FIFO or
  * an epoch that will never move. A failed operation's slot is emptied only
- * after that tail is visible, so its sync never reads as served.
+ * after that tail is visible, so its sync never reads as served. A stopped
+ * CUDA-mode proxy serves nothing either: the tail it publishes as it stops
+ * carries the bit too (the next start publishes the real one before
+ * engProxyStart returns).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -136,6 +139,10 @@ static void* proxyMain(void* arg)
   int rc = ctx->ops->threadInit(ctx);
   if (rc != mscclppSuccess) engFail(ctx->comm, rc, "proxy: thread initialisation failed");
   uint64_t tail = __atomic_load_n(&ctx->tail, __ATOMIC_RELAXED);
+  /* started again after a stop: the stopped tail is replaced before kernels may push */
+  if (ctx->stopTailFailed && rc == mscclppSuccess) publish(ctx, tail);
+  ctx->stopTailFailed = 0;
+  __atomic_store_n(&ctx->live, 1, __ATOMIC_RELEASE);
   engBackoff b = {0, 0};
   uint64_t typelessSince = 0; /* when the slot at tail was first seen with word 0 but no type */
   uint64_t w0[ENG_PROXY_BATCH], w1[ENG_PROXY_BATCH];
@@ -189,7 +196,14 @@ static void* proxyMain(void* arg)
         __atomic_load_n(&ctx->tail, __ATOMIC_RELAXED) != tail)
       publish(ctx, tail);
   }
-  publish(ctx, tail);
+  /* nothing serves a CUDA-mode FIFO from here on: a kernel still pushing or waiting must return */
+  if (ctx->devHead != NULL && !ctx->failed) {
+    int st = ctx->ops->publishTail(ctx, tail | MSCCLPP_FIFO_TAIL_FAILED);
+    if (st != mscclppSuccess) engFail(ctx->comm, st, "proxy: publishing the stopped FIFO tail failed");
+    ctx->stopTailFailed = 1;
+  } else {
+    publish(ctx, tail);
+  }
   return NULL;
 }
 
@@ -197,8 +211,15 @@ int engProxyStart(engCtx* ctx)
 {
   if (ctx->running) return mscclppInvalidUsage;
   ctx->stop = 0;
+  ctx->live = 0;
   if (pthread_create(&ctx->thread, NULL, proxyMain, ctx) != 0) return mscclppSystemError;
   ctx->running = 1;
+  /* until the thread serves (its setup done, a stopped tail replaced): a kernel launched after
+   * mscclppProxyLaunch returns must not find the tail of the last stop */
+  while (!__atomic_load_n(&ctx->live, __ATOMIC_ACQUIRE)) {
+    struct timespec pause = {0, 20000};
+    nanosleep(&pause, NULL);
+  }
   return mscclppSuccess;
 }
 

@@ -24,6 +24,10 @@
  *       peer never sends, then 300 puts (more than the FIFO holds) and a flush; each must
  *       return with failed() true instead of spinning (a missing error hangs it until the
  *       deadline)
+ *   devFlushOK("conn=ADDR size=N")  one thread flushes a connection whose proxy runs: the flush
+ *       must be served, failed() false
+ *   devWaitFails("conn=ADDR size=N")  one thread waits for a signal the peer never sends: the
+ *       wait must return with failed() true
  * Each returns 0, or a negative count of what failed (reported on stderr).
  */
 #include <stdarg.h>
@@ -364,4 +368,34 @@ extern "C" int devFault(const char* spec)
     fprintf(stderr, "devthreads: %s: returned without failed() after:%s%s%s\n", spec, (missed & 1) ? " the flush" : "",
             (missed & 2) ? " the wait" : "", (missed & 4) ? " the puts and flush" : "");
   return rc - (missed != 0);
+}
+
+/* ---- devFlushOK, devWaitFails ---- */
+
+static void flushOne(mscclppDevConn& c, const args&, int)
+{
+  c.flush();
+  devTls.k->result = c.failed();
+}
+
+extern "C" int devFlushOK(const char* spec)
+{
+  long failed = 0;
+  int rc = run(spec, 1, flushOne, &failed);
+  if (failed) fprintf(stderr, "devthreads: %s: the flush returned with failed()\n", spec);
+  return rc - (failed != 0);
+}
+
+static void waitOne(mscclppDevConn& c, const args&, int)
+{
+  c.wait();
+  devTls.k->result = !c.failed();
+}
+
+extern "C" int devWaitFails(const char* spec)
+{
+  long served = 0;
+  int rc = run(spec, 1, waitOne, &served);
+  if (served) fprintf(stderr, "devthreads: %s: the wait returned without failed()\n", spec);
+  return rc - (served != 0);
 }
