@@ -141,6 +141,22 @@ func TestDoubleDevices(t *testing.T) {
 	ctx.Close()
 	ctx.Close()
 
+	// MSCCLPP_IB_HCA="^double_0:1": port 1 only is excluded; the other ACTIVE port is taken
+	t.Setenv("MSCCLPP_IBV_DOUBLE_PORTS", "2")
+	if ctx, err := Open(lib, "double_0", Options{Discovery: d, GIDIndex: -1, SkipPorts: 1 << 1}); err != nil || ctx.Port() != 2 {
+		t.Errorf("port 1 excluded on a two-port device: %v", err)
+		if err == nil {
+			t.Errorf("port %d in use, want 2", ctx.Port())
+		}
+	} else {
+		ctx.Close()
+	}
+	t.Setenv("MSCCLPP_IBV_DOUBLE_PORTS", "1")
+	if _, err := Open(lib, "double_0", Options{Discovery: d, GIDIndex: -1, SkipPorts: 1 << 1}); err == nil ||
+		!strings.Contains(err.Error(), "no ACTIVE port (port 1: excluded)") {
+		t.Errorf("the only port excluded: %v", err)
+	}
+
 	t.Setenv("MSCCLPP_IBV_DOUBLE_PORT_DOWN", "1")
 	if _, err := Open(lib, "double_0", Options{Discovery: d, GIDIndex: -1}); err == nil ||
 		!strings.Contains(err.Error(), "no ACTIVE port (port 1: DOWN)") {

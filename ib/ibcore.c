@@ -110,7 +110,9 @@ static struct iba_context* openByName(const ibApi* a, const char* name, char* er
 /* Queries the device and takes its first ACTIVE port into c->port and c->portAttr; -1 with err
  * listing the ports' states when none is. */
 /* The first ACTIVE port, or port want (> 0), which must be ACTIVE. */
-static int pickPort(ibCtx* c, int want, char* err, int errLen)
+/* Port want (it must be ACTIVE), or with want 0 the first ACTIVE port whose bit is clear in skip
+ * (MSCCLPP_IB_HCA's "^dev:port" excludes that port only). */
+static int pickPort(ibCtx* c, int want, uint64_t skip, char* err, int errLen)
 {
   const ibApi* a = c->api;
   int rc = a->query_device(c->ctx, &c->devAttr);
@@ -119,6 +121,11 @@ static int pickPort(ibCtx* c, int want, char* err, int errLen)
   if (want > c->devAttr.phys_port_cnt)
     return ibErrf(err, errLen, "IB device \"%s\": no port %d (it has %d)", c->name, want, c->devAttr.phys_port_cnt);
   for (int p = want > 0 ? want : 1; p <= (want > 0 ? want : c->devAttr.phys_port_cnt); p++) {
+    if (want == 0 && p < 64 && (skip >> p & 1)) {
+      size_t l = strlen(states);
+      snprintf(states + l, sizeof(states) - l, "%sport %d: excluded", l ? ", " : "", p);
+      continue;
+    }
     struct iba_port_attr pa;
     memset(&pa, 0, sizeof(pa)); /* as verbs.h's inline does before the exported call */
     rc = a->query_port(c->ctx, (uint8_t)p, &pa);
@@ -134,7 +141,8 @@ static int pickPort(ibCtx* c, int want, char* err, int errLen)
   return ibErrf(err, errLen, "IB device \"%s\": no ACTIVE port (%s)", c->name, states[0] ? states : "no ports");
 }
 
-ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, int port, char* err, int errLen)
+ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, int port, uint64_t skipPorts, char* err,
+                 int errLen)
 {
   ibCtx* c = calloc(1, sizeof(*c));
   if (c == NULL) {
@@ -150,7 +158,7 @@ ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, int port, char*
     return NULL;
   }
   /* a negative index: the caller picks one once the port is known (ibCtxSetGid, gid.c) */
-  if (pickPort(c, port, err, errLen) != 0 || (gidIndex >= 0 && ibCtxSetGid(c, gidIndex, err, errLen) != 0)) goto bad;
+  if (pickPort(c, port, skipPorts, err, errLen) != 0 || (gidIndex >= 0 && ibCtxSetGid(c, gidIndex, err, errLen) != 0)) goto bad;
   errno = 0;
   c->pd = a->alloc_pd(c->ctx);
   if (c->pd == NULL) {

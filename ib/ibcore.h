@@ -91,7 +91,8 @@ typedef struct ibCtx {
 /* Opens device name (exact verbs name), picks port (> 0: that one, which must be ACTIVE; 0: the
  * first ACTIVE one), reads GID gidIndex (negative: later, ibCtxSetGid), allocates a PD. NULL with
  * err on failure. */
-ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, int port, char* err, int errLen);
+ibCtx* ibCtxOpen(const ibApi* a, const char* name, int gidIndex, int port, uint64_t skipPorts, char* err,
+                 int errLen);
 /* Reads GID gidIndex of c's port (gid.c): 0, or -1 with err (out of range, empty on RoCE, no LID on IB). */
 int ibCtxSetGid(ibCtx* c, int gidIndex, char* err, int errLen);
 void ibCtxClose(ibCtx* c);

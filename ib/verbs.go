@@ -26,8 +26,10 @@ type Options struct {
 	// GIDIndex is the GID table index (MSCCLPP_IB_GID_INDEX, ParseGIDIndex); negative: the
 	// first RoCE v2 IPv4-mapped entry on RoCE (sysfs, as NCCL does), else 0.
 	GIDIndex int
-	// Port is the port to use (it must be ACTIVE); 0: the first ACTIVE one.
+	// Port is the port to use (it must be ACTIVE); 0: the first ACTIVE one not in SkipPorts.
 	Port int
+	// SkipPorts has bit p set for each port p (1-63) not to use (MSCCLPP_IB_HCA's "^dev:port").
+	SkipPorts uint64
 	// ServiceLevel (0-15) goes into every QP's address; TrafficClass (0-255) into its GRH (RoCE).
 	ServiceLevel, TrafficClass int
 }
@@ -54,7 +56,7 @@ func Open(lib *Lib, ibDev string, opt Options) (*Context, error) {
 	if opt.ServiceLevel < 0 || opt.ServiceLevel > 15 || opt.TrafficClass < 0 || opt.TrafficClass > 255 || opt.Port < 0 {
 		return nil, status.Errorf(status.InvalidArgument, "IB device %s: service level %d (0-15), traffic class %d (0-255), port %d", name, opt.ServiceLevel, opt.TrafficClass, opt.Port)
 	}
-	c := C.ibCtxOpen(lib.api, cname, C.int(gid), C.int(opt.Port), &msg[0], errLen)
+	c := C.ibCtxOpen(lib.api, cname, C.int(gid), C.int(opt.Port), C.uint64_t(opt.SkipPorts), &msg[0], errLen)
 	if c == nil {
 		return nil, status.Errorf(status.SystemError, "%s", cerr(&msg[0]))
 	}

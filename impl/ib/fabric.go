@@ -58,8 +58,8 @@ func parseHCA(v string) (hcaFilter, error) {
 		e := hcaEntry{name: name}
 		if hasPort {
 			p, err := strconv.Atoi(port)
-			if err != nil || p < 1 || p > 255 || name == "" {
-				return hcaFilter{}, status.Errorf(status.InvalidArgument, "%s: %q is not a device[:port] (port from 1)", EnvHCA, item)
+			if err != nil || p < 1 || p > 63 || name == "" {
+				return hcaFilter{}, status.Errorf(status.InvalidArgument, "%s: %q is not a device[:port] (port from 1 to 63)", EnvHCA, item)
 			}
 			e.port = p
 		}
@@ -71,21 +71,28 @@ func parseHCA(v string) (hcaFilter, error) {
 	return f, nil
 }
 
-// allow reports whether device name may be used and on which port (0: the first ACTIVE one).
-func (f hcaFilter) allow(name string) (ok bool, port int) {
+// allow reports whether device name may be used, on which port (0: the first ACTIVE one) and
+// which ports not to take then (bit p: port p).
+func (f hcaFilter) allow(name string) (ok bool, port int, skip uint64) {
 	if !f.set {
-		return true, 0
+		return true, 0, 0
 	}
 	for _, e := range f.entries {
 		match := name == e.name || (!f.exact && strings.HasPrefix(name, e.name))
-		if match {
-			if f.exclude {
-				return e.port != 0, 0 // "^dev:2" excludes port 2 only: the first other ACTIVE port is used
-			}
-			return true, e.port
+		switch {
+		case !match:
+		case !f.exclude:
+			return true, e.port, 0
+		case e.port == 0:
+			return false, 0, 0
+		default: // "^dev:2" excludes port 2 only: the first other ACTIVE port is used
+			skip |= 1 << e.port
 		}
 	}
-	return f.exclude, 0
+	if !f.exclude {
+		return false, 0, 0
+	}
+	return true, 0, skip
 }
 
 // fabric is the settings one communicator's devices are opened with.

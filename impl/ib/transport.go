@@ -81,11 +81,11 @@ func (t *ibt) device(ibDev string) (*verbs.Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	ok, port := t.fab.hca.allow(name)
+	ok, port, skip := t.fab.hca.allow(name)
 	if !ok {
 		return nil, status.Errorf(status.InvalidUsage, "IB device %q (%s) is excluded by %s=%q", ibDev, name, EnvHCA, t.fab.hcaRaw)
 	}
-	x, err := verbs.Open(t.lib, name, verbs.Options{GIDIndex: t.fab.gid, Port: port, ServiceLevel: t.fab.sl, TrafficClass: t.fab.tc})
+	x, err := verbs.Open(t.lib, name, verbs.Options{GIDIndex: t.fab.gid, Port: port, SkipPorts: skip, ServiceLevel: t.fab.sl, TrafficClass: t.fab.tc})
 	if err != nil {
 		return nil, err
 	}

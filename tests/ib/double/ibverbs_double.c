@@ -28,7 +28,8 @@
  *
  * Behaviour modelled on real RC QPs:
  *  - one device "double_0" (MSCCLPP_IBV_DOUBLE_DEVICES=n: double_0..n-1),
- *    one port, ACTIVE (MSCCLPP_IBV_DOUBLE_PORT_DOWN=1: DOWN), LID 1+index,
+ *    one port (MSCCLPP_IBV_DOUBLE_PORTS=2: two, alike, QPs on port 1
+ *    only), ACTIVE (MSCCLPP_IBV_DOUBLE_PORT_DOWN=1: DOWN), LID 1+index,
  *    link layer InfiniBand (MSCCLPP_IBV_DOUBLE_LINK=eth: Ethernet/RoCE,
  *    LID 0, GID index 0 populated (fe80:: link-local), the others empty;
  *    MSCCLPP_IBV_DOUBLE_GIDS=n: indices 1..n-1 too, each IPv4-mapped
@@ -451,14 +452,22 @@ int ibv_query_device(struct iba_context* ctx, struct iba_device_attr* a)
   a->max_qp_init_rd_atom = 16;
   a->atomic_cap = IBA_ATOMIC_HCA;
   a->max_pkeys = 1;
-  a->phys_port_cnt = 1;
+  const char* ports = getenv("MSCCLPP_IBV_DOUBLE_PORTS");
+  a->phys_port_cnt = (ports != NULL && ports[0] == '2') ? 2 : 1;
   return 0;
 }
 
 /* The exported (compat) ibv_query_port: fills the fields up to flags. */
+/* Whether the device has port p (MSCCLPP_IBV_DOUBLE_PORTS). */
+static int hasPort(int p)
+{
+  const char* ports = getenv("MSCCLPP_IBV_DOUBLE_PORTS");
+  return p == 1 || (p == 2 && ports != NULL && ports[0] == '2');
+}
+
 int ibv_query_port(struct iba_context* ctx, uint8_t port, struct iba_port_attr* a)
 {
-  if (port != 1) return EINVAL;
+  if (!hasPort(port)) return EINVAL;
   dblDevice* d = ((dblCtx*)ctx)->dev;
   size_t n = offsetof(struct iba_port_attr, port_cap_flags2);
   memset(a, 0, n);
@@ -478,7 +487,7 @@ int ibv_query_port(struct iba_context* ctx, uint8_t port, struct iba_port_attr* 
 
 int ibv_query_gid(struct iba_context* ctx, uint8_t port, int index, union iba_gid* gid)
 {
-  if (port != 1 || index < 0 || index >= DBL_GID_TBL) return EINVAL;
+  if (!hasPort(port) || index < 0 || index >= DBL_GID_TBL) return EINVAL;
   if (index < nGids())
     gidAt(((dblCtx*)ctx)->dev->index, index, gid);
   else
