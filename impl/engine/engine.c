@@ -7,6 +7,8 @@
  */
 #include "engine.h"
 
+#include <stdio.h>
+
 #include "backoff.h"
 #include "enter.h"
 #include "report.h"
@@ -27,6 +29,31 @@ static inline __attribute__((always_inline)) engConn* connEnter(struct mscclppDe
   if (__builtin_expect(c == NULL, 0))
     return (engConn*)engEnterRefuse(ctx, fn, "connection not set up: call mscclppConnectionSetup first");
   return c;
+}
+
+/* The refusal of a NULL connection: InvalidArgument, as every other NULL argument, naming the
+ * call the program made (out of line: rare). */
+static __attribute__((noinline)) mscclppResult_t connNull(const char* fn)
+{
+  if (errForked(fn)) return mscclppInvalidUsage;
+  return (mscclppResult_t)engFail(NULL, mscclppInvalidArgument, "%s: conn is NULL", fn);
+}
+
+/* connNull for an operation of this type: the C helper of include/mscclppdevconn.h that spells
+ * it, with the entry point it calls (signalOp: mscclppConnSignalOp's, else mscclppConnOp's). */
+static __attribute__((noinline)) mscclppResult_t connOpNull(uint64_t type, int signalOp)
+{
+  const char* helper = type == mscclppData                                   ? "mscclppDevConnPut"
+                       : type == mscclppSync                                 ? "mscclppDevConnFlush"
+                       : type == mscclppFlag                                 ? "mscclppDevConnSignal"
+                       : type == (mscclppData | mscclppFlag)                 ? "mscclppDevConnPutWithSignal"
+                       : type == (mscclppData | mscclppFlag | mscclppSync) ? "mscclppDevConnPutWithSignalAndFlush"
+                                                                             : NULL;
+  const char* entry = signalOp ? "mscclppConnSignalOp" : "mscclppConnOp";
+  if (helper == NULL) return connNull(entry);
+  char fn[96];
+  snprintf(fn, sizeof(fn), "%s (%s)", helper, entry);
+  return connNull(fn);
 }
 
 int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff, uint64_t size,
@@ -98,6 +125,7 @@ mscclppResult_t mscclppConnOp(struct mscclppDevConn* conn, uint64_t type, uint64
                               uint64_t srcDataOffset, uint64_t dataSize)
 {
   /* a signal sends the count host threads cannot keep on a CUDA-mode connection */
+  if (__builtin_expect(conn == NULL, 0)) return connOpNull(type, 0);
   engConn* c = connEnter(conn, "mscclppConnOp", (type & mscclppFlag) != 0);
   if (c == NULL) return mscclppInvalidUsage;
   int rc = connOp(c, type, dstDataOffset, srcDataOffset, dataSize);
@@ -114,6 +142,7 @@ mscclppResult_t mscclppConnOp(struct mscclppDevConn* conn, uint64_t type, uint64
 mscclppResult_t mscclppConnSignalOp(struct mscclppDevConn* conn, uint64_t type, uint64_t dstDataOffset,
                                     uint64_t srcDataOffset, uint64_t dataSize)
 {
+  if (__builtin_expect(conn == NULL, 0)) return connOpNull(type, 1);
   engConn* c = connEnter(conn, "mscclppConnOp", 1);
   if (c == NULL) return mscclppInvalidUsage;
   int rc = connOp(c, type, dstDataOffset, srcDataOffset, dataSize);
@@ -125,6 +154,7 @@ mscclppResult_t mscclppConnSignalOp(struct mscclppDevConn* conn, uint64_t type, 
 mscclppResult_t mscclppConnPutHandle(struct mscclppDevConn* conn, mscclppBufferHandle_t dst, uint64_t dstDataOffset,
                                      mscclppBufferHandle_t src, uint64_t srcDataOffset, uint64_t dataSize)
 {
+  if (__builtin_expect(conn == NULL, 0)) return connNull("mscclppConnPutHandle");
   engConn* c = connEnter(conn, "mscclppConnPutHandle", 0);
   if (c == NULL) return mscclppInvalidUsage;
   int rc = c->ops->op(c, mscclppData, dst, dstDataOffset, src, srcDataOffset, dataSize);
@@ -135,6 +165,10 @@ mscclppResult_t mscclppConnPutHandle(struct mscclppDevConn* conn, mscclppBufferH
 
 void mscclppConnEpochIncrement(struct mscclppDevConn* conn)
 {
+  if (__builtin_expect(conn == NULL, 0)) {
+    connNull("mscclppConnEpochIncrement (mscclppDevConnEpochIncrement)");
+    return;
+  }
   engConn* c = connEnter(conn, "mscclppConnEpochIncrement", 1);
   if (c == NULL) return;
   __atomic_fetch_add(&conn->localSignalEpochId->device, 1, __ATOMIC_RELAXED);
@@ -169,6 +203,8 @@ static inline int waitSpin(engConn* c, struct mscclppDevConn* conn, uint64_t wan
 
 mscclppResult_t mscclppConnWaitNext(struct mscclppDevConn* conn, int64_t timeoutMs)
 {
+  if (__builtin_expect(conn == NULL, 0))
+    return connNull(timeoutMs < 0 ? "mscclppDevConnWait (mscclppConnWaitNext)" : "mscclppDevConnWaitTimeout (mscclppConnWaitNext)");
   engConn* c = connEnter(conn, "mscclppConnWaitNext", 1);
   if (c == NULL) return mscclppInvalidUsage;
   uint64_t want = *conn->waitEpochId + 1;
@@ -184,6 +220,7 @@ mscclppResult_t mscclppConnWaitNext(struct mscclppDevConn* conn, int64_t timeout
 
 mscclppResult_t mscclppConnWait(struct mscclppDevConn* conn, int64_t timeoutMs)
 {
+  if (__builtin_expect(conn == NULL, 0)) return connNull("mscclppConnWait");
   engConn* c = connEnter(conn, "mscclppConnWait", 1);
   if (c == NULL) return mscclppInvalidUsage;
   mscclppResult_t rc = waitFor(c, conn, timeoutMs, 1);
