@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
@@ -20,13 +19,7 @@ import (
 // joined.
 func TestAcceptSurvivesEMFILE(t *testing.T) {
 	const timeout, conns = 10 * time.Second, 20
-	eng := engine.NewComm(0, engine.Backoff{Spin: 64, Yields: 64, SleepMaxUs: 1000}, engine.Backoff{Spin: 64, Yields: 64, SleepMaxUs: 200})
-	defer eng.Free()
-	tr, err := newEth(&transport.Host{Rank: 1, NRanks: 2, ListenIP: "127.0.0.1", Eng: eng, Timeout: timeout})
-	if err != nil {
-		t.Fatalf("newEth: %v", err)
-	}
-	e := tr.(*eth)
+	e := newTestEth(t, 1, timeout)
 	defer e.Close()
 	var toks [conns][tokenBytes]byte
 	for i := range toks {
@@ -38,6 +31,7 @@ func TestAcceptSurvivesEMFILE(t *testing.T) {
 	}
 	var socks [conns]int // the dialers' sockets, made while descriptors are left
 	for i := range socks {
+		var err error
 		if socks[i], err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +50,7 @@ func TestAcceptSurvivesEMFILE(t *testing.T) {
 
 	start := time.Now()
 	for i := range conns {
-		_, err = e.await(i, 0, e.addr)
+		_, err := e.await(i, 0, e.addr)
 		if err == nil {
 			t.Fatalf("join %d: joined with no descriptor left to accept with", i)
 		}

@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/mscclpp-go/mscclpp/impl/bootstrap"
-	"github.com/mscclpp-go/mscclpp/impl/engine"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
-	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
 
 // Silent strangers on the data port are dropped after the bootstrap's short handshake deadline
@@ -32,17 +30,12 @@ func TestSilentStrangersDroppedQuicklyAndLoggedOnce(t *testing.T) {
 	defer func() { logx.SetHandler(nil); os.Unsetenv("MSCCLPP_DEBUG"); logx.Reset() }()
 
 	const timeout = 30 * time.Second // the bootstrap timeout: far longer than the handshake deadline
-	eng := engine.NewComm(0, engine.Backoff{Spin: 64, Yields: 64, SleepMaxUs: 1000}, engine.Backoff{Spin: 64, Yields: 64, SleepMaxUs: 200})
-	defer eng.Free()
-	tr, err := newEth(&transport.Host{Rank: 0, NRanks: 2, ListenIP: "127.0.0.1", Eng: eng, Timeout: timeout})
-	if err != nil {
-		t.Fatalf("newEth: %v", err)
-	}
-	e := tr.(*eth)
+	e := newTestEth(t, 0, timeout)
 
 	const n = 40
 	start := time.Now()
 	conns := make([]net.Conn, n)
+	var err error
 	for i := range conns {
 		if conns[i], err = net.Dial("tcp", e.addr.String()); err != nil {
 			t.Fatalf("stranger %d: dial %s: %v", i, e.addr, err)
