@@ -303,10 +303,13 @@ if want tools; then
     run t1 env MSCCLPP_TOOLS="$OUT/tools_pass1.so" "$OUT/tools_bench"
     run t2 env MSCCLPP_TOOLS="$OUT/tools_pass1.so:$OUT/tools_pass2.so" "$OUT/tools_bench"
     # the shipped tools; the trace keeps every call in memory, so its run is
-    # the 16-block minimum (under 1M calls), written to /dev/null at exit
+    # the 16-block minimum (under 1M calls), written at exit to a file of its own (the
+    # tool refuses one that exists, or one that is not a regular file), removed after
     run tp env MSCCLPP_TOOLS="$BUILD/lib/mscclpp/libmscclpp_profile.so" "$OUT/tools_bench"
-    run tt env MSCCLPP_TOOLS="$BUILD/lib/mscclpp/libmscclpp_trace.so" MSCCLPP_TRACE_FILE=/dev/null \
+    rm -f "$OUT/trace.json"
+    run tt env MSCCLPP_TOOLS="$BUILD/lib/mscclpp/libmscclpp_trace.so" MSCCLPP_TRACE_FILE="$OUT/trace.json" \
       MSCCLPP_TRACE_MAX_EVENTS=2000000 BENCH_BUDGET_S=0 "$OUT/tools_bench"
+    rm -f "$OUT/trace.json"
   done
 fi
 
