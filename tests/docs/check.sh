@@ -21,6 +21,8 @@
 #                       install under that HOME), and every output block found;
 #                       SKIP when the page uses cmake, mpicc or mpirun and
 #                       this machine has none
+#   bench-render-*      docs/PERFORMANCE.md's table is rendered from
+#                       docs/bench-results.tsv (tests/c/bench/render_check.sh)
 # The paths the pages name are checked by tests/go/docpaths_test.go, and
 # docs/ENVIRONMENT.md against the code by tests/go/envdoc_test.go.
 set -u
@@ -176,6 +178,12 @@ for page in "${pages[@]}"; do
     fail "$name" "$log"
   fi
 done
+
+# ---- bench-render-*: docs/PERFORMANCE.md's table, rendered from a make bench results file ----
+while IFS= read -r line; do
+  echo "$line"
+  case $line in PASS\ *) passed=$((passed + 1)) ;; FAIL\ *) failed=$((failed + 1)) ;; esac
+done < <(bash "$root/tests/c/bench/render_check.sh" "$out/bench-render")
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

@@ -8,7 +8,8 @@
 #   bench-render-refuses   a file with no header line, and a page without one
 #                          pair of markers, exit 1 and leave the page as it was
 #   bench-render-doc       docs/PERFORMANCE.md's table is the rendering of
-#                          docs/bench-results.tsv (make bench-doc wrote both)
+#                          docs/bench-results.tsv (make bench-doc wrote both),
+#                          and the page stays readable: at most 300 lines
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -53,6 +54,11 @@ cp "$root/docs/PERFORMANCE.md" "$out/PERFORMANCE.md"
 bash "$render" "$root/docs/bench-results.tsv" "$out/PERFORMANCE.md" >>"$log" 2>&1 || ok=0
 if ! diff -u "$root/docs/PERFORMANCE.md" "$out/PERFORMANCE.md" >>"$log"; then
   echo "-- docs/PERFORMANCE.md's table is not docs/bench-results.tsv's: run make bench-doc (after make bench)" >>"$log"
+  ok=0
+fi
+lines=$(wc -l <"$root/docs/PERFORMANCE.md")
+if [ "$lines" -gt 300 ]; then
+  echo "-- docs/PERFORMANCE.md has $lines lines, more than 300: fewer rows in the table (bench.sh's KEY) or shorter prose" >>"$log"
   ok=0
 fi
 result bench-render-doc $ok "$log"
