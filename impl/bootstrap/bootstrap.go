@@ -35,11 +35,15 @@ package bootstrap
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
@@ -124,6 +128,7 @@ type Bootstrap struct {
 	ringOnly     bool // no star, and the ring connects at the first collective (see Options.RingOnlyOnOneHost)
 	table        []peerEntry
 	nonce        uint64 // the root's: names this instance of the communicator
+	rootAddr     string // where this rank reached the root ("" for one rank)
 
 	ln     *net.TCPListener
 	root   *root               // a root of this process that Close stops and waits for
@@ -216,7 +221,7 @@ func newBootstrap(magic uint64, key [keyBytes]byte, rank, nranks int, timeout ti
 		queued:    make([]int, nranks),
 		conns:     make(map[net.Conn]struct{}),
 		done:      make(chan struct{}),
-		table:     []peerEntry{{hostID: opts.HostID, pid: uint64(os.Getpid())}},
+		table:     []peerEntry{{hostID: opts.HostID, pid: uint64(os.Getpid()), token: newNonce()}},
 		nonce:     randomNonce(), // a communicator of one; the root's table brings the others'
 
 	}
@@ -370,6 +375,33 @@ func (b *Bootstrap) Pids() []int {
 // Nonce names this instance of the communicator (the same on every rank; random per
 // instance, so one re-formed at the same address never meets state of an earlier one).
 func (b *Bootstrap) Nonce() uint64 { return b.nonce }
+
+// InstanceID names this instance of the communicator as this rank formed it: a hash of its
+// magic, the root's address and nonce and every rank's row, each with a fresh token of that
+// rank's (its own checked against what it sent). The root picks its nonce, but not the other
+// ranks' tokens, so no other instance (one re-formed at the same address, or one a rank of this
+// one forms with this one's nonce) has the same ID, as this rank or any other honest one sees it.
+func (b *Bootstrap) InstanceID() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "mscclpp instance\x00%d\x00%d\x00%s\x00%d\x00", b.magic, b.nonce, b.rootAddr, len(b.table))
+	for _, e := range b.table {
+		fmt.Fprintf(h, "%q %q %d ", e.addr, e.hostID, e.pid)
+		h.Write(e.token[:])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// forcedRootNonce, when not 0, is the nonce the roots of this process hand out (tests: a
+// malicious root that reuses another instance's).
+var forcedRootNonce atomic.Uint64
+
+// rootNonce is the nonce a root hands out with its table.
+func rootNonce() uint64 {
+	if n := forcedRootNonce.Load(); n != 0 {
+		return n
+	}
+	return randomNonce()
+}
 
 // randomNonce is a random 64-bit value (never 0).
 func randomNonce() uint64 {

@@ -195,10 +195,10 @@ func (b *Bootstrap) register(rs *rootSession, hostID string) error {
 		return err
 	}
 	nonce, table, ok := decodeTable(payload, b.nranks)
-	if !ok || table[b.rank].addr != b.listenAddr {
+	if !ok || table[b.rank].addr != b.listenAddr || table[b.rank].token != rs.hello.nonce {
 		return b.errorf(status.RemoteError, "the root at %s sent a malformed table", rs.addr)
 	}
-	b.table, b.nonce = table, nonce
+	b.table, b.nonce, b.rootAddr = table, nonce, rs.addr.String()
 	rs.c.SetDeadline(deadlineIn(rs.wait))
 	return nil
 }

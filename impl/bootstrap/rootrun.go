@@ -137,6 +137,7 @@ func (r *root) handshake(c net.Conn, ch nonce, chErr error) {
 			if e, ok = decodeRegister(h.payload); !ok {
 				err = stranger("rank %d's registration is malformed", h.rank)
 			}
+			e.token = h.nonce
 		}
 	}
 	if err != nil {
@@ -315,7 +316,7 @@ func (r *root) onRegister(st *rootState, ev rootEvent) bool {
 			table[i] = st.regs[i].ev.entry
 		}
 		r.closeListener()
-		r.answer(regList(st.regs), replyOK, encodeTable(randomNonce(), table))
+		r.answer(regList(st.regs), replyOK, encodeTable(rootNonce(), table))
 		st.formed = true
 		st.timer.Reset(r.timeout)
 		r.logf(false, "bootstrap root at %s: all %d ranks registered", r.addr, st.nranks)

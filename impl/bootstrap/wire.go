@@ -85,7 +85,7 @@ import (
 // bootstrap authenticates who connects, it does not protect established
 // connections from an attacker on the path.
 const (
-	wireVersion     = 2
+	wireVersion     = 3
 	keyBytes        = 32
 	nonceBytes      = 32
 	macBytes        = sha256.Size
@@ -181,6 +181,7 @@ type peerEntry struct {
 	addr   string
 	hostID string
 	pid    uint64 // its process (local ranks watch each other's liveness)
+	token  nonce  // the nonce of its registration's hello: fresh, so it binds InstanceID to this instance
 }
 
 // encodeRegister is a registration's payload: listener address, host id, pid.
@@ -197,16 +198,17 @@ func decodeRegister(p []byte) (peerEntry, bool) {
 	if !ok || len(rest) != 8 {
 		return peerEntry{}, false
 	}
-	return peerEntry{addr, host, binary.LittleEndian.Uint64(rest)}, true
+	return peerEntry{addr: addr, hostID: host, pid: binary.LittleEndian.Uint64(rest)}, true
 }
 
-// encodeTable is the root's table: the rows, and a nonce of the root's that names this
-// instance of the communicator (its node segments).
+// encodeTable is the root's table: the rows (each with its rank's token), and a nonce of the
+// root's that names this instance of the communicator (its node segments).
 func encodeTable(nonce uint64, t []peerEntry) []byte {
 	buf := binary.LittleEndian.AppendUint32(nil, uint32(len(t)))
 	buf = binary.LittleEndian.AppendUint64(buf, nonce)
 	for _, e := range t {
 		buf = binary.LittleEndian.AppendUint64(putString(putString(buf, e.addr), e.hostID), e.pid)
+		buf = append(buf, e.token[:]...)
 	}
 	return buf
 }
@@ -217,7 +219,7 @@ func decodeTable(p []byte, nranks int) (uint64, []peerEntry, bool) {
 		return 0, nil, false
 	}
 	n := binary.LittleEndian.Uint32(p)
-	nonce := binary.LittleEndian.Uint64(p[4:])
+	rootNonce := binary.LittleEndian.Uint64(p[4:])
 	p = p[12:]
 	if uint64(n) != uint64(nranks) {
 		return 0, nil, false
@@ -228,18 +230,19 @@ func decodeTable(p []byte, nranks int) (uint64, []peerEntry, bool) {
 		if t[i].addr, p, ok = getString(p); !ok {
 			return 0, nil, false
 		}
-		if t[i].hostID, p, ok = getString(p); !ok || len(p) < 8 {
+		if t[i].hostID, p, ok = getString(p); !ok || len(p) < 8+nonceBytes {
 			return 0, nil, false
 		}
 		t[i].pid, p = binary.LittleEndian.Uint64(p), p[8:]
+		t[i].token, p = nonce(p[:nonceBytes]), p[nonceBytes:]
 	}
-	return nonce, t, len(p) == 0
+	return rootNonce, t, len(p) == 0
 }
 
 // maxTableLen bounds the table of nranks rows: each row is what one
 // register hello carried.
 func maxTableLen(nranks int) int {
-	return max(12+nranks*maxHelloPayload, maxErrorText)
+	return max(12+nranks*(maxHelloPayload+nonceBytes), maxErrorText)
 }
 
 func putRingHdr(b []byte, seq uint64, size int, op uint32, step int) {
