@@ -93,6 +93,21 @@ int engCopyChoice(engComm* comm, uint64_t size)
   return __atomic_load_n(&band->n[way], __ATOMIC_RELAXED) >= ENG_COPY_PROBES ? way : -1;
 }
 
+/* Whether the owner of r may have exited and its pid named another process since: never write
+ * into that one. A poll of the pidfd costs about a third of an 8-byte process_vm_writev, so
+ * a poll that found the owner running less than ENG_PIDFD_CHECK_NS ago stands for one: the kernel
+ * hands a pid out again only after every other free pid of its namespace (it takes them in
+ * turn), which takes far longer than that. */
+#define ENG_PIDFD_CHECK_NS 100000
+static int pidReused(engReg* r)
+{
+  uint64_t now = engNowNs();
+  if (now - __atomic_load_n(&r->pidfdChecked, __ATOMIC_RELAXED) < ENG_PIDFD_CHECK_NS) return 0;
+  if (engPidfdExited(r->pidfd)) return 1;
+  __atomic_store_n(&r->pidfdChecked, now, __ATOMIC_RELAXED);
+  return 0;
+}
+
 int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen)
 {
   if (r->mapped != NULL) {
@@ -101,6 +116,11 @@ int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint
     else
       memcpy(r->mapped + off, src, size);
     return mscclppSuccess;
+  }
+  if (r->pidfd > 0 && pidReused((engReg*)r)) {
+    snprintf(err, (size_t)errLen, "the peer's process (pid %d) has exited (peer gone): %llu bytes not written", r->pid,
+             (unsigned long long)size);
+    return mscclppRemoteError;
   }
   uint64_t done = 0;
   while (done < size) {

@@ -319,7 +319,7 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
     case ENG_WAIT_SLOW:
       if (__builtin_expect(c->comm->hangReportNs != 0, 0)) engHangCheck(c, want, w.start);
       /* the peer may signal (or queue a signal) and exit between the load above and this check: look again */
-      if (engProcessGone(c->peerPid)) {
+      if (engPeerGone(c->peerPid, c->peerPidfd)) {
         ops->waitPoll(c, proxy, want, NULL);
         if (__atomic_load_n(proxy, __ATOMIC_ACQUIRE) < want) return waitPeerExited(c, "its signal");
       }

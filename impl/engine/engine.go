@@ -341,6 +341,7 @@ type Reg struct {
 	Addr   uint64         // the address in the owner process
 	Size   uint64
 	Pid    int    // the owner process
+	Pidfd  int    // a pidfd of that very process, or 0 (sysinfo.Proc)
 	Key    uint32 // the transport's remote key of the registration, or 0
 }
 
@@ -380,6 +381,7 @@ func fillReg(d *C.engReg, r Reg) {
 	d.addr = C.uint64_t(r.Addr)
 	d.size = C.uint64_t(r.Size)
 	d.pid = C.int(r.Pid)
+	d.pidfd = C.int(r.Pidfd)
 	d.key = C.uint32_t(r.Key)
 }
 
@@ -416,8 +418,13 @@ func (c *Conn) SetOps(ops unsafe.Pointer) { C.engConnSetOps(c.p, (*C.engOps)(ops
 // PeerRank is the rank at the other end of c.
 func (c *Conn) PeerRank() int { return int(c.p.peerRank) }
 
-// SetPeerPid sets the pid whose exit ends waits on c (0: none, e.g. a peer on another node).
-func (c *Conn) SetPeerPid(pid int) { c.p.peerPid = C.int(pid) }
+// SetPeerPid sets the pid whose exit ends waits on c (0: none, e.g. a peer on another node),
+// in place of any pidfd set before.
+func (c *Conn) SetPeerPid(pid int) { c.p.peerPid, c.p.peerPidfd = C.int(pid), 0 }
+
+// SetPeerPidfd sets a pidfd of the peer's very process (0: none): waits on c end when that
+// process exits, even if another one has its pid by then.
+func (c *Conn) SetPeerPidfd(fd int) { c.p.peerPidfd = C.int(fd) }
 
 // Ptr is the engConn's address, for a transport's C code.
 func (c *Conn) Ptr() unsafe.Pointer { return unsafe.Pointer(c.p) }

@@ -81,6 +81,8 @@ typedef struct engReg {
   uint64_t addr;   /* address in the owner process (process_vm_writev) */
   uint64_t size;
   int pid;         /* owner process */
+  int pidfd;       /* a pidfd of that very process (process_vm_writev checks it first), or 0 */
+  uint64_t pidfdChecked; /* engNowNs when a poll of pidfd last found the process running (relaxed) */
   uint32_t key;    /* the transport's remote key of the registration, or 0 */
 } engReg;
 
@@ -88,6 +90,7 @@ typedef struct engConn {
   int connId;
   int peerRank;
   int peerPid;
+  int peerPidfd; /* a pidfd of that very process, or 0: a pid reused after it exited is not it */
   int tag;
   struct mscclppDevConn* dev; /* the connection's entry in the array handed out */
   int nLocal;
@@ -195,5 +198,10 @@ static inline void engConnSetOps(engConn* c, const engOps* ops)
 
 /* 1 when pid no longer runs (gone, or a zombie nobody reaped yet): process.c. */
 int engProcessGone(int pid);
+/* 1 when the peer process is gone: pidfd's process where there is a pidfd (another process
+ * that took its pid since is not it), else pid's (engProcessGone). */
+int engPeerGone(int pid, int pidfd);
+/* 1 when the process of pidfd (> 0) has exited: one poll, for the hot path. */
+int engPidfdExited(int pidfd);
 
 #endif

@@ -1,8 +1,10 @@
 /*
  * process.c: whether a peer's process still runs (objects.h engProcessGone),
- * the liveness check of every host wait on a peer of this node.
+ * the liveness check of every host wait on a peer of this node. A peer proven by its pidfd
+ * (impl/shm/proof.go) is that process only: once it exited, a process given its pid is not it.
  */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,4 +24,19 @@ int engProcessGone(int pid)
   buf[n] = 0;
   char* p = strrchr(buf, ')');
   return p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+int engPidfdExited(int pidfd)
+{
+  struct pollfd p = {.fd = pidfd, .events = POLLIN};
+  int n;
+  while ((n = poll(&p, 1, 0)) < 0 && errno == EINTR) {
+  }
+  return n > 0 && (p.revents & POLLIN);
+}
+
+int engPeerGone(int pid, int pidfd)
+{
+  if (pidfd > 0) return engPidfdExited(pidfd);
+  return engProcessGone(pid);
 }

@@ -55,6 +55,6 @@ void engConnSnapshot(engConn* c, engConnStat* s)
     s->served = __atomic_load_n(&ctx->served, __ATOMIC_RELAXED);
     s->proxyRunning = __atomic_load_n(&ctx->running, __ATOMIC_RELAXED);
   }
-  s->peerGone = c->peerPid > 0 && engProcessGone(c->peerPid);
+  s->peerGone = c->peerPid > 0 && engPeerGone(c->peerPid, c->peerPidfd);
   s->peerClosed = __atomic_load_n(&c->peerClosed, __ATOMIC_RELAXED);
 }

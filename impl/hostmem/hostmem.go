@@ -202,15 +202,6 @@ func MapRemote(pid int, s Share, size uint64) (unsafe.Pointer, Mapping, error) {
 	return unsafe.Add(unsafe.Pointer(&m.mem[0]), s.Offset), Mapping{key: k}, nil
 }
 
-// FdLink is what /proc/PID/fd/FD links to (readlink). It never runs while MapRemote holds a
-// peer's descriptor open in this process (for an instant, to map it): what this process's own
-// table shows is then only what it made itself.
-func FdLink(pid int, fd uint64) (string, error) {
-	remoteMu.Lock()
-	defer remoteMu.Unlock()
-	return os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
-}
-
 // mapPeer opens and maps the region s of process pid after checking it is what the peer claims.
 func mapPeer(pid int, s Share) ([]byte, error) {
 	path := fmt.Sprintf("/proc/%d/fd/%d", pid, s.Fd)

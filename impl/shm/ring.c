@@ -15,7 +15,7 @@
 static int outWaitStep(engConn* c, int st, const char* what)
 {
   shmWake(c->remoteProxyEpoch, c->remoteSleepers);
-  if (st == ENG_WAIT_SLOW && engProcessGone(c->peerPid))
+  if (st == ENG_WAIT_SLOW && engPeerGone(c->peerPid, c->peerPidfd))
     return engConnFail(c, mscclppRemoteError, "rank %d (pid %d) exited while %s", c->peerRank, c->peerPid, what);
   if (__atomic_load_n(&((shmConn*)c->transport)->out.hdr->closed, __ATOMIC_ACQUIRE))
     return engConnFail(c, mscclppRemoteError, "rank %d destroyed its communicator while %s", c->peerRank, what);

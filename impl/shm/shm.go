@@ -14,6 +14,7 @@ import "C"
 import (
 	"encoding/binary"
 	"fmt"
+	"net"
 	"os"
 	"unsafe"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/hostmem"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
+	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
 
@@ -43,14 +45,14 @@ type desc struct {
 	offset                             uint64 // regHostAlloc: offset in the region; regSignal: local index << 32 | conn index
 	// regRaw: fd, ino and regSize name the arena of the connection's eager ring (ring.go), offset
 	// the ring in it; regSize 0: no ring
-	proof uint64 // the descriptor of the owner's proof of its rank (proof.go)
+	reserved uint64 // 0 (the owner's process is proven otherwise: proof.go)
 }
 
 const descBytes = 8 * 8
 
 func (d desc) encode() []byte {
 	out := make([]byte, 0, descBytes)
-	for _, w := range [8]uint64{d.kind, d.addr, d.size, d.fd, d.ino, d.regSize, d.offset, d.proof} {
+	for _, w := range [8]uint64{d.kind, d.addr, d.size, d.fd, d.ino, d.regSize, d.offset, d.reserved} {
 		out = binary.LittleEndian.AppendUint64(out, w)
 	}
 	return out
@@ -61,21 +63,21 @@ func decode(b []byte) (desc, error) {
 		return desc{}, status.Errorf(status.RemoteError, "malformed SHM registration (%d bytes, want %d)", len(b), descBytes)
 	}
 	w := func(i int) uint64 { return binary.LittleEndian.Uint64(b[8*i:]) }
-	return desc{kind: w(0), addr: w(1), size: w(2), fd: w(3), ino: w(4), regSize: w(5), offset: w(6), proof: w(7)}, nil
+	return desc{kind: w(0), addr: w(1), size: w(2), fd: w(3), ino: w(4), regSize: w(5), offset: w(6), reserved: w(7)}, nil
 }
 
 type shm struct {
 	h        *transport.Host
 	ctx      *engine.Ctx
-	mappings []hostmem.Mapping  // peers' mscclppHostAlloc regions and eager rings mapped here
-	rings    map[int]*inRing    // this rank's eager rings, by connection
-	arena    *arena             // where they lie, or nil
-	lander   *C.shmLander       // lands what peers queue in them, or nil
-	conns    map[int]*C.shmConn // connections' transport states (ring.h), by connection
-	peers    map[int]int        // each connection's peer rank, by connection
-	proof    int                // this rank's proof (proof.go), when hasProof
-	hasProof bool
-	eager    uint64 // puts of up to this many bytes into memory the peer cannot map go through an eager ring (ring.go)
+	mappings []hostmem.Mapping    // peers' mscclppHostAlloc regions and eager rings mapped here
+	rings    map[int]*inRing      // this rank's eager rings, by connection
+	arena    *arena               // where they lie, or nil
+	lander   *C.shmLander         // lands what peers queue in them, or nil
+	conns    map[int]*C.shmConn   // connections' transport states (ring.h), by connection
+	peers    map[int]int          // each connection's peer rank, by connection
+	proof    *net.UnixListener    // this rank's proof of its rank (proof.go), or nil
+	procs    map[int]sysinfo.Proc // the peers' proven processes, by rank
+	eager    uint64               // puts of up to this many bytes into memory the peer cannot map go through an eager ring (ring.go)
 }
 
 func newSHM(h *transport.Host) (transport.Transport, error) {
@@ -103,11 +105,10 @@ func (s *shm) Declare(d transport.Decl) (transport.Endpoint, error) {
 }
 
 func (s *shm) Describe(idx, h int, b transport.Buffer) ([]byte, error) {
-	proof, err := s.proofFd()
-	if err != nil {
+	if err := s.proveRank(); err != nil {
 		return nil, err
 	}
-	d := desc{kind: regRaw, addr: uint64(uintptr(b.Ptr)), size: b.Size, proof: uint64(proof)}
+	d := desc{kind: regRaw, addr: uint64(uintptr(b.Ptr)), size: b.Size}
 	if sh, ok := hostmem.Lookup(b.Ptr, b.Size); ok {
 		d.kind, d.fd, d.ino, d.regSize, d.offset = regHostAlloc, uint64(sh.Fd), sh.Ino, sh.Size, sh.Offset
 	} else if h > 0 {
@@ -136,13 +137,14 @@ func (s *shm) signalSlot(d desc) (int, int, error) {
 	return local, conn, nil
 }
 
-// importReg imports one of the peer's registrations; pid is the peer's, as proven (provenPid).
-func (s *shm) importReg(pid int, blob []byte) (engine.Reg, error) {
+// importReg imports one of the peer's registrations; p is the peer's process, as proven (provenPid).
+func (s *shm) importReg(p sysinfo.Proc, blob []byte) (engine.Reg, error) {
 	d, err := decode(blob)
 	if err != nil {
 		return engine.Reg{}, err
 	}
-	r := engine.Reg{Addr: d.addr, Size: d.size, Pid: pid}
+	pid := p.Pid
+	r := engine.Reg{Addr: d.addr, Size: d.size, Pid: pid, Pidfd: p.Fd}
 	switch d.kind {
 	case regSignal:
 		local, conn, err := s.signalSlot(d)
@@ -151,12 +153,15 @@ func (s *shm) importReg(pid int, blob []byte) (engine.Reg, error) {
 		}
 		r.Mapped = s.h.Node.Epoch(local, conn)
 	case regHostAlloc:
-		p, m, err := hostmem.MapRemote(pid, hostmem.Share{Fd: int(d.fd), Ino: d.ino, Size: d.regSize, Offset: d.offset}, d.size)
+		mp, m, err := hostmem.MapRemote(pid, hostmem.Share{Fd: int(d.fd), Ino: d.ino, Size: d.regSize, Offset: d.offset}, d.size)
 		if err != nil {
 			return r, err
 		}
 		s.mappings = append(s.mappings, m)
-		r.Mapped = p
+		if p.Exited() { // the pid may name another process now: what was mapped is not the peer's
+			return r, status.Errorf(status.RemoteError, "the peer process %d exited (peer gone) while its memory was mapped", pid)
+		}
+		r.Mapped = mp
 	case regRaw:
 	default:
 		return r, status.Errorf(status.RemoteError, "unknown SHM registration kind %d", d.kind)
@@ -171,10 +176,11 @@ func (s *shm) Finish(st transport.Setup) (transport.Connected, error) {
 	if err != nil {
 		return transport.Connected{}, err
 	}
-	if st.Pid, err = s.provenPid(st.Peer, st.Pid, d.proof); err != nil { // what the rest (rings, Wire) uses
+	if st.Pid, err = s.provenPid(st.Peer, st.Pid); err != nil { // what the rest (rings, Wire) uses
 		return transport.Connected{}, err
 	}
-	remote, err := transport.ImportAll(st, func(_ int, blob []byte) (engine.Reg, error) { return s.importReg(st.Pid, blob) })
+	proc := s.peerProc(st.Peer)
+	remote, err := transport.ImportAll(st, func(_ int, blob []byte) (engine.Reg, error) { return s.importReg(proc, blob) })
 	if err != nil {
 		return transport.Connected{}, err
 	}
@@ -187,6 +193,7 @@ func (s *shm) Finish(st transport.Setup) (transport.Connected, error) {
 	}
 	localRegs := transport.LocalRegs(st, localReg)
 	conn := s.h.Wire(st, localRegs, remote, remote[0].Mapped)
+	conn.SetPeerPidfd(proc.Fd)
 	sleepers := [2]unsafe.Pointer{s.h.Node.Sleepers(s.h.LocalIdx, st.Idx), s.h.Node.Sleepers(local, peerConn)}
 	conn.SetSleepers(sleepers[0], sleepers[1])
 	out := transport.Connected{Eng: conn, RemoteEpoch: remote[0].Mapped, Path: putPath(remote)}
@@ -221,15 +228,10 @@ func putPath(remote []engine.Reg) string {
 
 // ImportRegistered maps a peer's buffer of mscclppRegisterBuffer where it can (mscclppHostAlloc).
 func (s *shm) ImportRegistered(idx, claimed int, blob []byte) (engine.Reg, unsafe.Pointer, error) {
-	d, err := decode(blob)
-	if err != nil {
+	if _, err := s.provenPid(s.peers[idx], claimed); err != nil {
 		return engine.Reg{}, nil, err
 	}
-	pid, err := s.provenPid(s.peers[idx], claimed, d.proof)
-	if err != nil {
-		return engine.Reg{}, nil, err
-	}
-	r, err := s.importReg(pid, blob)
+	r, err := s.importReg(s.peerProc(s.peers[idx]), blob)
 	if err != nil {
 		return engine.Reg{}, nil, err
 	}

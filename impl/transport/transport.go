@@ -23,6 +23,7 @@ type ID int32
 // engine state and the array of device connections handed to applications.
 type Host struct {
 	Rank, NRanks int
+	Instance     string      // names this instance of the communicator, as this rank formed it (bootstrap InstanceID)
 	HostIDs      []string    // by rank
 	LocalIdx     int         // this rank's index among the ranks of its node
 	LocalOf      map[int]int // rank -> index on this node, for the ranks of this node
