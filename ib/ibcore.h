@@ -82,6 +82,8 @@ typedef struct ibCtx {
   int port;     /* the port in use: the one asked for, else the first ACTIVE one */
   uint8_t sl;   /* service level of every QP's address (MSCCLPP_IB_SL) */
   uint8_t tc;   /* traffic class of every QP's GRH, RoCE (MSCCLPP_IB_TC) */
+  uint8_t ackTimeout; /* every QP's local ACK timeout, 4.096 us * 2^n (MSCCLPP_IB_TIMEOUT) */
+  uint8_t retryCnt;   /* every QP's transport retry count (MSCCLPP_IB_RETRY_CNT) */
   int gidIndex; /* MSCCLPP_IB_GID_INDEX, or picked from sysfs (gid.go); -1 until set */
   struct iba_port_attr portAttr;
   struct iba_device_attr devAttr;

@@ -214,8 +214,8 @@ int ibQpRts(ibQp* q, char* err, int errLen)
   memset(&at, 0, sizeof(at));
   at.qp_state = IBA_QPS_RTS;
   at.sq_psn = q->psn;
-  at.timeout = 18;
-  at.retry_cnt = 7;
+  at.timeout = q->ctx->ackTimeout;
+  at.retry_cnt = q->ctx->retryCnt;
   at.rnr_retry = 7;
   at.max_rd_atomic = 1;
   int rc = q->ctx->api->modify_qp(q->qp, &at,

@@ -19,6 +19,9 @@ import (
 
 const errLen = 512
 
+// The QPs' ACK timeout (4.096 us * 2^18: about 1 s) and retry count where Options leave them.
+const DefaultAckTimeout, DefaultRetryCount = 18, 7
+
 // Options of Open.
 type Options struct {
 	// Discovery maps interface names and PCI addresses to devices (nil: Sysfs).
@@ -32,6 +35,10 @@ type Options struct {
 	SkipPorts uint64
 	// ServiceLevel (0-15) goes into every QP's address; TrafficClass (0-255) into its GRH (RoCE).
 	ServiceLevel, TrafficClass int
+	// AckTimeout (1-31: 4.096 us * 2^n; 0: DefaultAckTimeout) and, where RetrySet,
+	// RetryCount (0-7; else DefaultRetryCount) go into every QP's RTS.
+	AckTimeout, RetryCount int
+	RetrySet               bool
 }
 
 // Context is an open device: its verbs context, one PD, the first ACTIVE
@@ -61,6 +68,13 @@ func Open(lib *Lib, ibDev string, opt Options) (*Context, error) {
 		return nil, status.Errorf(status.SystemError, "%s", cerr(&msg[0]))
 	}
 	c.sl, c.tc = C.uint8_t(opt.ServiceLevel), C.uint8_t(opt.TrafficClass)
+	c.ackTimeout, c.retryCnt = C.uint8_t(DefaultAckTimeout), C.uint8_t(DefaultRetryCount)
+	if opt.AckTimeout > 0 && opt.AckTimeout <= 31 {
+		c.ackTimeout = C.uint8_t(opt.AckTimeout)
+	}
+	if opt.RetrySet && opt.RetryCount >= 0 && opt.RetryCount <= 7 {
+		c.retryCnt = C.uint8_t(opt.RetryCount)
+	}
 	x := &Context{c: c, lib: lib}
 	if gid < 0 { // unset: chosen from the port's GID table (gid.go)
 		if err := x.pickGID(); err != nil {

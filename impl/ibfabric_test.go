@@ -19,7 +19,8 @@ import (
 const ibRelaxedOrdering = 1 << 20
 
 // TestIBFabricSettings: MSCCLPP_IB_SL, MSCCLPP_IB_TC, MSCCLPP_IB_GID_INDEX and MSCCLPP_IB_HCA
-// (its port) reach every QP's address as the verbs double records it (RoCE: the GRH's traffic
+// (its port) reach every QP's address, MSCCLPP_IB_TIMEOUT and MSCCLPP_IB_RETRY_CNT its RTS, as
+// the verbs double records them (RoCE: the GRH's traffic
 // class and source GID index); data buffers are registered with relaxed ordering, signal slots
 // never; an INFO line says what was applied. A device MSCCLPP_IB_HCA excludes, or a service level
 // out of range, fails mscclppConnect with an error naming the variable.
@@ -30,7 +31,7 @@ func TestIBFabricSettings(t *testing.T) {
 	}
 	env := append(ibDoubleEnv(t), "MSCCLPP_IBV_DOUBLE_LINK=eth", "MSCCLPP_IBV_DOUBLE_GIDS=3",
 		"MSCCLPP_IB_SL=5", "MSCCLPP_IB_TC=106", "MSCCLPP_IB_GID_INDEX=2", "MSCCLPP_IB_HCA==double_0:1",
-		"MSCCLPP_DEBUG=INFO", "MSCCLPP_DEBUG_SUBSYS=ALL")
+		"MSCCLPP_IB_TIMEOUT=22", "MSCCLPP_IB_RETRY_CNT=3", "MSCCLPP_DEBUG=INFO", "MSCCLPP_DEBUG_SUBSYS=ALL")
 	out := runFakeChildWith(t, buildDevThreadsDriver(t), "TestIBFabricSettings", "ib-fabric", env...)
 	if !strings.Contains(string(out), "IB device double_0 port 1: GID index 2, service level 5, traffic class 106, relaxed ordering on data buffers true") {
 		t.Errorf("no INFO line with the fabric settings applied")
@@ -49,9 +50,9 @@ func ibFabricChild(t *testing.T) {
 	})
 	for n := uint64(0); n < 2; n++ {
 		a := verbs.TestDoubleQuery("ibv_double_qp_attr", n)
-		sl, tc, sgid, port := a&0xff, a>>8&0xff, a>>16&0xff, a>>24&0xff
-		if a < 0 || sl != 5 || tc != 106 || sgid != 2 || port != 1 {
-			t.Errorf("QP %d's address: %#x (service level %d, traffic class %d, GID index %d, port %d), want 5, 106, 2, 1", n, a, sl, tc, sgid, port)
+		sl, tc, sgid, port, timeout, retry := a&0xff, a>>8&0xff, a>>16&0xff, a>>24&0xff, a>>32&0xff, a>>40&0xff
+		if a < 0 || sl != 5 || tc != 106 || sgid != 2 || port != 1 || timeout != 22 || retry != 3 {
+			t.Errorf("QP %d's address: %#x (service level %d, traffic class %d, GID index %d, port %d, ACK timeout %d, retry count %d), want 5, 106, 2, 1, 22, 3", n, a, sl, tc, sgid, port, timeout, retry)
 		}
 	}
 	for r, c := range comms {
@@ -68,6 +69,9 @@ func ibFabricChild(t *testing.T) {
 	for _, c := range []struct{ name, value, want string }{
 		{"MSCCLPP_IB_HCA", "^double", `excluded by MSCCLPP_IB_HCA="^double"`},
 		{"MSCCLPP_IB_SL", "16", `MSCCLPP_IB_SL="16": want an integer from 0 to 15`},
+		{"MSCCLPP_IB_TIMEOUT", "32", `MSCCLPP_IB_TIMEOUT="32": want an integer from 1 to 31`},
+		{"MSCCLPP_IB_TIMEOUT", "0", `MSCCLPP_IB_TIMEOUT="0": want an integer from 1 to 31`},
+		{"MSCCLPP_IB_RETRY_CNT", "8", `MSCCLPP_IB_RETRY_CNT="8": want an integer from 0 to 7`},
 	} {
 		t.Setenv(c.name, c.value)
 		errs := connectBoth(t, func(r int, cm *Comm) error {

@@ -2,8 +2,9 @@ package ib
 
 // The transport's settings, with NCCL's meanings: MSCCLPP_IB_HCA (which devices and ports may
 // be used, NCCL_IB_HCA's syntax), MSCCLPP_IB_SL (service level), MSCCLPP_IB_TC (traffic class,
-// RoCE), MSCCLPP_IB_GID_INDEX (parsed by the verbs binding) and MSCCLPP_IB_MAX_SEND_WR (each QP's
-// send queue depth). The core reads them (Entry.Settings); this file parses them and holds
+// RoCE), MSCCLPP_IB_GID_INDEX (parsed by the verbs binding), MSCCLPP_IB_TIMEOUT and
+// MSCCLPP_IB_RETRY_CNT (each QP's ACK timeout and retry count) and MSCCLPP_IB_MAX_SEND_WR (each
+// QP's send queue depth). The core reads them (Entry.Settings); this file parses them and holds
 // their defaults.
 
 import (
@@ -22,6 +23,8 @@ const (
 	EnvSL        = "MSCCLPP_IB_SL"
 	EnvTC        = "MSCCLPP_IB_TC"
 	EnvMaxSendWr = "MSCCLPP_IB_MAX_SEND_WR"
+	EnvTimeout   = "MSCCLPP_IB_TIMEOUT"
+	EnvRetryCnt  = "MSCCLPP_IB_RETRY_CNT"
 )
 
 // hcaEntry is one item of MSCCLPP_IB_HCA: a device name (or its prefix) and a port (0: any).
@@ -102,6 +105,8 @@ type fabric struct {
 	sl, tc int
 	gid    int // the GID index; -1: verbs.Open picks one
 	wr     int // the send queue depth of each connection's QP
+	// timeout is each QP's ACK timeout (4.096 us * 2^timeout), retry its retry count
+	timeout, retry int
 }
 
 // defaultMaxSendWr is MSCCLPP_IB_MAX_SEND_WR when unset.
@@ -123,6 +128,17 @@ func readFabric(h *transport.Host) (fabric, error) {
 	}
 	if f.gid, err = verbs.ParseGIDIndex(h.Setting(verbs.EnvGIDIndex)); err != nil {
 		return fabric{}, err
+	}
+	f.timeout, f.retry = verbs.DefaultAckTimeout, verbs.DefaultRetryCount
+	if v := h.Setting(EnvTimeout); v != "" {
+		if f.timeout, err = parseRange(EnvTimeout, v, 31); err != nil || f.timeout == 0 {
+			return fabric{}, status.Errorf(status.InvalidArgument, "%s=%q: want an integer from 1 to 31", EnvTimeout, v)
+		}
+	}
+	if v := h.Setting(EnvRetryCnt); v != "" {
+		if f.retry, err = parseRange(EnvRetryCnt, v, 7); err != nil {
+			return fabric{}, err
+		}
 	}
 	f.wr = defaultMaxSendWr
 	if v := h.Setting(EnvMaxSendWr); v != "" {

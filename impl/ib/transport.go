@@ -21,7 +21,7 @@ const TransportID transport.ID = 2
 
 // Entry registers the IB transport, with the variables it reads (fabric.go).
 var Entry = transport.Entry{ID: TransportID, Name: "IB", Subsys: logx.Net, New: newIBT,
-	Settings: []string{EnvHCA, EnvSL, EnvTC, EnvMaxSendWr, verbs.EnvLibrary, verbs.EnvGIDIndex}}
+	Settings: []string{EnvHCA, EnvSL, EnvTC, EnvTimeout, EnvRetryCnt, EnvMaxSendWr, verbs.EnvLibrary, verbs.EnvGIDIndex}}
 
 // ibConn is one connection's verbs objects.
 type ibConn struct {
@@ -85,7 +85,8 @@ func (t *ibt) device(ibDev string) (*verbs.Context, error) {
 	if !ok {
 		return nil, status.Errorf(status.InvalidUsage, "IB device %q (%s) is excluded by %s=%q", ibDev, name, EnvHCA, t.fab.hcaRaw)
 	}
-	x, err := verbs.Open(t.lib, name, verbs.Options{GIDIndex: t.fab.gid, Port: port, SkipPorts: skip, ServiceLevel: t.fab.sl, TrafficClass: t.fab.tc})
+	x, err := verbs.Open(t.lib, name, verbs.Options{GIDIndex: t.fab.gid, Port: port, SkipPorts: skip, ServiceLevel: t.fab.sl, TrafficClass: t.fab.tc,
+		AckTimeout: t.fab.timeout, RetryCount: t.fab.retry, RetrySet: true})
 	if err != nil {
 		return nil, err
 	}

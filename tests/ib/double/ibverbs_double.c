@@ -69,8 +69,9 @@
  *    MR at addr (tests);
  *  - RTR refuses a service level above 15 (EINVAL), as the kernel does; the
  *    address an RTR gave (service level, traffic class, source GID index,
- *    port) is kept: ibv_double_qp_attr(n) reads that of this process's n-th
- *    QP past RTR (tests);
+ *    port) and the ACK timeout and retry count of its RTS (refused above 31
+ *    and 7, as the kernel does) are kept: ibv_double_qp_attr(n) reads those of
+ *    this process's n-th QP past RTR (tests);
  *  - fault injection: MSCCLPP_IBV_DOUBLE_FAIL_BYTES=n makes every RDMA
  *    write of exactly n bytes complete with RETRY_EXC_ERR (a link lost
  *    under it), moving the QP to ERR.
@@ -156,6 +157,7 @@ typedef struct dblQpL {
   struct iba_qp qp;
   uint32_t maxSendWr, maxSendSge, maxInline, slot;
   uint32_t sl, tc, sgid, port; /* the address of its RTR */
+  uint32_t timeout, retry;      /* the ACK timeout and retry count of its RTS */
   uint64_t posted, retired; /* send queue occupancy: posted - retired */
   uint64_t pdId;
 } dblQpL;
@@ -606,13 +608,14 @@ uint64_t ibv_double_mr_access_of(uint64_t addr)
 }
 
 /* The address of this process's n-th QP past RTR: sl | tc << 8 | sgid index << 16 | port << 24,
- * or UINT64_MAX (for tests). */
+ * and past RTS its ACK timeout << 32 | retry count << 40, or UINT64_MAX (for tests). */
 uint64_t ibv_double_qp_attr(uint64_t n)
 {
   for (int i = 0; i < DBL_MAX_QP; i++) {
     struct dblQpL* q = gLocalQps[i];
     if (q == NULL || (q->qp.state != IBA_QPS_RTR && q->qp.state != IBA_QPS_RTS)) continue;
-    if (n-- == 0) return q->sl | q->tc << 8 | q->sgid << 16 | q->port << 24;
+    if (n-- == 0)
+      return q->sl | q->tc << 8 | q->sgid << 16 | q->port << 24 | (uint64_t)q->timeout << 32 | (uint64_t)q->retry << 40;
   }
   return UINT64_MAX;
 }
@@ -867,6 +870,10 @@ int ibv_modify_qp(struct iba_qp* qp, struct iba_qp_attr* at, int mask)
   }
   if ((cur == IBA_QPS_RTR || cur == IBA_QPS_RTS) && next == IBA_QPS_RTS) {
     if (cur == IBA_QPS_RTR && (mask & REQ_RTS) != REQ_RTS) return EINVAL;
+    /* as the kernel: a 5-bit timeout, a 3-bit retry count */
+    if (((mask & IBA_QP_TIMEOUT) && at->timeout > 31) || ((mask & IBA_QP_RETRY_CNT) && at->retry_cnt > 7)) return EINVAL;
+    if (mask & IBA_QP_TIMEOUT) q->timeout = at->timeout;
+    if (mask & IBA_QP_RETRY_CNT) q->retry = at->retry_cnt;
     goto ok;
   }
   return EINVAL;
