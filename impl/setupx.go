@@ -125,7 +125,7 @@ func (c *Comm) exchangeSetup(out []outMsg) (func(cn *Conn) ([]byte, error), erro
 			return func(cn *Conn) ([]byte, error) {
 				raw, found := in[cn.remoteRank][cn.tag]
 				if !found {
-					return nil, status.Errorf(status.RemoteError, "connection setup: rank %d declared no connection to rank %d with tag %d before this mscclppConnectionSetup (did it declare the mirror connection?)", cn.remoteRank, c.rank, cn.tag)
+					return nil, status.Errorf(status.InvalidUsage, "connection setup: rank %d declared no connection to rank %d with tag %d before this mscclppConnectionSetup (did it declare the mirror connection?)", cn.remoteRank, c.rank, cn.tag)
 				}
 				return raw, nil
 			}, nil
