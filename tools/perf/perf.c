@@ -65,9 +65,13 @@
  *                ethernet; also MSCCLPP_PERF_TRANSPORT): ethernet
  *                (mscclppTransportEthernet, the extension value 3), ib
  *                (device from MSCCLPP_PERF_IB_DEV, default mlx5_0), shm, p2p,
- *                or a number. Peers on this rank's node always use SHM. The
- *                node of every rank is its MSCCLPP_HOSTID, else host name and
- *                boot id (what the library uses), gathered over the bootstrap.
+ *                or a number. Peers on this rank's node use SHM, except when
+ *                every rank is on one node and a transport was named: then
+ *                every pair of ranks uses it (Ethernet between local ranks
+ *                measured on one machine). The node of every rank is its
+ *                MSCCLPP_HOSTID, else host name and boot id (what the library
+ *                uses), gathered over the bootstrap. The header line names
+ *                the transports used.
  *                When mscclppConnect refuses that transport (e.g. ib with
  *                no such RDMA device here), every rank says why on one line
  *                (the library's message) and perf exits 3.
@@ -222,6 +226,8 @@ static void init_comm(const struct perf_opts* o)
  * extension value (3, after IB = 2) that older headers do not declare. */
 static mscclppTransport_t crossTransport = mscclppTransportEthernet;
 static const char* crossName = "ethernet";
+/* --transport (or MSCCLPP_PERF_TRANSPORT) named one: on one node every peer uses it */
+static int transportAsked;
 
 static int parse_transport(const char* s)
 {
@@ -268,6 +274,7 @@ static void host_key(char* out)
 static mscclppDevConn_t** conn; /* by peer rank */
 static int nnodes = 1;
 static char algo[64] = "local";
+static char over[160] = "SHM"; /* the transports used, for the header line */
 
 /* SHM to the ranks of this node, crossTransport to the others; sets nnodes and algo */
 static void connect_all(unsigned char* buf, size_t bufBytes)
@@ -282,12 +289,14 @@ static void connect_all(unsigned char* buf, size_t bufBytes)
     for (int q = 0; q < p && first; q++) first = memcmp(keys + (size_t)q * HOSTKEY_BYTES, keys + (size_t)p * HOSTKEY_BYTES, HOSTKEY_BYTES) != 0;
     nnodes += first;
   }
+  /* one node and a transport named: it is what the run measures, between every pair */
+  int every = transportAsked && nnodes == 1;
   const char* ibDev = getenv("MSCCLPP_PERF_IB_DEV");
   if (ibDev == NULL || *ibDev == '\0') ibDev = "mlx5_0";
   int nremote = 0, nlocal = 0;
   for (int p = 0; p < nranks; p++) {
     if (p == rank) continue;
-    if (memcmp(keys + (size_t)p * HOSTKEY_BYTES, keys + (size_t)rank * HOSTKEY_BYTES, HOSTKEY_BYTES) == 0) {
+    if (!every && memcmp(keys + (size_t)p * HOSTKEY_BYTES, keys + (size_t)rank * HOSTKEY_BYTES, HOSTKEY_BYTES) == 0) {
       nlocal++;
       CK(mscclppConnect(comm, p, 0, buf, bufBytes, mscclppTransportSHM, NULL));
       continue;
@@ -296,8 +305,9 @@ static void connect_all(unsigned char* buf, size_t bufBytes)
     mscclppResult_t r = mscclppConnect(comm, p, 0, buf, bufBytes, crossTransport,
                                        crossTransport == mscclppTransportIB ? ibDev : NULL);
     if (r != mscclppSuccess) {
-      fprintf(stderr, "perf rank %d: cannot connect to rank %d over the cross-node transport %s (%d): %s: %s\n", rank,
-              p, crossName, (int)crossTransport, mscclppGetErrorString(r), mscclppGetLastError(comm));
+      fprintf(stderr, "perf rank %d: cannot connect to rank %d over the %s transport %s (%d): %s: %s\n", rank, p,
+              every ? "requested" : "cross-node", crossName, (int)crossTransport, mscclppGetErrorString(r),
+              mscclppGetLastError(comm));
       exit(3);
     }
   }
@@ -310,6 +320,10 @@ static void connect_all(unsigned char* buf, size_t bufBytes)
     if (conn[p]->remoteBuff == NULL && nremote == 0) snprintf(algo, sizeof algo, "direct-vm_writev");
   }
   if (nremote > 0) snprintf(algo, sizeof algo, "direct-%s%s", nlocal > 0 ? "shm+" : "", crossName);
+  if (every && nranks > 1)
+    snprintf(over, sizeof over, "%s between every pair of ranks (--transport, one node)", crossName);
+  else if (nnodes > 1)
+    snprintf(over, sizeof over, "SHM within a node and %s across %d nodes", crossName, nnodes);
 }
 
 /* the measurement loop, over comm and conn above */
@@ -323,6 +337,7 @@ int main(int argc, char** argv)
   if (o.transport == NULL && envTransport != NULL && *envTransport != '\0') o.transport = envTransport;
   if (o.transport != NULL && !parse_transport(o.transport))
     bad_option("--transport", o.transport, "want ethernet, ib, shm, p2p or a number");
+  transportAsked = o.transport != NULL;
 
   /* No library call may come before this point: the parent only spawns. */
   if (!from_launcher()) return spawn_ranks(o.nlocal, argv, o.timeout);

@@ -113,11 +113,7 @@ static void print_header(const struct perf_opts* o, const char* bufKind)
                                          "the maximum over the ranks"};
   int version = 0;
   mscclppGetVersion(&version);
-  if (nnodes > 1)
-    printf("# mscclpp all_gather_perf: host mode over SHM within a node and %s across %d nodes, library version %d\n",
-           crossName, nnodes, version);
-  else
-    printf("# mscclpp all_gather_perf: host mode over SHM, library version %d\n", version);
+  printf("# mscclpp all_gather_perf: host mode over %s, library version %d\n", over, version);
   char step[64];
   if (o->factor > 1)
     snprintf(step, sizeof step, "%g(factor)", o->factor);
