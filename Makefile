@@ -1,5 +1,6 @@
 # libmscclpp: the MSCCL++ 0.1 C API built from Go.
-#   make            build build/lib/libmscclpp.so.0.1.0, headers and mscclpp.pc
+#   make            build build/lib/libmscclpp.so.0.1.0, headers and mscclpp.pc, the tools
+#                   (tools/observe.mk) and the perf tool build/bin/mscclpp_allgather_perf
 #   make test       installs missing test packages (make deps), then go vet, the Go
 #                   tests (-race) and the C/C++ conformance suite, with one summary
 #                   counting every check and skip (tests/test.sh)
@@ -107,6 +108,9 @@ $(PERF): $(wildcard tools/perf/*.c tools/perf/*.h) tools/common/outfile.h $(LIB)
 	$(CC) -std=c11 -O2 -Wall -Wextra -I$(BUILD)/include tools/perf/perf.c -o $@ -L$(BLIBDIR) \
 	  $(if $(filter $(LIBDIR),$(SYSLIBDIRS)),,-Wl,-rpath,$(LIBDIR)) -lmscclpp -pthread
 
+# plain make builds it too: the README's perf commands run from the build tree or the install
+all: $(PERF)
+
 install: all $(PERF)
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(LIBDIR)/cmake/mscclpp $(DESTDIR)$(INCLUDEDIR) \
 	  $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)
@@ -120,12 +124,15 @@ install: all $(PERF)
 	install -m 0644 $(CMAKEDIR)/mscclppConfigVersion.cmake $(DESTDIR)$(LIBDIR)/cmake/mscclpp/
 	install -m 0755 $(PERF) $(DESTDIR)$(BINDIR)/
 	install -m 0644 LICENSE $(DOCS) $(DESTDIR)$(DOCDIR)/
+	install -D -m 0644 tools/perf/README.md $(DESTDIR)$(DOCDIR)/tools/perf/README.md
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,libmscclpp.so.0.1.0 $(SONAME) libmscclpp.so pkgconfig/mscclpp.pc \
 	  cmake/mscclpp/mscclppConfig.cmake cmake/mscclpp/mscclppConfigVersion.cmake)
 	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/,$(HEADERS))
 	rm -f $(DESTDIR)$(BINDIR)/mscclpp_allgather_perf $(addprefix $(DESTDIR)$(DOCDIR)/,LICENSE $(notdir $(DOCS)))
+	rm -f $(DESTDIR)$(DOCDIR)/tools/perf/README.md
+	rmdir $(DESTDIR)$(DOCDIR)/tools/perf $(DESTDIR)$(DOCDIR)/tools 2>/dev/null; true
 	rmdir $(DESTDIR)$(LIBDIR)/cmake/mscclpp $(DESTDIR)$(DOCDIR) 2>/dev/null; true
 
 FORCE:

@@ -23,6 +23,8 @@
 #                       this machine has none
 #   bench-render-*      docs/PERFORMANCE.md's table is rendered from
 #                       docs/bench-results.tsv (tests/c/bench/render_check.sh)
+#   docs-log-lines      every sample log line's "file.go:N" / "file.c:N" is a line
+#                       of that file making a log call
 # The paths the pages name are checked by tests/go/docpaths_test.go, and
 # docs/ENVIRONMENT.md against the code by tests/go/envdoc_test.go.
 set -u
@@ -144,9 +146,28 @@ for page in "${pages[@]}"; do
   if [ $ok = 1 ]; then pass "$name"; else fail "$name" "$log"; fi
 done
 
+# ---- docs-log-lines ----
+# a sample log line's "file.go:N MSCCLPP" or "file.c:N MSCCLPP" names a line of a file of that
+# name in the repository that makes a log call (the line a reader would look up)
+log=$out/docs-log-lines.log n=0 ok=1
+: >"$log"
+while IFS=: read -r page f line; do
+  n=$((n + 1))
+  hit=0
+  while IFS= read -r src; do
+    sed -n "${line}p" "$src" | grep -Eq 'Alertf|Warnf|Infof|Tracef|Malformed|Versionf|toolWarn|WARN|INFO' && hit=1
+  done < <(git ls-files "*/$f" "$f")
+  if [ $hit = 0 ]; then
+    echo "-- $page: a sample log line cites $f:$line, which makes no log call (the source moved?)" >>"$log"
+    ok=0
+  fi
+done < <(grep -oE '[A-Za-z_]+\.(go|c):[0-9]+ MSCCLPP' "${pages[@]}" | sed -E 's/:([0-9]+) MSCCLPP$/:\1/')
+if [ $n -eq 0 ]; then skip docs-log-lines "no sample log line cites a source line"
+elif [ $ok = 1 ]; then pass docs-log-lines; else fail docs-log-lines "$log"; fi
+
 # ---- docs-run-PAGE ----
 # the reader's environment: a fresh HOME, no make of ours around it, Go's caches where they were (no
-# download, no rebuild), root allowed to run mpirun
+# download, no rebuild); nothing lets root run mpirun that the pages' commands do not say
 gocache=$(go env GOCACHE 2>/dev/null) gomod=$(go env GOMODCACHE 2>/dev/null) gopath=$(go env GOPATH 2>/dev/null)
 for page in "${pages[@]}"; do
   grep -q '^<!-- docs-check: run -->$' "$page" || continue
@@ -169,8 +190,9 @@ for page in "${pages[@]}"; do
   if [ "$page" != README.md ]; then
     extra=("PKG_CONFIG_PATH=$out/home/mscclpp/lib/pkgconfig" "PATH=$out/home/mscclpp/bin:$PATH")
   fi
-  if env -u PKG_CONFIG_PATH -u MAKEFLAGS -u MFLAGS -u MAKELEVEL HOME="$out/home" GOCACHE="$gocache" GOMODCACHE="$gomod" GOPATH="$gopath" \
-    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+  if env -u PKG_CONFIG_PATH -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
+    -u OMPI_ALLOW_RUN_AS_ROOT -u OMPI_ALLOW_RUN_AS_ROOT_CONFIRM -u OMPI_MCA_rmaps_base_oversubscribe \
+    HOME="$out/home" GOCACHE="$gocache" GOMODCACHE="$gomod" GOPATH="$gopath" \
     DOCS_OUT="$out/$name" ${extra[@]+"${extra[@]}"} timeout -k 5 300 bash "$sh" >"$log" 2>&1; then
     pass "$name"
   else
