@@ -412,7 +412,10 @@ mscclppResult_t mscclppRegisterBuffer(mscclppComm_t comm, void* local_memory, si
  *              to offset dstOffset of each peer's buffer (upstream's P2P
  *              ignored both offsets; they are honoured on every transport)
  *   stream     CUDA-mode P2P: the cudaStream_t the copies are queued on (they
- *              are asynchronous, as upstream's cudaMemcpyAsync); host mode
+ *              are asynchronous, as upstream's cudaMemcpyAsync). 0 is the
+ *              legacy default stream, also in a program built with
+ *              --default-stream per-thread: pass cudaStreamPerThread there
+ *              to order the copies after the thread's own work. Host mode
  *              (SHM, P2P in host mode, IB, Ethernet): ignored, and the call
  *              is synchronous: SHM/P2P copies and IB RDMA writes have landed
  *              on return; Ethernet bytes are sent and land before anything
