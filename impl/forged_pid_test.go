@@ -52,8 +52,8 @@ func forgedPidCases(victim, third int) []forgedPidCase {
 // TestForgedPidClaims: a peer in another process, which holds the communicator's key (a
 // genuine rank 0 that lies), claims memory in the victim's own process or in a third process
 // of the same user: it names that pid and the victim's own canary as its buffer (without an
-// eager ring, so that a put would be a process_vm_writev), also with the descriptor of the
-// victim's own proof of its rank. Each is refused with RemoteError naming rank 0, over
+// eager ring, so that a put would be a process_vm_writev), also with the last word of its
+// registrations copied from the victim's (once the descriptor of a proof, now reserved). Each is refused with RemoteError naming rank 0, over
 // mscclppConnectionSetup and mscclppRegisterBuffer, and not one byte of the victim's memory
 // around its buffer changes even when it then puts (where a forgery was accepted, the put is
 // what would overwrite the canary). The genuine setup and registration work.

@@ -140,14 +140,21 @@ func proofLender(t *testing.T) {
 	for _, w := range []int{shmWFd, shmWIno, shmWRegSize, shmWOffset} {
 		setWord(&m, 1, w, 0) // no eager ring: a put is a process_vm_writev into the claimed pid
 	}
-	if _, err := c.boot.RecvLimit(1, 3, maxSetupMsg); err != nil { // the victim sends first
+	sendForged(t, c, 1, m)
+}
+
+// sendForged is the lying rank's side of the victim's setup with rank victim over tag 3: it
+// sends m as its setup message, reaches the setup's closing barrier and waits until the
+// victim's round is over.
+func sendForged(t *testing.T, c *Comm, victim int, m setupMsg) {
+	if _, err := c.boot.RecvLimit(victim, 3, maxSetupMsg); err != nil { // the victim sends first
 		t.Fatal(err)
 	}
-	if err := c.boot.Send(1, 3, m.encode()); err != nil {
+	if err := c.boot.Send(victim, 3, m.encode()); err != nil {
 		t.Fatal(err)
 	}
 	_ = c.closeSetup(&setupFailures{})
-	if _, err := c.boot.RecvLimit(1, doneTag, 1); err != nil {
+	if _, err := c.boot.RecvLimit(victim, doneTag, 1); err != nil {
 		t.Error(err)
 	}
 }
@@ -271,17 +278,7 @@ func proofReplayer(t *testing.T) {
 	}
 	sig := blob(1, 0, 0, 0, 0, 0, uint64(a.host.LocalIdx)<<32|uint64(a.conns[0].idx), proof)
 	data := blob(3, canary, 3*4096, 0, 0, 0, 0, proof)
-	m := setupMsg{transport: a.conns[0].entry.ID, pid: os.Getppid(), blobs: [][]byte{sig, data}}
-	if _, err := a.boot.RecvLimit(0, 3, maxSetupMsg); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.boot.Send(0, 3, m.encode()); err != nil {
-		t.Fatal(err)
-	}
-	_ = a.closeSetup(&setupFailures{})
-	if _, err := a.boot.RecvLimit(0, doneTag, 1); err != nil {
-		t.Error(err)
-	}
+	sendForged(t, a, 0, setupMsg{transport: a.conns[0].entry.ID, pid: os.Getppid(), blobs: [][]byte{sig, data}})
 }
 
 // TestReusedPidIsPeerGone: rank 0 registers a malloc buffer, this rank writes it (the bytes
