@@ -12,9 +12,11 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mscclpp-go/mscclpp/impl/env"
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
 )
@@ -345,6 +347,8 @@ func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (net.
 	backoff := 50 * time.Microsecond
 	start := time.Now()
 	var last error // the last error other than a timeout
+	told := false  // that nobody listens, while the retries go on
+	refused := false
 	d := net.Dialer{Deadline: deadline}
 	for {
 		c, err := d.Dial("tcp", addr.String())
@@ -355,8 +359,17 @@ func dialRoot(addr netip.AddrPort, deadline time.Time, wait time.Duration) (net.
 		if !isTimeout(err) {
 			last = err
 		}
+		refused = refused || errors.Is(err, syscall.ECONNREFUSED) // a last try cut by the deadline reads "i/o timeout"
+		if refused && !told && time.Since(start) >= nobodyListensAfter {
+			told = true
+			logx.Alertf("bootstrap: nobody listens at %s (every connection refused for %.1f s): is the root running, "+
+				"and is this its address? Retrying until the bootstrap timeout (%v) ends", addr, time.Since(start).Seconds(), wait-rootGrace)
+		}
 		left := time.Until(deadline)
 		if left <= 0 {
+			if refused {
+				return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within the bootstrap timeout (%v): nobody listens at %s (every connection was refused)", addr, wait-rootGrace, addr)
+			}
 			if last != nil {
 				return nil, status.Errorf(status.RemoteError, "no answer from the root at %s within the bootstrap timeout (%v); last attempt: %v", addr, wait-rootGrace, last)
 			}
@@ -379,6 +392,10 @@ func nextRootRetry(backoff, elapsed time.Duration) time.Duration {
 	}
 	return min(2*backoff, limit)
 }
+
+// nobodyListensAfter is how long a rank's connections to the root are refused before it says
+// that nobody listens there (a few retries at the longest pause, past any root's start).
+const nobodyListensAfter = time.Second
 
 // rootStartWindow is how long after its first attempt a rank retries the root every
 // millisecond at most.
