@@ -79,46 +79,116 @@ func wantRefused(t *testing.T, err error, rank, want string) {
 	}
 }
 
-// TestProofNotLent: rank 0 forks after it made its proof of rank, and claims the child (which
-// holds everything rank 0 held, the proof too) as its process. Setup fails with RemoteError
-// naming rank 0; before, the put that follows landed in the child and returned 0.
+// lendWays: how rank 0 lends its proof of rank in TestProofNotLent.
+var lendWays = []string{"forked-child", "sent-to"}
+
+// TestProofNotLent: rank 0 lends its proof of rank to another process and claims that process
+// as its own: a child it forks after it made the proof (which holds all rank 0 held), or a
+// process it hands the proof's descriptor to (as SCM_RIGHTS would; here when it starts it).
+// Setup fails with RemoteError naming rank 0; before, it was accepted, and the put that
+// followed landed in the forked child and returned 0.
 func TestProofNotLent(t *testing.T) {
 	const name = "TestProofNotLent"
+	addrs := strings.Split(os.Getenv("MSCCLPP_TEST_ADDRS"), ",")
 	if os.Getenv(proofPeerEnv) != "" {
-		proofLender(t)
+		for i, way := range lendWays {
+			proofLender(t, addrs[i], way)
+		}
 		peerPassed(t, name)
 		return
 	}
-	addr := freeAddr(t)
+	addrs = []string{freeAddr(t), freeAddr(t)}
 	t.Setenv("MSCCLPP_BOOTSTRAP_TIMEOUT", "10")
 	setupPointToPoint.Store(true)
 	defer setupPointToPoint.Store(false)
-	wait := startProofPeer(t, name, "MSCCLPP_TEST_ADDRS="+addr)
+	wait := startProofPeer(t, name, "MSCCLPP_TEST_ADDRS="+strings.Join(addrs, ","))
 	const size = 4096
 	buf := make([]byte, size)
-	c, err := InitRank(2, addr, 1)
-	if err != nil {
-		t.Fatal(err)
+	for i, way := range lendWays {
+		c, err := InitRank(2, addrs[i], 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Connect(0, 3, unsafe.Pointer(&buf[0]), size, TransportSHM, nil, true)
+		if err == nil {
+			err = c.ConnectionSetup()
+		}
+		if err == nil {
+			err = op(c.host.DevConns.At(0), opData|opFlag, 0, 0, size) // into the other process, where accepted
+		}
+		t.Logf("%s: %v", way, err)
+		wantRefused(t, err, "rank 0", "which holds no proof of rank 0")
+		if serr := c.boot.Send(0, doneTag, []byte{1}); serr != nil {
+			t.Error(serr)
+		}
+		_ = c.Destroy()
 	}
-	err = c.Connect(0, 3, unsafe.Pointer(&buf[0]), size, TransportSHM, nil, true)
-	if err == nil {
-		err = c.ConnectionSetup()
-	}
-	if err == nil {
-		err = op(c.host.DevConns.At(0), opData|opFlag, 0, 0, size) // into the child, where accepted
-	}
-	wantRefused(t, err, "rank 0", "which holds no proof of rank 0")
-	if serr := c.boot.Send(0, doneTag, []byte{1}); serr != nil {
-		t.Error(serr)
-	}
-	_ = c.Destroy()
 	wait()
 }
 
-// proofLender is rank 0 of TestProofNotLent.
-func proofLender(t *testing.T) {
+// proofFiles returns duplicates of this process's descriptors of a proof of rank: a memfd
+// named for one, or a socket listening on one (/proc/net/unix).
+func proofFiles(t *testing.T) []*os.File {
+	names, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proofSockets := map[string]bool{}
+	for _, line := range strings.Split(string(names), "\n") {
+		if f := strings.Fields(line); len(f) == 8 && strings.HasPrefix(f[7], "@mscclpp-proof.") {
+			proofSockets["socket:["+f[6]+"]"] = true
+		}
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*os.File
+	for _, e := range ents {
+		fd, _ := strconv.Atoi(e.Name())
+		link, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err != nil || !(strings.HasPrefix(link, "/memfd:mscclpp-proof.") || proofSockets[link]) {
+			continue
+		}
+		dup, err := syscall.Dup(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, os.NewFile(uintptr(dup), link))
+	}
+	if len(out) == 0 {
+		t.Fatal("no descriptor of a proof of rank in this process")
+	}
+	return out
+}
+
+// lendProof makes another process hold this rank's proof, by way, and returns its pid, the
+// number the proof has there, and how to end it.
+func lendProof(t *testing.T, way string) (int, uint64, func()) {
+	if way == "forked-child" {
+		child, err := forkPauser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return child, 0, func() { killPauser(child) }
+	}
+	files := proofFiles(t)
+	holder := exec.Command("sleep", "60")
+	holder.ExtraFiles = files // descriptors 3 on
+	err := holder.Start()
+	for _, f := range files {
+		f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return holder.Process.Pid, 3, func() { _ = holder.Process.Kill(); _ = holder.Wait() }
+}
+
+// proofLender is rank 0 of one round of TestProofNotLent.
+func proofLender(t *testing.T, addr, way string) {
 	setupPointToPoint.Store(true)
-	c, err := InitRank(2, os.Getenv("MSCCLPP_TEST_ADDRS"), 0)
+	c, err := InitRank(2, addr, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,14 +201,16 @@ func proofLender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	child, err := forkPauser() // and the child has it too
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer killPauser(child)
-	m.pid = child
+	pid, fd, end := lendProof(t, way)
+	defer end()
+	m.pid = pid
 	for _, w := range []int{shmWFd, shmWIno, shmWRegSize, shmWOffset} {
 		setWord(&m, 1, w, 0) // no eager ring: a put is a process_vm_writev into the claimed pid
+	}
+	if fd != 0 {
+		for h := range m.blobs {
+			setWord(&m, h, shmWProof, fd) // where the holder has it (the old proof's word)
+		}
 	}
 	sendForged(t, c, 1, m)
 }
