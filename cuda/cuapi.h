@@ -69,6 +69,8 @@ enum {
 #define CUW_POINTER_ATTRIBUTE_BUFFER_ID 7
 #define CUW_MEMORYTYPE_DEVICE 2
 #define CUW_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED 124
+#define CUW_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING 118
+#define CUW_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER 100
 
 /* The driver entry points, each under the exported (versioned) name noted. */
 typedef struct cuwApi {

@@ -53,6 +53,23 @@ func (d Device) DmabufSupported() (bool, error) {
 	return v != 0, nil
 }
 
+// RDMAWritesOrdered asks the device whether its kernels see GPUDirect RDMA writes into its
+// memory in the order they arrived (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING at least
+// CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER), and the attribute's value.
+func (d Device) RDMAWritesOrdered() (bool, int, error) {
+	if err := d.check(); err != nil {
+		return false, 0, err
+	}
+	var (
+		v    C.int
+		call *C.char
+	)
+	if err := d.fail(C.cuwDeviceAttr(d.api, C.cuwDevice(d.Ordinal), C.CUW_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING, &v, &call), call); err != nil {
+		return false, 0, err
+	}
+	return v >= C.CUW_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER, int(v), nil
+}
+
 // DmabufRange is the host-page-aligned range a dma-buf of [ptr, ptr+size) covers, checked to lie
 // inside the one allocation holding ptr (the driver refuses any other): its start, length and
 // ptr's offset in it, or an error saying why the range cannot be exported as it is.

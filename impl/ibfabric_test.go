@@ -111,3 +111,31 @@ func connectBoth(t *testing.T, connect func(r int, c *Comm) error) []error {
 	wg.Wait()
 	return errs
 }
+
+// TestIBUnorderedGPUNoRelaxedOrdering: on a GPU whose kernels may see GPUDirect RDMA writes out
+// of order (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING below OWNER, before sm_80), device
+// data buffers are registered without relaxed ordering, so a signal does not overtake its data;
+// an INFO line says so.
+func TestIBUnorderedGPUNoRelaxedOrdering(t *testing.T) {
+	if os.Getenv(fakeChildEnv) == "ib-unordered" {
+		var bufs [2]uint64
+		fakeDeviceBuffers(t, bufs[:], make([]byte, cuda.BlockAlign))
+		cuda.TestDriverCall("fakeRdmaOrdering", "0")
+		dev := "double_0"
+		comms := twoRanksLaunched(t, func(r int, c *Comm) error {
+			return c.Connect(1-r, 0, engine.DevPtr(bufs[r]), cuda.BlockAlign, transportIB, &dev, true)
+		})
+		for r := range comms {
+			if data := verbs.TestDoubleQuery("ibv_double_mr_access_of", bufs[r]); data < 0 || data&ibRelaxedOrdering != 0 {
+				t.Errorf("rank %d's data buffer registered with access %#x, want it without relaxed ordering", r, data)
+			}
+		}
+		devThreadsDone(t, comms)
+		return
+	}
+	env := append(ibDoubleEnv(t), "MSCCLPP_DEBUG=INFO", "MSCCLPP_DEBUG_SUBSYS=ALL")
+	out := runFakeChildWith(t, buildDevThreadsDriver(t), "TestIBUnorderedGPUNoRelaxedOrdering", "ib-unordered", env...)
+	if !strings.Contains(string(out), "below OWNER, 100: before sm_80): data buffers are registered without relaxed ordering") {
+		t.Errorf("no INFO line saying relaxed ordering is off for this GPU:\n%s", out)
+	}
+}

@@ -76,6 +76,7 @@ static __thread void* cur = &fakeCtx[0];
 static __thread int curSet = 0;
 static char failing[64];
 static int noCtx, noUva, noDmabuf, ipcForeign;
+static int rdmaOrdering = 100; /* CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING: OWNER, as sm_80+ */
 static int peerOn[2][2]; /* peerOn[a][b]: context a may access context b's memory */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* allocations, streams, log */
 static int syncs, streams, ipcOpen, primaryRefs[2];
@@ -229,6 +230,8 @@ int fakeSetCurrent(const char* i)
   return 0;
 }
 int fakeNoDmabuf(const char* on) { noDmabuf = on != NULL && on[0] == '1'; return 0; }
+/* The value of CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING ("0": none, as before sm_80). */
+int fakeRdmaOrdering(const char* v) { rdmaOrdering = atoi(v); return 0; }
 int fakeIpcForeign(const char* on) { ipcForeign = on != NULL && on[0] == '1'; return 0; }
 /* Whether context a may access context b's memory ("ab", e.g. "01"). */
 int fakePeerAccess(const char* ab) { return peerOn[ab[0] == '1'][ab[1] == '1']; }
@@ -796,11 +799,16 @@ CUresult cuCtxEnablePeerAccess(void* peer, unsigned int flags)
   pthread_mutex_unlock(&mu);
   return was ? 704 : 0; /* CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED */
 }
-/* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED (124) only: 1 unless fakeNoDmabuf("1"). */
+/* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED (124): 1 unless fakeNoDmabuf("1");
+ * CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING (118): 100 (OWNER) unless fakeRdmaOrdering. */
 CUresult cuDeviceGetAttribute(int* v, int attr, int dev)
 {
   FAILS("cuDeviceGetAttribute");
   if (dev < 0 || dev > 1) return 101;
+  if (attr == 118) {
+    *v = rdmaOrdering;
+    return 0;
+  }
   if (attr != 124) return 1;
   *v = !noDmabuf;
   return 0;

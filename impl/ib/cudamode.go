@@ -31,9 +31,10 @@ func (t *ibt) register(x *verbs.Context, b transport.Buffer, data bool) (*verbs.
 	return x.RegisterMRAccess(uint64(uintptr(b.Ptr)), b.Size, data)
 }
 
-// registerDev is registerDevice, with an INFO line when the way it worked changes.
+// registerDev is registerDevice, with an INFO line when the way it worked changes. Data is
+// registered with relaxed ordering only where dev's kernels see RDMA writes in order.
 func (t *ibt) registerDev(x *verbs.Context, dev cuda.Device, ptr, size uint64, data bool) (*verbs.MR, error) {
-	mr, how, why, err := registerDevice(t.lib, x, dev, ptr, size, data)
+	mr, how, why, err := registerDevice(t.lib, x, dev, ptr, size, data && t.ordered(dev))
 	if err == nil && how != t.gdr {
 		t.gdr = how
 		if why != "" {
@@ -42,6 +43,30 @@ func (t *ibt) registerDev(x *verbs.Context, dev cuda.Device, ptr, size uint64, d
 		logx.Infof(logx.Net, "rank %d: IB: device memory of device %d %s for GPUDirect RDMA", t.h.Rank, dev.Ordinal, how)
 	}
 	return mr, err
+}
+
+// ordered reports whether dev's kernels see GPUDirect RDMA writes into its memory in the order
+// they arrived (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING, OWNER or better: sm_80 and
+// later with CUDA 11.3+), said once per device at INFO. Where they may not, data is registered
+// without relaxed ordering, so that a signal written after its data does not overtake it on PCIe.
+func (t *ibt) ordered(dev cuda.Device) bool {
+	if ok, seen := t.order[dev.Ordinal]; seen {
+		return ok
+	}
+	ok, v, err := dev.RDMAWritesOrdered()
+	if t.order == nil {
+		t.order = map[int]bool{}
+	}
+	t.order[dev.Ordinal] = ok
+	switch {
+	case err != nil:
+		logx.Infof(logx.Net, "rank %d: IB: device %d does not say whether its kernels see GPUDirect RDMA writes in order (%v; CUDA 11.3+ and sm_80+ do): data buffers are registered without relaxed ordering", t.h.Rank, dev.Ordinal, err)
+	case !ok:
+		logx.Infof(logx.Net, "rank %d: IB: device %d orders GPUDirect RDMA writes for its kernels only at level %d (below OWNER, 100: before sm_80): data buffers are registered without relaxed ordering", t.h.Rank, dev.Ordinal, v)
+	default:
+		logx.Infof(logx.Net, "rank %d: IB: device %d orders GPUDirect RDMA writes for its kernels (level %d): a signal is seen after its data", t.h.Rank, dev.Ordinal, v)
+	}
+	return ok
 }
 
 // registerDevice registers device memory [ptr, ptr+size) of dev for GPUDirect RDMA: through a

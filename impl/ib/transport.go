@@ -49,6 +49,7 @@ type ibt struct {
 	beats beats
 	cu    cudaproxy.OnDemand // CUDA mode: the proxy of connections over device memory (cudamode.go)
 	gdr   string             // how device memory was last registered (an INFO line when it changes)
+	order map[int]bool       // by device ordinal: whether its kernels see RDMA writes in order (cudamode.go)
 	srcs  srcCache           // MRs of device sources of mscclppRegisteredBufferWrite (write.go)
 	fab   fabric             // the settings (fabric.go)
 }
