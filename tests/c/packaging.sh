@@ -49,7 +49,7 @@ destdir_case() {
   for f in "$lib/libmscclpp.so.0.1.0" "$lib/pkgconfig/mscclpp.pc" "$lib/cmake/mscclpp/mscclppConfig.cmake" \
     "$lib/cmake/mscclpp/mscclppConfigVersion.cmake" "$t/usr/include/mscclpp.h" "$t/usr/include/mscclppfifo.h" "$t/usr/include/mscclppdevconn.h" \
     "$t/usr/include/mscclpp_tools.h" "$t/usr/bin/mscclpp_allgather_perf" "$t/usr/share/doc/mscclpp/LICENSE" \
-    "$t/usr/share/doc/mscclpp/README.md" "$lib/mscclpp/libmscclpp_profile.so" "$lib/mscclpp/libmscclpp_trace.so" \
+    "$t/usr/share/doc/mscclpp/README.md" "$t/usr/share/doc/mscclpp/tools/perf/README.md" "$lib/mscclpp/libmscclpp_profile.so" "$lib/mscclpp/libmscclpp_trace.so" \
     "$t/usr/bin/mscclpp-trace-merge" "$t/usr/bin/mscclpp-perf-plot"; do
     check "staged $f" test -f "$f"
   done
