@@ -1,6 +1,6 @@
 // Package cuda is the CUDA provider of libmscclpp: it loads the driver
-// (libcuda.so.1) and NVML (libnvidia-ml.so.1) at run time with go-nvml's
-// pkg/dl, wraps the few driver calls connection setup needs, and the driver
+// (libcuda.so.1) and NVML (libnvidia-ml.so.1) at run time through impl/dynlib
+// (one dlopen each), wraps the few driver calls connection setup needs, and the driver
 // side of a CUDA-mode proxy's state (proxystate.c: streams, tail words; the
 // transports hold their engine ops, impl/cudaproxy the proxy). Building it needs no CUDA
 // toolkit: the declarations it uses are written out in cuapi.h.

@@ -7,15 +7,19 @@
 #include <dlfcn.h>
 #include <stdio.h>
 
-int dynResolve(const char* name, const dynSym* syms, void* table, char* err, int errLen)
+void* dynOpen(const char* name, char* err, int errLen)
 {
   dlerror();
-  void* h = dlopen(name, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+  void* h = dlopen(name, RTLD_LAZY | RTLD_LOCAL);
   if (h == NULL) {
     const char* why = dlerror();
-    snprintf(err, (size_t)errLen, "%s: not loaded: %s", name, why ? why : "dlopen failed");
-    return -1;
+    snprintf(err, (size_t)errLen, "%s", why ? why : "dlopen failed");
   }
+  return h;
+}
+
+int dynResolve(void* h, const char* name, const dynSym* syms, void* table, char* err, int errLen)
+{
   for (const dynSym* s = syms; s->name != NULL; s++) {
     void* p = s->version != NULL ? dlvsym(h, s->name, s->version) : dlsym(h, s->name);
     if (p == NULL && s->fallback != NULL)
@@ -29,6 +33,5 @@ int dynResolve(const char* name, const dynSym* syms, void* table, char* err, int
     }
     *(void**)((char*)table + s->offset) = p;
   }
-  /* h stays open: the table's pointers must outlive every caller */
   return 0;
 }

@@ -1,6 +1,7 @@
 // Package dynlib is the one run-time loader of the vendor libraries the
-// library uses but never links (CUDA, NVML, ibverbs): it opens a library once
-// with go-nvml's pkg/dl and fills a C table of its entry points (dynlib.h).
+// library uses but never links (CUDA, NVML, ibverbs): it opens each library
+// once per process (one dlopen handle, shared by every table of its entry
+// points) and fills C tables of entry points from it (dynlib.h).
 package dynlib
 
 /*
@@ -14,8 +15,6 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
-
-	"github.com/NVIDIA/go-nvml/pkg/dl"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
@@ -49,28 +48,58 @@ func (l *Lib) Load() error {
 // Table is the filled table (nil until Load succeeded).
 func (l *Lib) Table() unsafe.Pointer { return l.table }
 
+var (
+	handlesMu sync.Mutex
+	handles   = map[string]unsafe.Pointer{} // library name -> its one dlopen handle, never closed
+	opens     int                           // successful dlopen calls
+)
+
+// handle opens the library name on the first call for that name and returns the same handle on
+// every later one (a failure is not kept: a later call tries again).
+func handle(name string, code status.Code) (unsafe.Pointer, error) {
+	handlesMu.Lock()
+	defer handlesMu.Unlock()
+	if h, ok := handles[name]; ok {
+		return h, nil
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var msg [512]C.char
+	h := C.dynOpen(cname, &msg[0], C.int(len(msg)))
+	if h == nil {
+		why := strings.TrimPrefix(C.GoString(&msg[0]), name+": ")
+		return nil, status.Errorf(code, "no %s: %s", name, why)
+	}
+	handles[name] = h
+	opens++
+	return h, nil
+}
+
 func (l *Lib) open() error {
-	lib := dl.New(l.name, dl.RTLD_LAZY|dl.RTLD_LOCAL)
-	if err := lib.Open(); err != nil {
-		why := strings.TrimPrefix(err.Error(), l.name+": ")
-		return status.Errorf(l.code, "no %s: %s", l.name, why)
+	h, err := handle(l.name, l.code)
+	if err != nil {
+		return err
 	}
 	table := C.calloc(1, l.size)
 	if table == nil {
-		_ = lib.Close()
 		return status.Errorf(status.SystemError, "out of memory loading %s", l.name)
 	}
 	cname := C.CString(l.name)
 	defer C.free(unsafe.Pointer(cname))
 	var msg [512]C.char
-	if C.dynResolve(cname, l.syms, table, &msg[0], C.int(len(msg))) != 0 {
+	if C.dynResolve(h, cname, l.syms, table, &msg[0], C.int(len(msg))) != 0 {
 		C.free(table)
-		_ = lib.Close()
 		return status.Errorf(l.code, "%s", C.GoString(&msg[0]))
 	}
-	// lib stays open: the table points into it for the life of the process.
 	l.table = table
 	return nil
+}
+
+// Opens is how many times this process has opened a library through Lib: once per library.
+func Opens() int {
+	handlesMu.Lock()
+	defer handlesMu.Unlock()
+	return opens
 }
 
 // Symbols lists the names of a NULL-terminated dynSym list (for tests and messages).

@@ -21,9 +21,13 @@ typedef struct dynSym {
   size_t offset;
 } dynSym;
 
-/* Fills table from the library `name`, which the caller has already opened:
- * it is found with RTLD_NOLOAD and stays loaded. Returns 0, or -1 with a
+/* Opens the library `name` (RTLD_LAZY | RTLD_LOCAL): its handle, or NULL
+ * with dlerror's reason in err. dynlib.go calls it once per library and
+ * never closes the handle: every table filled from it points into it. */
+void* dynOpen(const char* name, char* err, int errLen);
+
+/* Fills table from the library `name` opened as h. Returns 0, or -1 with a
  * one-line reason naming the missing symbol in err. */
-int dynResolve(const char* name, const dynSym* syms, void* table, char* err, int errLen);
+int dynResolve(void* h, const char* name, const dynSym* syms, void* table, char* err, int errLen);
 
 #endif
