@@ -186,7 +186,6 @@ void engCtxClose(engCtx* ctx)
   engBackoff b = {0, 0};
   engBackoffCfg cfg = {.spin = 64, .yields = 64, .sleepMaxUs = 1000};
   while (callsInside(ctx, s)) engBackoffStep(&b, &cfg);
-  ctx->magic = 0;
   ctx->slot = -1;
   ctx->ops->close(ctx);
 }
@@ -195,7 +194,6 @@ int engCtxInit(engCtx* ctx, engComm* comm, const engOps* ops)
 {
   memset(ctx, 0, sizeof(*ctx));
   ctx->slot = -1;
-  ctx->magic = ENG_CTX_MAGIC;
   ctx->comm = comm;
   ctx->ops = ops;
   ctx->syncsFree = ops->opsComplete;

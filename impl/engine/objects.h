@@ -22,7 +22,6 @@
 
 /* Connections per context: every connId a trigger can carry (include/mscclppfifo.h). */
 #define ENG_MAX_CONNS (1 << MSCCLPP_BITS_CONNID)
-#define ENG_CTX_MAGIC 0x4d5343434c505043ull /* "MSCCLPPC" */
 #define ENG_REG_MAGIC 0x4d5343434c505052ull /* "MSCCLPPR" */
 
 /* Back-off knobs: spin with a pause, then sched_yield, then sleep doubling up to sleepMaxUs. */
@@ -119,7 +118,6 @@ typedef struct engConn {
 
 typedef struct engCtx {
   mscclppTrigger fifo[MSCCLPP_PROXY_FIFO_SIZE]; /* first: triggerFifo points here */
-  uint64_t magic;
   uint64_t head __attribute__((aligned(64))); /* written by initiators */
   /* A tail some initiator read (release store, acquire load: it also says the slots below it
    * are empty), never ahead of tail, on the initiators' line: a push reads the shared tail,
