@@ -9,23 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mscclpp-go/mscclpp/impl/env"
-	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
-)
-
-// Environment variables read by this package.
-const (
-	// EnvCommID is the root address NewID uses instead of picking one.
-	EnvCommID = "MSCCLPP_COMM_ID"
-	// EnvSocketIfname selects bootstrap interfaces as NCCL_SOCKET_IFNAME does.
-	EnvSocketIfname = "MSCCLPP_SOCKET_IFNAME"
-	// EnvSocketFamily restricts bootstrap addresses to AF_INET or AF_INET6.
-	EnvSocketFamily = "MSCCLPP_SOCKET_FAMILY"
-	// EnvSpinUS is how many microseconds a collective's read busy-polls
-	// before parking (default: 50 when a host runs no more ranks than it has
-	// CPUs, else 0).
-	EnvSpinUS = "MSCCLPP_BOOTSTRAP_SPIN_US"
 )
 
 // resolveTimeout bounds a host name lookup in ParseAddr.
@@ -73,21 +57,6 @@ func ParseAddr(s string) (netip.AddrPort, error) {
 		}
 	}
 	return netip.AddrPortFrom(best, uint16(port)), nil
-}
-
-// familyEnv returns 4 or 6 for MSCCLPP_SOCKET_FAMILY=AF_INET/AF_INET6, else 0.
-func familyEnv() int {
-	v := env.Get(EnvSocketFamily)
-	switch strings.ToUpper(strings.TrimSpace(v)) {
-	case "AF_INET", "INET", "4", "IPV4":
-		return 4
-	case "AF_INET6", "INET6", "6", "IPV6":
-		return 6
-	case "":
-		return 0
-	}
-	logx.Malformed("bootstrap: ignoring %s=%q: want AF_INET or AF_INET6; both families are used", EnvSocketFamily, v)
-	return 0
 }
 
 // ifSpec is a parsed MSCCLPP_SOCKET_IFNAME: a comma list of name prefixes;
@@ -197,7 +166,7 @@ func selectInterface() (ifAddr, error) {
 		return ifAddr{}, status.Errorf(status.SystemError, "bootstrap: cannot list network interfaces: %w", err)
 	}
 	family := familyEnv()
-	if env := env.Get(EnvSocketIfname); strings.TrimSpace(env) != "" {
+	if env := ifnameEnv(); strings.TrimSpace(env) != "" {
 		if a, ok := pickFrom(addrs, parseIfSpec(env), family); ok {
 			return a, nil
 		}
@@ -228,11 +197,8 @@ func familyText(f int) string {
 // the netpoller), and 0 when oversubscribed (spinning would only steal
 // the CPU from the rank we wait for). MSCCLPP_BOOTSTRAP_SPIN_US overrides it.
 func spinBudget(localRanks, ncpu int) time.Duration {
-	if v := strings.TrimSpace(env.Get(EnvSpinUS)); v != "" {
-		if us, err := strconv.Atoi(v); err == nil && us >= 0 {
-			return time.Duration(us) * time.Microsecond
-		}
-		logx.Malformed("bootstrap: ignoring %s=%q: not a non-negative number of microseconds; the default is used", EnvSpinUS, v)
+	if d, ok := spinEnv(); ok {
+		return d
 	}
 	if localRanks <= ncpu {
 		return defaultSpin

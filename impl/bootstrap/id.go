@@ -6,10 +6,8 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"strconv"
-	"strings"
 	"sync"
 
-	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -143,8 +141,8 @@ func NewID(opts Options) (ID, error) {
 		return ID{}, err
 	}
 	var addr netip.AddrPort
-	if env := strings.TrimSpace(env.Get(EnvCommID)); env != "" {
-		a, err := ParseAddr(env)
+	if v := commIDEnv(); v != "" {
+		a, err := ParseAddr(v)
 		if err != nil {
 			return ID{}, status.Errorf(status.InvalidArgument, "bootstrap: %s: %w", EnvCommID, err)
 		}

@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
@@ -125,7 +124,7 @@ func (b *Bootstrap) readRootChallenge(rs *rootSession) error {
 func (b *Bootstrap) listen(rs *rootSession) error {
 	var lip netip.Addr
 	familyEnv() // read, and a malformed value reported, at every init as ENVIRONMENT.md says, whatever the address
-	if strings.TrimSpace(env.Get(EnvSocketIfname)) != "" {
+	if strings.TrimSpace(ifnameEnv()) != "" {
 		a, err := selectInterface()
 		if err != nil {
 			return err

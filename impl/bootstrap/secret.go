@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -36,10 +35,6 @@ import (
 // the same secret; the key is then HMAC(secret, root address), so a key
 // proves membership of one communicator only.
 const (
-	// EnvSecret is the bootstrap secret of ip:port communicators.
-	EnvSecret = "MSCCLPP_BOOTSTRAP_SECRET"
-	// EnvSecretFile names a file holding the bootstrap secret.
-	EnvSecretFile = "MSCCLPP_BOOTSTRAP_SECRET_FILE"
 	// CookieName is the per-user cookie file in $HOME.
 	CookieName = ".mscclpp_cookie"
 
@@ -73,7 +68,7 @@ func addrKey(addr netip.AddrPort, logf logFunc) ([keyBytes]byte, string, error) 
 
 func baseSecret(logf logFunc) ([sha256.Size]byte, string, error) {
 	if s := secretEnv(); s != "" {
-		if env.Get(EnvSecretFile) != "" {
+		if secretFileEnv() != "" {
 			logf(false, "bootstrap: both %s and %s are set; using %s", EnvSecret, EnvSecretFile, EnvSecret)
 		}
 		text := strings.TrimRight(s, " \t\r\n")
@@ -84,14 +79,14 @@ func baseSecret(logf logFunc) ([sha256.Size]byte, string, error) {
 		}
 		return secretDigest([]byte(text)), EnvSecret, nil
 	}
-	if p := env.Get(EnvSecretFile); p != "" {
+	if p := secretFileEnv(); p != "" {
 		d, err := readSecret(p, EnvSecretFile+" "+p)
 		if err != nil {
 			return [sha256.Size]byte{}, "", err
 		}
 		return d, EnvSecretFile + " " + p, nil
 	}
-	home, _ := env.Raw("HOME") // as os.UserHomeDir, but read now
+	home := homeEnv()
 	if home == "" {
 		return [sha256.Size]byte{}, "", status.Errorf(status.InvalidUsage,
 			"bootstrap: no secret for an ip:port communicator: set %s or %s (HOME is not set, so there is no ~/%s)",
@@ -111,16 +106,6 @@ func baseSecret(logf logFunc) ([sha256.Size]byte, string, error) {
 		return [sha256.Size]byte{}, "", err
 	}
 	return d, path, nil
-}
-
-// secretEnv reads MSCCLPP_BOOTSTRAP_SECRET; the ENV log line says that it is
-// set, never what it is.
-func secretEnv() string {
-	s, _ := env.Raw(EnvSecret)
-	if s != "" {
-		env.Report(EnvSecret, "a value (not shown)")
-	}
-	return s
 }
 
 // readSecret returns the digest of the secret in the file at path (what names
