@@ -1,3 +1,5 @@
+//go:build mscclpp_testhooks
+
 package dynlib
 
 import "testing"
