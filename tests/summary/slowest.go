@@ -10,8 +10,8 @@ import (
 
 // timed is one check's line that carries its time: "PASS name  (1.2 s)" or
 // "FAIL name  (1.2 s)...", as the C suite, the Go records and tests/test.sh's
-// own steps write them.
-var timed = regexp.MustCompile(`^(?:PASS|FAIL) (\S+)  \((\d+(?:\.\d+)?) s\)`)
+// own steps write them, or "PASS name (1.2s)", as the data-path suite does.
+var timed = regexp.MustCompile(`^(?:PASS|FAIL) (\S+) +\((\d+(?:\.\d+)?) ?s\)`)
 
 type checkTime struct {
 	name string

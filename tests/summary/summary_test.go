@@ -72,7 +72,7 @@ func TestSlowestTen(t *testing.T) {
 	for i := 1; i <= 11; i++ { // case-1 .. case-11 take 1 .. 11 s
 		fmt.Fprintf(&c, "PASS case-%d  (%d.0 s)\n", i, i)
 	}
-	c.WriteString("FAIL slow-failure  (30.5 s)\n    the reason\nPASS untimed\n")
+	c.WriteString("FAIL slow-failure  (30.5 s)\n    the reason\nPASS untimed\nPASS stop_n4 (10.5s)\n")
 	cLog := filepath.Join(dir, "c.log")
 	os.WriteFile(cLog, []byte(c.String()), 0o644)
 	goRec := filepath.Join(dir, "go.records")
@@ -82,11 +82,12 @@ func TestSlowestTen(t *testing.T) {
 	var out bytes.Buffer
 	run([]string{"final", allow, goRec, cLog}, nil, &out)
 	got := out.String()
-	want := "# the 10 slowest checks:\n#      30.5 s  slow-failure\n#      12.5 s  go:impl.TestSlow\n"
-	for i := 11; i >= 4; i-- {
+	want := "# the 10 slowest checks:\n#      30.5 s  slow-failure\n#      12.5 s  go:impl.TestSlow\n" +
+		"#      11.0 s  case-11\n#      10.5 s  stop_n4\n"
+	for i := 10; i >= 5; i-- {
 		want += fmt.Sprintf("#   %7.1f s  case-%d\n", float64(i), i)
 	}
-	want += "14 passed, 1 failed, 0 skipped\n"
+	want += "15 passed, 1 failed, 0 skipped\n"
 	if !strings.Contains(got, want) {
 		t.Fatalf("final output lacks\n%s\ngot:\n%s", want, got)
 	}
