@@ -33,7 +33,7 @@ func names(re *regexp.Regexp, s string) map[string]bool {
 	return out
 }
 
-func sorted(m map[string]bool) []string {
+func sorted[V any](m map[string]V) []string {
 	var out []string
 	for k := range m {
 		out = append(out, k)

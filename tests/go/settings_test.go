@@ -3,7 +3,6 @@ package sotest
 import (
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -47,19 +46,10 @@ func TestSettingsReadInOnePlace(t *testing.T) {
 		readers = append(readers, p)
 		if _, ok := readsEnvAllowed[p]; !ok {
 			t.Errorf("%s reads the environment (%s): read it in its package's reading file (%s), or declare the variable in its transport's Entry.Settings, and pass the value down",
-				p, re.FindString(s), strings.Join(sortedKeys(readsEnvAllowed), ", "))
+				p, re.FindString(s), strings.Join(sorted(readsEnvAllowed), ", "))
 		}
 	}
 	if len(readers) < 4 {
 		t.Fatalf("the scan found %d reading files (%v): the patterns no longer match the sources", len(readers), readers)
 	}
-}
-
-func sortedKeys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
