@@ -30,8 +30,8 @@ func TestBootstrapTimeoutEnv(t *testing.T) {
 	}
 }
 
-// TestMembarrierEnv: MSCCLPP_MEMBARRIER=0 turns membarrier off (the counting mode); unset or
-// any other value keeps it.
+// TestMembarrierEnv: MSCCLPP_MEMBARRIER=0 turns membarrier off (the counting mode); unset, 1, or
+// any other value (which is warned about, tests/go/envwarn_test.go) keeps it.
 func TestMembarrierEnv(t *testing.T) {
 	for _, tc := range []struct {
 		v    string
