@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -197,7 +198,7 @@ func (b *Bootstrap) recvMsg(c *ringConn, buf []byte, want int, op uint32, step i
 		if err := c.readFull(text[have:], 0); err != nil {
 			return "", b.ioErr(op, c.peer, false, err)
 		}
-		return string(text), b.errorf(status.RemoteError, "%s failed on another rank: %s", opName(op), text)
+		return string(text), b.errorf(status.RemoteError, "%s failed on another rank: %s", opName(op), logx.PeerText(string(text)))
 	}
 	if err := b.hdrMismatch(buf, c.peer, want, op, step); err != nil {
 		return "", err

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -145,5 +146,5 @@ func (b *Bootstrap) abortIn(hdr, text []byte, op uint32) error {
 		return nil
 	}
 	n := min(binary.LittleEndian.Uint64(hdr[8:16]), uint64(len(text)), maxAbortText)
-	return b.fail(b.errorf(status.RemoteError, "%s failed on another rank: %s", opName(op), text[:n]))
+	return b.fail(b.errorf(status.RemoteError, "%s failed on another rank: %s", opName(op), logx.PeerText(string(text[:n]))))
 }

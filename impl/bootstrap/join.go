@@ -318,14 +318,14 @@ func (b *Bootstrap) replyErr(rootAddr netip.AddrPort, st byte, payload []byte) e
 	case replyOK:
 		return nil
 	case replyUsage:
-		return b.errorf(status.InvalidUsage, "%s", payload)
+		return b.errorf(status.InvalidUsage, "%s", rootText(payload))
 	case replyReject:
 		if payload[0] == rejectMagic {
 			return b.errorf(status.InvalidUsage, "the root at %s serves another communicator (does every rank name the same root address?)", rootAddr)
 		}
 		return b.errorf(status.InvalidUsage, "the root at %s refused this rank's key: %s", rootAddr, b.keyAdvice())
 	}
-	return b.errorf(status.RemoteError, "%s", payload)
+	return b.errorf(status.RemoteError, "%s", rootText(payload))
 }
 
 // keyAdvice says where the key of this rank came from, for a key that the

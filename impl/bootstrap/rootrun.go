@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -63,14 +64,21 @@ func (r *root) abort(rank, nranks int, err error) {
 }
 
 // remoteAbort takes the kindAbort hello h of a rank that cannot join (authenticated by greet)
-// and fails the communicator with its reason, as abort does for this process's rank.
+// and fails the communicator with its reason (printed quoted), as abort does for this
+// process's rank. One that names no rank of the communicator it names is dropped.
 func (r *root) remoteAbort(c net.Conn, h *hello) {
+	if h.nranks <= 0 || h.rank < 0 || h.rank >= h.nranks {
+		r.logf(true, "bootstrap root at %s: dropped a connection from %s: its abort names no rank (rank %d of %d ranks)",
+			r.addr, c.RemoteAddr(), h.rank, h.nranks)
+		r.drop(c)
+		return
+	}
 	code, text := status.RemoteError, "no reason given"
 	if len(h.payload) > 0 {
 		if status.Code(h.payload[0]) == status.InvalidUsage {
 			code = status.InvalidUsage
 		}
-		text = string(h.payload[1:])
+		text = logx.PeerText(string(h.payload[1:]))
 	}
 	select {
 	case r.abortReq <- rootAbort{rank: h.rank, nranks: h.nranks, err: status.Errorf(code, "%s", text), from: c.RemoteAddr().String()}:
@@ -187,7 +195,7 @@ func (r *root) watch(ev rootEvent) {
 		case st == statusReady:
 			out.kind = evReady
 		default:
-			out.kind, out.text = evFail, text
+			out.kind, out.text = evFail, logx.PeerText(text) // the rank's own words: printed quoted
 		}
 		select {
 		case r.events <- out:
@@ -236,10 +244,16 @@ func (r *root) run() {
 				code = status.InvalidUsage
 			}
 			msg := fmt.Sprintf("rank %d, in the process of the root at %s, could not join: %v", ab.rank, r.addr, ab.err)
-			if ab.from != "" {
+			told := ab.rank
+			switch {
+			case ab.from != "" && ab.rank >= st.nranks: // a rank of another size: not one of this communicator
+				msg = fmt.Sprintf("a rank (from %s) of %d ranks, not of this communicator's %d, could not join the communicator at the root %s: %v",
+					ab.from, ab.nranks, st.nranks, r.addr, ab.err)
+				told = -1
+			case ab.from != "":
 				msg = fmt.Sprintf("rank %d (from %s) could not join the communicator at the root %s: %v", ab.rank, ab.from, r.addr, ab.err)
 			}
-			r.fail(st.regs, st.formed, st.nranks, code, msg, nil, nil, ab.rank)
+			r.fail(st.regs, st.formed, st.nranks, code, msg, nil, nil, told)
 			return
 		case <-r.stopReq:
 			msg := fmt.Sprintf("the root at %s was closed before all ranks connected", r.addr)

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/mscclpp-go/mscclpp/impl/logx"
 )
 
 // Wire formats. All integers are little endian.
@@ -158,6 +161,33 @@ func printable(b []byte) string {
 	return string(out)
 }
 
+// rootText is the text of the root's answer, fit to print: as it is when it is one line of
+// printable ASCII (what a root writes: the words of a rank in it are already quoted), else
+// quoted as a peer's text.
+func rootText(b []byte) string {
+	if !printableLine(string(b)) {
+		return logx.PeerText(string(b))
+	}
+	return string(b)
+}
+
+// printableLine reports whether s is one line of printable ASCII.
+func printableLine(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// addrOK reports whether s is what a rank registers as its listening address: an ip:port
+// (a zone, too, in printable ASCII), so that messages can name it as it is.
+func addrOK(s string) bool {
+	_, err := netip.ParseAddrPort(s)
+	return err == nil && printableLine(s)
+}
+
 // putString appends a uint16-length-prefixed string.
 func putString(buf []byte, s string) []byte {
 	buf = binary.LittleEndian.AppendUint16(buf, uint16(len(s)))
@@ -195,7 +225,7 @@ func decodeRegister(p []byte) (peerEntry, bool) {
 		return peerEntry{}, false
 	}
 	host, rest, ok := getString(rest)
-	if !ok || len(rest) != 8 {
+	if !ok || len(rest) != 8 || !addrOK(addr) {
 		return peerEntry{}, false
 	}
 	return peerEntry{addr: addr, hostID: host, pid: binary.LittleEndian.Uint64(rest)}, true
@@ -227,7 +257,7 @@ func decodeTable(p []byte, nranks int) (uint64, []peerEntry, bool) {
 	t := make([]peerEntry, n)
 	for i := range t {
 		var ok bool
-		if t[i].addr, p, ok = getString(p); !ok {
+		if t[i].addr, p, ok = getString(p); !ok || !addrOK(t[i].addr) {
 			return 0, nil, false
 		}
 		if t[i].hostID, p, ok = getString(p); !ok || len(p) < 8+nonceBytes {

@@ -88,7 +88,7 @@ func newSHM(h *transport.Host) (transport.Transport, error) {
 // its triggers served by the communicator's one SHM context.
 func (s *shm) Declare(d transport.Decl) (transport.Endpoint, error) {
 	if !s.h.OnMyNode(d.Peer) {
-		return transport.Endpoint{}, status.Errorf(status.InvalidUsage, "SHM transport to rank %d: that rank is on another host (%q, this one is %q)", d.Peer, s.h.HostIDs[d.Peer], s.h.HostIDs[s.h.Rank])
+		return transport.Endpoint{}, status.Errorf(status.InvalidUsage, "SHM transport to rank %d: that rank is on another host (%s, this one is %s)", d.Peer, logx.PeerText(s.h.HostIDs[d.Peer]), logx.PeerText(s.h.HostIDs[s.h.Rank]))
 	}
 	if s.ctx == nil {
 		x, err := engine.NewCtxOps(s.h.Eng, C.shmOpsPtr(), nil)
