@@ -20,11 +20,7 @@
 #define ENG_BIAS_REVOKING ((const engThread*)1)   /* a revoker waits for the owner to leave */
 #define ENG_BIAS_REVOKED ((const engThread*)2)    /* everyone uses word */
 
-typedef struct engBiasLock {
-  const engThread* owner;
-  int busy; /* the owner is inside (its plain stores) */
-  int word; /* the lock word (exchange) once the bias is revoked */
-} engBiasLock;
+/* engBiasLock itself is in objects.h: every connection has one (engConn.sigLock). */
 
 /* How a taker holds the lock: through the bias or through the word. */
 enum { ENG_BIAS_HELD_WORD = 0, ENG_BIAS_HELD_BIAS = 1 };

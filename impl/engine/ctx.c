@@ -195,7 +195,8 @@ int engCtxInit(engCtx* ctx, engComm* comm, const engOps* ops)
   memset(ctx, 0, sizeof(*ctx));
   ctx->slot = -1;
   ctx->comm = comm;
-  ctx->ops = ops;
+  engOpsFill(&ctx->ownOps, ops);
+  ctx->ops = &ctx->ownOps;
   ctx->syncsFree = ops->opsComplete;
   return ctxRegister(ctx);
 }

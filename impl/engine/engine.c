@@ -116,7 +116,7 @@ static inline int connOp(engConn* c, uint64_t type, uint64_t dstDataOffset, uint
 {
   int rc = mscclppSuccess;
   if (type & (mscclppFlag | mscclppSync)) rc = drainFifo(c);
-  if (rc == mscclppSuccess) rc = c->ops->op(c, type, 1, dstDataOffset, 1, srcDataOffset, dataSize);
+  if (rc == mscclppSuccess) rc = engConnDo(c, type, 1, dstDataOffset, 1, srcDataOffset, dataSize);
   if ((type & mscclppData) && rc == mscclppSuccess) engCountPut(c, dataSize);
   return rc;
 }
@@ -157,7 +157,7 @@ mscclppResult_t mscclppConnPutHandle(struct mscclppDevConn* conn, mscclppBufferH
   if (__builtin_expect(conn == NULL, 0)) return connNull("mscclppConnPutHandle");
   engConn* c = connEnter(conn, "mscclppConnPutHandle", 0);
   if (c == NULL) return mscclppInvalidUsage;
-  int rc = c->ops->op(c, mscclppData, dst, dstDataOffset, src, srcDataOffset, dataSize);
+  int rc = engConnDo(c, mscclppData, dst, dstDataOffset, src, srcDataOffset, dataSize);
   if (rc == mscclppSuccess) engCountPut(c, dataSize);
   engLeave(c->ctx);
   return (mscclppResult_t)rc;
@@ -340,4 +340,10 @@ static mscclppResult_t waitFor(engConn* c, struct mscclppDevConn* conn, int64_t 
         return engFail(NULL, mscclppInvalidUsage, "mscclppConnWait: communicator destroyed while waiting");
     }
   }
+}
+
+int engConnDoCall(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+                  uint64_t size)
+{
+  return engConnDo(c, type, dstHandle, dstOff, srcHandle, srcOff, size);
 }

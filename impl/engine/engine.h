@@ -16,12 +16,18 @@
 #include "copy.h"
 #include "ctx.h"
 #include "objects.h"
+#include "conndo.h"
 #include "transport.h"
 
 /* Starts the proxy thread of ctx (proxy.c). */
 int engProxyStart(engCtx* ctx);
 /* Drains the FIFO, then stops and joins the proxy thread. */
 void engProxyStop(engCtx* ctx);
+
+/* engConnDo out of line: for code built outside this package (tests, harnesses), which then
+ * always runs the engine's current path. */
+int engConnDoCall(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+                  uint64_t size);
 
 /* Checks a put's handles and ranges against the registrations; on success sets
  * *src and *dst, else records the failure (engConnFail) and returns its code. */

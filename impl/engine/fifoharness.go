@@ -22,12 +22,12 @@ typedef struct fhState {
 	uint32_t spin;          // pauses per op, so that the FIFO fills
 	uint64_t holdId;        // the op of this trigger id waits while hold is set (none: ~0)
 	int hold, held;         // held: the op of holdId is waiting
+	uint64_t curId;         // the trigger fhServeTypes pushed last
 } fhState;
 
-static int fhOp(engConn* c, uint64_t t, uint64_t d, uint64_t dOff, uint64_t s, uint64_t sOff, uint64_t n)
+// Records trigger id dOff as served (the op of trigger holdId waits while hold is set).
+static int fhSeen(fhState* st, uint64_t dOff)
 {
-	(void)t, (void)d, (void)s, (void)sOff, (void)n;
-	fhState* st = (fhState*)c->transport;
 	for (uint32_t i = 0; i < st->spin; i++) __asm__ __volatile__("" ::: "memory");
 	if (dOff == st->holdId && __atomic_load_n(&st->hold, __ATOMIC_ACQUIRE)) {
 		__atomic_store_n(&st->held, 1, __ATOMIC_RELEASE);
@@ -41,15 +41,24 @@ static int fhOp(engConn* c, uint64_t t, uint64_t d, uint64_t dOff, uint64_t s, u
 	return mscclppSuccess;
 }
 
+static int fhOp(engConn* c, uint64_t t, uint64_t d, uint64_t dOff, uint64_t s, uint64_t sOff, uint64_t n)
+{
+	(void)t, (void)d, (void)s, (void)sOff, (void)n;
+	return fhSeen((fhState*)c->transport, dOff);
+}
+
+// A signal carries no trigger id: it records the one fhServeTypes is waiting for (curId).
+static int fhSignal(engConn* c, uint64_t v)
+{
+	(void)v;
+	fhState* st = (fhState*)c->transport;
+	return fhSeen(st, st->curId);
+}
+
 static const engOps fhOps = {
 	.name = "fifo-test",
 	.op = fhOp,
-	.waitPoll = engOpsNoWaitPoll,
-	.waitPending = engOpsNoWaitPending,
-	.waitStyle = ENG_WAIT_SPIN,
-	.threadInit = engOpsNoThreadInit,
-	.publishTail = engOpsNoPublishTail,
-	.close = engOpsNoClose,
+	.signal = fhSignal,
 };
 
 typedef struct fhHarness {
@@ -72,7 +81,7 @@ static void* fhPusher(void* p)
 	fhHarness* h = a->h;
 	for (int i = 0; i < h->each; i++) {
 		uint64_t id = (uint64_t)a->t * (uint64_t)h->each + (uint64_t)i;
-		h->seqOf[id] = mscclppFifoPush(&h->dev.fifo, mscclppFlag, id, 0, 1);
+		h->seqOf[id] = mscclppFifoPush(&h->dev.fifo, mscclppData, id, 0, 1);
 	}
 	return NULL;
 }
@@ -131,7 +140,7 @@ static uint64_t fhWake(fhHarness* h)
 	while (!__atomic_load_n(&h->ctx->proxyAsleep, __ATOMIC_ACQUIRE))
 		if (engNowNs() > until) return 0;
 	uint64_t t0 = engNowNs();
-	uint64_t seq = mscclppFifoPush(&h->dev.fifo, mscclppFlag, 0, 0, 1);
+	uint64_t seq = mscclppFifoPush(&h->dev.fifo, mscclppData, 0, 0, 1);
 	if (seq == MSCCLPP_FIFO_PUSH_FAILED || mscclppFifoWaitServed(&h->dev.fifo, seq) != mscclppSuccess) return 0;
 	return engNowNs() - t0;
 }
@@ -179,12 +188,12 @@ static int64_t fhWaitRefilled(fhHarness* h, int* rc)
 	h->st.hold = 1;
 	if (engProxyStart(h->ctx) != mscclppSuccess) return -1;
 	int64_t res = -1;
-	if (mscclppFifoPush(&h->dev.fifo, mscclppFlag, 0, 0, 1) != 0 || mscclppFifoWaitServed(&h->dev.fifo, 0) != 0 ||
-	    !fhUntil(NULL, &h->ctx->tail, 1) || mscclppFifoPush(&h->dev.fifo, mscclppFlag, 1, 0, 1) != 1 ||
+	if (mscclppFifoPush(&h->dev.fifo, mscclppData, 0, 0, 1) != 0 || mscclppFifoWaitServed(&h->dev.fifo, 0) != 0 ||
+	    !fhUntil(NULL, &h->ctx->tail, 1) || mscclppFifoPush(&h->dev.fifo, mscclppData, 1, 0, 1) != 1 ||
 	    !fhUntil(&h->st.held, NULL, 0))
 		goto out;
 	for (uint64_t id = 2; id <= MSCCLPP_PROXY_FIFO_SIZE; id++)
-		if (mscclppFifoPush(&h->dev.fifo, mscclppFlag, id, 0, 1) != id) goto out;
+		if (mscclppFifoPush(&h->dev.fifo, mscclppData, id, 0, 1) != id) goto out;
 	if (__atomic_load_n(&h->ctx->fifo[0].value[0], __ATOMIC_ACQUIRE) == 0) goto out;
 	fhWaiter w = {h, 0, -1, 0};
 	pthread_t th;
@@ -210,6 +219,7 @@ static int fhServeTypes(fhHarness* h, const uint64_t* types, int n)
 	if (engProxyStart(h->ctx) != mscclppSuccess) return -1;
 	int rc = 0;
 	for (int i = 0; i < n && rc == 0; i++) {
+		h->st.curId = (uint64_t)i;
 		uint64_t seq = mscclppFifoPush(&h->dev.fifo, types[i], (uint64_t)i, 0, 1);
 		if (seq == MSCCLPP_FIFO_PUSH_FAILED || mscclppFifoWaitServed(&h->dev.fifo, seq) != mscclppSuccess) rc = -1;
 	}

@@ -42,11 +42,7 @@ static const engOps hpOps = {
 	.name = "test",
 	.op = hpOp,
 	.waitPoll = hpPoll,
-	.waitPending = engOpsNoWaitPending,
 	.waitStyle = ENG_WAIT_POLL,
-	.threadInit = engOpsNoThreadInit,
-	.publishTail = engOpsNoPublishTail,
-	.close = engOpsNoClose,
 };
 
 typedef struct hpHarness {

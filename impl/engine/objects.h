@@ -73,6 +73,14 @@ static inline void engMarkConnFailed(engComm* comm, int connId)
     __atomic_fetch_add(&comm->nConnFailed, 1, __ATOMIC_RELEASE);
 }
 
+/* A lock biased to the first thread that takes it (bias.h has its functions): a connection's
+ * signal lock. */
+typedef struct engBiasLock {
+  const struct engThread* owner; /* the thread the lock is biased to, or one of bias.h's ENG_BIAS_* */
+  int busy;          /* the owner is inside (its plain stores) */
+  int word;          /* the lock word (exchange) once the bias is revoked */
+} engBiasLock;
+
 /* A registration as seen from this process. */
 typedef struct engReg {
   uint64_t magic;  /* ENG_REG_MAGIC while valid */
@@ -97,12 +105,15 @@ typedef struct engConn {
   int nRemote;
   engReg* remote; /* the peer's registrations, by handle */
   volatile uint64_t* remoteProxyEpoch; /* the peer's localSignalEpochId->proxy for this connection */
-  uint64_t signalsDone;                /* signals served on this connection: the value a signal sends */
+  /* Signals sent on this connection, the last value sent (conndo.h): read and written under sigLock. */
+  uint64_t signalsDone;
+  engBiasLock sigLock; /* held while the engine picks a signal's value and the transport sends it */
   volatile int peerClosed;  /* set by a transport when the peer's side of the connection is gone */
   uint32_t* localSleepers;  /* threads asleep (futex) on my epoch slot of this connection, or NULL */
   uint32_t* remoteSleepers; /* threads asleep on the peer's slot I signal, or NULL: wake them after a signal */
   struct engComm* comm;
-  const engOps* ops; /* its context's table, or one its transport chose for it (transport.h) */
+  const engOps* ops; /* its context's table, or ownOps: one its transport chose for it (transport.h) */
+  engOps ownOps;     /* engConnSetOps' table, filled (engOpsFill) */
   void* transport;   /* the transport's own state, which only the transport reads (its context's by default) */
   struct engCtx* ctx;
   /* For reports (report.c), relaxed: bytes this side put (host calls and proxy triggers), and
@@ -135,7 +146,7 @@ typedef struct engCtx {
    * proxy's tail stores would otherwise take their line away from the producers on each publish.
    * Only this process reads engCtx: the device sees the tail through ops->publishTail. */
   engComm* comm __attribute__((aligned(64)));
-  const engOps* ops;  /* threadInit / publishTail / close of this context's transport */
+  const engOps* ops;  /* &ownOps: this context's transport's table, filled (engOpsFill) */
   void* transport;    /* the transport's own per-context state (e.g. CUDA context and stream) */
   uint64_t* devHead;  /* where initiators count pushes when not &head (device memory), or NULL */
   /* 1 while every connection's ops table has opsComplete (engCtxInit: its own table's; lowered, never
@@ -158,6 +169,7 @@ typedef struct engCtx {
   uint64_t typelessSeen; /* looks of the proxy at a slot with word 0 but no type yet (atomic; for tests) */
   int stopTailFailed;    /* proxy thread: its last tail, published as it stopped, carries MSCCLPP_FIFO_TAIL_FAILED */
   int live;              /* set by the proxy thread (atomic) once it serves: engProxyStart waits for it */
+  engOps ownOps;
 } engCtx;
 
 /* The one way the engine and the transports record an error: the formatted message
@@ -185,13 +197,15 @@ static inline void engCountPut(engConn* c, uint64_t size)
   __atomic_store_n(&c->bytesPut, __atomic_load_n(&c->bytesPut, __ATOMIC_RELAXED) + size, __ATOMIC_RELAXED);
 }
 
-/* Gives c the ops table ops (transport.h), first lowering its context's syncsFree when ops does not
- * complete its operations before they return, so that no Sync the proxy serves meanwhile skips a
- * transport call that c's table needs. */
+/* Gives c the ops table ops (transport.h), filled with the defaults, first lowering its context's
+ * syncsFree when ops does not complete its operations before they return, so that no Sync the
+ * proxy serves meanwhile skips a transport call that c's table needs. Called at setup, before
+ * any operation on c. */
 static inline void engConnSetOps(engConn* c, const engOps* ops)
 {
-  if (!ops->opsComplete) __atomic_store_n(&c->ctx->syncsFree, 0, __ATOMIC_SEQ_CST);
-  __atomic_store_n(&c->ops, ops, __ATOMIC_RELEASE);
+  if (!ops->opsComplete && c->ctx != NULL) __atomic_store_n(&c->ctx->syncsFree, 0, __ATOMIC_SEQ_CST);
+  engOpsFill(&c->ownOps, ops);
+  __atomic_store_n(&c->ops, &c->ownOps, __ATOMIC_RELEASE);
 }
 
 /* 1 when pid no longer runs (gone, or a zombie nobody reaped yet): process.c. */

@@ -120,7 +120,7 @@ static inline void serve(engCtx* ctx, uint64_t seq, uint64_t v0, uint64_t v1)
   /* a Sync alone where every connection's operations complete before they return: nothing to do */
   if (type == mscclppSync && __atomic_load_n(&ctx->syncsFree, __ATOMIC_RELAXED)) return;
   /* a Flag or Sync trigger carries size 1 only to mark the slot: it moves no data */
-  int rc = c->ops->op(c, type, 1, dstOff, 1, srcOff, (type & mscclppData) ? size : 0);
+  int rc = engConnDo(c, type, 1, dstOff, 1, srcOff, (type & mscclppData) ? size : 0);
   if (rc == mscclppSuccess && (type & mscclppData)) engCountPut(c, size);
   if (rc == mscclppInvalidArgument) __atomic_store_n(&ctx->refused, seq + 1, __ATOMIC_RELEASE);
   else if (rc != mscclppSuccess) ctx->opFailed = 1;

@@ -1,10 +1,31 @@
 /*
- * transport.c: the named no-op defaults of transport.h, for the ops-table
- * entries a transport does not need.
+ * transport.c: the named defaults of transport.h for the ops-table entries a
+ * transport leaves out, and engOpsFill, which puts them in.
  */
 #include "transport.h"
 
 #include "mscclpp.h"
+#include "objects.h"
+
+int engOpsNoOp(struct engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle,
+               uint64_t srcOff, uint64_t size)
+{
+  (void)type, (void)dstHandle, (void)dstOff, (void)srcHandle, (void)srcOff, (void)size;
+  return engConnFail(c, mscclppInternalError, "the %s transport has no operations", c->ops->name);
+}
+
+int engOpsNoSignal(struct engConn* c, uint64_t value)
+{
+  (void)value;
+  return engConnFail(c, mscclppInternalError, "the %s transport cannot signal", c->ops->name);
+}
+
+int engOpsSplitPutSignal(struct engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+                         uint64_t size, uint64_t value)
+{
+  int rc = c->ops->op(c, mscclppData, dstHandle, dstOff, srcHandle, srcOff, size);
+  return rc != mscclppSuccess ? rc : c->ops->signal(c, value);
+}
 
 int engOpsNoWaitPoll(struct engConn* c, volatile uint64_t* epoch, uint64_t want, struct engWait* w)
 {
@@ -31,3 +52,17 @@ int engOpsNoPublishTail(struct engCtx* ctx, uint64_t tail)
 }
 
 void engOpsNoClose(struct engCtx* ctx) { (void)ctx; }
+
+void engOpsFill(engOps* dst, const engOps* src)
+{
+  *dst = *src;
+  if (dst->name == NULL) dst->name = "unnamed";
+  if (dst->op == NULL) dst->op = engOpsNoOp;
+  if (dst->signal == NULL) dst->signal = engOpsNoSignal;
+  if (dst->putSignal == NULL) dst->putSignal = engOpsSplitPutSignal;
+  if (dst->waitPoll == NULL) dst->waitPoll = engOpsNoWaitPoll;
+  if (dst->waitPending == NULL) dst->waitPending = engOpsNoWaitPending;
+  if (dst->threadInit == NULL) dst->threadInit = engOpsNoThreadInit;
+  if (dst->publishTail == NULL) dst->publishTail = engOpsNoPublishTail;
+  if (dst->close == NULL) dst->close = engOpsNoClose;
+}

@@ -38,52 +38,69 @@ struct ethCtx* ethCtxNew(struct cudaProxyState* cuda)
   return e;
 }
 
-/* A put from host memory: header and payload in one sendmsg and, for a put with a signal, the
- * count too (ETH_DATASIG: one frame, so the peer's receive thread wakes once for both). The count
- * is taken under the lock that orders the stream, as a lone signal's is. */
-static int sendPut(engConn* c, ethConn* s, uint64_t type, uint64_t dstHandle, uint64_t dstOff, char* src, uint64_t size)
+/* A put from host memory: header and payload in one sendmsg and, with a signal value (sig), the
+ * count too (ETH_DATASIG: one frame, so the peer's receive thread wakes once for both). */
+static int sendPut(engConn* c, ethConn* s, uint64_t dstHandle, uint64_t dstOff, char* src, uint64_t size, int sig,
+                   uint64_t count)
 {
   unsigned char hdr[ETH_HDR_BYTES];
-  uint64_t count = 0;
-  int sig = (type & mscclppFlag) != 0;
   struct iovec iov[3] = {{hdr, ETH_HDR_BYTES}, {src, (size_t)size}, {&count, ETH_SIG_BYTES}};
-  pthread_mutex_lock(&s->sendLock);
-  if (sig) count = ++c->signalsDone;
   ethPutHeader(hdr, sig ? ETH_DATASIG : ETH_DATA, dstHandle, dstOff, size);
+  pthread_mutex_lock(&s->sendLock);
   int err = ethSendAll(s, iov, sig ? 3 : 2);
   pthread_mutex_unlock(&s->sendLock);
   /* Sync: the send returned, so the source may be reused */
   return err != 0 ? ethSendFailed(c, s, err) : mscclppSuccess;
 }
 
+/* A put of size bytes (size > 0), with its signal value when sig: host memory in one frame, device
+ * memory staged (stage.c) and then the signal alone. */
+static int ethPut(engConn* c, ethConn* s, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+                  uint64_t size, int sig, uint64_t value)
+{
+  const engReg *src, *dst;
+  int rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &src, &dst);
+  if (rc != mscclppSuccess) return rc;
+  if (src->mapped != NULL) return sendPut(c, s, dstHandle, dstOff, src->mapped + srcOff, size, sig, value);
+  unsigned char hdr[ETH_HDR_BYTES];
+  ethPutHeader(hdr, ETH_DATA, dstHandle, dstOff, size);
+  rc = ethSendStaged(c, s, hdr, src->addr + srcOff, size);
+  return rc != mscclppSuccess || !sig ? rc : c->ops->signal(c, value);
+}
+
+/* The data part: a put (Sync: every send returned, so the sources may be reused; nothing else to
+ * wait for). */
 static int ethOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
                  uint64_t size)
 {
   ethConn* s = connState(c);
   if (s == NULL) return engConnFail(c, mscclppInvalidUsage, "Ethernet operation before connection setup");
-  unsigned char hdr[ETH_HDR_BYTES];
-  if ((type & mscclppData) && size > 0) {
-    const engReg *src, *dst;
-    int rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &src, &dst);
-    if (rc != mscclppSuccess) return rc;
-    if (src->mapped != NULL) return sendPut(c, s, type, dstHandle, dstOff, src->mapped + srcOff, size);
-    ethPutHeader(hdr, ETH_DATA, dstHandle, dstOff, size);
-    rc = ethSendStaged(c, s, hdr, src->addr + srcOff, size); /* device memory: the signal follows alone */
-    if (rc != mscclppSuccess) return rc;
-  }
-  if (type & mscclppFlag) {
-    /* the count is taken after this operation's data went out, under the lock that orders the
-     * stream: a count always follows the data of every signal it counts */
-    pthread_mutex_lock(&s->sendLock);
-    uint64_t v = ++c->signalsDone;
-    ethPutHeader(hdr, ETH_FLAG, v, 0, 0);
-    struct iovec iov[1] = {{hdr, ETH_HDR_BYTES}};
-    int err = ethSendAll(s, iov, 1);
-    pthread_mutex_unlock(&s->sendLock);
-    if (err != 0) return ethSendFailed(c, s, err);
-  }
-  /* Sync: every send above returned, so the sources may be reused; nothing else to wait for */
+  if ((type & mscclppData) && size > 0) return ethPut(c, s, dstHandle, dstOff, srcHandle, srcOff, size, 0, 0);
   return mscclppSuccess;
+}
+
+/* The signal: a FLAG frame with value, behind every earlier frame of the stream. */
+static int ethSignal(engConn* c, uint64_t value)
+{
+  ethConn* s = connState(c);
+  if (s == NULL) return engConnFail(c, mscclppInvalidUsage, "Ethernet operation before connection setup");
+  unsigned char hdr[ETH_HDR_BYTES];
+  ethPutHeader(hdr, ETH_FLAG, value, 0, 0);
+  struct iovec iov[1] = {{hdr, ETH_HDR_BYTES}};
+  pthread_mutex_lock(&s->sendLock);
+  int err = ethSendAll(s, iov, 1);
+  pthread_mutex_unlock(&s->sendLock);
+  return err != 0 ? ethSendFailed(c, s, err) : mscclppSuccess;
+}
+
+/* A put and its signal: one frame from host memory (every put with a signal comes here:
+ * putSignalMax is unbounded, as the stream's lock is held across a frame anyway). */
+static int ethPutSignal(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+                        uint64_t size, uint64_t value)
+{
+  ethConn* s = connState(c);
+  if (s == NULL) return engConnFail(c, mscclppInvalidUsage, "Ethernet operation before connection setup");
+  return ethPut(c, s, dstHandle, dstOff, srcHandle, srcOff, size, 1, value);
 }
 
 int ethAddReg(struct ethCtx* e, int connId, void* ptr, uint64_t size)
@@ -293,8 +310,10 @@ static int ethPublishTail(engCtx* ctx, uint64_t tail)
 const engOps ethOps = {
     .name = "Ethernet",
     .op = ethOp,
+    .signal = ethSignal,
+    .putSignal = ethPutSignal,
+    .putSignalMax = UINT64_MAX,
     .waitPoll = ethWaitPoll,
-    .waitPending = engOpsNoWaitPending,
     .waitStyle = ENG_WAIT_SLEEP,
     .opsComplete = 1,
     .threadInit = ethThreadInit,

@@ -24,19 +24,25 @@ static engConn* ibTestConn(ibConnState* st, uint64_t la, uint64_t ls, uint64_t r
 	engReg r0 = {ENG_REG_MAGIC, NULL, rsig, 16, 0};
 	engReg r1 = {ENG_REG_MAGIC, NULL, ra, rs, 0};
 	c->local[0] = l0; c->local[1] = l1; c->remote[0] = r0; c->remote[1] = r1;
-	c->ops = &ibEngOps;
+	c->ctx = engCtxNewOps(c->comm, &ibEngOps, NULL);
+	c->ops = c->ctx->ops;
+	c->ctx->conns[0] = c;
 	c->transport = st;
 	return c;
 }
 static int ibTestOp(engConn* c, uint64_t t, uint64_t d, uint64_t dOff, uint64_t s, uint64_t sOff, uint64_t n) {
-	return c->ops->op(c, t, d, dOff, s, sOff, n);
+	return engConnDo(c, t, d, dOff, s, sOff, n);
 }
 static int ibTestErr(engConn* c, char* buf, int len) { return errAsync(&c->comm->err, buf, len); }
-static void ibTestConnFree(engConn* c) { engCommFree(c->comm); free(c->local); free(c->remote); free(c); }
+static void ibTestConnFree(engConn* c) { engCtxFree(c->ctx); engCommFree(c->comm); free(c->local); free(c->remote); free(c); }
 */
 import "C"
 
-import verbs "github.com/mscclpp-go/mscclpp/ib"
+import (
+	"unsafe"
+
+	verbs "github.com/mscclpp-go/mscclpp/ib"
+)
 
 type testConn struct{ c *C.engConn }
 
@@ -54,3 +60,6 @@ func (t testConn) op(typ, dst, dstOff, src, srcOff, size uint64) (int, string) {
 }
 
 func (t testConn) free() { C.ibTestConnFree(t.c) }
+
+// engConn is the connection's engConn (for the conformance suite).
+func (t testConn) engConn() unsafe.Pointer { return unsafe.Pointer(t.c) }

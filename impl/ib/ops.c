@@ -3,11 +3,11 @@
  * impl/engine/engine.h as it is (read-only include). It runs on the proxy
  * thread and on host initiators' threads and never calls into Go.
  *
- * A Flag sends the number of signals served on the connection (as the SHM
- * and P2P transports do), not the device epoch: the value is fixed in
- * trigger order, staged in a slot of the QP's signal buffer, and written
- * after every earlier put of the same QP (RC executes a QP's writes in
- * order; the signal MR has strict ordering).
+ * A signal sends the engine's count of signals done on the connection
+ * (transport.h), not the device epoch: the value is fixed under the
+ * engine's signal lock, staged in a slot of the QP's signal buffer, and
+ * written after every earlier put of the same QP (RC executes a QP's
+ * writes in order; the signal MR has strict ordering).
  */
 #include "ops.h"
 
@@ -39,32 +39,32 @@ int ibEngOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint
     if ((int64_t)srcHandle >= st->nLocal || (int64_t)dstHandle >= st->nRemote)
       return engConnFail(c, mscclppInternalError, "IB put: a handle without a memory region");
     const ibRemoteMr* r = &st->remote[dstHandle];
-    int last = !(type & mscclppFlag);
-    if (ibWrite(q, st->localMr[srcHandle], srcOff, r->addr, r->rkey, dstOff, size, sync && last) != 0)
+    if (ibWrite(q, st->localMr[srcHandle], srcOff, r->addr, r->rkey, dstOff, size, sync) != 0)
       return ibFail(c, q, "put");
-  }
-  if (type & mscclppFlag) {
-    if (st->nRemote < 1) return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
-    const ibRemoteMr* r = &st->remote[0];
-    uint64_t v = __atomic_add_fetch(&c->signalsDone, 1, __ATOMIC_ACQ_REL);
-    if (ibWriteSignal(q, v, r->addr + offsetof(mscclppDevConnSignalEpochId, proxy), r->rkey, sync) != 0)
-      return ibFail(c, q, "signal");
   }
   if (sync && ibFlush(q, 0) != 0) return ibFail(c, q, "flush");
   return mscclppSuccess;
 }
 
-/* per-connection state (engConn.transport) is freed by the Go side (ConnState.Free) */
+/* The signal: value (the engine's, under its signal lock) staged in a slot of the QP's signal
+ * buffer and written after every earlier write of the QP. */
+static int ibEngSignal(engConn* c, uint64_t value)
+{
+  ibConnState* st = (ibConnState*)c->transport;
+  if (st == NULL || st->qp == NULL) return engConnFail(c, mscclppInvalidUsage, "IB operation before connection setup");
+  if (st->nRemote < 1) return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
+  const ibRemoteMr* r = &st->remote[0];
+  if (ibWriteSignal(st->qp, value, r->addr + offsetof(mscclppDevConnSignalEpochId, proxy), r->rkey, 0) != 0)
+    return ibFail(c, st->qp, "signal");
+  return mscclppSuccess;
+}
+
+/* per-connection state (engConn.transport) is freed by the Go side (ConnState.Free); a Sync
+ * waits for the RDMA writes posted before it (opsComplete 0) */
 const engOps ibEngOps = {
     .name = "IB",
     .op = ibEngOp,
-    .waitPoll = engOpsNoWaitPoll,
-    .waitPending = engOpsNoWaitPending,
-    .waitStyle = ENG_WAIT_SPIN,
-    .opsComplete = 0, /* a Sync waits for the RDMA writes posted before it */
-    .threadInit = engOpsNoThreadInit,
-    .publishTail = engOpsNoPublishTail,
-    .close = engOpsNoClose,
+    .signal = ibEngSignal,
 };
 
 /* CUDA mode: the context is a CUDA-mode proxy's (impl/cudaproxy) and its transport state that
@@ -79,11 +79,7 @@ static int ibCudaPublishTail(engCtx* ctx, uint64_t tail)
 const engOps ibCudaEngOps = {
     .name = "IB",
     .op = ibEngOp,
-    .waitPoll = engOpsNoWaitPoll,
-    .waitPending = engOpsNoWaitPending,
-    .waitStyle = ENG_WAIT_SPIN,
-    .opsComplete = 0, /* a Sync waits for the RDMA writes posted before it */
+    .signal = ibEngSignal,
     .threadInit = ibCudaThreadInit,
     .publishTail = ibCudaPublishTail,
-    .close = engOpsNoClose,
 };

@@ -39,7 +39,7 @@ static harnessP2P* harnessNew(void* state, uint64_t src, uint64_t srcSize, uint6
   t->conn.remote = t->remote;
   t->conn.remoteProxyEpoch = &t->remoteEpoch[1];
   t->conn.comm = t->comm;
-  t->conn.ops = &p2pOps;
+  t->conn.ops = t->ctx->ops;
   t->conn.transport = state;
   t->conn.ctx = t->ctx;
   t->ctx->conns[0] = &t->conn;
@@ -57,7 +57,7 @@ static harnessP2P* harnessNew(void* state, uint64_t src, uint64_t srcSize, uint6
 static int harnessOp(harnessP2P* t, uint64_t type, uint64_t dstH, uint64_t dstOff, uint64_t srcH, uint64_t srcOff,
                      uint64_t size)
 {
-  return t->conn.ops->op(&t->conn, type, dstH, dstOff, srcH, srcOff, size);
+  return engConnDo(&t->conn, type, dstH, dstOff, srcH, srcOff, size);
 }
 
 static uint64_t harnessPush(harnessP2P* t, uint64_t type, uint64_t dstOff, uint64_t srcOff, uint64_t size)
@@ -180,3 +180,8 @@ func p2pStream(state unsafe.Pointer, tail bool) uintptr {
 // TestAsOtherProcess makes this process's P2P registrations describe themselves as another
 // process's (a nonce of their own), so that two ranks of one process take the CUDA IPC path.
 func TestAsOtherProcess(on bool) { asOtherProcess.Store(on) }
+
+// engConn is the connection's engConn, and peerEpoch the peer's proxy epoch word its signals
+// land in (for the conformance suite).
+func (h harnessP2P) engConn() unsafe.Pointer   { return unsafe.Pointer(&h.p.conn) }
+func (h harnessP2P) peerEpoch() unsafe.Pointer { return unsafe.Pointer(&h.p.remoteEpoch[1]) }

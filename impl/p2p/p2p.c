@@ -24,6 +24,23 @@ static int cudaFail(engConn* c, const cuwApi* a, const char* call, cuwResult rc)
   return engConnFail(c, mscclppUnhandledCudaError, "%s: %s", call, cudaProxyErrName(a, rc, buf, sizeof(buf)));
 }
 
+/* Makes st's context current on the calling thread (host initiators may call from a thread where
+ * another context, or none, is current): the previous one into *prev, to give back with ctxLeave. */
+static int ctxEnterP2P(engConn* c, cudaProxyState* st, cuwContext* prev)
+{
+  const cuwApi* a = st->api;
+  cuwResult rc = a->ctxGetCurrent(prev);
+  if (rc != CUW_SUCCESS) return cudaFail(c, a, "cuCtxGetCurrent", rc);
+  if (*prev != st->ctx && (rc = a->ctxSetCurrent(st->ctx)) != CUW_SUCCESS) return cudaFail(c, a, "cuCtxSetCurrent", rc);
+  return mscclppSuccess;
+}
+
+static void ctxLeaveP2P(cudaProxyState* st, cuwContext prev)
+{
+  if (prev != st->ctx) st->api->ctxSetCurrent(prev);
+}
+
+/* The data part: Data (a copy on the stream) and/or Sync (the stream synchronized). */
 static int p2pOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
                  uint64_t size)
 {
@@ -38,50 +55,45 @@ static int p2pOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff,
     srcAddr = s->addr + srcOff;
     dstAddr = d->addr + dstOff;
   }
-  if ((type & mscclppFlag) && (c->remoteProxyEpoch == NULL || c->dev == NULL || c->dev->localSignalEpochId == NULL))
-    return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
-
-  /* Host initiators may call from a thread where another context (or none) is current. */
   cuwContext prev = NULL;
-  cuwResult rc = a->ctxGetCurrent(&prev);
-  if (rc != CUW_SUCCESS) return cudaFail(c, a, "cuCtxGetCurrent", rc);
-  if (prev != st->ctx && (rc = a->ctxSetCurrent(st->ctx)) != CUW_SUCCESS)
-    return cudaFail(c, a, "cuCtxSetCurrent", rc);
+  int ret = ctxEnterP2P(c, st, &prev);
+  if (ret != mscclppSuccess) return ret;
+  cuwResult rc;
+  if ((type & mscclppData) && size > 0 &&
+      (rc = a->memcpyDtoDAsync((cuwDevicePtr)dstAddr, (cuwDevicePtr)srcAddr, (size_t)size, st->stream)) != CUW_SUCCESS)
+    ret = cudaFail(c, a, "cuMemcpyDtoDAsync", rc);
+  else if ((type & mscclppSync) && (rc = a->streamSynchronize(st->stream)) != CUW_SUCCESS)
+    ret = cudaFail(c, a, "cuStreamSynchronize", rc);
+  ctxLeaveP2P(st, prev);
+  return ret;
+}
 
-  int ret = mscclppSuccess;
-  if ((type & mscclppData) && size > 0) {
-    rc = a->memcpyDtoDAsync((cuwDevicePtr)dstAddr, (cuwDevicePtr)srcAddr, (size_t)size, st->stream);
-    if (rc != CUW_SUCCESS) {
-      ret = cudaFail(c, a, "cuMemcpyDtoDAsync", rc);
-      goto out;
-    }
-  }
-  if (type & mscclppFlag) {
-    /* The value is fixed now, in trigger order: the count of signals served on
-     * this connection. Copying the device epoch instead would send it as it is
-     * when the copy runs, which may already count later signals whose data is
-     * still queued. Each signal increments the epoch once and pushes one Flag,
-     * so the two agree once every trigger is served. Signals come from the
-     * proxy thread only (host threads may not signal a CUDA-mode connection). */
-    if (st->flagPos > 0 && st->flagPos % CUDA_PROXY_FLAG_RING == 0 &&
-        (rc = a->streamSynchronize(st->stream)) != CUW_SUCCESS) {
-      ret = cudaFail(c, a, "cuStreamSynchronize", rc);
-      goto out;
-    }
+/* The signal: value (the engine's count, fixed in trigger order under its signal lock) copied into
+ * the peer's proxy epoch on the data stream, after every earlier copy. Copying the device epoch
+ * instead would send it as it is when the copy runs, which may already count later signals whose
+ * data is still queued. The value waits in a ring of host slots until its copy ran: every
+ * CUDA_PROXY_FLAG_RING signals the stream is synchronized before a slot is reused. */
+static int p2pSignal(engConn* c, uint64_t value)
+{
+  cudaProxyState* st = (cudaProxyState*)c->transport;
+  if (st == NULL) return engConnFail(c, mscclppInvalidUsage, "P2P operation before connection setup");
+  if (c->remoteProxyEpoch == NULL || c->dev == NULL || c->dev->localSignalEpochId == NULL)
+    return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
+  const cuwApi* a = st->api;
+  cuwContext prev = NULL;
+  int ret = ctxEnterP2P(c, st, &prev);
+  if (ret != mscclppSuccess) return ret;
+  cuwResult rc;
+  if (st->flagPos > 0 && st->flagPos % CUDA_PROXY_FLAG_RING == 0 &&
+      (rc = a->streamSynchronize(st->stream)) != CUW_SUCCESS) {
+    ret = cudaFail(c, a, "cuStreamSynchronize", rc);
+  } else {
     uint64_t* slot = &st->flagRing[st->flagPos++ % CUDA_PROXY_FLAG_RING];
-    *slot = ++c->signalsDone;
+    *slot = value;
     rc = a->memcpyHtoDAsync((cuwDevicePtr)(uintptr_t)c->remoteProxyEpoch, slot, sizeof(uint64_t), st->stream);
-    if (rc != CUW_SUCCESS) {
-      ret = cudaFail(c, a, "cuMemcpyHtoDAsync", rc);
-      goto out;
-    }
+    if (rc != CUW_SUCCESS) ret = cudaFail(c, a, "cuMemcpyHtoDAsync", rc);
   }
-  if (type & mscclppSync) {
-    rc = a->streamSynchronize(st->stream);
-    if (rc != CUW_SUCCESS) ret = cudaFail(c, a, "cuStreamSynchronize", rc);
-  }
-out:
-  if (prev != st->ctx) a->ctxSetCurrent(prev);
+  ctxLeaveP2P(st, prev);
   return ret;
 }
 
@@ -96,11 +108,8 @@ static int p2pPublishTail(engCtx* ctx, uint64_t tail)
 const engOps p2pOps = {
     .name = "P2P",
     .op = p2pOp,
-    .waitPoll = engOpsNoWaitPoll,
-    .waitPending = engOpsNoWaitPending,
-    .waitStyle = ENG_WAIT_SPIN,
-    .opsComplete = 0, /* a Sync waits for the copies queued on the stream */
+    .signal = p2pSignal,
     .threadInit = p2pThreadInit,
     .publishTail = p2pPublishTail,
-    .close = engOpsNoClose,
+    /* opsComplete 0: a Sync waits for the copies queued on the stream */
 };

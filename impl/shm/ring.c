@@ -59,9 +59,10 @@ static void outLock(shmOut* o)
 
 static void outUnlock(shmOut* o) { __atomic_store_n(&o->lock, 0, __ATOMIC_RELEASE); }
 
-/* Queues one entry; o is locked. Signals are counted here, in the order of positions, so that
- * the receiver's epoch never announces a signal before the entries queued ahead of it. */
-static int outPut(engConn* c, shmOut* o, uint64_t handle, uint64_t off, const char* src, uint64_t size, int flag)
+/* Queues one entry, with signal the count to publish once it landed (0: none); o is locked. The
+ * engine gives signals in order under its signal lock, and they are queued in the order of
+ * positions, so the receiver's epoch never announces a signal before the entries ahead of it. */
+static int outPut(engConn* c, shmOut* o, uint64_t handle, uint64_t off, const char* src, uint64_t size, uint64_t signal)
 {
   uint64_t k = shmEntrySlots(size);
   uint64_t pos = __atomic_load_n(&o->hdr->head, __ATOMIC_RELAXED); /* senders hold the lock */
@@ -80,44 +81,35 @@ static int outPut(engConn* c, shmOut* o, uint64_t handle, uint64_t off, const ch
   e->handle = (uint32_t)handle;
   e->size = (uint32_t)size;
   if (size > 0) ringCopyIn(o, at + SHM_ENTRY_HDR, src, size);
-  e->signal = flag ? __atomic_add_fetch(&c->signalsDone, 1, __ATOMIC_ACQ_REL) : 0;
+  e->signal = signal;
   /* sequentially consistent, as the receiver's sleeper count and its look at the ring
    * (engWaitFutex's pending): either it sees this entry or this side sees it asleep */
   __atomic_store_n(&e->seq, pos + 1, __ATOMIC_SEQ_CST);
-  if (flag) shmWake(c->remoteProxyEpoch, c->remoteSleepers);
+  if (signal != 0) shmWake(c->remoteProxyEpoch, c->remoteSleepers);
   return mscclppSuccess;
 }
 
-int shmRingPut(engConn* c, uint64_t handle, uint64_t off, const char* src, uint64_t size, int flag)
+int shmRingPut(engConn* c, uint64_t handle, uint64_t off, const char* src, uint64_t size, uint64_t signal)
 {
   shmOut* o = &((shmConn*)c->transport)->out;
   outLock(o);
-  int rc = outPut(c, o, handle, off, src, size, flag);
+  int rc = outPut(c, o, handle, off, src, size, signal);
   outUnlock(o);
   return rc;
 }
 
-/* The direct signal: the count of signals done, stored into the peer's epoch. Sends the number
- * of signals completed on this connection, not the device epoch: a Flag the proxy serves late
- * must not announce signals whose triggers (and data) are still queued behind it. Each signal
- * increments the epoch once and sends one Flag, so the two agree once all are served. The
- * acq_rel count orders every counted signal's data before the value; the max keeps the peer's
- * epoch monotonic when signallers race. */
-static void directSignal(engConn* c)
-{
-  uint64_t v = __atomic_add_fetch(&c->signalsDone, 1, __ATOMIC_ACQ_REL);
-  shmRaise(c->remoteProxyEpoch, v, c->remoteSleepers);
-}
-
-int shmRingSignal(engConn* c)
+/* The signal: queued behind the entries not landed yet, else stored into the peer's epoch
+ * directly; the max keeps the epoch monotonic against the receiver landing an earlier queued
+ * signal at the same time. */
+int shmRingSignal(engConn* c, uint64_t value)
 {
   shmOut* o = &((shmConn*)c->transport)->out;
   int rc = mscclppSuccess;
   outLock(o);
   if (shmRingBusy(c))
-    rc = outPut(c, o, 0, 0, NULL, 0, 1);
+    rc = outPut(c, o, 0, 0, NULL, 0, value);
   else
-    directSignal(c);
+    shmRaise(c->remoteProxyEpoch, value, c->remoteSleepers);
   outUnlock(o);
   return rc;
 }

@@ -86,14 +86,13 @@ typedef struct shmOut {
   char* slots;
   uint32_t nslots;
   uint32_t maxBytes; /* the smaller of this side's threshold and the ring's */
-  int lock;          /* held by the thread queueing or signalling: positions and signal counts agree */
+  int lock;          /* held by the thread queueing or signalling: positions and signals agree */
   uint64_t tailSeen; /* hdr->tail as last read (under lock): read again only when the ring looks full,
                       * so that a put does not pull the line the receiver writes at every landing */
 } shmOut;
 
 /* An SHM connection's transport state (engConn.transport): either ring may be absent. */
 typedef struct shmConn {
-  engBiasLock sig; /* without a ring to the peer: held while a signal counts and stores (shm.c) */
   shmOut out;  /* out.hdr NULL: no ring to the peer */
   shmIn* in;   /* NULL: no ring from the peer */
 } shmConn;
@@ -116,10 +115,11 @@ static inline int shmRingBusy(const engConn* c)
   return s != NULL && s->out.hdr != NULL &&
          __atomic_load_n(&s->out.hdr->tail, __ATOMIC_ACQUIRE) != __atomic_load_n(&s->out.hdr->head, __ATOMIC_ACQUIRE);
 }
-/* Queues size bytes at src for the peer's handle at off, and with flag a signal after them. */
-int shmRingPut(engConn* c, uint64_t handle, uint64_t off, const char* src, uint64_t size, int flag);
-/* A signal on a connection with a ring: queued behind the entries not landed yet, else direct. */
-int shmRingSignal(engConn* c);
+/* Queues size bytes at src for the peer's handle at off, and with signal != 0 that signal count
+ * after them (the engine's value, given under its signal lock). */
+int shmRingPut(engConn* c, uint64_t handle, uint64_t off, const char* src, uint64_t size, uint64_t signal);
+/* The signal value on a connection with a ring: queued behind the entries not landed yet, else direct. */
+int shmRingSignal(engConn* c, uint64_t value);
 /* Wakes the threads asleep on epoch, counted in sleepers (NULL: none can sleep there). The store
  * before it and the count's load are sequentially consistent, as are a sleeper's count and its
  * look at the epoch: one of the two sees the other. */

@@ -39,108 +39,86 @@ static inline int shmWrite(engConn* c, const engReg* d, uint64_t dstOff, const c
   return shmWriteCall(c, d, dstOff, src, size);
 }
 
-/* The Data part of a trigger on a connection with an eager ring: 1 when it queued the put and
- * the signal (flag) in the ring. */
+/* A put on a connection with an eager ring to the peer (ring.h), with the signal value to send
+ * after it (0: none): queued in the ring with its signal, or direct behind the entries queued. */
 static int shmRingData(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
-                       uint64_t size, int flag, int* rc)
+                       uint64_t size, uint64_t value)
 {
   const engReg *s, *d;
-  *rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &s, &d);
-  if (*rc != mscclppSuccess || size == 0) return 0;
-  if (shmEager(c, d, size)) {
-    *rc = shmRingPut(c, dstHandle, dstOff, s->mapped + srcOff, size, flag);
-    return 1;
-  }
+  int rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &s, &d);
+  if (rc != mscclppSuccess) return rc;
+  if (size > 0 && shmEager(c, d, size)) return shmRingPut(c, dstHandle, dstOff, s->mapped + srcOff, size, value);
   /* a direct put must not overtake data queued before it (a later put to the same bytes wins) */
-  if (shmRingBusy(c) && (*rc = shmRingDrain(c)) != mscclppSuccess) return 0;
-  *rc = shmWrite(c, d, dstOff, s->mapped + srcOff, size);
-  return 0;
+  if (size > 0 && shmRingBusy(c) && (rc = shmRingDrain(c)) != mscclppSuccess) return rc;
+  if (size > 0 && (rc = shmWrite(c, d, dstOff, s->mapped + srcOff, size)) != mscclppSuccess) return rc;
+  return value != 0 ? shmRingSignal(c, value) : mscclppSuccess;
 }
 
-/* shmOp on a connection with an eager ring to the peer (ring.h), or not set up yet (s NULL). */
-static int shmRingOp(engConn* c, shmConn* s, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle,
-                     uint64_t srcOff, uint64_t size)
-{
-  if (s == NULL) return engConnFail(c, mscclppInvalidUsage, "SHM operation before connection setup");
-  if (type & mscclppData) {
-    int rc;
-    int queued = shmRingData(c, dstHandle, dstOff, srcHandle, srcOff, size, (type & mscclppFlag) != 0, &rc);
-    if (rc != mscclppSuccess) return rc;
-    if (queued) type &= ~(uint64_t)mscclppFlag; /* the signal went with the data */
-  }
-  if (type & mscclppFlag) {
-    if (c->remoteProxyEpoch == NULL) return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
-    return shmRingSignal(c); /* behind data still queued, if any */
-  }
-  return mscclppSuccess;
-}
-
-/* Signals on a connection without an eager ring: only this process's threads write the peer's
- * epoch, so a lock of the connection's orders them, and a signal is a plain store of the count.
- * A locked instruction between a put's data and its signal would wait until the data's line
- * has crossed to this CPU before the signal's line could start to (one more cross-CPU trip per
- * put); a small put takes the lock before its copy instead, so that its data and its signal
- * leave together, as in a raw memcpy + flag. The lock is biased to the thread that signals
- * (bias.h): a locked instruction there, after the wait that returned, would wait for the load
- * of the data that just arrived before the put could start. The peer sees the count only after
- * the data: x86 keeps stores in order, and the release store says so elsewhere. */
-#define SHM_COPY_LOCKED 4096 /* puts of up to this many bytes into mapped memory copy under the lock */
-
-/* Takes the lock: how it is held, for sigPublishUnlock or engBiasRelease. */
-static inline int sigLock(engConn* c, shmConn* s) { return engBiasTake(&s->sig, &c->comm->waitCfg); }
-
-/* Sends the next count (the lock held as held), releases the lock, then wakes the peer's
- * sleepers: the full fence orders the count's store before the look at their number
- * (engWaitFutex's Dekker). */
-static inline void sigPublishUnlock(engConn* c, shmConn* s, int held)
-{
-  uint64_t v = __atomic_load_n(&c->signalsDone, __ATOMIC_RELAXED) + 1;
-  __atomic_store_n(&c->signalsDone, v, __ATOMIC_RELAXED);
-  __atomic_store_n(c->remoteProxyEpoch, v, __ATOMIC_RELEASE);
-  engBiasRelease(&s->sig, held);
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  shmWake(c->remoteProxyEpoch, c->remoteSleepers);
-}
-
-int shmOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
-          uint64_t size)
+/* Whether c is set up, and how: 1 with an eager ring to the peer, 0 without, -1 not set up (recorded). */
+static inline int shmKind(engConn* c)
 {
   shmConn* s = (shmConn*)c->transport;
-  if (__builtin_expect(s == NULL || s->out.hdr != NULL, 0))
-    return shmRingOp(c, s, type, dstHandle, dstOff, srcHandle, srcOff, size);
-  int flag = (type & mscclppFlag) != 0 && c->remoteProxyEpoch != NULL;
-  int locked = 0, held = ENG_BIAS_HELD_WORD;
-  if (type & mscclppData) {
-    const engReg *src, *d;
-    int rc = engCheckPutInline(c, dstHandle, dstOff, srcHandle, srcOff, size, &src, &d);
-    if (rc == mscclppSuccess && size > 0) {
-      if (flag && size <= SHM_COPY_LOCKED && d->mapped != NULL) held = sigLock(c, s), locked = 1;
-      rc = shmWrite(c, d, dstOff, src->mapped + srcOff, size);
-    }
-    if (rc != mscclppSuccess) {
-      if (locked) engBiasRelease(&s->sig, held);
-      return rc;
-    }
-  }
-  if (type & mscclppFlag) {
-    if (c->remoteProxyEpoch == NULL) return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
-    if (!locked) held = sigLock(c, s);
-    sigPublishUnlock(c, s, held);
-  }
-  /* Sync: every operation above completed before returning; nothing is left to flush. */
+  if (__builtin_expect(s != NULL && s->out.hdr == NULL, 1)) return 0;
+  if (s == NULL) return engConnFail(c, mscclppInvalidUsage, "SHM operation before connection setup"), -1;
+  return 1;
+}
+
+/* The data part: Data, or Sync (every operation completed before it returned: nothing to flush). */
+static int shmOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+                 uint64_t size)
+{
+  int kind = shmKind(c);
+  if (kind < 0) return mscclppInvalidUsage;
+  if (!(type & mscclppData)) return mscclppSuccess;
+  if (kind == 1) return shmRingData(c, dstHandle, dstOff, srcHandle, srcOff, size, 0);
+  const engReg *src, *d;
+  int rc = engCheckPutInline(c, dstHandle, dstOff, srcHandle, srcOff, size, &src, &d);
+  if (rc == mscclppSuccess && size > 0) rc = shmWrite(c, d, dstOff, src->mapped + srcOff, size);
+  return rc;
+}
+
+/* The signal (under the engine's signal lock): only this process's threads write the peer's
+ * epoch, and the lock orders them, so a signal is a plain store of the count; x86 keeps stores in
+ * order, so the peer sees it after the data (the release store says so elsewhere). */
+static int shmSignal(engConn* c, uint64_t value)
+{
+  int kind = shmKind(c);
+  if (kind < 0) return mscclppInvalidUsage;
+  if (c->remoteProxyEpoch == NULL) return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
+  if (kind == 1) return shmRingSignal(c, value); /* behind data still queued, if any */
+  __atomic_store_n(c->remoteProxyEpoch, value, __ATOMIC_RELEASE);
   return mscclppSuccess;
 }
+
+/* A small put and its signal under one acquisition of the signal lock (SHM_COPY_LOCKED): a
+ * locked instruction between a put's data and its signal would wait until the data's line has
+ * crossed to this CPU before the signal's line could start to (one more cross-CPU trip per put);
+ * with the lock taken before the copy, the data and the signal leave together, as in a raw
+ * memcpy + flag. The lock is biased to the thread that signals (bias.h): a locked instruction
+ * there, after the wait that returned, would wait for the load of the data that just arrived. */
+static int shmPutSignal(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+                        uint64_t size, uint64_t value)
+{
+  int kind = shmKind(c);
+  if (kind < 0) return mscclppInvalidUsage;
+  if (c->remoteProxyEpoch == NULL) return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
+  if (kind == 1) return shmRingData(c, dstHandle, dstOff, srcHandle, srcOff, size, value);
+  const engReg *src, *d;
+  int rc = engCheckPutInline(c, dstHandle, dstOff, srcHandle, srcOff, size, &src, &d);
+  if (rc == mscclppSuccess) rc = shmWrite(c, d, dstOff, src->mapped + srcOff, size);
+  if (rc == mscclppSuccess) __atomic_store_n(c->remoteProxyEpoch, value, __ATOMIC_RELEASE);
+  return rc;
+}
+
+#define SHM_COPY_LOCKED 4096 /* puts of up to this many bytes go with their signal under the lock */
 
 const engOps shmOps = {
     .name = "SHM",
     .op = shmOp,
-    .waitPoll = engOpsNoWaitPoll,
-    .waitPending = engOpsNoWaitPending,
-    .waitStyle = ENG_WAIT_SPIN,
+    .signal = shmSignal,
+    .putSignal = shmPutSignal,
+    .putSignalMax = SHM_COPY_LOCKED,
     .opsComplete = 1,
-    .threadInit = engOpsNoThreadInit,
-    .publishTail = engOpsNoPublishTail,
-    .close = engOpsNoClose,
 };
 
 /* A connection whose peer queues into this side's eager ring: its waits land what is queued
@@ -148,12 +126,11 @@ const engOps shmOps = {
 const engOps shmLandOps = {
     .name = "SHM",
     .op = shmOp,
+    .signal = shmSignal,
+    .putSignal = shmPutSignal,
+    .putSignalMax = SHM_COPY_LOCKED,
     .waitPoll = shmLandPoll,
     .waitPending = shmLandPending,
     .waitStyle = ENG_WAIT_POLL,
     .opsComplete = 1,
-    .threadInit = engOpsNoThreadInit,
-    .publishTail = engOpsNoPublishTail,
-    .close = engOpsNoClose,
 };
-

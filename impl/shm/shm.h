@@ -10,10 +10,6 @@
 
 #include "engine.h"
 
-/* One trigger's work on connection c (shmOps.op). */
-int shmOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
-          uint64_t size);
-
 /* The ops of a connection (shmOps), and of one whose peer queues into an eager ring whose
  * waits land it (shmLandOps: Conn.SetOps at setup). */
 extern const engOps shmOps;
