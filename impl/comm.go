@@ -142,6 +142,7 @@ func newComm(b *bootstrap.Bootstrap, start time.Time, node *nodeJoin) (*Comm, er
 	c.waitCfg = waitBackoff(len(c.host.LocalOf))
 	engine.SetMembarrier(membarrier()) // counts before the process's first proxy context only
 	c.host.Eng = engine.NewComm(c.rank, c.waitCfg, proxyBackoff(len(c.host.LocalOf), 0))
+	c.host.Eng.SetOpTimeout(c.timeout)
 	copyBytes, copyMax, copyAuto := streamCopy()
 	c.host.Eng.SetStreamBytes(copyBytes, copyMax)
 	c.host.Eng.SetStreamAuto(copyAuto)

@@ -23,6 +23,7 @@ engComm* engCommNew(int rank, engBackoffCfg wait, engBackoffCfg proxy)
   c->streamAuto = 1;
   c->waitCfg = wait;
   c->proxyCfg = proxy;
+  c->opTimeoutMs = -1;
   return c;
 }
 

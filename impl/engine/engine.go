@@ -485,3 +485,13 @@ func (r RegRecord) Write(comm *Comm, off uint64, src unsafe.Pointer, size uint64
 	}
 	return nil
 }
+
+// SetOpTimeout bounds how long a host push waits for room in a full FIFO (the bootstrap timeout:
+// a proxy that serves nothing for that long will not); d <= 0: no bound.
+func (c *Comm) SetOpTimeout(d time.Duration) {
+	ms := int64(-1)
+	if d > 0 {
+		ms = d.Milliseconds()
+	}
+	c.p.opTimeoutMs = C.int64_t(ms)
+}

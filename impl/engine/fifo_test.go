@@ -121,3 +121,45 @@ func TestSyncAloneSkipsCompleteTransport(t *testing.T) {
 		})
 	}
 }
+
+// pushFailed is MSCCLPP_FIFO_PUSH_FAILED.
+const pushFailed = ^uint64(0)
+
+// TestFullPushGivesUpAtClose: a push waiting for room in a FIFO whose proxy serves nothing gives
+// up (MSCCLPP_FIFO_PUSH_FAILED) once the context closes, and the close, which waits for every
+// call inside, returns (it once waited for that push for ever).
+func TestFullPushGivesUpAtClose(t *testing.T) {
+	f := newFifoHarness(0, 0)
+	defer f.free()
+	d, ok, seq, closed := f.fullPush(true, 0)
+	if !ok {
+		t.Fatal("the setup failed")
+	}
+	if d == 0 || closed == 0 {
+		t.Fatalf("the waiting push returned after %v and the close after %v (0: not within 5 s)", d, closed)
+	}
+	if seq != pushFailed {
+		t.Errorf("the waiting push returned %d, want MSCCLPP_FIFO_PUSH_FAILED", seq)
+	}
+}
+
+// TestFullPushGivesUpAtTimeout: a push waiting for room in a FIFO whose proxy serves nothing gives
+// up at the communicator's timeout (it once waited for ever).
+func TestFullPushGivesUpAtTimeout(t *testing.T) {
+	f := newFifoHarness(0, 0)
+	defer f.free()
+	const timeout = 300 * time.Millisecond
+	d, ok, seq, _ := f.fullPush(false, timeout)
+	if !ok {
+		t.Fatal("the setup failed")
+	}
+	if d == 0 {
+		t.Fatal("the waiting push did not return within 5 s")
+	}
+	if d < timeout {
+		t.Errorf("the waiting push gave up after %v, before the %v timeout", d, timeout)
+	}
+	if seq != pushFailed {
+		t.Errorf("the waiting push returned %d, want MSCCLPP_FIFO_PUSH_FAILED", seq)
+	}
+}

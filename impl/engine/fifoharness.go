@@ -227,6 +227,69 @@ static int fhServeTypes(fhHarness* h, const uint64_t* types, int n)
 	return rc;
 }
 
+typedef struct fhOne { fhHarness* h; uint64_t seq; int done; } fhOne;
+
+static void* fhPushOne(void* p)
+{
+	fhOne* a = (fhOne*)p;
+	a->seq = mscclppFifoPush(&a->h->dev.fifo, mscclppData, MSCCLPP_PROXY_FIFO_SIZE, 0, 1);
+	__atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void* fhCloseCtx(void* p)
+{
+	fhOne* a = (fhOne*)p;
+	engCtxClose(a->h->ctx);
+	__atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+// Waits (at most 5 s) until *done is set: the nanoseconds it took, or 0 when it was not.
+static uint64_t fhDoneWithin(int* done, uint64_t t0)
+{
+	while (!__atomic_load_n(done, __ATOMIC_ACQUIRE))
+		if (engNowNs() - t0 > 5000000000ull) return 0;
+	return engNowNs() - t0;
+}
+
+// The FIFO full behind trigger 0, whose op is held: one more push, on a thread of its own, waits
+// for room. Then closeIt: the context is closed (engCtxClose, as mscclppCommDestroy does, on a
+// thread of its own), else nothing happens (the communicator's timeout, timeoutMs, must end the
+// push). Returns the nanoseconds until the push returned (0: not within 5 s; the hold is then
+// released, so nothing stays stuck; -1: the setup failed), *seq its result and *closedNs the
+// nanoseconds the close took (0: not within 5 s).
+static int64_t fhFullPush(fhHarness* h, int closeIt, int64_t timeoutMs, uint64_t* seq, uint64_t* closedNs)
+{
+	h->comm->opTimeoutMs = timeoutMs;
+	h->st.holdId = 0;
+	h->st.hold = 1;
+	if (engProxyStart(h->ctx) != mscclppSuccess) return -1;
+	int64_t res = -1;
+	fhOne push = {h, 0, 0}, closer = {h, 0, 0};
+	pthread_t pt, ct;
+	int pushing = 0, closing = 0;
+	if (mscclppFifoPush(&h->dev.fifo, mscclppData, 0, 0, 1) != 0 || !fhUntil(&h->st.held, NULL, 0)) goto out;
+	for (uint64_t id = 1; id < MSCCLPP_PROXY_FIFO_SIZE; id++)
+		if (mscclppFifoPush(&h->dev.fifo, mscclppData, id, 0, 1) != id) goto out;
+	if (pthread_create(&pt, NULL, fhPushOne, &push) != 0) goto out;
+	pushing = 1;
+	uint64_t t0 = engNowNs();
+	if (closeIt) {
+		if (pthread_create(&ct, NULL, fhCloseCtx, &closer) != 0) goto out;
+		closing = 1;
+	}
+	res = (int64_t)fhDoneWithin(&push.done, t0);
+	if (closeIt) *closedNs = fhDoneWithin(&closer.done, t0);
+out:
+	__atomic_store_n(&h->st.hold, 0, __ATOMIC_RELEASE);
+	if (pushing) pthread_join(pt, NULL);
+	if (closing) pthread_join(ct, NULL);
+	*seq = push.seq;
+	engProxyStop(h->ctx);
+	return res;
+}
+
 static void fhFree(fhHarness* h)
 {
 	engCtxFree(h->ctx);
@@ -299,6 +362,23 @@ func (f fifoHarness) twice() int { return int(f.h.st.twice) }
 // which the proxy served it (0: never).
 func (f fifoHarness) trigger(id int) (seq uint64, servedAt uint32) {
 	return uint64(f.h.seqOf[id]), uint32(f.h.st.seenAt[id])
+}
+
+// fullPush times a push that waits for room in a full FIFO (fhFullPush) until it returns: the
+// duration (0: not within 5 s), false when the setup failed, its result, and (closeIt) how long
+// the context's close took (0: not within 5 s).
+func (f fifoHarness) fullPush(closeIt bool, timeout time.Duration) (time.Duration, bool, uint64, time.Duration) {
+	var seq, closed C.uint64_t
+	ms := int64(-1)
+	if timeout > 0 {
+		ms = timeout.Milliseconds()
+	}
+	ci := C.int(0)
+	if closeIt {
+		ci = 1
+	}
+	d := C.fhFullPush(f.h, ci, C.int64_t(ms), &seq, &closed)
+	return time.Duration(d), d >= 0, uint64(seq), time.Duration(closed)
 }
 
 func (f fifoHarness) free() { C.fhFree(f.h) }

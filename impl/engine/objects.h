@@ -49,6 +49,7 @@ typedef struct engComm {
   uint64_t streamMaxBytes; /* the cache with this library's copy (streamBytes 0: never) */
   int streamAuto;          /* 1: there, the faster of memcpy and that copy, timed (copy.c); 0: always that copy */
   engCopyBand copyBands[ENG_COPY_BANDS];
+  int64_t opTimeoutMs;     /* a push waiting for room in a full FIFO gives up after this long (< 0: never) */
   uint64_t hangReportNs;   /* a signal wait without progress this long reports the connections (report.c); 0: never */
   int hangReported;        /* set once the report was made: one per communicator */
   /* A remote failure is sticky per connection: connFailed[connId] is set (atomic) once a remote
