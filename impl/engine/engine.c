@@ -56,31 +56,26 @@ static __attribute__((noinline)) mscclppResult_t connOpNull(uint64_t type, int s
   return connNull(fn);
 }
 
-int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff, uint64_t size,
-                const engReg** src, const engReg** dst)
+int engPutRefused(engConn* c, int why, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+                  uint64_t size)
 {
-  if (srcHandle == 0 || dstHandle == 0) /* handle 0 is the connection's signal slot: only signals write it */
-    return engConnFail(c, mscclppInvalidArgument,
-                       "put from handle %llu to handle %llu: handle 0 is the signal slot, not data",
-                       (unsigned long long)srcHandle, (unsigned long long)dstHandle);
-  if (c->nLocal <= 0 || c->nRemote <= 0 || srcHandle >= (uint64_t)c->nLocal || dstHandle >= (uint64_t)c->nRemote)
+  unsigned long long dh = dstHandle, sh = srcHandle, n = size;
+  switch (why) {
+  case ENG_PUT_SIGNAL_SLOT:
+    return engConnFail(c, mscclppInvalidArgument, "put from handle %llu to handle %llu: handle 0 is the signal slot, not data",
+                       sh, dh);
+  case ENG_PUT_NO_HANDLE:
     return engConnFail(c, mscclppInvalidArgument, "put from handle %llu to handle %llu: only %d local and %d remote handles",
-                       (unsigned long long)srcHandle, (unsigned long long)dstHandle, c->nLocal, c->nRemote);
-  const engReg* s = &c->local[srcHandle];
-  const engReg* d = &c->remote[dstHandle];
-  if (srcOff > s->size || size > s->size - srcOff)
+                       sh, dh, c->nLocal, c->nRemote);
+  case ENG_PUT_SRC_RANGE:
     return engConnFail(c, mscclppInvalidArgument,
-                       "put reads %llu bytes at offset %llu of local handle %llu, which has %llu bytes",
-                       (unsigned long long)size, (unsigned long long)srcOff, (unsigned long long)srcHandle,
-                       (unsigned long long)s->size);
-  if (dstOff > d->size || size > d->size - dstOff)
+                       "put reads %llu bytes at offset %llu of local handle %llu, which has %llu bytes", n,
+                       (unsigned long long)srcOff, sh, (unsigned long long)c->local[srcHandle].size);
+  default:
     return engConnFail(c, mscclppInvalidArgument,
-                       "put writes %llu bytes at offset %llu of remote handle %llu, which has %llu bytes",
-                       (unsigned long long)size, (unsigned long long)dstOff, (unsigned long long)dstHandle,
-                       (unsigned long long)d->size);
-  *src = s;
-  *dst = d;
-  return mscclppSuccess;
+                       "put writes %llu bytes at offset %llu of remote handle %llu, which has %llu bytes", n,
+                       (unsigned long long)dstOff, dh, (unsigned long long)c->remote[dstHandle].size);
+  }
 }
 
 /* drainFifo's wait, from head: the triggers pushed before the call not served yet. */

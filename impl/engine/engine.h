@@ -29,26 +29,35 @@ void engProxyStop(engCtx* ctx);
 int engConnDoCall(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
                   uint64_t size);
 
-/* Checks a put's handles and ranges against the registrations; on success sets
- * *src and *dst, else records the failure (engConnFail) and returns its code. */
-int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff, uint64_t size,
-                const engReg** src, const engReg** dst);
-/* engCheckPut with the checks of a valid put inline (a put the checks refuse goes to engCheckPut,
- * which records why): for the transports' host data path. */
-static inline int engCheckPutInline(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle,
-                                    uint64_t srcOff, uint64_t size, const engReg** src, const engReg** dst)
+/* Why a put was refused (engCheckPut), for engPutRefused's message. */
+enum { ENG_PUT_SIGNAL_SLOT = 1, ENG_PUT_NO_HANDLE = 2, ENG_PUT_SRC_RANGE = 3, ENG_PUT_DST_RANGE = 4 };
+/* Records on c why a put was refused (out of line: engCheckPut's rare path); returns
+ * mscclppInvalidArgument. */
+int engPutRefused(engConn* c, int why, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+                  uint64_t size);
+
+/* Checks a put's handles and ranges against the registrations, each rule written once here; on
+ * success sets *src and *dst, else records why (engPutRefused) and returns its code. Inline: it
+ * is on every transport's host data path. */
+static inline int engCheckPut(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+                              uint64_t size, const engReg** src, const engReg** dst)
 {
-  if (srcHandle != 0 && dstHandle != 0 && c->nLocal > 0 && c->nRemote > 0 && srcHandle < (uint64_t)c->nLocal &&
-      dstHandle < (uint64_t)c->nRemote) {
-    const engReg* s = &c->local[srcHandle];
-    const engReg* d = &c->remote[dstHandle];
-    if (srcOff <= s->size && size <= s->size - srcOff && dstOff <= d->size && size <= d->size - dstOff) {
-      *src = s;
-      *dst = d;
-      return mscclppSuccess;
-    }
+  int why = 0;
+  if (srcHandle == 0 || dstHandle == 0) /* handle 0 is the connection's signal slot: only signals write it */
+    why = ENG_PUT_SIGNAL_SLOT;
+  else if (c->nLocal <= 0 || c->nRemote <= 0 || srcHandle >= (uint64_t)c->nLocal || dstHandle >= (uint64_t)c->nRemote)
+    why = ENG_PUT_NO_HANDLE;
+  else if (srcOff > c->local[srcHandle].size || size > c->local[srcHandle].size - srcOff)
+    why = ENG_PUT_SRC_RANGE;
+  else if (dstOff > c->remote[dstHandle].size || size > c->remote[dstHandle].size - dstOff)
+    why = ENG_PUT_DST_RANGE;
+  if (__builtin_expect(why != 0, 0)) {
+    *src = *dst = NULL;
+    return engPutRefused(c, why, dstHandle, dstOff, srcHandle, srcOff, size);
   }
-  return engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, src, dst);
+  *src = &c->local[srcHandle];
+  *dst = &c->remote[dstHandle];
+  return mscclppSuccess;
 }
 
 /* Waits (backoff.h, comm's waitCfg; brief: a short spin and yield phase) until *seq reaches want,

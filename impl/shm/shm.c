@@ -72,7 +72,7 @@ static int shmOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff,
   if (!(type & mscclppData)) return mscclppSuccess;
   if (kind == 1) return shmRingData(c, dstHandle, dstOff, srcHandle, srcOff, size, 0);
   const engReg *src, *d;
-  int rc = engCheckPutInline(c, dstHandle, dstOff, srcHandle, srcOff, size, &src, &d);
+  int rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &src, &d);
   if (rc == mscclppSuccess && size > 0) rc = shmWrite(c, d, dstOff, src->mapped + srcOff, size);
   return rc;
 }
@@ -104,7 +104,7 @@ static int shmPutSignal(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_
   if (c->remoteProxyEpoch == NULL) return engConnFail(c, mscclppInvalidUsage, "signal before connection setup");
   if (kind == 1) return shmRingData(c, dstHandle, dstOff, srcHandle, srcOff, size, value);
   const engReg *src, *d;
-  int rc = engCheckPutInline(c, dstHandle, dstOff, srcHandle, srcOff, size, &src, &d);
+  int rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &src, &d);
   if (rc == mscclppSuccess) rc = shmWrite(c, d, dstOff, src->mapped + srcOff, size);
   if (rc == mscclppSuccess) __atomic_store_n(c->remoteProxyEpoch, value, __ATOMIC_RELEASE);
   return rc;
