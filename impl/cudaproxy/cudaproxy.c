@@ -15,7 +15,7 @@ const char* cudaProxyErrName(const cuwApi* a, int rc, char* buf, size_t len)
   return buf;
 }
 
-int cudaProxyThreadInit(engCtx* ctx, cudaProxyState* st)
+int cudaProxyStateThreadInit(engCtx* ctx, cudaProxyState* st)
 {
   if (st == NULL) return engFail(ctx->comm, mscclppInvalidUsage, "proxy: no CUDA state on its context");
   const char* call = "";
@@ -28,7 +28,7 @@ int cudaProxyThreadInit(engCtx* ctx, cudaProxyState* st)
   return mscclppSuccess;
 }
 
-int cudaProxyPublishTail(engCtx* ctx, cudaProxyState* st, uint64_t tail)
+int cudaProxyStatePublishTail(engCtx* ctx, cudaProxyState* st, uint64_t tail)
 {
   if (st == NULL) return mscclppInvalidUsage;
   /* a failed communicator's tail is visible before the slot of the trigger that failed empties */
@@ -41,4 +41,11 @@ int cudaProxyPublishTail(engCtx* ctx, cudaProxyState* st, uint64_t tail)
                    cudaProxyErrName(st->api, rc, buf, sizeof(buf)));
   }
   return mscclppSuccess;
+}
+
+int cudaProxyThreadInit(engCtx* ctx) { return cudaProxyStateThreadInit(ctx, (cudaProxyState*)ctx->transport); }
+
+int cudaProxyPublishTail(engCtx* ctx, uint64_t tail)
+{
+  return cudaProxyStatePublishTail(ctx, (cudaProxyState*)ctx->transport, tail);
 }

@@ -294,13 +294,13 @@ static void ethClose(engCtx* ctx)
 static int ethThreadInit(engCtx* ctx)
 {
   struct ethCtx* e = (struct ethCtx*)ctx->transport;
-  return (e != NULL && e->cuda != NULL) ? cudaProxyThreadInit(ctx, e->cuda) : mscclppSuccess;
+  return (e != NULL && e->cuda != NULL) ? cudaProxyStateThreadInit(ctx, e->cuda) : mscclppSuccess;
 }
 
 static int ethPublishTail(engCtx* ctx, uint64_t tail)
 {
   struct ethCtx* e = (struct ethCtx*)ctx->transport;
-  return (e != NULL && e->cuda != NULL) ? cudaProxyPublishTail(ctx, e->cuda, tail) : mscclppSuccess;
+  return (e != NULL && e->cuda != NULL) ? cudaProxyStatePublishTail(ctx, e->cuda, tail) : mscclppSuccess;
 }
 
 /* Host waits read the socket themselves while no other thread does (ethWaitPoll); otherwise

@@ -71,15 +71,10 @@ const engOps ibEngOps = {
  * proxy's cudaProxyState (cuda/calls.h): the proxy thread runs in the GPU's context and publishes
  * the FIFO tail to device memory; the writes themselves are the same RDMA writes, from and into
  * device memory registered for GPUDirect RDMA. */
-static int ibCudaThreadInit(engCtx* ctx) { return cudaProxyThreadInit(ctx, (cudaProxyState*)ctx->transport); }
-static int ibCudaPublishTail(engCtx* ctx, uint64_t tail)
-{
-  return cudaProxyPublishTail(ctx, (cudaProxyState*)ctx->transport, tail);
-}
 const engOps ibCudaEngOps = {
     .name = "IB",
     .op = ibEngOp,
     .signal = ibEngSignal,
-    .threadInit = ibCudaThreadInit,
-    .publishTail = ibCudaPublishTail,
+    .threadInit = cudaProxyThreadInit,
+    .publishTail = cudaProxyPublishTail,
 };

@@ -97,19 +97,12 @@ static int p2pSignal(engConn* c, uint64_t value)
   return ret;
 }
 
-static int p2pThreadInit(engCtx* ctx) { return cudaProxyThreadInit(ctx, (cudaProxyState*)ctx->transport); }
-
-static int p2pPublishTail(engCtx* ctx, uint64_t tail)
-{
-  return cudaProxyPublishTail(ctx, (cudaProxyState*)ctx->transport, tail);
-}
-
 /* P2P state is the Go side's to free (cuda.FreeProxyState, after the streams are synchronized). */
 const engOps p2pOps = {
     .name = "P2P",
     .op = p2pOp,
     .signal = p2pSignal,
-    .threadInit = p2pThreadInit,
-    .publishTail = p2pPublishTail,
+    .threadInit = cudaProxyThreadInit,
+    .publishTail = cudaProxyPublishTail,
     /* opsComplete 0: a Sync waits for the copies queued on the stream */
 };
