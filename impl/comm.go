@@ -275,8 +275,8 @@ func (c *Comm) Mode() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, t := range c.trOrder {
-		if m, ok := c.transports[t].(transport.Moder); ok && m.Mode() != "" {
-			return m.Mode()
+		if m := c.transports[t].Mode(); m != "" {
+			return m
 		}
 	}
 	return "host mode"
@@ -298,9 +298,7 @@ func (c *Comm) Destroy() error {
 		x.MarkClosing()
 	}
 	for _, t := range c.trOrder {
-		if a, ok := c.transports[t].(transport.Aborter); ok {
-			a.Abort()
-		}
+		c.transports[t].Abort()
 	}
 	for _, x := range c.contexts() {
 		x.Stop() // prompt: every op the proxy still serves gives up at once
@@ -342,11 +340,7 @@ func (c *Comm) stopProxies() error {
 	if c.state == stateRunning {
 		c.state = stateIdle
 		for _, t := range c.trOrder {
-			s, ok := c.transports[t].(transport.Stopper)
-			if !ok {
-				continue
-			}
-			if err := s.Stopped(); err != nil && first == nil {
+			if err := c.transports[t].Stopped(); err != nil && first == nil {
 				first = fmt.Errorf("rank %d: %s transport: %w", c.rank, transportName(t), err)
 			}
 		}

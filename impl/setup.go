@@ -158,9 +158,7 @@ func (c *Comm) ConnectionSetup() error {
 	err = c.closeSetup(&fails)
 	c.logSetup(len(fresh), len(c.conns), start, err)
 	for _, t := range c.trOrder {
-		if s, ok := c.transports[t].(transport.SetUpper); ok {
-			s.SetUp()
-		}
+		c.transports[t].SetUp()
 	}
 	return err
 }

@@ -62,7 +62,7 @@ func (o *OnDemand) Declare(h *transport.Host, d transport.Decl, dev cuda.Device)
 	return transport.Endpoint{Ctx: o.Ctx, Epoch: o.Attach(h.DevConns, d.Idx, d.Peer, d.Tag, d.Local)}, nil
 }
 
-// Mode says whether device buffers put the transport in CUDA mode (transport.Moder).
+// Mode says whether device buffers put the transport in CUDA mode (a transport's Mode).
 func (o *OnDemand) Mode() string {
 	if o.Proxy != nil {
 		return "CUDA mode"

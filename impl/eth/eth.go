@@ -64,6 +64,7 @@ func dataBlob(size uint64) []byte {
 }
 
 type eth struct {
+	transport.Defaults
 	h       *transport.Host
 	state   *C.struct_ethCtx
 	ctx     *engine.Ctx

@@ -40,6 +40,7 @@ type ibConn struct {
 // ibt is the IB transport of one communicator: devices opened on first use, one engine
 // context with ibEngOps, per connection a CQ, an RC QP and the registrations' MRs.
 type ibt struct {
+	transport.Defaults
 	h     *transport.Host
 	lib   *verbs.Lib
 	devs  map[string]*verbs.Context

@@ -58,6 +58,7 @@ type cudaState struct {
 
 // p2p is the transport's instance for one communicator.
 type p2p struct {
+	transport.Defaults
 	h      *transport.Host
 	policy int
 	cuda   *cudaState          // CUDA mode only (entered at the first P2P connection)

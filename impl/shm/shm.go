@@ -67,6 +67,7 @@ func decode(b []byte) (desc, error) {
 }
 
 type shm struct {
+	transport.Defaults
 	h        *transport.Host
 	ctx      *engine.Ctx
 	mappings []hostmem.Mapping    // peers' mscclppHostAlloc regions and eager rings mapped here

@@ -1,6 +1,6 @@
 // Package transport is the contract between the communicator core and its
 // transports (SHM, P2P, ...): the Transport interface a transport implements
-// (with the optional Stopper, Aborter, SetUpper and Moder), the Entry that
+// (embedding Defaults for the capabilities it lacks), the Entry that
 // lists it in impl/registry.go (like NCCL's ncclTransports array), and the
 // Host a communicator offers it. The core never names a transport; each
 // transport lives in its own package under impl/.
@@ -114,7 +114,8 @@ type Connected struct {
 // Transport is one transport of one communicator, what NCCL's struct ncclTransport is: the
 // core declares a connection, sends the blob of each registration, finishes the connection
 // from the peer's blobs, serves mscclppRegisterBuffer and mscclppRegisteredBufferWrite, and
-// closes. It calls it under its control-plane lock.
+// closes. It calls it under its control-plane lock. The last four methods are capabilities a
+// transport may lack: it embeds Defaults and writes only those it has.
 type Transport interface {
 	// Declare checks that the connection can be served (an error says why not) and sets up
 	// its local side: the proxy context serving it and its signal slot.
@@ -134,33 +135,36 @@ type Transport interface {
 	Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointer, size uint64, stream uintptr) error
 	// Close releases everything; the proxies are stopped and no host call is inside a context.
 	Close() error
-}
 
-// Stopper is implemented by transports with work in flight once the proxies stopped (this
-// rank's writes): Stopped completes it; mscclppProxyStop ends with a barrier after every rank's.
-type Stopper interface {
+	// Stopped completes the work still in flight once the proxies stopped (this rank's writes);
+	// mscclppProxyStop ends with a barrier after every rank's.
 	Stopped() error
-}
-
-// Aborter is implemented by transports whose sends may wait for a peer (a full socket or send
-// queue): Abort, called by mscclppCommDestroy before the proxies stop (their contexts already
-// marked closing), makes every such wait give up at once and tells the peers, where it can,
-// that this side closes. Destroy then waits for no peer.
-type Aborter interface {
+	// Abort, called by mscclppCommDestroy before the proxies stop (their contexts already marked
+	// closing), makes every send that waits for a peer (a full socket or send queue) give up at
+	// once and tells the peers, where it can, that this side closes. Destroy then waits for no peer.
 	Abort()
-}
-
-// SetUpper is implemented by transports that act once mscclppConnectionSetup's closing barrier
-// passed, when every peer has set up its side of every connection (e.g. start heartbeats).
-type SetUpper interface {
+	// SetUp acts once mscclppConnectionSetup's closing barrier passed, when every peer has set up
+	// its side of every connection (e.g. start heartbeats).
 	SetUp()
-}
-
-// Moder is implemented by transports that change the communicator's mode (CUDA mode).
-type Moder interface {
-	// Mode is the communicator's mode as this transport sees it, or "" for no opinion.
+	// Mode is the communicator's mode as this transport sees it (CUDA mode), or "" for no opinion.
 	Mode() string
 }
+
+// Defaults are the capabilities a transport lacks, for it to embed: nothing in flight, nothing
+// to abort, nothing after setup, no opinion on the mode.
+type Defaults struct{}
+
+// Stopped has nothing to complete.
+func (Defaults) Stopped() error { return nil }
+
+// Abort has nothing to give up.
+func (Defaults) Abort() {}
+
+// SetUp has nothing to start.
+func (Defaults) SetUp() {}
+
+// Mode has no opinion.
+func (Defaults) Mode() string { return "" }
 
 // Entry is one transport in the registry (impl/registry.go).
 type Entry struct {
