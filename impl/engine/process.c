@@ -1,7 +1,7 @@
 /*
  * process.c: whether a peer's process still runs (objects.h engProcessGone),
  * the liveness check of every host wait on a peer of this node. A peer proven by its pidfd
- * (impl/shm/proof.go) is that process only: once it exited, a process given its pid is not it.
+ * (its proof of rank, docs/SECURITY.md) is that process only: once it exited, a process given its pid is not it.
  */
 #include <errno.h>
 #include <poll.h>

@@ -146,8 +146,8 @@ static int run_misuse()
     SU_CHECK(su_shm_has(&shmBefore, now.names[i]) || !su_shm_mentions(now.names[i], pids, 2),
              "/dev/shm/%s of this job is still there after init", now.names[i]);
   Pair p = connect_peer(true);
-  /* NULL and foreign objects */
-  SU_CHECK(mscclppConnOp(NULL, mscclppData, 0, 0, 8) == mscclppInvalidUsage, "ConnOp(NULL)");
+  /* NULL and foreign objects: a NULL connection is a bad argument (as every NULL), a zeroed or forged one misuse */
+  SU_CHECK(mscclppConnOp(NULL, mscclppData, 0, 0, 8) == mscclppInvalidArgument, "ConnOp(NULL)");
   SU_CHECK(has(mscclppGetLastError(NULL), "conn is NULL"), "global: %s", su_lasterr(NULL));
   mscclppDevConn_t zero;
   memset(&zero, 0, sizeof(zero));
