@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -43,6 +44,10 @@ type Comm struct {
 	hangAfter  time.Duration  // MSCCLPP_HANG_REPORT_S as read at init (report.go)
 	deferred   []deferredFree // device memory peers may still map, freed after Destroy (teardown.go)
 	watch      *peerWatch     // while the proxies run: notices lost P2P peers (peerwatch.go)
+	unlaunched *peerWatch     // until the first ProxyLaunch: notices triggers nobody serves (launchwatch.go)
+	// launchWatched: the watcher of unlaunched proxies has nothing more to tell (it warned, or the
+	// proxies were launched)
+	launchWatched atomic.Bool
 }
 
 // commState is where a communicator is in its life.
@@ -294,6 +299,7 @@ func (c *Comm) Destroy() error {
 		return status.Errorf(status.InvalidUsage, "communicator already destroyed")
 	}
 	c.stopPeerWatch()
+	c.stopUnlaunchedWatch()
 	for _, x := range c.contexts() {
 		x.MarkClosing()
 	}
@@ -371,10 +377,13 @@ func (c *Comm) ProxyLaunch() error {
 		return status.Errorf(status.InvalidUsage, "proxies already launched")
 	}
 	start := time.Now()
+	c.stopUnlaunchedWatch()
 	n, err := c.startProxies()
 	if err != nil {
+		c.watchUnlaunched()
 		return err
 	}
+	c.launchWatched.Store(true)
 	c.state = stateRunning
 	c.startPeerWatch()
 	c.logProxy(true, n, start)

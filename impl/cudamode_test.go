@@ -157,6 +157,12 @@ func fakeDeviceBuffers(t *testing.T, bufs []uint64, src []byte) {
 // on any error.
 func twoRanksLaunched(t *testing.T, connect func(r int, c *Comm) error) []*Comm {
 	t.Helper()
+	return twoRanksSetUp(t, connect, true)
+}
+
+// twoRanksSetUp is twoRanksLaunched, with ProxyLaunch only if launch.
+func twoRanksSetUp(t *testing.T, connect func(r int, c *Comm) error, launch bool) []*Comm {
+	t.Helper()
 	addr := freeAddr(t)
 	comms := make([]*Comm, 2)
 	errs := make([]error, 2)
@@ -176,7 +182,7 @@ func twoRanksLaunched(t *testing.T, connect func(r int, c *Comm) error) []*Comm 
 			if errs[r] = connect(r, c); errs[r] != nil {
 				return
 			}
-			if errs[r] = c.ConnectionSetup(); errs[r] != nil {
+			if errs[r] = c.ConnectionSetup(); errs[r] != nil || !launch {
 				return
 			}
 			errs[r] = c.ProxyLaunch()

@@ -116,6 +116,12 @@ func devThreadsChild(t *testing.T, tr Transport) {
 // buffers of n bytes, which the driver sub-allocates.
 func devThreadsRanks(t *testing.T, tr Transport, n int) []*Comm {
 	t.Helper()
+	return devThreadsRanksSetUp(t, tr, n, true)
+}
+
+// devThreadsRanksSetUp is devThreadsRanks, with the proxies launched only if launch.
+func devThreadsRanksSetUp(t *testing.T, tr Transport, n int, launch bool) []*Comm {
+	t.Helper()
 	var bufs [2]uint64
 	alloc := (n + cuda.BlockAlign - 1) &^ (cuda.BlockAlign - 1)
 	if os.Getenv("MSCCLPP_TEST_SUBALLOCATED") == "1" {
@@ -127,9 +133,9 @@ func devThreadsRanks(t *testing.T, tr Transport, n int) []*Comm {
 		name := "double_0" // the verbs test double's device
 		dev = &name
 	}
-	return twoRanksLaunched(t, func(r int, c *Comm) error {
+	return twoRanksSetUp(t, func(r int, c *Comm) error {
 		return c.Connect(1-r, 0, engine.DevPtr(bufs[r]), uint64(n), tr, dev, true)
-	})
+	}, launch)
 }
 
 // devThreadsDone stops both ranks' proxies, checks neither recorded an error, destroys both at

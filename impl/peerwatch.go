@@ -46,20 +46,26 @@ func (c *Comm) startPeerWatch() {
 	if len(ws) == 0 {
 		return
 	}
-	w := &peerWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	w := newWatch()
 	c.watch = w
 	go c.runPeerWatch(w, ws)
 }
 
 // stopPeerWatch stops the watcher and waits until it no longer looks at the connections; c.mu
 // is held.
-func (c *Comm) stopPeerWatch() {
-	if c.watch == nil {
+func (c *Comm) stopPeerWatch() { stopWatch(&c.watch) }
+
+// newWatch makes the stop and done channels of a watcher goroutine.
+func newWatch() *peerWatch { return &peerWatch{stop: make(chan struct{}), done: make(chan struct{})} }
+
+// stopWatch stops the watcher goroutine *w, if any, waits until it has returned, and clears *w.
+func stopWatch(w **peerWatch) {
+	if *w == nil {
 		return
 	}
-	close(c.watch.stop)
-	<-c.watch.done
-	c.watch = nil
+	close((*w).stop)
+	<-(*w).done
+	*w = nil
 }
 
 func (c *Comm) runPeerWatch(w *peerWatch, ws []watched) {

@@ -155,6 +155,7 @@ func (c *Comm) ConnectionSetup() error {
 		c.stopPeerWatch() // again, over the new connections too
 		c.startPeerWatch()
 	}
+	c.watchUnlaunched() // launchwatch.go: until the proxies are launched
 	err = c.closeSetup(&fails)
 	c.logSetup(len(fresh), len(c.conns), start, err)
 	for _, t := range c.trOrder {
