@@ -109,7 +109,8 @@ func TestConnSignalOpErrors(t *testing.T) {
 		if !strings.HasPrefix(status.Last(), "mscclppConnOp: not a connection") {
 			return errors.New("unexpected message for a foreign connection: " + status.Last())
 		}
-		if rc := engine.ConnSignalOp(nil, opFlag, 0, 0, 1); rc != status.InvalidUsage || status.Last() != "mscclppConnOp: conn is NULL" {
+		if rc := engine.ConnSignalOp(nil, opFlag, 0, 0, 1); rc != status.InvalidArgument ||
+			status.Last() != "mscclppDevConnSignal (mscclppConnSignalOp): conn is NULL" {
 			return errors.New("unexpected result for a NULL connection: " + status.Last())
 		}
 		if atomic.LoadUint64(epoch) != 1 {

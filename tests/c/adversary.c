@@ -32,6 +32,7 @@
 
 #include "check.h"
 
+#define WIRE_VERSION 3 /* impl/bootstrap/wire.go wireVersion */
 #define CHALLENGE_LEN 40
 #define HELLO_LEN 96
 #define REPLY_HDR_LEN 52
@@ -74,7 +75,7 @@ static int read_challenge(int s, uint8_t* ch)
       return -1;
     n += (size_t)r;
   }
-  return memcmp(ch, "MSCN", 4) == 0 && ch[4] == 2 ? 0 : -1;
+  return memcmp(ch, "MSCN", 4) == 0 && ch[4] == WIRE_VERSION ? 0 : -1;
 }
 
 static void put32(uint8_t* p, uint32_t v)
@@ -100,7 +101,7 @@ static size_t forge_hello(uint8_t* out, const uint8_t magic[8], int rank, int nr
   pl += 4;
   memset(out, 0, HELLO_LEN);
   memcpy(out, "MSCB", 4);
-  out[4] = 2;
+  out[4] = WIRE_VERSION;
   out[5] = 1; /* kindRegister */
   memcpy(out + 8, magic, 8);
   for (int i = 16; i < 48; i++)
