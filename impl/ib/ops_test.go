@@ -118,33 +118,41 @@ func newLoopback(t *testing.T) *loopback {
 	return l
 }
 
-// TestEngOps drives ibEngOps as the engine's proxy does: Data at offsets,
-// Flag (the signal count into the peer's proxy epoch word), Sync, and a
-// put past the end of the peer's buffer.
-func TestEngOps(t *testing.T) {
-	l := newLoopback(t)
+// signalledConn is a connection of the IB transport from QP a to QP b: l's MRs for data and a
+// 16-byte signal MR on each side; sigB is the peer's signal words (device epoch, proxy epoch).
+func (l *loopback) signalledConn(t *testing.T) (c testConn, sigB *buffer) {
+	t.Helper()
 	sigA, sigB := newBuffer(t, 4096), newBuffer(t, 4096)
-	defer sigA.free()
-	defer sigB.free()
+	t.Cleanup(sigA.free)
+	t.Cleanup(sigB.free)
 	mrSigA, err := l.ctx.RegisterMR(sigA.addr(), 16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer mrSigA.Close()
+	t.Cleanup(func() { _ = mrSigA.Close() })
 	mrSigB, err := l.ctx.RegisterMR(sigB.addr(), 16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer mrSigB.Close()
+	t.Cleanup(func() { _ = mrSigB.Close() })
 	local := []verbs.MRInfo{mrSigA.Info(), l.mrA.Info()}
 	remote := []verbs.MRInfo{mrSigB.Info(), l.mrB.Info()}
 	st, err := NewConnState(l.a, []*verbs.MR{mrSigA, l.mrA}, remote)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Free()
-	c := newTestConn(st, local, remote)
-	defer c.free()
+	t.Cleanup(st.Free)
+	c = newTestConn(st, local, remote)
+	t.Cleanup(c.free)
+	return c, sigB
+}
+
+// TestEngOps drives ibEngOps as the engine's proxy does: Data at offsets,
+// Flag (the signal count into the peer's proxy epoch word), Sync, and a
+// put past the end of the peer's buffer.
+func TestEngOps(t *testing.T) {
+	l := newLoopback(t)
+	c, sigB := l.signalledConn(t)
 	for i := range l.bufA.b {
 		l.bufA.b[i] = byte(i ^ 0x5a)
 	}
