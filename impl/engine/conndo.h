@@ -21,7 +21,7 @@ static inline __attribute__((always_inline)) int engSignal(engConn* c, int fused
 {
   int held = engBiasTake(&c->sigLock, &c->comm->waitCfg);
   uint64_t v = __atomic_load_n(&c->signalsDone, __ATOMIC_RELAXED) + 1;
-  int rc = fused ? c->ops->putSignal(c, dstHandle, dstOff, srcHandle, srcOff, size, v) : c->ops->signal(c, v);
+  int rc = fused ? c->ops->putSignal(c, dstHandle, dstOff, srcHandle, srcOff, size, v) : c->ops->sendSignal(c, v);
   if (__builtin_expect(rc == mscclppSuccess, 1)) __atomic_store_n(&c->signalsDone, v, __ATOMIC_RELAXED);
   engBiasRelease(&c->sigLock, held);
   uint32_t* sleepers = c->remoteSleepers;

@@ -58,7 +58,7 @@ static int fhSignal(engConn* c, uint64_t v)
 static const engOps fhOps = {
 	.name = "fifo-test",
 	.op = fhOp,
-	.signal = fhSignal,
+	.sendSignal = fhSignal,
 };
 
 typedef struct fhHarness {

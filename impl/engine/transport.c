@@ -24,7 +24,7 @@ int engOpsSplitPutSignal(struct engConn* c, uint64_t dstHandle, uint64_t dstOff,
                          uint64_t size, uint64_t value)
 {
   int rc = c->ops->op(c, mscclppData, dstHandle, dstOff, srcHandle, srcOff, size);
-  return rc != mscclppSuccess ? rc : c->ops->signal(c, value);
+  return rc != mscclppSuccess ? rc : c->ops->sendSignal(c, value);
 }
 
 int engOpsNoWaitPoll(struct engConn* c, volatile uint64_t* epoch, uint64_t want, struct engWait* w)
@@ -58,7 +58,7 @@ void engOpsFill(engOps* dst, const engOps* src)
   *dst = *src;
   if (dst->name == NULL) dst->name = "unnamed";
   if (dst->op == NULL) dst->op = engOpsNoOp;
-  if (dst->signal == NULL) dst->signal = engOpsNoSignal;
+  if (dst->sendSignal == NULL) dst->sendSignal = engOpsNoSignal;
   if (dst->putSignal == NULL) dst->putSignal = engOpsSplitPutSignal;
   if (dst->waitPoll == NULL) dst->waitPoll = engOpsNoWaitPoll;
   if (dst->waitPending == NULL) dst->waitPending = engOpsNoWaitPending;

@@ -16,7 +16,7 @@
  *
  * THE CONTRACT
  *
- * Concurrency. op, signal and putSignal run on the proxy thread and on any
+ * Concurrency. op, sendSignal and putSignal run on the proxy thread and on any
  * number of host initiators' threads at once, on the same connection too: a
  * transport locks what its own state needs (a QP, a socket's stream). Waits
  * (waitPoll, waitPending) run on the waiting threads, concurrently with the
@@ -27,11 +27,11 @@
  * by the engine (engConnDo, conndo.h): the data part (op with Data), then the
  * signal, then the Sync part (op with Sync). The engine picks the value a
  * signal sends, the count of signals done on the connection plus one, under
- * the connection's signal lock (engConn.sigLock), and calls signal (or
+ * the connection's signal lock (engConn.sigLock), and calls sendSignal (or
  * putSignal) with that lock held, so two signallers never send their counts
  * out of order and the peer's epoch never goes backwards. The transport must
  * deliver value after the data of every operation on the connection that
- * returned before signal was called (its own put included), and store it
+ * returned before sendSignal was called (its own put included), and store it
  * into the peer's epoch of the connection (localSignalEpochId->proxy) as it
  * is: no count of its own. A transport that can send a put and its signal
  * together (one frame, one queue entry, one copy under the lock) sets
@@ -95,9 +95,9 @@ typedef struct engOps {
             uint64_t srcOff, uint64_t size);
   /* Sends value, the engine's count of signals done on c, into the peer's epoch, after every
    * earlier operation's data (required; called with c's signal lock held: see the contract). */
-  int (*signal)(struct engConn* c, uint64_t value);
+  int (*sendSignal)(struct engConn* c, uint64_t value);
   /* A put of 1..putSignalMax bytes and its signal value in one call, under c's signal lock (default:
-   * op with Data, then signal). */
+   * op with Data, then sendSignal). */
   int (*putSignal)(struct engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
                    uint64_t size, uint64_t value);
   uint64_t putSignalMax; /* 0 (the default): a put with a signal is op, then signal */
@@ -113,7 +113,7 @@ typedef struct engOps {
    * after the waiter counted itself asleep, see engWaitFutex). Default: never. */
   int (*waitPending)(struct engConn* c);
   int waitStyle; /* ENG_WAIT_*: how waits back off between polls (default ENG_WAIT_SPIN) */
-  /* 1 when op and signal return only once their work is complete (the sources may be reused,
+  /* 1 when op and sendSignal return only once their work is complete (the sources may be reused,
    * nothing is left in flight): a Sync then has nothing to finish, and the engine serves it
    * without calling op. 0 (the default; IB, P2P) when a Sync must wait for work started. */
   int opsComplete;

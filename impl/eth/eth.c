@@ -65,7 +65,7 @@ static int ethPut(engConn* c, ethConn* s, uint64_t dstHandle, uint64_t dstOff, u
   unsigned char hdr[ETH_HDR_BYTES];
   ethPutHeader(hdr, ETH_DATA, dstHandle, dstOff, size);
   rc = ethSendStaged(c, s, hdr, src->addr + srcOff, size);
-  return rc != mscclppSuccess || !sig ? rc : c->ops->signal(c, value);
+  return rc != mscclppSuccess || !sig ? rc : c->ops->sendSignal(c, value);
 }
 
 /* The data part: a put (Sync: every send returned, so the sources may be reused; nothing else to
@@ -310,7 +310,7 @@ static int ethPublishTail(engCtx* ctx, uint64_t tail)
 const engOps ethOps = {
     .name = "Ethernet",
     .op = ethOp,
-    .signal = ethSignal,
+    .sendSignal = ethSignal,
     .putSignal = ethPutSignal,
     .putSignalMax = UINT64_MAX,
     .waitPoll = ethWaitPoll,

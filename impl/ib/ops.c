@@ -64,7 +64,7 @@ static int ibEngSignal(engConn* c, uint64_t value)
 const engOps ibEngOps = {
     .name = "IB",
     .op = ibEngOp,
-    .signal = ibEngSignal,
+    .sendSignal = ibEngSignal,
 };
 
 /* CUDA mode: the context is a CUDA-mode proxy's (impl/cudaproxy) and its transport state that
@@ -74,7 +74,7 @@ const engOps ibEngOps = {
 const engOps ibCudaEngOps = {
     .name = "IB",
     .op = ibEngOp,
-    .signal = ibEngSignal,
+    .sendSignal = ibEngSignal,
     .threadInit = cudaProxyThreadInit,
     .publishTail = cudaProxyPublishTail,
 };

@@ -101,7 +101,7 @@ static int p2pSignal(engConn* c, uint64_t value)
 const engOps p2pOps = {
     .name = "P2P",
     .op = p2pOp,
-    .signal = p2pSignal,
+    .sendSignal = p2pSignal,
     .threadInit = cudaProxyThreadInit,
     .publishTail = cudaProxyPublishTail,
     /* opsComplete 0: a Sync waits for the copies queued on the stream */

@@ -115,7 +115,7 @@ static int shmPutSignal(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_
 const engOps shmOps = {
     .name = "SHM",
     .op = shmOp,
-    .signal = shmSignal,
+    .sendSignal = shmSignal,
     .putSignal = shmPutSignal,
     .putSignalMax = SHM_COPY_LOCKED,
     .opsComplete = 1,
@@ -126,7 +126,7 @@ const engOps shmOps = {
 const engOps shmLandOps = {
     .name = "SHM",
     .op = shmOp,
-    .signal = shmSignal,
+    .sendSignal = shmSignal,
     .putSignal = shmPutSignal,
     .putSignalMax = SHM_COPY_LOCKED,
     .waitPoll = shmLandPoll,

@@ -66,9 +66,9 @@ var opsTable = regexp.MustCompile(`(?s)const engOps (\w+) = \{(.*?)\};`)
 
 // opsRequired are the entries of engOps every table sets (transport.h: the engine fills the
 // others from its named defaults, engOpsFill).
-var opsRequired = []string{"name", "op", "signal"}
+var opsRequired = []string{"name", "op", "sendSignal"}
 
-// TestOpsTablesComplete: every engOps table of a transport sets its name, op and signal with
+// TestOpsTablesComplete: every engOps table of a transport sets its name, op and sendSignal with
 // designated initializers and spells out no default (transport.h: the engine fills what a table
 // leaves out, so no table names an engOpsNo* function).
 func TestOpsTablesComplete(t *testing.T) {

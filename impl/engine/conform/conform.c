@@ -68,7 +68,7 @@ static void cfSeen(uint64_t v)
 static int cfSignal(engConn* c, uint64_t value)
 {
   cfSeen(value);
-  return cfWrap.inner->signal(c, value);
+  return cfWrap.inner->sendSignal(c, value);
 }
 
 static int cfPutSignal(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
@@ -84,7 +84,7 @@ void cfWatch(void* c)
   cfWrap.inner = x->ops;
   cfWrap.c = x;
   cfWrap.ops = *x->ops;
-  cfWrap.ops.signal = cfSignal;
+  cfWrap.ops.sendSignal = cfSignal;
   /* the default putSignal calls signal through the table: wrap only a transport's own */
   if (x->ops->putSignal != engOpsSplitPutSignal) cfWrap.ops.putSignal = cfPutSignal;
   cfWrap.last = __atomic_load_n(&x->signalsDone, __ATOMIC_RELAXED);

@@ -43,7 +43,7 @@ static int lbSignal(engConn* c, uint64_t value)
 static const engOps lbOps = {
     .name = "loopback",
     .op = lbOp,
-    .signal = lbSignal,
+    .sendSignal = lbSignal,
     .opsComplete = 1,
 };
 
