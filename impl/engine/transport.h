@@ -14,6 +14,10 @@
  * deliver queued data. What a transport keeps per connection hangs off
  * engConn.transport, which only the transport reads.
  *
+ * This table is the data plane of a transport; its control plane (declare,
+ * describe, finish, register, close) is the Go interface Transport of
+ * impl/transport, whose doc restates the rules below in short: one contract.
+ *
  * THE CONTRACT
  *
  * Concurrency. op, sendSignal and putSignal run on the proxy thread and on any

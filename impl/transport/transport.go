@@ -114,8 +114,27 @@ type Connected struct {
 // Transport is one transport of one communicator, what NCCL's struct ncclTransport is: the
 // core declares a connection, sends the blob of each registration, finishes the connection
 // from the peer's blobs, serves mscclppRegisterBuffer and mscclppRegisteredBufferWrite, and
-// closes. It calls it under its control-plane lock. The last four methods are capabilities a
-// transport may lack: it embeds Defaults and writes only those it has.
+// closes. The last four methods are capabilities a transport may lack: it embeds Defaults and
+// writes only those it has.
+//
+// This is the control plane of the one contract between the core and a transport; its data
+// plane is the transport's C engOps table, whose rules impl/engine/transport.h states in full.
+// In short, the same rules on both sides:
+//   - Concurrency: the core calls these methods one at a time, under its control-plane lock;
+//     the engOps entries (op, sendSignal, putSignal, the waits) run meanwhile on the proxy thread
+//     and any number of host threads at once, and Write and Abort run while they do. Close runs
+//     once, after the proxies stopped and no host call is inside a context.
+//   - Signals belong to the engine: a transport never counts them. The engine picks each value
+//     under the connection's signal lock and calls sendSignal with it held; the transport
+//     delivers the value after the data of every operation that returned before, as it is.
+//   - Return codes (status codes here, mscclppResult_t in C): InvalidArgument refuses one
+//     request (bad handles, offsets, sizes) and everything goes on; RemoteError fails only that
+//     connection (its peer or the path to it: marked failed, its waits end, the others go on);
+//     anything else fails the call here, and the whole context in the data plane. A failure is
+//     recorded (engConnFail in C) before it is returned.
+//   - Peer close: a transport that learns the peer's side is gone sets the connection's
+//     peerClosed and wakes the threads asleep on its epoch, so their waits end with RemoteError
+//     at once instead of at their deadline.
 type Transport interface {
 	// Declare checks that the connection can be served (an error says why not) and sets up
 	// its local side: the proxy context serving it and its signal slot.
