@@ -592,6 +592,24 @@ gpu_moved_case() {
   fi
 }
 
+# tests/gpu/selftest.sh: run.sh's judgement on stand-ins, no GPU needed (no pass after a
+# failure under MPS, a SKIP never a pass, GPUs counted through CUDA, a carried build/ used as it
+# is, every case wired)
+gpu_script_case() {
+  local name=gpu-script-judgement start log=$out/gpu-script-judgement.log t
+  selected "$name" || return 0
+  start=$(date +%s.%N)
+  if ! t=$(time_left 180); then
+    budget_spent "$name" "$start" "$log"
+    return
+  fi
+  if timeout -k 5 "$t" bash "$root/tests/gpu/selftest.sh" >"$log" 2>&1; then
+    pass "$name" "$start" "$log"
+  else
+    fail "$name" "$start" "$log"
+  fi
+}
+
 # packaging.sh: make install as distributions use it (DESTDIR, multiarch
 # LIBDIR, uninstall), and a .cu program built by nvcc from the .pc's flags
 packaging_case() { # name what
@@ -727,6 +745,7 @@ run_case readme-example-n2 2 30 readme_example
 run_case readme-example-n3 3 30 readme_example
 cuda_case
 gpu_moved_case
+gpu_script_case
 install_case
 cmake_case
 packaging_case install-destdir-multiarch destdir

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# build.sh BUILD_DIR OUTDIR: compile the GPU checks (allgather, latency, devpaths, hwpaths)
-# with nvcc against the library in BUILD_DIR (made by `make` at the repository root, possibly
-# carried to another machine and path since), plus tests/c/launch.c (the rank launcher) with
-# cc, into OUTDIR. Flags come from BUILD_DIR's own pkg-config file (relocatable: its prefix is
-# ${pcfiledir}/../..), or, without pkg-config, straight from the tree: -I BUILD_DIR/include,
-# -L and rpath BUILD_DIR/lib. Nothing outside BUILD_DIR, OUTDIR and tests/ is read.
-# With MSCCLPP_UPSTREAM_FILE (upstream 0.1's allgather_test_standalone.cu) it also builds
+# build.sh BUILD_DIR OUTDIR: compile the GPU checks (allgather, latency, devpaths, hwpaths,
+# faults, memkinds, gpuinfo) with nvcc against the library in BUILD_DIR (made by `make` at the
+# repository root, possibly carried to another machine and path since), plus tests/c/launch.c
+# (the rank launcher) with cc, into OUTDIR. Flags come from BUILD_DIR's own pkg-config file
+# (relocatable: its prefix is ${pcfiledir}/../..), or, without pkg-config, straight from the
+# tree: -I BUILD_DIR/include, -L and rpath BUILD_DIR/lib. Nothing outside BUILD_DIR, OUTDIR
+# and tests/ is read. With MSCCLPP_UPSTREAM_FILE (upstream 0.1's allgather_test_standalone.cu) it also builds
 # OUTDIR/upstream_allgather from a copy with its one-line device change (cudaSetDevice of the
 # rank modulo the number of GPUs, for fewer GPUs than ranks; see ../shared/upstream/README.md).
 # Without nvcc it prints "skipped: nvcc not found" and exits 0.
@@ -68,7 +68,7 @@ build() {
     echo "built $out/$1" || { echo "build.sh: FAILED to build $1:" >&2; sed 's/^/    /' "$out/$1.buildlog" >&2; exit 1; }; } &
   pids+=($!)
 }
-for prog in allgather latency devpaths hwpaths; do
+for prog in allgather latency devpaths hwpaths faults memkinds gpuinfo; do
   build "$prog" "$here/$prog.cu"
 done
 if [ -n "${MSCCLPP_UPSTREAM_FILE:-}" ]; then

@@ -1,12 +1,15 @@
 /*
  * common.h: what the GPU checks share: the rank environment set by
  * tests/c/launch (MSCCLPP_TEST_RANK, MSCCLPP_TEST_NRANKS, MSCCLPP_TEST_ADDR),
- * error checks that name the failing call and the library's last error, and
- * a bootstrapped communicator on the GPU rank % (number of GPUs).
+ * error checks that name the failing call and the library's last error, a
+ * bootstrapped communicator on the GPU rank % (number of GPUs), one connection
+ * set up with its device copy, driver entry points, and the "--modes" answer
+ * run.sh's dry run reads.
  */
 #ifndef MSCCLPP_TESTS_GPU_COMMON_H_
 #define MSCCLPP_TESTS_GPU_COMMON_H_
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <mscclpp.h>
 #include <stdio.h>
@@ -82,6 +85,39 @@ static int finishRank(const char* mode, int rank, int rc, void* c, void* buf)
   CUDACHECK(cudaFree(buf));
   if (rc == 0) printf("%s: rank %d PASS\n", mode, rank);
   return rc;
+}
+
+/* Declares the connection to peer over buf (n bytes) on tr, sets it up and launches the proxy;
+ * returns the device connection's copy in device memory (and the library's host copy in *host). */
+static mscclppDevConn_t* connectLaunch(mscclppComm_t comm, int peer, void* buf, uint64_t n, mscclppTransport_t tr,
+                                       const char* ibDev, mscclppDevConn_t** host)
+{
+  MSCCLPPCHECK(mscclppConnect(comm, peer, 0, buf, n, tr, ibDev));
+  MSCCLPPCHECK(mscclppConnectionSetup(comm));
+  mscclppDevConn_t *h, *dev;
+  MSCCLPPCHECK(mscclppGetDeviceConnection(comm, peer, 0, &h));
+  CUDACHECK(cudaMalloc(&dev, sizeof(*dev)));
+  CUDACHECK(cudaMemcpy(dev, h, sizeof(*dev), cudaMemcpyHostToDevice));
+  CUDACHECK(cudaDeviceSynchronize());
+  MSCCLPPCHECK(mscclppProxyLaunch(comm));
+  if (host != NULL) *host = h;
+  return dev;
+}
+
+/* A driver API entry point (the checks link only the runtime), or NULL. */
+static void* driverFn(const char* name)
+{
+  void* fn = NULL;
+  if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault) != cudaSuccess) fn = NULL;
+  return fn;
+}
+
+/* "prog --modes": prints the modes (a NULL-ended list) for run.sh --dry-run and returns 1. */
+static int listModes(int argc, char** argv, const char* const* modes)
+{
+  if (argc < 2 || strcmp(argv[1], "--modes") != 0) return 0;
+  for (; *modes != NULL; modes++) printf("%s\n", *modes);
+  return 1;
 }
 
 static double elapsedMs(cudaEvent_t a, cudaEvent_t b)

@@ -76,20 +76,6 @@ __global__ void putWait(mscclppDevConn_t* c, uint64_t n)
   c->wait();
 }
 
-static mscclppDevConn_t* connectPeer(int rank, unsigned char* buf, mscclppTransport_t tr)
-{
-  MSCCLPPCHECK(mscclppConnect(gComm, 1 - rank, 0, buf, 2 * HALF, tr, NULL));
-  MSCCLPPCHECK(mscclppConnectionSetup(gComm));
-  mscclppDevConn_t* host;
-  MSCCLPPCHECK(mscclppGetDeviceConnection(gComm, 1 - rank, 0, &host));
-  mscclppDevConn_t* dev;
-  CUDACHECK(cudaMalloc(&dev, sizeof(*dev)));
-  CUDACHECK(cudaMemcpy(dev, host, sizeof(*dev), cudaMemcpyHostToDevice));
-  CUDACHECK(cudaDeviceSynchronize());
-  MSCCLPPCHECK(mscclppProxyLaunch(gComm));
-  return dev;
-}
-
 static int runPushers(int rank, mscclppDevConn_t* c)
 {
   cudaStream_t a, b;
@@ -140,8 +126,11 @@ static int runGraph(int rank, unsigned char* buf, mscclppDevConn_t* c)
   return failures ? 1 : 0;
 }
 
+static const char* const kModes[] = {"pushers", "graph", "exit", NULL};
+
 int main(int argc, char** argv)
 {
+  if (listModes(argc, argv, kModes)) return 0;
   int rank, nranks, device;
   setupRank(&rank, &nranks, &device);
   const char* mode = argc > 1 ? argv[1] : "pushers";
@@ -153,7 +142,7 @@ int main(int argc, char** argv)
   unsigned char* buf;
   CUDACHECK(cudaMalloc(&buf, 2 * HALF));
   CUDACHECK(cudaMemset(buf, 0, 2 * HALF));
-  mscclppDevConn_t* c = connectPeer(rank, buf, tr);
+  mscclppDevConn_t* c = connectLaunch(gComm, 1 - rank, buf, 2 * HALF, tr, NULL, NULL);
   int rc;
   if (strcmp(mode, "pushers") == 0) {
     rc = runPushers(rank, c);

@@ -1,21 +1,24 @@
 /*
  * hwpaths.cu: what a real GPU and driver can refuse and a CPU harness cannot show, one mode a run:
- *   sameproc      (launch -n 1) two communicators in one process, a thread each (rank r on GPU
- *                 r % ndev): P2P between them, putWithSignal + wait both ways, every byte checked.
+ *   sameproc distinct  (launch -n 1) two communicators in one process, a thread each, on GPUs 0
+ *                 and 1: P2P between them, putWithSignal + wait both ways, every byte checked.
  *                 The driver refuses an IPC import of a handle the same process exported.
+ *                 SKIP(hardware) where CUDA sees one GPU.
+ *   sameproc one  (launch -n 1) the same two ranks both on GPU 0: they would share its primary
+ *                 context (one's synchronisation waits behind the other's spinning kernel), so
+ *                 the library must refuse the connection (mscclppConnect or
+ *                 mscclppConnectionSetup; InvalidUsage or InvalidArgument naming the same GPU).
  *   everywait     (-n 2) 500 rounds of one-thread putWithSignal + wait, the received 64 KiB
  *                 checked by the kernel after every wait() (double-buffered: a round's data is
  *                 never overwritten while it is checked).
  *   syncthreads   (-n 2) the same with 1024 threads: all write the chunk, __syncthreads(), thread
  *                 0 pushes (its fence must publish the others' writes) and waits, __syncthreads(),
  *                 all check.
- *   dmabuf        (-n 2) after setup, each device block the library allocated for the connection
- *                 (signal epochs, wait counter, FIFO head and tail) exported as a dma-buf with
- *                 cuMemGetHandleForAddressRange over its allocation's host pages, as the library
- *                 does for GPUDirect RDMA (no NIC needed); report-only where the device has no
- *                 CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED.
- *   regwrite      (-n 2) mscclppRegisteredBufferWrite from a device buffer a kernel is still
- *                 writing on the same stream: the copy must wait for the kernel (every byte checked).
+ *   regwrite [p2p | ib DEVICE]  (-n 2) mscclppRegisteredBufferWrite from a device buffer a kernel
+ *                 is still writing on the same stream: the copy must wait for the kernel (every
+ *                 byte checked); over P2P, or over IB through DEVICE (the two ranks of this node:
+ *                 a loopback through the NIC, GPUDirect RDMA; SKIP(attribute-unsupported) where
+ *                 the GPU offers neither GPUDirect RDMA (116) nor dma-buf (124)).
  * Prints "<mode>: ... PASS" per rank, or why not; exits non-zero on a failure.
  */
 #include <cuda.h>
@@ -54,15 +57,7 @@ __global__ void rounds(mscclppDevConn_t* c, int rank, int n, unsigned long long*
 static mscclppDevConn_t* setUp(mscclppComm_t comm, int rank, void* buf, uint64_t n)
 {
   gComm = comm;
-  MSCCLPPCHECK(mscclppConnect(comm, 1 - rank, 0, buf, n, mscclppTransportP2P, NULL));
-  MSCCLPPCHECK(mscclppConnectionSetup(comm));
-  mscclppDevConn_t *host, *dev;
-  MSCCLPPCHECK(mscclppGetDeviceConnection(comm, 1 - rank, 0, &host));
-  CUDACHECK(cudaMalloc(&dev, sizeof(*dev)));
-  CUDACHECK(cudaMemcpy(dev, host, sizeof(*dev), cudaMemcpyHostToDevice));
-  CUDACHECK(cudaDeviceSynchronize());
-  MSCCLPPCHECK(mscclppProxyLaunch(comm));
-  return dev;
+  return connectLaunch(comm, 1 - rank, buf, n, mscclppTransportP2P, NULL, NULL);
 }
 
 /* Runs `rounds` on c with threads threads; 0 when every byte of every round was right. */
@@ -88,24 +83,55 @@ static int runRounds(const char* mode, int rank, mscclppDevConn_t* c, int thread
 struct sameArgs {
   const char* addr;
   int rank, rc;
+  bool oneGpu;  /* both ranks on GPU 0: the library must refuse the connection */
+  bool refused; /* oneGpu: mscclppConnect or mscclppConnectionSetup failed */
+  bool named;   /* ... with InvalidUsage/InvalidArgument and a message naming the shared GPU */
 };
+
+/* oneGpu: the refusal of a connection between two ranks of one process on one GPU (they share
+ * its primary context: one's synchronisation would wait behind the other's spinning kernel). */
+static void sameGpuRefusal(sameArgs* a, mscclppComm_t comm, void* buf)
+{
+  const char* where = "mscclppConnect";
+  mscclppResult_t r = mscclppConnect(comm, 1 - a->rank, 0, buf, 4 * CH, mscclppTransportP2P, NULL);
+  if (r == mscclppSuccess) {
+    where = "mscclppConnectionSetup";
+    r = mscclppConnectionSetup(comm);
+  }
+  const char* msg = mscclppGetLastError(comm);
+  a->refused = r != mscclppSuccess;
+  a->named = (r == mscclppInvalidUsage || r == mscclppInvalidArgument) && msg != NULL && strcasestr(msg, "same GPU");
+  printf("sameproc: rank %d: both ranks of one process on GPU 0: %s: %s (%s)\n", a->rank, where,
+         mscclppGetErrorString(r), a->refused ? msg : "accepted");
+  a->rc = 0;
+  if (mscclppCommDestroy(comm) != mscclppSuccess) {
+    fprintf(stderr, "sameproc: rank %d: destroy: %s\n", a->rank, mscclppGetLastError(NULL));
+    a->rc = 1;
+  }
+}
 
 static void* sameRank(void* p)
 {
   sameArgs* a = (sameArgs*)p;
   int ndev = 0;
   CUDACHECK(cudaGetDeviceCount(&ndev));
-  CUDACHECK(cudaSetDevice(a->rank % ndev));
+  CUDACHECK(cudaSetDevice(a->oneGpu ? 0 : a->rank % ndev));
   CUDACHECK(cudaFree(0));
   unsigned char* buf;
   CUDACHECK(cudaMalloc(&buf, 4 * CH));
   CUDACHECK(cudaMemset(buf, 0, 4 * CH));
+  CUDACHECK(cudaDeviceSynchronize());
   mscclppComm_t comm;
   mscclppResult_t r = mscclppCommInitRank(&comm, 2, a->addr, a->rank);
   if (r != mscclppSuccess) {
     fprintf(stderr, "sameproc: rank %d: mscclppCommInitRank: %s (%s)\n", a->rank, mscclppGetErrorString(r),
             mscclppGetLastError(NULL));
     a->rc = 1;
+    return NULL;
+  }
+  if (a->oneGpu) {
+    sameGpuRefusal(a, comm, buf);
+    CUDACHECK(cudaFree(buf));
     return NULL;
   }
   mscclppDevConn_t* c = setUp(comm, a->rank, buf, 4 * CH);
@@ -125,89 +151,39 @@ static void* sameRank(void* p)
   return NULL;
 }
 
-static int runSameProc(void)
+/* sameproc distinct|one: two communicators of one process, on GPUs 0 and 1 or both on GPU 0. */
+static int runSameProc(const char* gpus)
 {
   const char* addr = getenv("MSCCLPP_TEST_ADDR");
   if (addr == NULL) {
     fprintf(stderr, "MSCCLPP_TEST_ADDR is not set: start this program with tests/c/launch -n 1\n");
     return 2;
   }
-  sameArgs a[2] = {{addr, 0, 1}, {addr, 1, 1}};
+  bool one = strcmp(gpus, "one") == 0;
+  if (!one && strcmp(gpus, "distinct") != 0) {
+    fprintf(stderr, "usage: hwpaths sameproc distinct|one\n");
+    return 2;
+  }
+  int ndev = 0;
+  CUDACHECK(cudaGetDeviceCount(&ndev));
+  if (!one && ndev < 2) {
+    printf("SKIP(hardware): sameproc distinct needs 2 GPUs; CUDA sees %d\n", ndev);
+    return 0;
+  }
+  sameArgs a[2] = {{addr, 0, 1, one, false, false}, {addr, 1, 1, one, false, false}};
   pthread_t t[2];
   for (int r = 0; r < 2; r++) pthread_create(&t[r], NULL, sameRank, &a[r]);
   for (int r = 0; r < 2; r++) pthread_join(t[r], NULL);
   int rc = a[0].rc | a[1].rc;
-  printf("sameproc: two communicators of one process over P2P %s\n", rc ? "FAILED" : "PASS");
+  if (one) {
+    bool ok = a[0].refused && a[1].refused && (a[0].named || a[1].named);
+    printf("sameproc: two ranks of one process on one GPU: %s\n",
+           ok ? "refused, the message naming the shared GPU: PASS"
+              : "FAILED: want both refused, one with InvalidUsage/InvalidArgument and \"same GPU\" in its message");
+    return rc | !ok;
+  }
+  printf("sameproc: two communicators of one process over P2P on GPUs 0 and 1 %s\n", rc ? "FAILED" : "PASS");
   return rc;
-}
-
-/* ---- dmabuf ---- */
-
-typedef CUresult (*getRangeFn)(CUdeviceptr*, size_t*, CUdeviceptr);
-typedef CUresult (*getHandleFn)(void*, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long);
-typedef CUresult (*getAttrFn)(int*, CUdevice_attribute, CUdevice);
-typedef CUresult (*ptrAttrFn)(void*, CUpointer_attribute, CUdeviceptr);
-
-static void* driverFn(const char* name)
-{
-  void* fn = NULL;
-  if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault) != cudaSuccess) fn = NULL;
-  return fn;
-}
-
-static int runDmabuf(int rank, int device, mscclppDevConn_t* host)
-{
-  getRangeFn getRange = (getRangeFn)driverFn("cuMemGetAddressRange");
-  getHandleFn getHandle = (getHandleFn)driverFn("cuMemGetHandleForAddressRange");
-  getAttrFn getAttr = (getAttrFn)driverFn("cuDeviceGetAttribute");
-  ptrAttrFn ptrAttr = (ptrAttrFn)driverFn("cuPointerGetAttribute");
-  if (getRange == NULL || getAttr == NULL || ptrAttr == NULL) {
-    fprintf(stderr, "dmabuf: rank %d: the driver lacks cuMemGetAddressRange/cuDeviceGetAttribute\n", rank);
-    return 1;
-  }
-  int supported = 0;
-  getAttr(&supported, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, device);
-  if (!supported || getHandle == NULL) {
-    printf("dmabuf: rank %d: this GPU/driver offers no dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED 0): report only, PASS\n",
-           rank);
-    return 0;
-  }
-  struct {
-    const char* name;
-    const void* p;
-  } blocks[] = {{"localSignalEpochId", host->localSignalEpochId}, {"waitEpochId", host->waitEpochId},
-                {"fifo.triggerFifoTail", host->fifo.triggerFifoTail}, {"fifo.triggerFifoHead", host->fifo.triggerFifoHead},
-                {"localBuff", host->localBuff}};
-  long page = sysconf(_SC_PAGESIZE);
-  int failures = 0;
-  for (auto& b : blocks) {
-    unsigned int type = 0;
-    if (ptrAttr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)b.p) != CUDA_SUCCESS || type != CU_MEMORYTYPE_DEVICE) {
-      printf("dmabuf: rank %d: %s is not device memory here: not probed\n", rank, b.name);
-      continue;
-    }
-    CUdeviceptr base = 0;
-    size_t size = 0;
-    if (getRange(&base, &size, (CUdeviceptr)b.p) != CUDA_SUCCESS) {
-      printf("dmabuf: rank %d: %s: cuMemGetAddressRange failed\n", rank, b.name);
-      failures++;
-      continue;
-    }
-    /* the library's registration: the allocation's range rounded out to host pages */
-    CUdeviceptr lo = base & ~(CUdeviceptr)(page - 1);
-    CUdeviceptr hi = (base + size + page - 1) & ~(CUdeviceptr)(page - 1);
-    int fd = -1;
-    CUresult rc = getHandle(&fd, lo, hi - lo, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
-    printf("dmabuf: rank %d: %-20s allocation %#llx + %zu (offset %llu in its 2 MiB page): export %s (CUresult %d)\n",
-           rank, b.name, (unsigned long long)base, size, (unsigned long long)(base & ((2ull << 20) - 1)),
-           rc == CUDA_SUCCESS ? "ok" : "REFUSED", (int)rc);
-    if (rc == CUDA_SUCCESS)
-      close(fd);
-    else
-      failures++;
-  }
-  printf("dmabuf: rank %d: %d of the library's device blocks refused %s\n", rank, failures, failures ? "FAILED" : "PASS");
-  return failures != 0;
 }
 
 /* ---- regwrite ---- */
@@ -222,7 +198,23 @@ __global__ void slowFill(unsigned char* p, int rank, uint64_t n)
     p[i] = hpat(rank, 7, i);
 }
 
-static int runRegWrite(int rank)
+/* Whether the GPU can be an RDMA target (GPUDirect RDMA or dma-buf); prints the SKIP line if not. */
+static bool gpuDirectRdma(int device)
+{
+  typedef CUresult (*getAttrFn)(int*, CUdevice_attribute, CUdevice);
+  getAttrFn getAttr = (getAttrFn)driverFn("cuDeviceGetAttribute");
+  int gdr = -1, dmabuf = -1;
+  if (getAttr != NULL) {
+    if (getAttr(&gdr, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, device) != CUDA_SUCCESS) gdr = -1;
+    if (getAttr(&dmabuf, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, device) != CUDA_SUCCESS) dmabuf = -1;
+  }
+  if (gdr == 1 || dmabuf == 1) return true;
+  printf("SKIP(attribute-unsupported): regwrite over IB: device %d has GPU_DIRECT_RDMA_SUPPORTED (116) %d and "
+         "DMA_BUF_SUPPORTED (124) %d\n", device, gdr, dmabuf);
+  return false;
+}
+
+static int runRegWrite(int rank, const char* ibDev)
 {
   const uint64_t n = 8ull << 20;
   unsigned char *src, *dst;
@@ -244,8 +236,8 @@ static int runRegWrite(int rank)
   CUDACHECK(cudaMemcpy(h, dst, n, cudaMemcpyDeviceToHost));
   uint64_t bad = 0;
   for (uint64_t i = 0; i < n; i++) bad += h[i] != hpat(1 - rank, 7, i);
-  printf("regwrite: rank %d: mscclppRegisteredBufferWrite of %llu MiB from a device buffer a kernel wrote on the same stream: %llu bytes wrong\n",
-         rank, (unsigned long long)(n >> 20), (unsigned long long)bad);
+  printf("regwrite: rank %d: mscclppRegisteredBufferWrite over %s%s of %llu MiB from a device buffer a kernel wrote on the same stream: %llu bytes wrong\n",
+         rank, ibDev ? "IB " : "P2P", ibDev ? ibDev : "", (unsigned long long)(n >> 20), (unsigned long long)bad);
   free(h);
   CUDACHECK(cudaStreamDestroy(s));
   CUDACHECK(cudaFree(src));
@@ -253,35 +245,45 @@ static int runRegWrite(int rank)
   return bad != 0;
 }
 
+static const char* const kModes[] = {"sameproc", "everywait", "syncthreads", "regwrite", NULL};
+
 int main(int argc, char** argv)
 {
+  if (listModes(argc, argv, kModes)) return 0;
   const char* mode = argc > 1 ? argv[1] : "";
-  if (strcmp(mode, "sameproc") == 0) return runSameProc();
+  if (strcmp(mode, "sameproc") == 0) return runSameProc(argc > 2 ? argv[2] : "");
+  bool regwrite = strcmp(mode, "regwrite") == 0;
+  if (!regwrite && strcmp(mode, "everywait") != 0 && strcmp(mode, "syncthreads") != 0) {
+    fprintf(stderr, "unknown mode '%s' (sameproc, everywait, syncthreads, regwrite)\n", mode);
+    return 2;
+  }
+  /* regwrite [p2p | ib DEVICE]: the connection mscclppRegisterBuffer registers on */
+  const char* ibDev = regwrite && argc > 3 && strcmp(argv[2], "ib") == 0 ? argv[3] : NULL;
+  if (regwrite && argc > 2 && strcmp(argv[2], "p2p") != 0 && ibDev == NULL) {
+    fprintf(stderr, "usage: hwpaths regwrite [p2p | ib DEVICE]\n");
+    return 2;
+  }
   int rank, nranks, device;
   setupRank(&rank, &nranks, &device);
   if (nranks != 2) {
     fprintf(stderr, "hwpaths %s needs exactly 2 ranks\n", mode);
     return 2;
   }
+  if (ibDev != NULL && !gpuDirectRdma(device)) {
+    MSCCLPPCHECK(mscclppCommDestroy(gComm));
+    return 0;
+  }
   unsigned char* buf;
   CUDACHECK(cudaMalloc(&buf, 4 * CH));
   CUDACHECK(cudaMemset(buf, 0, 4 * CH));
-  mscclppDevConn_t* c = setUp(gComm, rank, buf, 4 * CH);
-  mscclppDevConn_t* host;
-  MSCCLPPCHECK(mscclppGetDeviceConnection(gComm, 1 - rank, 0, &host));
+  CUDACHECK(cudaDeviceSynchronize());
+  mscclppDevConn_t* c = connectLaunch(gComm, 1 - rank, buf, 4 * CH, ibDev ? mscclppTransportIB : mscclppTransportP2P,
+                                      ibDev, NULL);
   MSCCLPPCHECK(mscclppBootstrapBarrier(gComm));
   int rc;
-  if (strcmp(mode, "everywait") == 0) {
-    rc = runRounds(mode, rank, c, 1, ROUNDS);
-  } else if (strcmp(mode, "syncthreads") == 0) {
-    rc = runRounds(mode, rank, c, 1024, ROUNDS);
-  } else if (strcmp(mode, "dmabuf") == 0) {
-    rc = runDmabuf(rank, device, host);
-  } else if (strcmp(mode, "regwrite") == 0) {
-    rc = runRegWrite(rank);
-  } else {
-    fprintf(stderr, "unknown mode '%s' (sameproc, everywait, syncthreads, dmabuf, regwrite)\n", mode);
-    return 2;
-  }
+  if (regwrite)
+    rc = runRegWrite(rank, ibDev);
+  else
+    rc = runRounds(mode, rank, c, strcmp(mode, "syncthreads") == 0 ? 1024 : 1, ROUNDS);
   return finishRank(mode, rank, rc, c, buf);
 }

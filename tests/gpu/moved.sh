@@ -33,7 +33,7 @@ upstream=
 for d in ${MSCCLPP_UPSTREAM_DIR:-} "$root/shared/upstream" "$root/../shared/upstream" "$root/../../shared/upstream"; do
   [ -f "$d/allgather_test_standalone.cu" ] && { upstream=$d/allgather_test_standalone.cu; break; }
 done
-progs="allgather latency devpaths hwpaths${upstream:+ upstream_allgather}"
+progs="allgather latency devpaths hwpaths faults memkinds gpuinfo${upstream:+ upstream_allgather}"
 export NVCC=$nvcc NVCC_FLAGS=${NVCC_FLAGS:--arch=sm_90}
 status=0
 for how in pkg-config none; do

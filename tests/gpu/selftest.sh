@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# selftest.sh [RUN_SH]: run.sh's judgement, tested without a GPU. RUN_SH (default run.sh beside
+# this file) runs in a copy of the tree against stand-ins: an nvcc that "builds" each check as
+# a script whose outcome a plan chooses (pass, fail, or the program's SKIP(attribute-unsupported)
+# line), a gpuinfo that reports the GPUs CUDA counts (FAKE_GPUS), an nvidia-smi that lists
+# other GPUs than CUDA sees (as under CUDA_VISIBLE_DEVICES or MIG), an MPS control daemon, and a
+# `go` and `make` that must never be called since build/ holds a library (a carried build/).
+# tests/c/launch is real. The scenarios:
+#   pass-attr-skip on 2 GPUs every case passes but the dma-buf ones, whose programs say the
+#                  attribute is unsupported: exit 0, the bandwidth goal a PASS, the dma-buf cases
+#                  SKIP with that class (never PASS), listed under --require-gpu;
+#   mps-failure    one GPU as CUDA counts it (nvidia-smi lists two): MPS is started, the latency
+#                  case fails under it and passes without: exit non-zero, no PASS for latency or
+#                  the bandwidth goal (which FAILs), the rerun only INFO;
+#   no-gpu         CUDA counts no GPU (nvidia-smi lists one): a SKIP (exit 0), and with
+#                  --require-gpu a FAIL;
+#   dry-run        --dry-run lists every case wired, and fails where a case's mode is missing
+#                  from its program.
+# Prints "selftest: ok <scenario>" or "selftest: FAILED <scenario>: why" (with run.sh's output);
+# exits non-zero on a failure.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+runsh=$(cd "$(dirname "${1:-$here/run.sh}")" && pwd)/$(basename "${1:-$here/run.sh}")
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mscclpp-gpuself.XXXXXX") || exit 1
+trap '[ -n "${SELFTEST_KEEP:-}" ] || rm -rf "$tmp"' EXIT INT TERM
+
+# the tree run.sh sees: tests/gpu, launch.c, a fake upstream file, a "carried" build/
+repo=$tmp/repo
+mkdir -p "$repo/tests/gpu" "$repo/tests/c" "$repo/shared/upstream" "$repo/build/include" "$repo/build/lib" "$tmp/bin"
+cp "$here"/*.cu "$here"/*.h "$here/build.sh" "$repo/tests/gpu/" && cp "$runsh" "$repo/tests/gpu/run.sh" &&
+  cp "$root/tests/c/launch.c" "$root/tests/c/ports.h" "$repo/tests/c/" || exit 1
+: >"$repo/build/include/mscclpp.h"
+: >"$repo/build/lib/libmscclpp.so"
+echo 'CUDACHECK(cudaSetDevice(cudaNum));' >"$repo/shared/upstream/allgather_test_standalone.cu"
+"${CC:-cc}" -O1 -o "$tmp/launch" "$root/tests/c/launch.c" || { echo "selftest: FAILED: cannot build launch.c"; exit 1; }
+
+# fakeprog NAME ARGS...: a check as the plan ($FAKE_PLAN: lines "GLOB<TAB>OUTCOME" over
+# "NAME ARGS" plus " [mps]" under MPS; the first match wins, default pass) says
+cat >"$tmp/fakeprog" <<'EOF'
+#!/usr/bin/env bash
+name=$1
+shift
+if [ "$name" = gpuinfo ]; then
+  echo "gpuinfo: $FAKE_GPUS CUDA device(s) (fake); device 0: GPUDirect RDMA writes ordering (118) 0"
+  echo "gpus $FAKE_GPUS"
+  exit 0
+fi
+if [ "${1:-}" = --modes ]; then # the modes the program's source lists
+  sed -n 's/.*kModes\[\] = {\(.*\)NULL};/\1/p' "$FAKE_SRC/$name.cu" | tr -d '" ' | tr , '\n' | grep .
+  exit 0
+fi
+key="$name $*"
+[ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ] && key="$key [mps]"
+outcome=pass
+while IFS='	' read -r glob what; do
+  # shellcheck disable=SC2254
+  case $key in $glob) outcome=$what; break ;; esac
+done <"${FAKE_PLAN:-/dev/null}"
+r=${MSCCLPP_TEST_RANK:-0}
+case $key in "faults peerkill"*) [ "$r" = 1 ] && kill -KILL $$ ;; esac
+case $outcome in
+  fail) echo "rank $r: fake failure of $key" >&2; exit 1 ;;
+  skip-attr) echo "SKIP(attribute-unsupported): fake: the device says 0"; exit 0 ;;
+esac
+case $name in
+  latency) echo "bandwidth: 256 MiB: P2P put 90.00 GB/s, cudaMemcpy D2D 95.00 GB/s (P2P/D2D 0.95; bytes copied)" ;;
+  upstream_allgather) echo "Rank $r succeeded!" ;;
+esac
+echo "$name: rank $r PASS"
+EOF
+# nvcc -o OUT ... X.cu: OUT becomes "fakeprog X"; --version as nvcc 11.8 says it
+cat >"$tmp/bin/nvcc" <<EOF
+#!/usr/bin/env bash
+[ "\${1:-}" = --version ] && { echo "Cuda compilation tools, release 11.8, V11.8.89"; exit 0; }
+o= src=
+while [ \$# -gt 0 ]; do
+  case \$1 in -o) o=\$2; shift ;; *.cu) src=\$(basename "\$1" .cu) ;; esac
+  shift
+done
+[ "\$src" = upstream_allgather ] || [ -f "$repo/tests/gpu/\$src.cu" ] || [ "\$src" = a ] || exit 1
+printf '#!/bin/sh\nexec bash %s %s "\$@"\n' "$tmp/fakeprog" "\$src" >"\$o" && chmod +x "\$o"
+EOF
+printf '#!/bin/sh\n# cc ... -o OUT launch.c: the launcher built once\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && o=$2; shift; done\ncp %s "$o"\n' "$tmp/launch" >"$tmp/bin/cc"
+printf '#!/bin/sh\n[ "$1" = -L ] || exit 0\ni=0; while [ $i -lt ${FAKE_SMI_GPUS:-2} ]; do echo "GPU $i: Fake GPU (UUID: GPU-$i)"; i=$((i+1)); done\n' >"$tmp/bin/nvidia-smi"
+printf '#!/bin/sh\nexit 0\n' >"$tmp/bin/nvidia-cuda-mps-control"
+printf '#!/bin/sh\nexit 0\n' >"$tmp/bin/go"
+printf '#!/bin/sh\necho "make $*" >>%s/make-called\nexit 1\n' "$tmp" >"$tmp/bin/make"
+chmod +x "$tmp"/bin/*
+
+status=0
+# scenario NAME [RUN.SH ARGS...]: runs run.sh; its output in $tmp/NAME.out, its status in rc
+scenario() {
+  local name=$1
+  shift
+  FAKE_SRC=$repo/tests/gpu env -u MSCCLPP_UPSTREAM_DIR -u NVCC -u NVCC_FLAGS -u MSCCLPP_GPU_IB_DEV PATH="$tmp/bin:$PATH" CC="$tmp/bin/cc" \
+    PKG_CONFIG=none timeout 120 bash "$repo/tests/gpu/run.sh" "$@" >"$tmp/$name.out" 2>&1
+  rc=$?
+}
+fail() { # scenario why
+  echo "selftest: FAILED $1: $2"
+  sed 's/^/    /' "$tmp/$1.out"
+  status=1
+}
+has() { grep -qE "$2" "$tmp/$1.out"; }
+judge() { # scenario: the checks every scenario shares, then ok
+  if [ -f "$tmp/make-called" ]; then
+    fail "$1" "run.sh ran make although build/ holds a library: $(cat "$tmp/make-called")"
+    rm -f "$tmp/make-called"
+  fi
+}
+
+printf 'memkinds dmabuf*\tskip-attr\nhwpaths dmabuf*\tskip-attr\n' >"$tmp/plan-attr"
+FAKE_PLAN=$tmp/plan-attr FAKE_GPUS=2 FAKE_SMI_GPUS=2 scenario pass-attr-skip --require-gpu "$repo/build"
+judge pass-attr-skip
+if [ $rc != 0 ] || ! has pass-attr-skip '^[0-9]+ passed, 0 failed' || ! has pass-attr-skip '^PASS p2p-bandwidth-goal'; then
+  fail pass-attr-skip "want exit 0, no failure and PASS p2p-bandwidth-goal (exit $rc)"
+elif has pass-attr-skip '^PASS dmabuf'; then
+  fail pass-attr-skip "a dma-buf case passed where the attribute says unsupported"
+elif ! has pass-attr-skip '^SKIP dmabuf-cudamalloc-4k \(attribute-unsupported: '; then
+  fail pass-attr-skip "want 'SKIP dmabuf-cudamalloc-4k (attribute-unsupported: ...)'"
+elif ! sed -n '/--require-gpu: .* did not run/,$p' "$tmp/pass-attr-skip.out" |
+  grep -q '^  SKIP dmabuf-cudamalloc-1m (attribute-unsupported'; then
+  fail pass-attr-skip "--require-gpu does not list the attribute-unsupported skips"
+else
+  echo "selftest: ok   pass-attr-skip: every other case passed, exit 0; attribute-unsupported is a SKIP with its reason, listed under --require-gpu"
+fi
+
+printf 'latency* \\[mps\\]\tfail\n' >"$tmp/plan-mps"
+FAKE_PLAN=$tmp/plan-mps FAKE_GPUS=1 FAKE_SMI_GPUS=2 scenario mps-failure --require-gpu "$repo/build"
+judge mps-failure
+if [ $rc = 0 ]; then
+  fail mps-failure "a failure under MPS, yet exit 0"
+elif ! has mps-failure 'MPS started'; then
+  fail mps-failure "CUDA counts one GPU (nvidia-smi two), yet MPS was not started: the GPUs were not counted through CUDA"
+elif has mps-failure '^PASS latency' || has mps-failure '^(PASS|REPORT) p2p-bandwidth-goal'; then
+  fail mps-failure "a pass (or a report-only goal) after the latency case failed under MPS"
+elif ! has mps-failure '^FAIL latency-2-mps' || ! has mps-failure '^FAIL p2p-bandwidth-goal'; then
+  fail mps-failure "want FAIL latency-2-mps and FAIL p2p-bandwidth-goal"
+else
+  echo "selftest: ok   mps-failure: GPUs counted through CUDA, a failure under MPS stays one (goal FAIL, rerun not a pass)"
+fi
+
+FAKE_GPUS=0 FAKE_SMI_GPUS=1 scenario no-gpu "$repo/build"
+judge no-gpu
+if [ $rc != 0 ] || ! has no-gpu 'SKIP: CUDA finds no GPU'; then
+  fail no-gpu "CUDA counts no GPU (nvidia-smi one): want a SKIP and exit 0 (exit $rc)"
+else
+  FAKE_GPUS=0 FAKE_SMI_GPUS=1 scenario no-gpu --require-gpu "$repo/build"
+  if [ $rc = 0 ] || ! has no-gpu '^FAIL gpu: '; then
+    fail no-gpu "CUDA counts no GPU: want FAIL with --require-gpu (exit $rc)"
+  else
+    echo "selftest: ok   no-gpu: no GPU as CUDA counts them is a SKIP, and a FAIL with --require-gpu"
+  fi
+fi
+
+scenario dry-run --dry-run "$repo/build"
+if [ $rc != 0 ] || ! has dry-run ' 0 not$' || has dry-run 'NOT WIRED'; then
+  fail dry-run "want every case wired (exit $rc)"
+else
+  sed -i 's/"stopwait", //' "$repo/tests/gpu/faults.cu"
+  scenario dry-run --dry-run "$repo/build"
+  if [ $rc = 0 ] || ! has dry-run "NOT WIRED: 'stopwait'"; then
+    fail dry-run "a mode missing from faults.cu's kModes went unnoticed (exit $rc)"
+  else
+    echo "selftest: ok   dry-run: every case wired; a missing mode is reported"
+  fi
+fi
+exit $status
