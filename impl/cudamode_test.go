@@ -77,9 +77,11 @@ func TestCUDAModeFakeDriver(t *testing.T) {
 		}
 	}
 	checkFreedAfterClosed(t, all)
-	retains, releases := strings.Count(string(b), "cuDevicePrimaryCtxRetain dev=0"), strings.Count(string(b), "cuDevicePrimaryCtxRelease dev=0")
-	if retains == 0 || retains != releases {
-		t.Errorf("device 0's primary context retained %d times and released %d times, want the same, at least once", retains, releases)
+	for _, d := range []string{"0", "1"} {
+		retains, releases := strings.Count(string(b), "cuDevicePrimaryCtxRetain dev="+d), strings.Count(string(b), "cuDevicePrimaryCtxRelease dev="+d)
+		if retains == 0 || retains != releases {
+			t.Errorf("device %s's primary context retained %d times and released %d times, want the same, at least once", d, retains, releases)
+		}
 	}
 	if closes != 4 || destroyed != 4 {
 		t.Errorf("teardown closed %d IPC mappings and destroyed %d streams, want 4 and 4", closes, destroyed)
@@ -125,29 +127,43 @@ func fakeChild(lib, test, mode string, env ...string) ([]byte, error) {
 	return cmd.CombinedOutput()
 }
 
-// fakeDeviceBuffers allocates len(bufs) device buffers of len(src) bytes on the fake driver's
-// device 0 (no thread keeps a current context) and writes src into the first.
+// fakeDeviceBuffers allocates len(bufs) device buffers of len(src) bytes, the first half on
+// the fake driver's device 0 and the second half on its device 1 (rank r's buffers are the r-th
+// half of bufs: two ranks of one process never share a GPU), no thread keeping a current
+// context, and writes src into the first.
 func fakeDeviceBuffers(t *testing.T, bufs []uint64, src []byte) {
 	t.Helper()
+	half := (len(bufs) + 1) / 2
+	fakeBuffersOn(t, "0", bufs[:half], len(src))
+	fakeBuffersOn(t, "1", bufs[half:], len(src))
+	if err := cuda.TestDriverWrite(bufs[0], src); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fakeBuffersOn allocates len(bufs) device buffers of n bytes on the fake driver's device dev
+// ("0", "1"), no thread keeping a current context (a CUDA 11 runtime before its first call on
+// the thread).
+func fakeBuffersOn(t *testing.T, dev string, bufs []uint64, n int) {
+	t.Helper()
+	if len(bufs) == 0 {
+		return
+	}
 	if err := cuda.Load(); err != nil {
 		t.Fatal(err)
 	}
-	// no thread has a current context (a CUDA 11 runtime before its first call on the thread)
 	cuda.TestDriverCall("fakeNoCtx", "1")
 	onLockedThread(func() {
-		cuda.TestDriverCall("fakeSetCurrent", "0")
+		cuda.TestDriverCall("fakeSetCurrent", dev)
 		defer cuda.TestDriverCall("fakeSetCurrent", "n")
-		dev, err := cuda.Probe()
+		d, err := cuda.Probe()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := range bufs {
-			if bufs[i], err = dev.MemAlloc(uint64(len(src))); err != nil {
+			if bufs[i], err = d.MemAlloc(uint64(n)); err != nil {
 				t.Fatal(err)
 			}
-		}
-		if err := cuda.TestDriverWrite(bufs[0], src); err != nil {
-			t.Fatal(err)
 		}
 	})
 }
@@ -323,8 +339,10 @@ func fakeCUDAChild(t *testing.T) {
 	}
 	f.WriteString("MARK destroy\n")
 	f.Close()
-	if n := cuda.TestDriverCall("fakePrimaryRefs", "0"); n != 2 {
-		t.Errorf("device 0's primary context has %d references while two communicators use it, want 2 (one each)", n)
+	for _, d := range []string{"0", "1"} {
+		if n := cuda.TestDriverCall("fakePrimaryRefs", d); n != 1 {
+			t.Errorf("device %s's primary context has %d references while one communicator uses it, want 1", d, n)
+		}
 	}
 	// rank 1 starts its destroy once rank 0's has returned or closed both its IPC mappings
 	// (then waits for rank 1, if it waits at all): the two never interleave in the log
@@ -339,8 +357,10 @@ func fakeCUDAChild(t *testing.T) {
 	})
 	// rank 0's destroy did not wait for rank 1: it freed its epochs (and released the context)
 	// once rank 1 said it closed its mappings, after both destroys returned
-	if n := awaitDriverCount("fakePrimaryRefs", "0", 0); n != 0 {
-		t.Errorf("device 0's primary context keeps %d references after both destroys, want 0", n)
+	for _, d := range []string{"0", "1"} {
+		if n := awaitDriverCount("fakePrimaryRefs", d, 0); n != 0 {
+			t.Errorf("device %s's primary context keeps %d references after both destroys, want 0", d, n)
+		}
 	}
 }
 
@@ -443,8 +463,8 @@ func TestCUDATeardownPeerAbsent(t *testing.T) {
 		}
 		if r == 0 {
 			// rank 1 still maps rank 0's epochs: rank 0 keeps them, and its hold on the context
-			if n := cuda.TestDriverCall("fakePrimaryRefs", "0"); n != 2 {
-				t.Errorf("device 0's primary context has %d references after rank 0's destroy, want 2 (rank 0 keeps the epochs rank 1 maps)", n)
+			if n := cuda.TestDriverCall("fakePrimaryRefs", "0"); n != 1 {
+				t.Errorf("device 0's primary context has %d references after rank 0's destroy, want 1 (rank 0 keeps the epochs rank 1 maps)", n)
 			}
 		}
 	}

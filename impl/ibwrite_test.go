@@ -45,7 +45,8 @@ func ibWriteChild(t *testing.T) {
 	// device buffers in whole large pages (as cudaMalloc places them): rank 0's source and
 	// the pattern the stream copies into it, each rank's registered destination
 	var bufs [4]uint64
-	fakeDeviceBuffers(t, bufs[:], make([]byte, cuda.BlockAlign))
+	fakeBuffersOn(t, "0", bufs[:3], cuda.BlockAlign) // rank 0's, on its GPU
+	fakeBuffersOn(t, "1", bufs[3:], cuda.BlockAlign) // rank 1's
 	src, staging, dst := bufs[0], bufs[1], bufs[2:]
 	if err := cuda.TestDriverWrite(staging, pattern); err != nil {
 		t.Fatal(err)
