@@ -330,6 +330,7 @@ func (c *Comm) Destroy() error {
 		hostmem.Unpin(p)
 	}
 	c.host.DevConns.Free()
+	c.releaseGPUs()
 	c.unregisterReports()
 	c.host.Eng.Free()
 	c.host.Node.Unlink()

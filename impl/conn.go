@@ -79,6 +79,9 @@ func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t 
 	var local unsafe.Pointer
 	if withBuffer {
 		local = buff
+		if err := c.claimGPU(buff); err != nil {
+			return fmt.Errorf("connect to rank %d tag %d: %w", remoteRank, tag, err)
+		}
 	}
 	ep, err := tr.Declare(transport.Decl{Idx: idx, Peer: remoteRank, Tag: tag, Local: local, Dev: ibDev})
 	if err != nil {

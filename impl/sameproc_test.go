@@ -4,6 +4,7 @@ package impl
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,19 +14,21 @@ import (
 
 	"github.com/mscclpp-go/mscclpp/cuda"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
 // TestCUDAModeSameProcess: two P2P ranks of one process (two communicators, one process, as a
 // single-process multi-GPU program runs them). The driver refuses to IPC-import a handle the
 // process exported, so each uses the other's buffer at its own address: the data of a put
 // arrives, no cuIpcOpenMemHandle is ever called, and where the ranks' GPUs differ each enables
-// peer access to the other's; teardown closes no IPC mapping.
+// peer access to the other's; teardown closes no IPC mapping. (Two ranks of one process on one
+// GPU are refused: TestSameGPUTwoRanksRefused.)
 func TestCUDAModeSameProcess(t *testing.T) {
 	if mode := os.Getenv(fakeChildEnv); strings.HasPrefix(mode, "sameproc-") {
 		sameProcessChild(t, strings.TrimPrefix(mode, "sameproc-"))
 		return
 	}
-	for _, c := range []struct{ name, dev1 string }{{"one-gpu", "0"}, {"two-gpus", "1"}} {
+	for _, c := range []struct{ name, dev1 string }{{"two-gpus", "1"}} {
 		t.Run(c.name, func(t *testing.T) {
 			logPath := filepath.Join(t.TempDir(), "calls.log")
 			out := runFakeCUDAChild(t, "TestCUDAModeSameProcess", "sameproc-"+c.dev1, "FAKECUDA_LOG="+logPath,
@@ -92,6 +95,59 @@ func sameProcessChild(t *testing.T, dev1 string) {
 	if err := comms[0].AsyncErr(); err != nil {
 		t.Errorf("rank 0: %v", err)
 	}
+	destroyBoth(t, comms)
+}
+
+// TestSameGPUTwoRanksRefused: two ranks of one communicator in one process on one GPU can
+// deadlock (they share its primary context), so the second to connect over a buffer of that GPU
+// gets mscclppInvalidUsage naming both ranks and the GPU, as NCCL refuses a duplicate GPU; it
+// connects over a buffer of its own GPU afterwards, and the two set up and tear down.
+func TestSameGPUTwoRanksRefused(t *testing.T) {
+	if os.Getenv(fakeChildEnv) == "samegpu" {
+		sameGPUChild(t)
+		return
+	}
+	out := runFakeCUDAChild(t, "TestSameGPUTwoRanksRefused", "samegpu")
+	if !strings.Contains(string(out), "--- PASS: TestSameGPUTwoRanksRefused") {
+		t.Fatalf("child did not pass:\n%s", out)
+	}
+}
+
+func sameGPUChild(t *testing.T) {
+	const size = 1 << 16
+	var bufs [3]uint64 // rank 0's and rank 1's on GPU 0, rank 1's own on GPU 1
+	fakeBuffersOn(t, "0", bufs[:2], size)
+	fakeBuffersOn(t, "1", bufs[2:], size)
+	first := make(chan struct{})
+	var refused error
+	comms := twoRanksLaunched(t, func(r int, c *Comm) error {
+		if r == 0 {
+			defer close(first)
+			return c.Connect(1, 0, engine.DevPtr(bufs[0]), size, TransportP2P, nil, true)
+		}
+		<-first
+		refused = c.Connect(0, 0, engine.DevPtr(bufs[1]), size, TransportP2P, nil, true)
+		return c.Connect(0, 0, engine.DevPtr(bufs[2]), size, TransportP2P, nil, true)
+	})
+	want := "connect to rank 0 tag 0: " + fmt.Sprintf(SharedGPUMsg, 0, 1, 0, "0000:3B:00.0")
+	if status.CodeOf(refused) != status.InvalidUsage || refused.Error() != want {
+		t.Errorf("rank 1 connecting over GPU 0, which rank 0 of this process uses: %v (code %v); want InvalidUsage %q", refused, status.CodeOf(refused), want)
+	}
+	if refused != nil && !strings.Contains(refused.Error(), "ranks 0 and 1 of this process both use GPU 0 (0000:3B:00.0): two ranks of one process on one GPU can deadlock") {
+		t.Errorf("the refusal does not name the ranks and the GPU: %v", refused)
+	}
+	proxyStopAll(t, comms)
+	for r := range comms {
+		if err := comms[r].AsyncErr(); err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+	destroyBoth(t, comms)
+}
+
+// destroyBoth destroys both ranks at once (a P2P destroy waits for its peer's).
+func destroyBoth(t *testing.T, comms []*Comm) {
+	t.Helper()
 	var wg sync.WaitGroup
 	for r := range comms {
 		wg.Go(func() {
