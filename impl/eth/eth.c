@@ -242,25 +242,27 @@ int ethFence(struct ethCtx* e, uint64_t seq, int64_t timeoutMs, char* err, int e
   return mscclppSuccess;
 }
 
+void ethAbortConn(ethConn* s)
+{
+  if (s == NULL || __atomic_load_n(&s->closing, __ATOMIC_ACQUIRE)) return;
+  __atomic_store_n(&s->closing, 1, __ATOMIC_RELEASE);
+  /* at a frame boundary (nobody holds the send lock) a goodbye ends the stream cleanly; a sender
+   * inside a frame is released by the shutdown, and the peer sees the frame cut: RemoteError */
+  if (pthread_mutex_trylock(&s->sendLock) == 0) {
+    unsigned char hdr[ETH_HDR_BYTES];
+    ethPutHeader(hdr, ETH_BYE, 0, 0, 0);
+    (void)send(s->fd, hdr, sizeof(hdr), MSG_NOSIGNAL | MSG_DONTWAIT); /* best effort */
+    shutdown(s->fd, SHUT_WR);
+    pthread_mutex_unlock(&s->sendLock);
+  } else {
+    shutdown(s->fd, SHUT_WR);
+  }
+}
+
 void ethAbort(struct ethCtx* e)
 {
   if (e == NULL) return;
-  for (int i = 0; i < ENG_MAX_CONNS; i++) {
-    ethConn* s = e->conns[i];
-    if (s == NULL || __atomic_load_n(&s->closing, __ATOMIC_ACQUIRE)) continue;
-    __atomic_store_n(&s->closing, 1, __ATOMIC_RELEASE);
-    /* at a frame boundary (nobody holds the send lock) a goodbye ends the stream cleanly; a sender
-     * inside a frame is released by the shutdown, and the peer sees the frame cut: RemoteError */
-    if (pthread_mutex_trylock(&s->sendLock) == 0) {
-      unsigned char hdr[ETH_HDR_BYTES];
-      ethPutHeader(hdr, ETH_BYE, 0, 0, 0);
-      (void)send(s->fd, hdr, sizeof(hdr), MSG_NOSIGNAL | MSG_DONTWAIT); /* best effort */
-      shutdown(s->fd, SHUT_WR);
-      pthread_mutex_unlock(&s->sendLock);
-    } else {
-      shutdown(s->fd, SHUT_WR);
-    }
-  }
+  for (int i = 0; i < ENG_MAX_CONNS; i++) ethAbortConn(e->conns[i]);
 }
 
 /* Closes every connection's socket and joins its receive thread, then frees the state. */

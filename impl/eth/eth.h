@@ -37,6 +37,8 @@ int ethFence(struct ethCtx* e, uint64_t seq, int64_t timeoutMs, char* err, int e
  * sockets' sending side down, which releases a sender blocked on a busy or lost peer at once. The
  * receive threads go on until the context's close op. */
 void ethAbort(struct ethCtx* e);
+/* ethAbort of one connection (s may be NULL). */
+void ethAbortConn(ethConn* s);
 
 /* Adds host memory [ptr, ptr+size) as the next registration of connection connId of e (before
  * or after the connection started); returns its index, or -1 (too many, or out of memory). */

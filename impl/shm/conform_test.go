@@ -23,5 +23,7 @@ func TestConformance(t *testing.T) {
 		SetSrc:      func(off uint64, b []byte) { copy(unsafe.Slice((*byte)(unsafe.Add(tc.src, off)), len(b)), b) },
 		DstWord:     func(off uint64) uint64 { return conform.Word(unsafe.Add(tc.dst, off)) },
 		HostSignals: true,
+		Fails:       "this package's harness builds one connection per context",
+		NoPeerClose: "an SHM peer closes by exiting (a wait's pid check, engPeerGone, ends it); the harness's peer is this process",
 	})
 }

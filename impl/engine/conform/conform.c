@@ -44,6 +44,32 @@ uint64_t cfLoad64(const void* p) { return __atomic_load_n((const uint64_t*)p, __
 
 uint64_t cfSignalsDone(void* c) { return __atomic_load_n(&((engConn*)c)->signalsDone, __ATOMIC_RELAXED); }
 
+int cfWaitNext(void* c, int64_t timeoutMs) { return mscclppConnWaitNext(((engConn*)c)->dev, timeoutMs); }
+
+uint64_t cfWaitRounds(void* c) { return __atomic_load_n(&((engConn*)c)->waitRounds, __ATOMIC_RELAXED); }
+
+static int cfLostOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
+                    uint64_t size)
+{
+  (void)type, (void)dstHandle, (void)dstOff, (void)srcHandle, (void)srcOff, (void)size;
+  return engConnFail(c, mscclppRemoteError, "the conformance suite failed this connection");
+}
+
+static int cfLostSignal(engConn* c, uint64_t value)
+{
+  (void)value;
+  return engConnFail(c, mscclppRemoteError, "the conformance suite failed this connection");
+}
+
+static const engOps cfLostOps = {
+    .name = "lost",
+    .op = cfLostOp,
+    .sendSignal = cfLostSignal,
+    .opsComplete = 1,
+};
+
+void cfInjectFailure(void* c) { engConnSetOps((engConn*)c, &cfLostOps); }
+
 /* The suite's view of the signals the engine hands a transport: c's table wrapped so that each
  * signal value is checked against the last one (they must rise, in the order of the calls, as the
  * engine's lock orders them) before the transport's own entry runs; the wrapper then yields, so

@@ -30,6 +30,8 @@ const (
 	syncOp = 4 // mscclppSync
 
 	invalidArgument = 4 // mscclppInvalidArgument
+	remoteError     = 6 // mscclppRemoteError
+	inProgress      = 7 // mscclppInProgress: a wait timed out
 )
 
 // Conn is one connection of a transport under test, seen from its sending side.
@@ -47,6 +49,22 @@ type Conn struct {
 	DstWord func(off uint64) uint64
 	// HostSignals: host threads may signal the connection (else only the proxy does, as in CUDA mode).
 	HostSignals bool
+	// Waits: the connection's device view is wired for host waits (mscclppConnWaitNext on it
+	// waits for the peer's signals to this side: its FIFO at the context, its epoch and counter).
+	Waits bool
+	// Other is a second connection of the same transport on the same context, or nil (Fails says
+	// why): a failed operation on this one must fail only this one.
+	Other *Conn
+	// Break makes the transport fail this connection its own way (a lost socket, a QP in error):
+	// its next operation returns mscclppRemoteError. Nil: the suite fails the connection's
+	// operations through its ops table (engConnFail with mscclppRemoteError, as a transport does).
+	Break func()
+	// ClosePeer closes the peer's side of the connection as a destroy or an exit does, so that the
+	// transport learns it; nil where the transport cannot (NoPeerClose says why).
+	ClosePeer   func()
+	NoPeerClose string
+	// Fails says why Other is nil.
+	Fails string
 }
 
 // Word is a reader of the 8-byte word at p (for Conn.Epoch and Conn.DstWord over host memory).
@@ -68,11 +86,19 @@ func (c *Conn) awaitEpoch(want uint64) uint64 {
 	}
 }
 
-// Run runs every case of the suite on c, in order, as subtests of t.
+// Run runs every case of the suite on c, in order, as subtests of t. The last two end
+// connections: FailedOpFailsOnlyItsConnection fails c, PeerCloseWakesSleepers closes the peer
+// of c.Other (of c where there is no Other).
 func Run(t *testing.T, c *Conn) {
 	t.Run("SignalsInOrder", func(t *testing.T) { signalsInOrder(t, c) })
 	t.Run("DataBeforeSignal", func(t *testing.T) { dataBeforeSignal(t, c) })
 	t.Run("RefusedKeepsConnection", func(t *testing.T) { refusedKeepsConnection(t, c) })
+	t.Run("FailedOpFailsOnlyItsConnection", func(t *testing.T) { failedOpFailsOnlyItsConnection(t, c) })
+	closing := c
+	if c.Other != nil {
+		closing = c.Other
+	}
+	t.Run("PeerCloseWakesSleepers", func(t *testing.T) { peerCloseWakesSleepers(t, closing) })
 }
 
 // signalsInOrder: host threads and the proxy signal the connection at once (Flag, and puts with a

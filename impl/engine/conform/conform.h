@@ -24,6 +24,13 @@ uint64_t cfLoad64(const void* p);
 /* The signals c has sent (its count, relaxed). */
 uint64_t cfSignalsDone(void* c);
 
+/* mscclppConnWaitNext on c's device view; the rounds waits on c went through (engConn.waitRounds). */
+int cfWaitNext(void* c, int64_t timeoutMs);
+uint64_t cfWaitRounds(void* c);
+/* Gives c a table of its own whose operations fail the connection (engConnFail with
+ * mscclppRemoteError), as a transport's do when the connection is lost. */
+void cfInjectFailure(void* c);
+
 /* Wraps c's ops table so that the signal values the engine hands its transport are checked (they
  * must rise in the order of the calls); cfUnwatch restores the table and returns the values that
  * did not rise, and in *calls the signals seen. */

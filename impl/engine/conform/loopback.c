@@ -11,15 +11,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backoff.h"
 #include "engine.h"
+
+typedef struct lbSide {
+  engConn conn;
+  struct mscclppDevConn dev;
+  engReg local[2], remote[2];
+  uint64_t peerEpoch[2];                 /* the peer's localSignalEpochId: device, proxy */
+  mscclppDevConnSignalEpochId epoch;     /* mine: where the peer's signals would land */
+  uint64_t waitEpoch;
+  uint32_t sleepers;                     /* threads asleep on mine */
+} lbSide;
 
 typedef struct lbConn {
   engComm* comm;
   engCtx* ctx;
-  engConn conn;
-  struct mscclppDevConn dev;
-  engReg local[2], remote[2];
-  uint64_t peerEpoch[2]; /* the peer's localSignalEpochId: device, proxy */
+  lbSide side[LB_CONNS];
 } lbConn;
 
 /* The data part: the put (the engine checked nothing: engCheckPut does); Sync has nothing to do. */
@@ -47,33 +55,53 @@ static const engOps lbOps = {
     .opsComplete = 1,
 };
 
-void* lbNew(void* src, void* dst, uint64_t size)
+void* lbNew(void* src[LB_CONNS], void* dst[LB_CONNS], uint64_t size)
 {
   lbConn* l = (lbConn*)calloc(1, sizeof(lbConn));
   if (l == NULL) return NULL;
   engBackoffCfg b = {.spin = 64, .yields = 64, .sleepMaxUs = 100};
   l->comm = engCommNew(0, b, b);
   l->ctx = engCtxNewOps(l->comm, &lbOps, NULL);
-  l->local[1] = (engReg){ENG_REG_MAGIC, (char*)src, (uint64_t)(uintptr_t)src, size, 0, 0};
-  l->remote[1] = (engReg){ENG_REG_MAGIC, (char*)dst, (uint64_t)(uintptr_t)dst, size, 0, 0};
-  engConn* c = &l->conn;
-  c->peerRank = 1;
-  c->comm = l->comm;
-  c->ctx = l->ctx;
-  c->ops = l->ctx->ops;
-  c->dev = &l->dev;
-  c->nLocal = 2;
-  c->local = l->local;
-  c->nRemote = 2;
-  c->remote = l->remote;
-  c->remoteProxyEpoch = &l->peerEpoch[1];
-  l->ctx->conns[0] = c;
+  for (int k = 0; k < LB_CONNS; k++) {
+    lbSide* s = &l->side[k];
+    s->local[1] = (engReg){ENG_REG_MAGIC, (char*)src[k], (uint64_t)(uintptr_t)src[k], size, 0, 0};
+    s->remote[1] = (engReg){ENG_REG_MAGIC, (char*)dst[k], (uint64_t)(uintptr_t)dst[k], size, 0, 0};
+    engConn* c = &s->conn;
+    c->connId = k;
+    c->peerRank = 1;
+    c->comm = l->comm;
+    c->ctx = l->ctx;
+    c->ops = l->ctx->ops;
+    c->dev = &s->dev;
+    c->nLocal = 2;
+    c->local = s->local;
+    c->nRemote = 2;
+    c->remote = s->remote;
+    c->remoteProxyEpoch = &s->peerEpoch[1];
+    c->localSleepers = &s->sleepers;
+    s->dev.fifo.triggerFifo = &l->ctx->fifo[0];
+    s->dev.fifo.triggerFifoHead = &l->ctx->head;
+    s->dev.fifo.triggerFifoTail = &l->ctx->tail;
+    s->dev.fifo.connId = k;
+    s->dev.localSignalEpochId = &s->epoch;
+    s->dev.waitEpochId = &s->waitEpoch;
+    l->ctx->conns[k] = c;
+  }
   return l;
 }
 
-void* lbConnOf(void* l) { return &((lbConn*)l)->conn; }
+void* lbConnOf(void* l, int k) { return &((lbConn*)l)->side[k].conn; }
 
-void* lbPeerEpoch(void* l) { return &((lbConn*)l)->peerEpoch[1]; }
+void* lbPeerEpoch(void* l, int k) { return &((lbConn*)l)->side[k].peerEpoch[1]; }
+
+/* The peer of connection k closed: the transport says so (transport.h, "Peer close") and wakes
+ * the threads asleep on the epoch its signals would have reached. */
+void lbClosePeer(void* p, int k)
+{
+  lbSide* s = &((lbConn*)p)->side[k];
+  __atomic_store_n(&s->conn.peerClosed, 1, __ATOMIC_RELEASE);
+  if (__atomic_load_n(&s->sleepers, __ATOMIC_SEQ_CST) != 0) engFutexWake(&s->epoch.proxy);
+}
 
 void lbFree(void* p)
 {

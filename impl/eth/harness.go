@@ -1,0 +1,186 @@
+//go:build mscclpp_testhooks
+
+package eth
+
+// A harness for this package's tests (cgo cannot be used in _test.go files): two ranks' sides
+// of ethHarnessConns Ethernet connections in this process, each side a context of its own
+// (ethOps, host mode) whose connection k is joined to the other side's connection k by a TCP
+// socket over 127.0.0.1, with a receive thread per side, as eth.go's join wires them.
+
+/*
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "eth.h"
+
+enum { ethHarnessConns = 2 };
+
+typedef struct ethHarnessSide {
+	engComm* comm;
+	engCtx* ctx;
+	engConn conn[ethHarnessConns];
+	struct mscclppDevConn dev[ethHarnessConns];
+	engReg local[ethHarnessConns][2], remote[ethHarnessConns][2];
+	mscclppDevConnSignalEpochId epoch[ethHarnessConns];
+	uint64_t waitEpoch[ethHarnessConns];
+	uint32_t sleepers[ethHarnessConns];
+} ethHarnessSide;
+
+typedef struct ethHarness {
+	ethHarnessSide side[2];
+} ethHarness;
+
+// A connected pair of TCP sockets over 127.0.0.1: 0, or -1.
+static int ethHarnessPair(int fds[2])
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t n = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	if (l < 0) return -1;
+	if (bind(l, (struct sockaddr*)&a, n) != 0 || listen(l, 1) != 0 || getsockname(l, (struct sockaddr*)&a, &n) != 0 ||
+	    (fds[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
+		close(l);
+		return -1;
+	}
+	if (connect(fds[0], (struct sockaddr*)&a, n) != 0 || (fds[1] = accept4(l, NULL, NULL, SOCK_CLOEXEC)) < 0) {
+		close(fds[0]);
+		close(l);
+		return -1;
+	}
+	close(l);
+	setsockopt(fds[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fds[1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return 0;
+}
+
+// Side r's buffers of connection k are bufs[r][k] (size bytes each); peers declared unreachable
+// after deadMs of silence. NULL when a socket or a receive thread could not be made.
+static ethHarness* ethHarnessNew(void* bufs[2][ethHarnessConns], uint64_t size, int64_t deadMs)
+{
+	ethHarness* h = (ethHarness*)calloc(1, sizeof(ethHarness));
+	engBackoffCfg b = {.spin = 64, .yields = 64, .sleepMaxUs = 100};
+	for (int r = 0; r < 2; r++) {
+		ethHarnessSide* s = &h->side[r];
+		s->comm = engCommNew(r, b, b);
+		s->ctx = engCtxNewOps(s->comm, &ethOps, ethCtxNew(NULL));
+		for (int k = 0; k < ethHarnessConns; k++) {
+			engConn* c = &s->conn[k];
+			struct mscclppDevConn* d = &s->dev[k];
+			s->local[k][0] = (engReg){ENG_REG_MAGIC, (char*)&s->epoch[k], (uint64_t)(uintptr_t)&s->epoch[k], 16, 0, 0};
+			s->local[k][1] = (engReg){ENG_REG_MAGIC, (char*)bufs[r][k], (uint64_t)(uintptr_t)bufs[r][k], size, 0, 0};
+			s->remote[k][0] = (engReg){ENG_REG_MAGIC, NULL, 0, 16, 0, 0};
+			s->remote[k][1] = (engReg){ENG_REG_MAGIC, NULL, 0, size, 0, 0};
+			c->connId = k;
+			c->peerRank = 1 - r;
+			c->comm = s->comm;
+			c->ctx = s->ctx;
+			c->ops = s->ctx->ops;
+			c->dev = d;
+			c->nLocal = c->nRemote = 2;
+			c->local = s->local[k];
+			c->remote = s->remote[k];
+			c->localSleepers = &s->sleepers[k];
+			d->fifo.triggerFifo = &s->ctx->fifo[0];
+			d->fifo.triggerFifoHead = &s->ctx->head;
+			d->fifo.triggerFifoTail = &s->ctx->tail;
+			d->fifo.connId = k;
+			d->localSignalEpochId = &s->epoch[k];
+			d->waitEpochId = &s->waitEpoch[k];
+			s->ctx->conns[k] = c;
+		}
+	}
+	for (int k = 0; k < ethHarnessConns; k++) {
+		int fds[2];
+		if (ethHarnessPair(fds) != 0) return h;
+		for (int r = 0; r < 2; r++)
+			if (ethConnStart(&h->side[r].conn[k], fds[r], NULL, NULL, 0, deadMs) != mscclppSuccess) close(fds[r]);
+	}
+	return h;
+}
+
+// Whether every connection of both sides started.
+static int ethHarnessStarted(ethHarness* h)
+{
+	for (int r = 0; r < 2; r++)
+		for (int k = 0; k < ethHarnessConns; k++)
+			if (connState(&h->side[r].conn[k]) == NULL) return 0;
+	return 1;
+}
+
+// Side r closes its side of connection k, as a destroy does (a goodbye, then the socket's end).
+static void ethHarnessClose(ethHarness* h, int r, int k) { ethAbortConn(connState(&h->side[r].conn[k])); }
+
+// Side 0 loses connection k's socket under it: its sends fail from then on.
+static void ethHarnessBreak(ethHarness* h, int k) { shutdown(connState(&h->side[0].conn[k])->fd, SHUT_RDWR); }
+
+static void ethHarnessFree(ethHarness* h)
+{
+	for (int r = 0; r < 2; r++) {
+		engCtxFree(h->side[r].ctx);
+		engCommFree(h->side[r].comm);
+	}
+	free(h);
+}
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"github.com/mscclpp-go/mscclpp/impl/engine/conform"
+)
+
+// testPair is the harness: both sides of the connections and their buffers.
+type testPair struct {
+	h    *C.ethHarness
+	bufs [2][C.ethHarnessConns]unsafe.Pointer
+}
+
+// newTestPair makes the two sides with buffers of size bytes; nil when a connection could not start.
+func newTestPair(size uint64, deadMs int64) *testPair {
+	p := &testPair{}
+	var cb [2][C.ethHarnessConns]unsafe.Pointer
+	for r := range p.bufs {
+		for k := range p.bufs[r] {
+			p.bufs[r][k] = C.calloc(1, C.size_t(size))
+			cb[r][k] = p.bufs[r][k]
+		}
+	}
+	p.h = C.ethHarnessNew(&cb[0], C.uint64_t(size), C.int64_t(deadMs))
+	if C.ethHarnessStarted(p.h) == 0 {
+		p.free()
+		return nil
+	}
+	return p
+}
+
+// conn is side 0's connection k as the conformance suite drives it (rank 0 sends, rank 1's
+// receive thread lands the data and the counts).
+func (p *testPair) conn(k int, size uint64) *conform.Conn {
+	src, dst := p.bufs[0][k], p.bufs[1][k]
+	epoch := unsafe.Pointer(&p.h.side[1].epoch[k].proxy)
+	return &conform.Conn{
+		C:           unsafe.Pointer(&p.h.side[0].conn[k]),
+		Size:        size,
+		Epoch:       func() uint64 { return conform.Word(epoch) },
+		SetSrc:      func(off uint64, b []byte) { copy(unsafe.Slice((*byte)(unsafe.Add(src, off)), len(b)), b) },
+		DstWord:     func(off uint64) uint64 { return conform.Word(unsafe.Add(dst, off)) },
+		HostSignals: true,
+		Waits:       true,
+		ClosePeer:   func() { C.ethHarnessClose(p.h, 1, C.int(k)) },
+		Break:       func() { C.ethHarnessBreak(p.h, C.int(k)) },
+	}
+}
+
+func (p *testPair) free() {
+	C.ethHarnessFree(p.h)
+	for r := range p.bufs {
+		for k := range p.bufs[r] {
+			C.free(p.bufs[r][k])
+		}
+	}
+}
