@@ -2,7 +2,8 @@
  * cuapi.h: the few CUDA driver API and NVML declarations the library uses,
  * written out by hand so that building libmscclpp needs no CUDA toolkit.
  * libcuda.so.1 and libnvidia-ml.so.1 are opened at run time and these tables
- * are filled with dlsym (loader.c); nothing here links against them.
+ * are filled by impl/dynlib from the lists of loader.c, every symbol checked;
+ * nothing here links against them.
  *
  * The types match cuda.h / nvml.h on every 64-bit platform (CUresult is an
  * int-sized enum there). The opaque struct tags are the toolkit's own, so the

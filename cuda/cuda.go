@@ -63,7 +63,7 @@ func driver() *loader {
 
 // libraryName is MSCCLPP_CUDA_LIBRARY, else DefaultLibrary.
 func libraryName() string {
-	if name := env.Get("MSCCLPP_CUDA_LIBRARY"); name != "" {
+	if name := env.CudaLibrary.Get(); name != "" {
 		return name
 	}
 	return DefaultLibrary

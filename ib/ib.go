@@ -36,6 +36,7 @@ import (
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/dynlib"
+	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -45,8 +46,8 @@ const DefaultLibrary = "libibverbs.so.1"
 // The variables that choose this package's settings: the communicator's core reads them
 // (impl/ib declares them) and hands their values to Load and Open.
 const (
-	EnvLibrary  = "MSCCLPP_IBV_SO"
-	EnvGIDIndex = "MSCCLPP_IB_GID_INDEX"
+	EnvLibrary  = string(env.IBVSo)
+	EnvGIDIndex = string(env.IBGIDIndex)
 )
 
 // Lib is one loaded libibverbs: a C table of its entry points, kept for the

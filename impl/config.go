@@ -21,7 +21,7 @@ import (
 const DefaultBootstrapTimeout = bootstrap.DefaultTimeout
 
 // envTimeout is the default bootstrap timeout in seconds.
-const envTimeout = "MSCCLPP_BOOTSTRAP_TIMEOUT"
+const envTimeout = env.BootstrapTimeout
 
 var bootstrapTimeoutNs atomic.Int64
 
@@ -60,7 +60,7 @@ var (
 // readTimeoutEnv reads MSCCLPP_BOOTSTRAP_TIMEOUT now (through getenv) for BootstrapTimeout.
 func readTimeoutEnv() time.Duration {
 	var d time.Duration
-	if s := env.Get(envTimeout); s != "" {
+	if s := envTimeout.Get(); s != "" {
 		v, err := parseTimeoutEnv(s)
 		if err == nil {
 			d = v
@@ -84,8 +84,8 @@ func parseTimeoutEnv(s string) (time.Duration, error) {
 }
 
 // envUint reads a non-negative integer knob, warning about and ignoring a malformed value.
-func envUint(name string, def uint32) uint32 {
-	s, ok := env.Lookup(name)
+func envUint(name env.Var, def uint32) uint32 {
+	s, ok := name.Lookup()
 	if !ok || s == "" {
 		return def
 	}
@@ -108,9 +108,9 @@ func waitBackoff(localRanks int) engine.Backoff {
 		spin, yields = 64, 2000
 	}
 	return engine.Backoff{
-		Spin:       envUint("MSCCLPP_WAIT_SPIN", spin),
-		Yields:     envUint("MSCCLPP_WAIT_YIELD", yields),
-		SleepMaxUs: envUint("MSCCLPP_WAIT_SLEEP_MAX_US", 1000),
+		Spin:       envUint(env.WaitSpin, spin),
+		Yields:     envUint(env.WaitYield, yields),
+		SleepMaxUs: envUint(env.WaitSleepMaxUs, 1000),
 	}
 }
 
@@ -127,9 +127,9 @@ func proxyBackoff(localRanks, proxies int) engine.Backoff {
 		spin, yields = 0, 0
 	}
 	return engine.Backoff{
-		Spin:       envUint("MSCCLPP_PROXY_SPIN", spin),
-		Yields:     envUint("MSCCLPP_PROXY_YIELD", yields),
-		SleepMaxUs: envUint("MSCCLPP_PROXY_SLEEP_MAX_US", 10000),
+		Spin:       envUint(env.ProxySpin, spin),
+		Yields:     envUint(env.ProxyYield, yields),
+		SleepMaxUs: envUint(env.ProxySleepMaxUs, 10000),
 	}
 }
 
@@ -137,12 +137,12 @@ func proxyBackoff(localRanks, proxies int) engine.Backoff {
 // locked counters instead of membarrier(2) (for sandboxes without it); "1", or none, keeps
 // membarrier where the kernel offers it; anything else is warned about and ignored.
 func membarrier() bool {
-	return envBool("MSCCLPP_MEMBARRIER", true)
+	return envBool(env.Membarrier, true)
 }
 
 // envBool reads a 0-or-1 knob, warning about and ignoring any other value.
-func envBool(name string, def bool) bool {
-	v, _ := env.Lookup(name)
+func envBool(name env.Var, def bool) bool {
+	v, _ := name.Lookup()
 	switch strings.TrimSpace(v) {
 	case "":
 		return def
@@ -163,25 +163,35 @@ func envBool(name string, def bool) bool {
 // puts of MSCCLPP_STREAM_COPY_BYTES up to MSCCLPP_STREAM_COPY_MAX_BYTES bytes may use
 // non-temporal stores, chosen per size band by timing unless MSCCLPP_STREAM_COPY_AUTO is 0.
 func streamCopy() (bytes, maxBytes uint64, auto bool) {
-	return uint64(envUint("MSCCLPP_STREAM_COPY_BYTES", 8<<20)), uint64(envUint("MSCCLPP_STREAM_COPY_MAX_BYTES", 128<<20)),
-		envBool("MSCCLPP_STREAM_COPY_AUTO", true)
+	return uint64(envUint(env.StreamCopyBytes, 8<<20)), uint64(envUint(env.StreamCopyMaxBytes, 128<<20)),
+		envBool(env.StreamCopyAuto, true)
 }
 
 // transportSettings reads the environment variables every registered transport declares
-// (Entry.Settings) for Host.Settings, each logged once per value.
+// (Entry.Settings, each an entry of impl/env's table) for Host.Settings, each logged once per
+// value; a name the table lacks is warned about and left unset.
 func transportSettings() map[string]string {
 	m := map[string]string{}
 	for _, e := range transports {
 		for _, name := range e.Settings {
-			m[name] = strings.TrimSpace(env.Get(name))
+			if v, ok := env.Declared(name); ok {
+				m[name] = strings.TrimSpace(v.Get())
+			} else {
+				logx.Warnf("transport %s declares %s, which impl/env's table of variables lacks: not read", e.Name, name)
+			}
 		}
 	}
 	return m
 }
 
+// hangReportAfter is MSCCLPP_HANG_REPORT_S as a duration (0: reports off).
+func hangReportAfter() time.Duration {
+	return time.Duration(envUint(envHangReport, defaultHangReportS)) * time.Second
+}
+
 // hostID is this process's host identity: MSCCLPP_HOSTID, else the host name and boot id.
 func hostID() string {
-	if v := env.Get("MSCCLPP_HOSTID"); v != "" {
+	if v := env.HostID.Get(); v != "" {
 		return v
 	}
 	return machineID()

@@ -3,6 +3,8 @@ package impl
 import (
 	"testing"
 	"time"
+
+	"github.com/mscclpp-go/mscclpp/impl/env"
 )
 
 func TestBootstrapTimeoutEnv(t *testing.T) {
@@ -41,5 +43,28 @@ func TestMembarrierEnv(t *testing.T) {
 		if got := membarrier(); got != tc.want {
 			t.Errorf("MSCCLPP_MEMBARRIER=%q: membarrier %v, want %v", tc.v, got, tc.want)
 		}
+	}
+}
+
+// TestTransportSettingsDeclared: every variable a built-in transport names in its
+// Entry.Settings is an entry of impl/env's table, so transportSettings reads it, and a value set
+// reaches the transport's Host.Setting.
+func TestTransportSettingsDeclared(t *testing.T) {
+	n := 0
+	for _, e := range transports {
+		for _, name := range e.Settings {
+			n++
+			if _, ok := env.Declared(name); !ok {
+				t.Errorf("transport %s declares %s, which impl/env's table lacks", e.Name, name)
+				continue
+			}
+			t.Setenv(name, " 7 ")
+			if got := transportSettings()[name]; got != "7" {
+				t.Errorf("transport %s: %s=\" 7 \" reads as %q, want \"7\"", e.Name, name, got)
+			}
+		}
+	}
+	if n < 5 {
+		t.Fatalf("the transports declare %d variables: the registry is not what this test expects", n)
 	}
 }

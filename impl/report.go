@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 )
 
@@ -17,15 +18,10 @@ import (
 // writes the same table on demand (mscclppCommReport).
 
 // envHangReport names the seconds without progress before a wait reports (0: never).
-const envHangReport = "MSCCLPP_HANG_REPORT_S"
+const envHangReport = env.HangReportS
 
 // defaultHangReportS is MSCCLPP_HANG_REPORT_S when unset.
 const defaultHangReportS = 60
-
-// hangReportAfter is MSCCLPP_HANG_REPORT_S as a duration (0: reports off).
-func hangReportAfter() time.Duration {
-	return time.Duration(envUint(envHangReport, defaultHangReportS)) * time.Second
-}
 
 // reportComms maps a communicator's engine state (engine.Comm.Ptr) to it, for the engine's hang
 // callback; entries live from newComm to Destroy.

@@ -32,7 +32,7 @@ func captureReports(t *testing.T, hangReportS string) *reportLog {
 	t.Setenv("MSCCLPP_DEBUG_FILE", "")
 	os.Unsetenv("MSCCLPP_DEBUG_SUBSYS")
 	os.Unsetenv("MSCCLPP_DEBUG_FILE")
-	t.Setenv(envHangReport, hangReportS)
+	t.Setenv(string(envHangReport), hangReportS)
 	logx.Reset()
 	l := &reportLog{}
 	logx.SetHandler(func(line string) {

@@ -9,38 +9,37 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 )
 
-// This file is the bootstrap's one reader of the environment (tests/go/settings_test.go holds
-// every other file of the package to it). The bootstrap reads its settings itself, not through
-// impl/config.go: config.go's package imports this one, and mscclppGetUniqueId reads them
-// before any communicator exists.
+// This file parses the bootstrap's settings, each read through its entry of the one table of
+// variables (impl/env's vars.go), when ENVIRONMENT.md says: config.go's package imports this
+// one, and mscclppGetUniqueId reads them before any communicator exists.
 
-// Environment variables read by this package.
+// The names of the variables read by this package, for messages.
 const (
 	// EnvCommID is the root address NewID uses instead of picking one.
-	EnvCommID = "MSCCLPP_COMM_ID"
+	EnvCommID = string(env.CommID)
 	// EnvSocketIfname selects bootstrap interfaces as NCCL_SOCKET_IFNAME does.
-	EnvSocketIfname = "MSCCLPP_SOCKET_IFNAME"
+	EnvSocketIfname = string(env.SocketIfname)
 	// EnvSocketFamily restricts bootstrap addresses to AF_INET or AF_INET6.
-	EnvSocketFamily = "MSCCLPP_SOCKET_FAMILY"
+	EnvSocketFamily = string(env.SocketFamily)
 	// EnvSpinUS is how many microseconds a collective's read busy-polls
 	// before parking (default: 50 when a host runs no more ranks than it has
 	// CPUs, else 0).
-	EnvSpinUS = "MSCCLPP_BOOTSTRAP_SPIN_US"
+	EnvSpinUS = string(env.BootstrapSpinUS)
 	// EnvSecret is the bootstrap secret of ip:port communicators.
-	EnvSecret = "MSCCLPP_BOOTSTRAP_SECRET"
+	EnvSecret = string(env.BootstrapSecret)
 	// EnvSecretFile names a file holding the bootstrap secret.
-	EnvSecretFile = "MSCCLPP_BOOTSTRAP_SECRET_FILE"
+	EnvSecretFile = string(env.SecretFile)
 )
 
 // commIDEnv is MSCCLPP_COMM_ID, trimmed ("" when unset).
-func commIDEnv() string { return strings.TrimSpace(env.Get(EnvCommID)) }
+func commIDEnv() string { return strings.TrimSpace(env.CommID.Get()) }
 
 // ifnameEnv is MSCCLPP_SOCKET_IFNAME as set.
-func ifnameEnv() string { return env.Get(EnvSocketIfname) }
+func ifnameEnv() string { return env.SocketIfname.Get() }
 
 // familyEnv returns 4 or 6 for MSCCLPP_SOCKET_FAMILY=AF_INET/AF_INET6, else 0.
 func familyEnv() int {
-	v := env.Get(EnvSocketFamily)
+	v := env.SocketFamily.Get()
 	switch strings.ToUpper(strings.TrimSpace(v)) {
 	case "AF_INET", "INET", "4", "IPV4":
 		return 4
@@ -56,7 +55,7 @@ func familyEnv() int {
 // spinEnv is MSCCLPP_BOOTSTRAP_SPIN_US and whether it is set to a valid value (a malformed one is
 // reported once and ignored).
 func spinEnv() (time.Duration, bool) {
-	v := strings.TrimSpace(env.Get(EnvSpinUS))
+	v := strings.TrimSpace(env.BootstrapSpinUS.Get())
 	if v == "" {
 		return 0, false
 	}
@@ -69,19 +68,13 @@ func spinEnv() (time.Duration, bool) {
 
 // secretEnv reads MSCCLPP_BOOTSTRAP_SECRET; the ENV log line says that it is
 // set, never what it is.
-func secretEnv() string {
-	s, _ := env.Raw(EnvSecret)
-	if s != "" {
-		env.Report(EnvSecret, "a value (not shown)")
-	}
-	return s
-}
+func secretEnv() string { return env.BootstrapSecret.Get() }
 
 // secretFileEnv is MSCCLPP_BOOTSTRAP_SECRET_FILE as set.
-func secretFileEnv() string { return env.Get(EnvSecretFile) }
+func secretFileEnv() string { return env.SecretFile.Get() }
 
 // homeEnv is HOME as it is now (as os.UserHomeDir, which reads Go's copy taken at load time).
 func homeEnv() string {
-	home, _ := env.Raw("HOME")
+	home, _ := env.Home.Raw()
 	return home
 }

@@ -51,7 +51,7 @@ func (l *Lib) Table() unsafe.Pointer { return l.table }
 var (
 	handlesMu sync.Mutex
 	handles   = map[string]unsafe.Pointer{} // library name -> its one dlopen handle, never closed
-	opens     int                           // successful dlopen calls
+	opens     = map[string]int{}            // library name -> successful dlopen calls of it
 )
 
 // handle opens the library name on the first call for that name and returns the same handle on
@@ -71,7 +71,7 @@ func handle(name string, code status.Code) (unsafe.Pointer, error) {
 		return nil, status.Errorf(code, "no %s: %s", name, why)
 	}
 	handles[name] = h
-	opens++
+	opens[name]++
 	return h, nil
 }
 
@@ -95,11 +95,11 @@ func (l *Lib) open() error {
 	return nil
 }
 
-// Opens is how many times this process has opened a library through Lib: once per library.
-func Opens() int {
+// Opens is how many times this process has opened the library name through Lib: at most once.
+func Opens(name string) int {
 	handlesMu.Lock()
 	defer handlesMu.Unlock()
-	return opens
+	return opens[name]
 }
 
 // Symbols lists the names of a NULL-terminated dynSym list (for tests and messages).

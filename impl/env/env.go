@@ -6,7 +6,7 @@
 // variable the application sets with setenv(3) afterwards (or Python's
 // os.environ, which calls putenv) is invisible to it. Upstream MSCCL++ reads
 // its variables with getenv when it needs them, so every variable this
-// library reads goes through Lookup.
+// library reads is declared in one table (vars.go) and read through its Var.
 //
 // Each variable found set (non-empty) is reported once per value to the
 // function given to SetReporter, which logx uses for NCCL's
@@ -43,8 +43,8 @@ func cname(name string) *C.char {
 	return c
 }
 
-// Raw returns the variable's value as getenv sees it now, reporting nothing.
-func Raw(name string) (string, bool) {
+// raw returns the variable's value as getenv sees it now, reporting nothing.
+func raw(name string) (string, bool) {
 	p := C.getenv(cname(name))
 	if p == nil {
 		return "", false
@@ -52,25 +52,9 @@ func Raw(name string) (string, bool) {
 	return C.GoString(p), true
 }
 
-// Lookup returns the variable's value as getenv sees it now and whether it
-// is set; a non-empty value is reported once per value (see SetReporter).
-func Lookup(name string) (string, bool) {
-	v, ok := Raw(name)
-	if ok && v != "" {
-		report(name, v)
-	}
-	return v, ok
-}
-
-// Get is Lookup without the flag: "" when unset.
-func Get(name string) string {
-	v, _ := Lookup(name)
-	return v
-}
-
 // SetReporter sets the function told of each variable read with a value not
 // reported before; nil stops the reports. f must not read the environment
-// through Lookup for the same name.
+// through Var.Lookup for the same name.
 func SetReporter(f func(name, value string)) {
 	if f == nil {
 		reporter.Store(nil)
@@ -78,10 +62,6 @@ func SetReporter(f func(name, value string)) {
 	}
 	reporter.Store(&f)
 }
-
-// Report tells the reporter that name was read with value, unless that value
-// was already reported; for variables read with Raw.
-func Report(name, value string) { report(name, value) }
 
 func report(name, value string) {
 	if prev, ok := reported.Load(name); ok && prev.(string) == value {

@@ -12,19 +12,20 @@ import (
 	"strings"
 
 	verbs "github.com/mscclpp-go/mscclpp/ib"
+	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
 
-// The variables parsed here.
+// The names of the variables parsed here (impl/env's table declares them).
 const (
-	EnvHCA       = "MSCCLPP_IB_HCA"
-	EnvSL        = "MSCCLPP_IB_SL"
-	EnvTC        = "MSCCLPP_IB_TC"
-	EnvMaxSendWr = "MSCCLPP_IB_MAX_SEND_WR"
-	EnvTimeout   = "MSCCLPP_IB_TIMEOUT"
-	EnvRetryCnt  = "MSCCLPP_IB_RETRY_CNT"
+	EnvHCA       = string(env.IBHCA)
+	EnvSL        = string(env.IBSL)
+	EnvTC        = string(env.IBTC)
+	EnvMaxSendWr = string(env.IBMaxSendWr)
+	EnvTimeout   = string(env.IBTimeout)
+	EnvRetryCnt  = string(env.IBRetryCnt)
 )
 
 // hcaEntry is one item of MSCCLPP_IB_HCA: a device name (or its prefix) and a port (0: any).

@@ -134,9 +134,9 @@ func init() {
 	})
 }
 
-// The variables of the logger itself, read with env.Raw by load and
+// The variables of the logger itself, read with Raw by load and
 // reported once the configuration is in place.
-var logVars = [...]string{"MSCCLPP_DEBUG", "MSCCLPP_DEBUG_SUBSYS", "MSCCLPP_DEBUG_FILE"}
+var logVars = [...]env.Var{env.Debug, env.DebugSubsys, env.DebugFile}
 
 func get() *config {
 	for {
@@ -155,9 +155,9 @@ func get() *config {
 // reportLogVars logs "X set by environment to Y" for the logger's variables,
 // and warns about unknown subsystem names.
 func reportLogVars(c *config) {
-	for _, name := range logVars {
-		if v, ok := env.Raw(name); ok && v != "" {
-			env.Report(name, v)
+	for _, v := range logVars {
+		if s, ok := v.Raw(); ok && s != "" {
+			v.Report(s)
 		}
 	}
 	if c.badLevel != "" {
@@ -169,7 +169,7 @@ func reportLogVars(c *config) {
 }
 
 func load() *config {
-	level, _ := env.Raw("MSCCLPP_DEBUG")
+	level, _ := env.Debug.Raw()
 	c := &config{
 		level: parseLevel(level),
 		mask:  Init,
@@ -180,10 +180,10 @@ func load() *config {
 	if c.level == LevelNone && strings.TrimSpace(level) != "" {
 		c.badLevel = level
 	}
-	if s, ok := env.Raw("MSCCLPP_DEBUG_SUBSYS"); ok {
+	if s, ok := env.DebugSubsys.Raw(); ok {
 		c.mask, c.unknown = parseSubsys(s)
 	}
-	if name, _ := env.Raw("MSCCLPP_DEBUG_FILE"); name != "" && c.level != LevelNone {
+	if name, _ := env.DebugFile.Raw(); name != "" && c.level != LevelNone {
 		path := expandPath(name, c.host, c.pid)
 		f, refused := openDebugFile(path)
 		switch {

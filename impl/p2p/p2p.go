@@ -28,6 +28,7 @@ import (
 	"github.com/mscclpp-go/mscclpp/cuda"
 	"github.com/mscclpp-go/mscclpp/impl/cudaproxy"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
@@ -37,7 +38,7 @@ import (
 const ID transport.ID = 0
 
 // EnvDevice chooses host or CUDA mode (devicePolicy).
-const EnvDevice = "MSCCLPP_DEVICE"
+const EnvDevice = string(env.Device)
 
 // Entry registers the transport; its Init checks MSCCLPP_DEVICE at every mscclppCommInitRank.
 var Entry = transport.Entry{ID: ID, Name: "P2P", Subsys: logx.P2P, New: newP2P, Settings: []string{EnvDevice},

@@ -21,6 +21,7 @@ import (
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/env"
 	"github.com/mscclpp-go/mscclpp/impl/hostmem"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
@@ -46,7 +47,7 @@ type arena struct {
 
 // EnvEagerBytes is the variable of the eager threshold: SHM puts of up to that many bytes into
 // memory the peer cannot map go through the connection's ring, not one process_vm_writev each.
-const EnvEagerBytes = "MSCCLPP_EAGER_BYTES"
+const EnvEagerBytes = string(env.EagerBytes)
 
 const defaultEagerBytes = 4096
 

@@ -9,9 +9,9 @@ import (
 var docVar = regexp.MustCompile("(?m)^### `(MSCCLPP_[A-Z0-9_]+)`")
 
 // codeVar is a string literal that is exactly a variable name, "MSCCLPP_NAME": how the
-// library names every variable it reads (the argument of env.Get/Lookup/Raw or the constant
-// passed to them in Go, of getenv in C). The header's macros (MSCCLPP_VERSION, ...) are
-// never quoted, so they do not count.
+// library names every variable it reads (an entry of impl/env's table, vars.go, or the one
+// getenv of capi/tools.c: settings_test.go holds every other file to them). The header's
+// macros (MSCCLPP_VERSION, ...) are never quoted, so they do not count.
 var codeVar = regexp.MustCompile(`"(MSCCLPP_[A-Z0-9_]+)"`)
 
 // TestEnvironmentDocMatchesCode: docs/ENVIRONMENT.md has an entry for every MSCCLPP_*
