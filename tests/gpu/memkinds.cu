@@ -8,8 +8,8 @@
  *                  where CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0 or the driver lacks the call.
  *   async          (-n 2) a cudaMallocAsync buffer: its dma-buf export reported (the driver's
  *                  answer, not judged); mscclppConnect (P2P) and mscclppRegisterBuffer over it
- *                  must be refused (mscclppInvalidArgument or mscclppInvalidUsage) with a
- *                  message naming cudaMallocAsync: it has no IPC handle and no peermem path.
+ *                  must be refused (mscclppInvalidUsage) with a message naming
+ *                  cudaMallocAsync: it has no IPC handle and no peermem path.
  *                  SKIP(attribute-unsupported) where the device has no memory pools.
  *   hostalloc-eth  (-n 2) a cudaHostAlloc buffer over Ethernet: pinned host memory is host
  *                  memory, so the connection is in host mode and host threads drive it:
@@ -93,7 +93,7 @@ static int refused(const char* call, int rank, mscclppResult_t r)
 {
   const char* msg = mscclppGetLastError(gComm);
   bool named = msg != NULL && strstr(msg, "cudaMallocAsync") != NULL;
-  bool ok = (r == mscclppInvalidArgument || r == mscclppInvalidUsage) && named;
+  bool ok = r == mscclppInvalidUsage && named;
   printf("async: rank %d: %s over a cudaMallocAsync buffer: %s (%s) %s\n", rank, call, mscclppGetErrorString(r),
          r == mscclppSuccess ? "accepted" : msg, ok ? "refused as it should be" : "FAILED: want a refusal naming cudaMallocAsync");
   return ok ? 0 : 1;
