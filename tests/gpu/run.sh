@@ -217,7 +217,7 @@ run() {
   if [ $dry = 1 ]; then
     local note=
     [ "$info" = 1 ] && note="  (INFO, not counted)"
-    echo "case $name: launch -n $n -t $timeout ${opts[*]} -- ${*#"$out/"}${when:+  [$when]}$note"
+    echo "case $name: launch -n $n -t $timeout ${opts[*]+${opts[*]} }-- ${*#"$out/"}${when:+  [$when]}$note"
     if wired "$@"; then passed=$((passed + 1)); else notwired=$((notwired + 1)); fi
     casefail=0
     return
@@ -228,7 +228,7 @@ run() {
     return
   fi
   [ "$timeout" -gt $((budget - SECONDS)) ] && timeout=$((budget - SECONDS))
-  "$out/launch" -n "$n" -t "$timeout" "${opts[@]}" -- "$@" >"$log" 2>&1
+  "$out/launch" -n "$n" -t "$timeout" ${opts[@]+"${opts[@]}"} -- "$@" >"$log" 2>&1
   local rc=$?
   local skipped_why
   skipped_why=$(sed -n 's/^\[rank [0-9]*\] SKIP(\([a-z-]*\)): \(.*\)$/\1\t\2/p' "$log" | head -1)
