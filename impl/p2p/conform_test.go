@@ -15,12 +15,13 @@ func TestConformance(t *testing.T) {
 	f := newFixture(t, nil)
 	epoch := f.h.peerEpoch()
 	conform.Run(t, &conform.Conn{
-		C:           f.h.engConn(),
-		Size:        bufSize,
-		Epoch:       func() uint64 { return conform.Word(epoch) },
-		SetSrc:      func(off uint64, b []byte) { poke(f.src+off, b) },
-		DstWord:     func(off uint64) uint64 { return binary.LittleEndian.Uint64(peek(f.dst+off, 8)) },
-		Fails:       "this package's fixture builds one connection per context",
-		NoPeerClose: "a P2P peer closes by exiting (a wait's pid check, engPeerGone, ends it); the fixture's peer is this process",
+		C:         f.h.engConn(),
+		Size:      bufSize,
+		Epoch:     func() uint64 { return conform.Word(epoch) },
+		SetSrc:    func(off uint64, b []byte) { poke(f.src+off, b) },
+		DstWord:   func(off uint64) uint64 { return binary.LittleEndian.Uint64(peek(f.dst+off, 8)) },
+		Fails:     "this package's fixture builds one connection per context",
+		Waits:     true,
+		PeerExits: true,
 	})
 }

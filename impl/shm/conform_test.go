@@ -24,6 +24,7 @@ func TestConformance(t *testing.T) {
 		DstWord:     func(off uint64) uint64 { return conform.Word(unsafe.Add(tc.dst, off)) },
 		HostSignals: true,
 		Fails:       "this package's harness builds one connection per context",
-		NoPeerClose: "an SHM peer closes by exiting (a wait's pid check, engPeerGone, ends it); the harness's peer is this process",
+		Waits:       true,
+		PeerExits:   true,
 	})
 }

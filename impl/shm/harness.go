@@ -20,6 +20,8 @@ typedef struct shmHarness {
 	engReg local[2], remote[2];
 	uint64_t peerEpoch[2];
 	uint32_t peerSleepers;
+	mscclppDevConnSignalEpochId epoch; // mine: where the peer's signals would land
+	uint64_t waitEpoch;
 } shmHarness;
 
 static shmHarness* shmHarnessNew(void* src, void* dst, uint64_t size)
@@ -43,6 +45,11 @@ static shmHarness* shmHarnessNew(void* src, void* dst, uint64_t size)
 	c->remote = h->remote;
 	c->remoteProxyEpoch = &h->peerEpoch[1];
 	c->remoteSleepers = &h->peerSleepers;
+	h->dev.fifo.triggerFifo = &h->ctx->fifo[0];
+	h->dev.fifo.triggerFifoHead = &h->ctx->head;
+	h->dev.fifo.triggerFifoTail = &h->ctx->tail;
+	h->dev.localSignalEpochId = &h->epoch;
+	h->dev.waitEpochId = &h->waitEpoch;
 	h->ctx->conns[0] = c;
 	return h;
 }

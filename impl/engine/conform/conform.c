@@ -48,6 +48,12 @@ int cfWaitNext(void* c, int64_t timeoutMs) { return mscclppConnWaitNext(((engCon
 
 uint64_t cfWaitRounds(void* c) { return __atomic_load_n(&((engConn*)c)->waitRounds, __ATOMIC_RELAXED); }
 
+void cfSetPeerPid(void* c, int pid)
+{
+  ((engConn*)c)->peerPidfd = 0;
+  __atomic_store_n(&((engConn*)c)->peerPid, pid, __ATOMIC_RELEASE);
+}
+
 static int cfLostOp(engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
                     uint64_t size)
 {

@@ -63,6 +63,10 @@ type Conn struct {
 	// transport learns it; nil where the transport cannot (NoPeerClose says why).
 	ClosePeer   func()
 	NoPeerClose string
+	// PeerExits: the transport learns of a closed peer from its process's exit (the engine's pid
+	// check of every wait, as SHM and P2P do): the suite makes a child process the connection's
+	// peer and kills it, where ClosePeer is nil.
+	PeerExits bool
 	// Fails says why Other is nil.
 	Fails string
 }

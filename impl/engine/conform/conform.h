@@ -27,6 +27,8 @@ uint64_t cfSignalsDone(void* c);
 /* mscclppConnWaitNext on c's device view; the rounds waits on c went through (engConn.waitRounds). */
 int cfWaitNext(void* c, int64_t timeoutMs);
 uint64_t cfWaitRounds(void* c);
+/* Makes pid the process of c's peer (0: none), which every wait on c checks (engPeerGone). */
+void cfSetPeerPid(void* c, int pid);
 /* Gives c a table of its own whose operations fail the connection (engConnFail with
  * mscclppRemoteError), as a transport's do when the connection is lost. */
 void cfInjectFailure(void* c);

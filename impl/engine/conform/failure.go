@@ -8,6 +8,7 @@ package conform
 import "C"
 
 import (
+	"os/exec"
 	"runtime"
 	"testing"
 	"time"
@@ -72,7 +73,11 @@ func failedOpFailsOnlyItsConnection(t *testing.T, c *Conn) {
 // peerCloseWakesSleepers: a wait on c is in its loop (spinning, polling or asleep) when the peer
 // closes its side; the wait ends with mscclppRemoteError soon after, not at its deadline.
 func peerCloseWakesSleepers(t *testing.T, c *Conn) {
-	if c.ClosePeer == nil || !c.Waits {
+	closePeer := c.ClosePeer
+	if closePeer == nil && c.PeerExits && c.Waits {
+		closePeer = peerProcess(t, c)
+	}
+	if closePeer == nil || !c.Waits {
 		t.Skipf("the peer's side cannot be closed here: %s", c.NoPeerClose)
 	}
 	const deadlineMs, soon = 30000, 5 * time.Second
@@ -92,7 +97,7 @@ func peerCloseWakesSleepers(t *testing.T, c *Conn) {
 		}
 	}
 	closed := time.Now()
-	c.ClosePeer()
+	closePeer()
 	select {
 	case r := <-done:
 		if r.rc != remoteError {
@@ -105,4 +110,20 @@ func peerCloseWakesSleepers(t *testing.T, c *Conn) {
 		t.Errorf("the wait had not ended %v after the peer closed (its deadline: %d ms): nothing woke it", soon, deadlineMs)
 		<-done
 	}
+}
+
+// peerProcess makes a child process the peer of c (its pid) and returns what kills it; the child
+// is reaped, and c's peer is none again, at the test's end.
+func peerProcess(t *testing.T, c *Conn) func() {
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("a peer process: %v", err)
+	}
+	C.cfSetPeerPid(c.C, C.int(cmd.Process.Pid))
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		C.cfSetPeerPid(c.C, 0)
+	})
+	return func() { cmd.Process.Kill() }
 }
