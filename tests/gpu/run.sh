@@ -52,7 +52,7 @@
 # Environment: MSCCLPP_GPU_MAX_CHUNK (allgather's largest chunk, default 64 MiB),
 # MSCCLPP_UPSTREAM_BYTES (upstream's -datasize, default 64 MiB), NVCC_FLAGS, MSCCLPP_DEBUG
 # (default WARN), MSCCLPP_UPSTREAM_DIR, MSCCLPP_GPU_IB_DEV (the RDMA device for the IB case;
-# default the first in /sys/class/infiniband with an ACTIVE port).
+# default the first in /sys/class/infiniband with an ACTIVE port; "none": no IB case).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -141,12 +141,14 @@ else
   fi
   # an RDMA device with an ACTIVE port, for the IB loopback case
   ibdev=${MSCCLPP_GPU_IB_DEV:-}
-  if [ -z "$ibdev" ]; then
+  if [ "$ibdev" = none ]; then
+    ibdev=
+  elif [ -z "$ibdev" ]; then
     for d in /sys/class/infiniband/*; do
       [ -d "$d" ] && grep -qs ACTIVE "$d"/ports/*/state && { ibdev=${d##*/}; break; }
     done
   fi
-  echo "run.sh: RDMA device for the IB case: ${ibdev:-none (no /sys/class/infiniband device with an ACTIVE port)}"
+  echo "run.sh: RDMA device for the IB case: ${ibdev:-none (MSCCLPP_GPU_IB_DEV=none, or no /sys/class/infiniband device with an ACTIVE port)}"
 
   if [ -z "${NVCC_FLAGS+x}" ]; then
     printf '__global__ void k(){}\nint main(){return 0;}\n' >"$tmp/a.cu"

@@ -6,18 +6,20 @@
 # other GPUs than CUDA sees (as under CUDA_VISIBLE_DEVICES or MIG), an MPS control daemon, and a
 # `go` and `make` that must never be called since build/ holds a library (a carried build/).
 # tests/c/launch is real. The scenarios:
-#   pass-attr-skip on 2 GPUs every case passes but the dma-buf ones, whose programs say the
-#                  attribute is unsupported: exit 0, the bandwidth goal a PASS, the dma-buf cases
-#                  SKIP with that class (never PASS), listed under --require-gpu;
-#   mps-failure    one GPU as CUDA counts it (nvidia-smi lists two): MPS is started, the latency
-#                  case fails under it and passes without: exit non-zero, no PASS for latency or
-#                  the bandwidth goal (which FAILs), the rerun only INFO;
+#   pass-attr-skip on 2 GPUs with an RDMA device every case passes but the dma-buf ones, whose
+#                  programs say the attribute is unsupported: exit 0, the bandwidth goal and the
+#                  IB loopback case PASS, the dma-buf cases SKIP with that class (never PASS),
+#                  listed under --require-gpu;
+#   mps-failure    one GPU as CUDA counts it (nvidia-smi lists two), no RDMA device: MPS is
+#                  started, the latency case fails under it and passes without: exit non-zero,
+#                  no PASS for latency or the bandwidth goal (which FAILs), the rerun only INFO;
+#                  the two-GPU and IB cases SKIP (hardware), listed;
 #   no-gpu         CUDA counts no GPU (nvidia-smi lists one): a SKIP (exit 0), and with
 #                  --require-gpu a FAIL;
 #   dry-run        --dry-run lists every case wired, and fails where a case's mode is missing
 #                  from its program.
 # Prints "selftest: ok <scenario>" or "selftest: FAILED <scenario>: why" (with run.sh's output);
-# exits non-zero on a failure.
+# exits non-zero on a failure. SELFTEST_KEEP=1 keeps the temporary tree (its path in TMPDIR).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -93,7 +95,7 @@ status=0
 scenario() {
   local name=$1
   shift
-  FAKE_SRC=$repo/tests/gpu env -u MSCCLPP_UPSTREAM_DIR -u NVCC -u NVCC_FLAGS -u MSCCLPP_GPU_IB_DEV PATH="$tmp/bin:$PATH" CC="$tmp/bin/cc" \
+  FAKE_SRC=$repo/tests/gpu env -u MSCCLPP_UPSTREAM_DIR -u NVCC -u NVCC_FLAGS -u MSCCLPP_GPU_IB_DEV MSCCLPP_GPU_IB_DEV=${FAKE_IB:-none} PATH="$tmp/bin:$PATH" CC="$tmp/bin/cc" \
     PKG_CONFIG=none timeout 120 bash "$repo/tests/gpu/run.sh" "$@" >"$tmp/$name.out" 2>&1
   rc=$?
 }
@@ -111,7 +113,7 @@ judge() { # scenario: the checks every scenario shares, then ok
 }
 
 printf 'memkinds dmabuf*\tskip-attr\nhwpaths dmabuf*\tskip-attr\n' >"$tmp/plan-attr"
-FAKE_PLAN=$tmp/plan-attr FAKE_GPUS=2 FAKE_SMI_GPUS=2 scenario pass-attr-skip --require-gpu "$repo/build"
+FAKE_IB=fake_ib0 FAKE_PLAN=$tmp/plan-attr FAKE_GPUS=2 FAKE_SMI_GPUS=2 scenario pass-attr-skip --require-gpu "$repo/build"
 judge pass-attr-skip
 if [ $rc != 0 ] || ! has pass-attr-skip '^[0-9]+ passed, 0 failed' || ! has pass-attr-skip '^PASS p2p-bandwidth-goal'; then
   fail pass-attr-skip "want exit 0, no failure and PASS p2p-bandwidth-goal (exit $rc)"
@@ -122,6 +124,8 @@ elif ! has pass-attr-skip '^SKIP dmabuf-cudamalloc-4k \(attribute-unsupported: '
 elif ! sed -n '/--require-gpu: .* did not run/,$p' "$tmp/pass-attr-skip.out" |
   grep -q '^  SKIP dmabuf-cudamalloc-1m (attribute-unsupported'; then
   fail pass-attr-skip "--require-gpu does not list the attribute-unsupported skips"
+elif ! has pass-attr-skip '^PASS regwrite-ib-loopback'; then
+  fail pass-attr-skip "an RDMA device is up (MSCCLPP_GPU_IB_DEV), yet regwrite-ib-loopback did not run and pass"
 else
   echo "selftest: ok   pass-attr-skip: every other case passed, exit 0; attribute-unsupported is a SKIP with its reason, listed under --require-gpu"
 fi
@@ -137,6 +141,8 @@ elif has mps-failure '^PASS latency' || has mps-failure '^(PASS|REPORT) p2p-band
   fail mps-failure "a pass (or a report-only goal) after the latency case failed under MPS"
 elif ! has mps-failure '^FAIL latency-2-mps' || ! has mps-failure '^FAIL p2p-bandwidth-goal'; then
   fail mps-failure "want FAIL latency-2-mps and FAIL p2p-bandwidth-goal"
+elif ! has mps-failure '^SKIP regwrite-ib-loopback \(hardware: ' || ! has mps-failure '^  SKIP sameproc-2gpu \(hardware: '; then
+  fail mps-failure "one GPU and no RDMA device: want SKIP (hardware) of regwrite-ib-loopback and sameproc-2gpu, listed"
 else
   echo "selftest: ok   mps-failure: GPUs counted through CUDA, a failure under MPS stays one (goal FAIL, rerun not a pass)"
 fi
