@@ -133,7 +133,7 @@ var versionOnce sync.Once
 func newComm(b *bootstrap.Bootstrap, start time.Time, node *nodeJoin) (*Comm, error) {
 	versionOnce.Do(func() { logx.Versionf("MSCCL++ version 0.1.0 (Go implementation)") })
 	c := &Comm{rank: b.Rank(), nranks: b.Size(), boot: b, timeout: b.Timeout(), transports: map[Transport]transport.Transport{}}
-	c.host = transport.Host{Rank: c.rank, NRanks: c.nranks, Instance: b.InstanceID(), HostIDs: b.HostIDs(), ListenIP: listenIP(b.ListenAddr()), Timeout: c.timeout,
+	c.host = transport.Host{Rank: c.rank, Instance: b.InstanceID(), HostIDs: b.HostIDs(), ListenIP: listenIP(b.ListenAddr()), Timeout: c.timeout,
 		Settings: transportSettings()}
 	c.host.PeersClosed = c.peersClosed
 	fail := func(err error) (*Comm, error) {

@@ -35,7 +35,7 @@ func newTestEth(t *testing.T, rank int, timeout time.Duration) *eth {
 	t.Helper()
 	eng := engine.NewComm(0, engine.Backoff{Spin: 64, Yields: 64, SleepMaxUs: 1000}, engine.Backoff{Spin: 64, Yields: 64, SleepMaxUs: 200})
 	t.Cleanup(eng.Free)
-	tr, err := newEth(&transport.Host{Rank: rank, NRanks: 2, ListenIP: "127.0.0.1", Eng: eng, Timeout: timeout})
+	tr, err := newEth(&transport.Host{Rank: rank, ListenIP: "127.0.0.1", Eng: eng, Timeout: timeout})
 	if err != nil {
 		t.Fatalf("newEth: %v", err)
 	}

@@ -12,7 +12,7 @@ import (
 // peer's (what it registered, up to 4 KiB) shows quoted, as printable ASCII, bounded.
 func TestOtherHostIDQuoted(t *testing.T) {
 	evil := "\x1b[2J\x1b]0;x\x07\nhost:1:1 [0] MSCCLPP WARN forged" + strings.Repeat("\u00e9", 1500)
-	tr, err := newSHM(&transport.Host{Rank: 0, NRanks: 2, HostIDs: []string{"node-a", evil}, LocalOf: map[int]int{0: 0}})
+	tr, err := newSHM(&transport.Host{Rank: 0, HostIDs: []string{"node-a", evil}, LocalOf: map[int]int{0: 0}})
 	if err != nil {
 		t.Fatal(err)
 	}

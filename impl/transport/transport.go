@@ -22,16 +22,16 @@ type ID int32
 // Host is what a communicator offers its transports: who is where, the node segment, the
 // engine state and the array of device connections handed to applications.
 type Host struct {
-	Rank, NRanks int
-	Instance     string      // names this instance of the communicator, as this rank formed it (bootstrap InstanceID)
-	HostIDs      []string    // by rank
-	LocalIdx     int         // this rank's index among the ranks of its node
-	LocalOf      map[int]int // rank -> index on this node, for the ranks of this node
-	Node         *nodeshm.Segment
-	Eng          *engine.Comm
-	DevConns     engine.DevConns
-	ListenIP     string        // the IP of this rank's bootstrap listener: peers reach it there
-	Timeout      time.Duration // the bootstrap timeout: the bound of a transport's setup waits
+	Rank     int
+	Instance string      // names this instance of the communicator, as this rank formed it (bootstrap InstanceID)
+	HostIDs  []string    // by rank
+	LocalIdx int         // this rank's index among the ranks of its node
+	LocalOf  map[int]int // rank -> index on this node, for the ranks of this node
+	Node     *nodeshm.Segment
+	Eng      *engine.Comm
+	DevConns engine.DevConns
+	ListenIP string        // the IP of this rank's bootstrap listener: peers reach it there
+	Timeout  time.Duration // the bootstrap timeout: the bound of a transport's setup waits
 	// PeersClosed tells each of peers that this rank closed its mappings of their memory
 	// (briefly: a destroy waits for no peer) and calls free once every one of them has said the
 	// same of this rank's memory: at once when all have, else after the destroy returned, when
