@@ -5,11 +5,15 @@ package impl
 import (
 	"bytes"
 	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/cuda"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
+	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
 // TestEthernetCUDAModeFakeDriver runs two ranks whose Ethernet connections have device buffers
@@ -65,6 +69,121 @@ func fakeEthernetChild(t *testing.T) {
 	}
 	proxyStopAll(t, comms)
 	for r := 0; r < 2; r++ {
+		if err := comms[r].AsyncErr(); err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+		if err := comms[r].Destroy(); err != nil {
+			t.Errorf("rank %d: Destroy: %v", r, err)
+		}
+	}
+}
+
+// TestEthernetCUDAModePerGPU: one rank's two Ethernet connections over buffers of two GPUs are
+// served by a CUDA-mode proxy on each GPU: each connection's signal epoch, wait counter, FIFO
+// head and tail lie in its own GPU's memory (the driver says which GPU an allocation belongs
+// to), a kernel's put+signal on each arrives at the peer (host mode: host buffers), and the
+// peer's put+signal on each lands in that GPU's buffer and epoch.
+func TestEthernetCUDAModePerGPU(t *testing.T) {
+	if os.Getenv(fakeChildEnv) == "eth-per-gpu" {
+		ethPerGPUChild(t)
+		return
+	}
+	out := runFakeCUDAChild(t, "TestEthernetCUDAModePerGPU", "eth-per-gpu")
+	if !strings.Contains(string(out), "--- PASS: TestEthernetCUDAModePerGPU") {
+		t.Fatalf("child did not pass:\n%s", out)
+	}
+}
+
+func ethPerGPUChild(t *testing.T) {
+	const size = 1<<20 + 123
+	pattern := func(k, phase int) []byte {
+		b := make([]byte, size)
+		for i := range b {
+			b[i] = byte(i*(7+2*k) + 3*phase + 1)
+		}
+		return b
+	}
+	var devBufs [2]uint64 // rank 0's: connection k's buffer on GPU k
+	fakeBuffersOn(t, "0", devBufs[:1], size)
+	fakeBuffersOn(t, "1", devBufs[1:], size)
+	hostBufs := [2][]byte{make([]byte, size), make([]byte, size)} // rank 1's
+	for k := range devBufs {
+		if err := cuda.TestDriverWrite(devBufs[k], pattern(k, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	comms := twoRanksLaunched(t, func(r int, c *Comm) error {
+		for k := 0; k < 2; k++ {
+			buf := engine.DevPtr(devBufs[k])
+			if r == 1 {
+				buf = unsafe.Pointer(&hostBufs[k][0])
+			}
+			if err := c.Connect(1-r, k, buf, size, TransportEthernet, nil, true); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	d0 := comms[0].host.DevConns
+	for k := 0; k < 2; k++ {
+		conn := d0.At(k)
+		for what, p := range map[string]uint64{
+			"signal epoch": uint64(uintptr(d0.LocalEpoch(k))),
+			"wait counter": uint64(uintptr(d0.WaitEpoch(k))),
+			"FIFO tail":    *(*uint64)(unsafe.Add(conn, 8)),  // fifo.triggerFifoTail
+			"FIFO head":    *(*uint64)(unsafe.Add(conn, 16)), // fifo.triggerFifoHead
+		} {
+			if dev, err := cuda.ProbePointer(p); err != nil || dev.Ordinal != k {
+				t.Errorf("connection %d (buffer on GPU %d): its %s at %#x is on GPU %d (%v), want GPU %d", k, k, what, p, dev.Ordinal, err, k)
+			}
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	// rank 0's kernels: put+signal of the whole buffer on each connection, into its own FIFO
+	for k := 0; k < 2; k++ {
+		slot := (*[2]uint64)(*(*unsafe.Pointer)(d0.At(k))) // fifo.triggerFifo
+		atomic.StoreUint64(&slot[1], 3<<42|uint64(k)<<32)
+		atomic.StoreUint64(&slot[0], size)
+	}
+	for k := 0; k < 2; k++ {
+		if rc := engine.ConnWait(comms[1].host.DevConns.At(k), 20000); rc != status.Success {
+			t.Fatalf("rank 1's wait on connection %d: %v; async errors: %v / %v", k, rc, comms[0].AsyncErr(), comms[1].AsyncErr())
+		}
+		if !bytes.Equal(hostBufs[k], pattern(k, 0)) {
+			t.Errorf("rank 1's buffer of connection %d after the signal differs from rank 0's GPU %d buffer", k, k)
+		}
+	}
+	// rank 1's host threads: put+signal back into each GPU's buffer and epoch
+	for k := 0; k < 2; k++ {
+		copy(hostBufs[k], pattern(k, 1))
+		if rc := engine.ConnSignalOp(comms[1].host.DevConns.At(k), 3, 0, 0, size); rc != status.Success {
+			t.Fatalf("rank 1's put+signal on connection %d: %v", k, rc)
+		}
+	}
+	for k := 0; k < 2; k++ {
+		epoch := uint64(uintptr(d0.LocalEpoch(k))) + 8 // the proxy's count, on GPU k
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			b, err := cuda.TestDriverRead(epoch, 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b[0] == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("rank 0's epoch of connection %d never reached 1 (% x); async errors: %v / %v", k, b, comms[0].AsyncErr(), comms[1].AsyncErr())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if got, err := cuda.TestDriverRead(devBufs[k], size); err != nil || !bytes.Equal(got, pattern(k, 1)) {
+			t.Errorf("rank 0's GPU %d buffer after rank 1's signal: %v, equal %v", k, err, bytes.Equal(got, pattern(k, 1)))
+		}
+	}
+	proxyStopAll(t, comms)
+	for r := range comms {
 		if err := comms[r].AsyncErr(); err != nil {
 			t.Errorf("rank %d: %v", r, err)
 		}

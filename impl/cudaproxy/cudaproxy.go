@@ -5,8 +5,8 @@
 //
 // cudaproxy.c (cudaproxy.h) holds the C side those transports' engOps tables share: the
 // proxy thread's setup and the FIFO tail's publication, over cuda's proxy state.
-// ondemand.go holds what Ethernet and IB share, which start the proxy at their first
-// connection over device memory.
+// ondemand.go holds what Ethernet and IB share, which start a proxy per GPU at their first
+// connection over that GPU's memory.
 package cudaproxy
 
 /*
@@ -32,8 +32,10 @@ type Proxy struct {
 	rank  int
 	block cuda.Block     // device memory: MaxConns signal epochs, then MaxConns wait counters
 	State unsafe.Pointer // cuda's proxy state: the context, streams and device tail
-	mem   unsafe.Pointer // pinned host memory holding the engine context and its FIFO
-	head  uint64         // device memory: the FIFO's head
+	// Transport is the context's transport state over State (what Start's transport returned)
+	Transport unsafe.Pointer
+	mem       unsafe.Pointer // pinned host memory holding the engine context and its FIFO
+	head      uint64         // device memory: the FIFO's head
 	// retained: New holds a reference on the primary context (the one the library allocates in)
 	retained bool
 	Ctx      *engine.Ctx
@@ -110,8 +112,8 @@ func (p *Proxy) Start(eng *engine.Comm, ops unsafe.Pointer, transport func(state
 		cuda.FreeProxyState(state)
 		return nil, fmt.Errorf("FIFO head in device memory: %w", err)
 	}
-	p.State, p.mem, p.head = state, mem, head
-	x, err := engine.NewCtxAt(eng, mem, ops, transport(state), head)
+	p.State, p.mem, p.head, p.Transport = state, mem, head, transport(state)
+	x, err := engine.NewCtxAt(eng, mem, ops, p.Transport, head)
 	if err != nil {
 		return nil, fmt.Errorf("proxy context: %w", err)
 	}
@@ -161,7 +163,7 @@ func (p *Proxy) FreeContext() {
 	p.warn("proxy streams", cuda.FreeProxyState(p.State))
 	p.warn("FIFO", p.Dev.HostFree(p.mem))
 	p.warn("FIFO head", p.Dev.MemFree(p.head))
-	p.Ctx, p.State, p.mem = nil, nil, nil
+	p.Ctx, p.State, p.mem, p.Transport = nil, nil, nil, nil
 }
 
 // Free frees the counters' block (after FreeContext; peers that mapped it through CUDA IPC must

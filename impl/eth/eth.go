@@ -26,6 +26,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mscclpp-go/mscclpp/cuda"
 	"github.com/mscclpp-go/mscclpp/impl/bootstrap"
 	"github.com/mscclpp-go/mscclpp/impl/cudaproxy"
 	"github.com/mscclpp-go/mscclpp/impl/engine"
@@ -88,11 +89,16 @@ type eth struct {
 	// CUDA mode: connections whose buffer is device memory go through a CUDA-mode proxy
 	// (counters and FIFO head in device memory) and pinned staging buffers
 	cu       cudaproxy.OnDemand
-	cuState  *C.struct_ethCtx
 	cudaConn map[int]bool
-	stages   []unsafe.Pointer // pinned, freed at Close
+	stages   []stage // pinned, freed at Close
 
 	engConns map[int]*engine.Conn // set-up connections by index (mscclppRegisteredBufferWrite sends on them)
+}
+
+// stage is a pinned staging buffer and the GPU whose proxy uses it.
+type stage struct {
+	dev cuda.Device
+	p   unsafe.Pointer
 }
 
 // StageBytes is the size of each CUDA-mode connection's two pinned staging buffers.
@@ -142,10 +148,18 @@ func (e *eth) Declare(d transport.Decl) (transport.Endpoint, error) {
 	return e.h.HostSlot(d.Idx, d.Peer, d.Tag, d.Local, e.ctx), nil
 }
 
-// cudaState makes the Ethernet state of the CUDA-mode proxy's context over cuda's proxy state.
+// cudaState makes the Ethernet state of a CUDA-mode proxy's context over cuda's proxy state.
 func (e *eth) cudaState(state unsafe.Pointer) unsafe.Pointer {
-	e.cuState = C.ethCtxNew((*C.struct_cudaProxyState)(state))
-	return unsafe.Pointer(e.cuState)
+	return unsafe.Pointer(C.ethCtxNew((*C.struct_cudaProxyState)(state)))
+}
+
+// states returns the Ethernet state of every context: the host-mode one, then each proxy's.
+func (e *eth) states() []*C.struct_ethCtx {
+	out := []*C.struct_ethCtx{e.state}
+	for _, px := range e.cu.Proxies() {
+		out = append(out, (*C.struct_ethCtx)(px.Transport))
+	}
+	return out
 }
 
 // Mode says whether device buffers put the transport in CUDA mode.
@@ -251,10 +265,11 @@ func (e *eth) join(idx int, conn *engine.Conn, remoteBlobs [][]byte) error {
 	conn.SetPeerPid(0) // the peer may be on another node: its end of the socket tells when it is gone
 	var send, recv unsafe.Pointer
 	if e.cudaConn[idx] {
-		if send, err = e.cu.Dev.HostAlloc(StageBytes); err == nil {
-			e.stages = append(e.stages, send)
-			if recv, err = e.cu.Dev.HostAlloc(StageBytes); err == nil {
-				e.stages = append(e.stages, recv)
+		dev := e.cu.Of(idx).Dev // the proxy's GPU: its FIFO, streams and staging stay near it
+		if send, err = dev.HostAlloc(StageBytes); err == nil {
+			e.stages = append(e.stages, stage{dev, send})
+			if recv, err = dev.HostAlloc(StageBytes); err == nil {
+				e.stages = append(e.stages, stage{dev, recv})
 			}
 		}
 		if err != nil {
@@ -301,8 +316,8 @@ func (e *eth) describeRegistered(idx int, b transport.Buffer) ([]byte, error) {
 		return nil, err
 	}
 	st := e.state
-	if e.cudaConn[idx] {
-		st = e.cuState
+	if px := e.cu.Of(idx); px != nil {
+		st = (*C.struct_ethCtx)(px.Transport)
 	}
 	k := C.ethAddReg(st, C.int(idx), b.Ptr, C.uint64_t(b.Size))
 	if k < 0 {
@@ -335,15 +350,12 @@ func (e *eth) Write(idx int, rec engine.RegRecord, off uint64, src unsafe.Pointe
 // Stopped fences every connection: once it returns, the data every peer sent before its
 // proxies stopped has landed here, as a put by SHM has when mscclppProxyStop returns.
 func (e *eth) Stopped() error {
-	if e.cu.Proxy != nil {
-		e.cu.LogBinding()
-		if err := e.cu.Sync(); err != nil {
-			return err
-		}
+	if err := e.cu.Sync(); err != nil {
+		return err
 	}
 	e.fences++
 	var buf [256]C.char
-	for _, st := range []*C.struct_ethCtx{e.state, e.cuState} {
+	for _, st := range e.states() {
 		if st == nil {
 			continue
 		}
@@ -357,7 +369,7 @@ func (e *eth) Stopped() error {
 // Abort ends every connection's sending side for the destroy (eth.h, ethAbort): a send in
 // progress to a busy or lost peer gives up at once.
 func (e *eth) Abort() {
-	for _, st := range []*C.struct_ethCtx{e.state, e.cuState} {
+	for _, st := range e.states() {
 		if st != nil {
 			C.ethAbort(st)
 		}
@@ -381,15 +393,13 @@ func (e *eth) Close() error {
 		e.ctx.Free()
 		e.ctx = nil
 	}
-	if e.cu.Proxy != nil {
-		e.cu.Ctx.Close() // joins the receive threads, which use the staging buffers and streams
-		for _, p := range e.stages {
-			if err := e.cu.Dev.HostFree(p); err != nil {
-				logx.Warnf("rank %d: Ethernet transport: freeing a staging buffer: %v", e.h.Rank, err)
-			}
+	e.cu.CloseContexts() // joins the receive threads, which use the staging buffers and streams
+	for _, s := range e.stages {
+		if err := s.dev.HostFree(s.p); err != nil {
+			logx.Warnf("rank %d: Ethernet transport: freeing a staging buffer: %v", e.h.Rank, err)
 		}
-		e.cu.Free()
-		e.cu.Proxy, e.stages = nil, nil
 	}
+	e.cu.Free()
+	e.stages = nil
 	return nil
 }

@@ -48,7 +48,7 @@ type ibt struct {
 	conns map[int]*ibConn
 	wr    int
 	beats beats
-	cu    cudaproxy.OnDemand // CUDA mode: the proxy of connections over device memory (cudamode.go)
+	cu    cudaproxy.OnDemand // CUDA mode: the proxies (one per GPU) of connections over device memory (cudamode.go)
 	gdr   string             // how device memory was last registered (an INFO line when it changes)
 	order map[int]bool       // by device ordinal: whether its kernels see RDMA writes in order (cudamode.go)
 	srcs  srcCache           // MRs of device sources of mscclppRegisteredBufferWrite (write.go)
@@ -272,9 +272,7 @@ func (t *ibt) Close() error {
 		t.ctx.Free()
 		t.ctx = nil
 	}
-	if t.cu.Proxy != nil {
-		t.cu.Ctx.Close() // no call inside the proxy context: the states below may go
-	}
+	t.cu.CloseContexts() // no call inside a proxy context: the states below may go
 	for _, c := range t.conns {
 		if c.state != nil {
 			c.state.Free()
@@ -290,8 +288,7 @@ func (t *ibt) Close() error {
 	}
 	t.conns = nil
 	t.srcs.close()
-	t.cu.Free() // after the MRs on its device memory are gone
-	t.cu.Proxy = nil
+	t.cu.Free() // after the MRs on their device memory are gone
 	for _, x := range t.devs {
 		x.Close()
 	}

@@ -115,8 +115,8 @@ func (t *ibt) sourceMR(x *verbs.Context, src unsafe.Pointer, size uint64, stream
 		}
 		return e.mr, ptr - e.base, func() {}, nil
 	}
-	if stream != 0 && t.cu.Proxy != nil {
-		if err := t.cu.Dev.StreamSync(stream); err != nil {
+	if pxs := t.cu.Proxies(); stream != 0 && len(pxs) > 0 {
+		if err := pxs[0].Dev.StreamSync(stream); err != nil {
 			return nil, 0, nil, fmt.Errorf("waiting for stream %#x before the NIC reads the source: %w", stream, err)
 		}
 	}
