@@ -110,7 +110,7 @@ func TestSettingsDeclaredInOneTable(t *testing.T) {
 
 // TestOneDlopenPerLibrary: impl/dynlib is the one opener of the vendor libraries (it opens each
 // once and fills every table of the library from that handle: impl/dynlib's
-// TestOneHandlePerLibrary and ib's TestOneDlopenForEveryTable check it at run time) and the one
+// TestOneHandlePerLibrary, cuda's and ib's TestOneDlopenForEveryTable check it at run time) and the one
 // resolver of their symbols, each checked. Any other dlopen only asks whether a library is
 // already loaded (RTLD_NOLOAD), but capi/tools.c's, which loads the tools MSCCLPP_TOOLS names;
 // no product code loads a library through go-nvml's dl package.
