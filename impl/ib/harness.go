@@ -10,8 +10,9 @@ package ib
 #include <string.h>
 #include "ops.h"
 
+// cuda: a CUDA-mode proxy's state (cuda/calls.h) for the context (ibCudaEngOps), or NULL (host mode).
 static engConn* ibTestConn(ibConnState* st, uint64_t la, uint64_t ls, uint64_t ra, uint64_t rs,
-                           uint64_t lsig, uint64_t rsig) {
+                           uint64_t lsig, uint64_t rsig, void* cuda) {
 	engConn* c = calloc(1, sizeof(engConn));
 	c->comm = engCommNew(0, (engBackoffCfg){4000, 2000, 1000}, (engBackoffCfg){1000, 100, 200});
 	c->peerRank = 1;
@@ -24,7 +25,7 @@ static engConn* ibTestConn(ibConnState* st, uint64_t la, uint64_t ls, uint64_t r
 	engReg r0 = {ENG_REG_MAGIC, NULL, rsig, 16, 0};
 	engReg r1 = {ENG_REG_MAGIC, NULL, ra, rs, 0};
 	c->local[0] = l0; c->local[1] = l1; c->remote[0] = r0; c->remote[1] = r1;
-	c->ctx = engCtxNewOps(c->comm, &ibEngOps, NULL);
+	c->ctx = engCtxNewOps(c->comm, cuda != NULL ? &ibCudaEngOps : &ibEngOps, cuda);
 	c->ops = c->ctx->ops;
 	c->ctx->conns[0] = c;
 	c->transport = st;
@@ -47,8 +48,14 @@ import (
 type testConn struct{ c *C.engConn }
 
 func newTestConn(st *ConnState, local, remote []verbs.MRInfo) testConn {
+	return newTestConnOn(st, local, remote, nil)
+}
+
+// newTestConnOn is newTestConn on a CUDA-mode proxy's context (cuda: its state, cuda.NewProxyState),
+// or in host mode (nil).
+func newTestConnOn(st *ConnState, local, remote []verbs.MRInfo, cuda unsafe.Pointer) testConn {
 	return testConn{C.ibTestConn(st.p, C.uint64_t(local[1].Addr), C.uint64_t(local[1].Size), C.uint64_t(remote[1].Addr),
-		C.uint64_t(remote[1].Size), C.uint64_t(local[0].Addr), C.uint64_t(remote[0].Addr))}
+		C.uint64_t(remote[1].Size), C.uint64_t(local[0].Addr), C.uint64_t(remote[0].Addr), cuda)}
 }
 
 // op calls the ops table the way the proxy does; it returns the result code and the recorded error.

@@ -121,6 +121,11 @@ func newLoopback(t *testing.T) *loopback {
 // signalledConn is a connection of the IB transport from QP a to QP b: l's MRs for data and a
 // 16-byte signal MR on each side; sigB is the peer's signal words (device epoch, proxy epoch).
 func (l *loopback) signalledConn(t *testing.T) (c testConn, sigB *buffer) {
+	return l.signalledConnOn(t, nil)
+}
+
+// signalledConnOn is signalledConn on a CUDA-mode proxy's context (cuda: its state), or in host mode (nil).
+func (l *loopback) signalledConnOn(t *testing.T, cuda unsafe.Pointer) (c testConn, sigB *buffer) {
 	t.Helper()
 	sigA, sigB := newBuffer(t, 4096), newBuffer(t, 4096)
 	t.Cleanup(sigA.free)
@@ -142,7 +147,7 @@ func (l *loopback) signalledConn(t *testing.T) (c testConn, sigB *buffer) {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Free)
-	c = newTestConn(st, local, remote)
+	c = newTestConnOn(st, local, remote, cuda)
 	t.Cleanup(c.free)
 	return c, sigB
 }
