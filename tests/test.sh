@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
 # test.sh [BUILD_DIR]: what `make test` runs after `make deps` and `make`:
 # go vet, the Go tests (-race, through `go test -json`, so every skipped test
-# is seen), the C/C++ conformance suite (tests/c/run.sh, which runs the SHM,
-# tools and multinode suites too) and the short fault-injection run
-# (tests/faults/run.sh with FAULTS_TEST_CATS and FAULTS_TEST_RUNS), then one closing summary over all of them:
-# each skip with its reason, marked allowed or not by tests/skips-allowed.txt,
-# the ten slowest checks, each phase's wall and CPU time (user + system of
-# its processes), and last "N passed, M failed, K skipped".
+# is seen; -vet=all: every vet check on the tagged build too), the C/C++
+# conformance suite (tests/c/run.sh, which runs the SHM, tools and multinode
+# suites too), the docs' blocks (tests/docs/check.sh) and the short
+# fault-injection run (tests/faults/run.sh with FAULTS_TEST_CATS and
+# FAULTS_TEST_RUNS), then one closing summary over all of them: each skip
+# with its reason, marked allowed or not by tests/skips-allowed.txt, the ten
+# slowest checks, each phase's wall and CPU time (user + system of its
+# processes), and last "N passed, M failed, K skipped".
+#
+# The phases run in three lanes side by side (MSCCLPP_TEST_LANES=1: one
+# after another): go vet; the Go tests; the C suite, the docs, then the
+# faults (the docs' `make` and the fault runs' simulated nodes must not meet
+# the C suite's). Much of a lane's time is one process at work or ranks
+# waiting out a timeout, so the others keep both CPUs busy. A phase's output
+# is kept in its log and printed whole when the phase ends, so lines of two
+# lanes never interleave.
 #
 # Exit status 1 when a check failed; with MSCCLPP_CI=1 (.ci/run) also when a
 # skip is not on the allow-list, i.e. a check this machine could have run.
 # Environment: GO (default go), MSCCLPP_TEST_FILTER (the C suite's filter; the
-# Go tests always run all).
+# Go tests always run all), MSCCLPP_TEST_LANES (3, or 1), MSCCLPP_TEST_JOBS
+# (tests/c/run.sh: 1 runs its sub-suites after its own cases).
 #
 # The Go tests build with -tags mscclpp_testhooks: the test harnesses
 # (cuda/harness.go, impl/p2p/harness.go, ib/harness.go) and the tests that drive them are behind
@@ -24,81 +35,112 @@ build=${1:-build}
 GO=${GO:-go}
 : "${FAULTS_TEST_CATS:=shm-kill,shm-flap,eth-kill,eth-stop,eth-flap,eth-linkdown,eth-linkflap,ib-kill,ib-stop,ib-flap}"
 : "${FAULTS_TEST_RUNS:=20}"
+lanes=${MSCCLPP_TEST_LANES:-3}
 out=$build/tests/summary
 mkdir -p "$out" || exit 1
-rm -f "$out"/*.records "$out"/*.log
+rm -f "$out"/*.records "$out"/*.log "$out"/*.phase
 
-start=$(date +%s)
-# phase NAME: ends the phase begun last (from here, or the last call) and notes its
-# wall time and its CPU time, user + system (this shell's and its reaped children's, from
-# /proc/$$/stat); phase_secs: the last phase's wall time
+start=$(date +%s.%N)
 ticks=$(getconf CLK_TCK 2>/dev/null || echo 100)
-cpu_now() { awk -v t="$ticks" '{ printf "%.2f", ($14 + $15 + $16 + $17) / t }' "/proc/$$/stat"; }
-phases=() p_wall=$(date +%s.%N) p_cpu=$(cpu_now) phase_secs=0
-phase() {
-  local w c
-  w=$(date +%s.%N) c=$(cpu_now)
-  phase_secs=$(awk -v a="$p_wall" -v b="$w" 'BEGIN { printf "%.1f", b - a }')
-  phases+=("$(awk -v n="$1" -v s="$phase_secs" -v a="$p_cpu" -v b="$c" 'BEGIN { printf "#   %-12s %6.1f s wall, %6.1f s CPU", n, s, b - a }')")
-  p_wall=$w p_cpu=$c
-}
+# cpu_of PID: the CPU time of the shell PID and of its reaped children, user + system
+cpu_of() { awk -v t="$ticks" '{ printf "%.2f", ($14 + $15 + $16 + $17) / t }' "/proc/$1/stat"; }
 if ! $GO build -o "$out/summary" ./tests/summary; then
   echo "FAIL build tests/summary"
   exit 1
 fi
-
 records=$out/steps.records
 : >"$records"
-phase build
-echo "== go vet ./... (with and without -tags mscclpp_testhooks)"
-ok=0
-$GO vet ./... && $GO vet -tags mscclpp_testhooks ./... && ok=1
-phase go-vet
-if [ $ok = 1 ]; then echo "PASS go-vet  ($phase_secs s)" >>"$records"; else echo "FAIL go-vet  ($phase_secs s)" | tee -a "$records"; fi
 
-echo "== go test -tags mscclpp_testhooks -race ./..."
-set -o pipefail
-$GO test -tags mscclpp_testhooks -race -count=1 -timeout 300s -json ./... 2>&1 | "$out/summary" gotest "$out/go.records"
-rc=$?
-phase go-test
-if [ $rc -ne 0 ] && ! grep -q '^FAIL ' "$out/go.records"; then
-  echo "FAIL go-test (exit $rc, see above)" | tee -a "$records"
-fi
+# phase NAME CMD...: runs CMD (a function of this file) with its output in $out/NAME.log,
+# then prints that log whole (one phase at a time: flock) and notes the phase's wall and
+# CPU time in $out/NAME.phase; phase_secs: its wall time. Returns CMD's status.
+phase() {
+  local name=$1 w0 c0 rc me=$BASHPID # this lane's shell ($(...) runs in a subshell)
+  shift
+  w0=$(date +%s.%N) c0=$(cpu_of "$me")
+  "$@" >"$out/$name.log" 2>&1
+  rc=$?
+  phase_secs=$(awk -v a="$w0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  awk -v n="$name" -v s="$phase_secs" -v a="$c0" -v b="$(cpu_of "$me")" \
+    'BEGIN { printf "#   %-12s %6.1f s wall, %6.1f s CPU\n", n, s, b - a }' >"$out/$name.phase"
+  flock "$out/print.lock" cat "$out/$name.log"
+  return $rc
+}
 
-echo "== tests/c/run.sh $build"
-bash tests/c/run.sh "$build" 2>&1 | tee "$out/c.log"
-rc=$?
-phase c-suite
-if [ $rc -ne 0 ] && ! grep -q '^FAIL ' "$out/c.log"; then
-  echo "FAIL c-suite (exit $rc, see above)" | tee -a "$records"
-fi
+# go vet without the tag here; with it, go test runs every vet check (-vet=all) on each
+# package it builds, from the same compilation as the tests (a package vet fails, fails)
+go_vet() {
+  echo "== go vet ./... (with -tags mscclpp_testhooks: go test -vet=all)"
+  $GO vet ./...
+}
+go_test() {
+  echo "== go test -tags mscclpp_testhooks -race -vet=all ./..."
+  set -o pipefail
+  $GO test -tags mscclpp_testhooks -race -vet=all -count=1 -timeout 300s -json ./... 2>&1 | "$out/summary" gotest "$out/go.records"
+}
+c_suite() {
+  echo "== tests/c/run.sh $build"
+  bash tests/c/run.sh "$build" 2>&1
+}
+docs_check() {
+  echo "== tests/docs/check.sh $build"
+  bash tests/docs/check.sh "$build" 2>&1
+}
+faults() {
+  echo "== tests/faults/run.sh $build (short: $FAULTS_TEST_CATS, $FAULTS_TEST_RUNS runs)"
+  FAULTS_RUNS=$FAULTS_TEST_RUNS FAULTS_CATS=$FAULTS_TEST_CATS FAULTS_FUZZTIME=0 FAULTS_SELFTEST=0 \
+    bash tests/faults/run.sh "$build" 2>&1
+}
 
-echo "== tests/docs/check.sh $build"
-bash tests/docs/check.sh "$build" 2>&1 | tee "$out/docs.log"
-rc=$?
-phase docs-check
-if [ $rc -ne 0 ] && ! grep -q '^FAIL ' "$out/docs.log"; then
-  echo "FAIL docs-check (exit $rc, see above)" | tee -a "$records"
-fi
+# the lanes; a phase that failed without a FAIL line of its own gets one in the records
+vet_lane() {
+  if phase go-vet go_vet; then
+    echo "PASS go-vet  ($phase_secs s)" >>"$records"
+  else
+    echo "FAIL go-vet  ($phase_secs s)" >>"$records"
+  fi
+}
+test_lane() {
+  if ! phase go-test go_test && ! grep -q '^FAIL ' "$out/go.records"; then
+    echo "FAIL go-test (exit status not 0, see its output above)" >>"$records"
+  fi
+}
+c_lane() {
+  if ! phase c-suite c_suite && ! grep -q '^FAIL ' "$out/c-suite.log"; then
+    echo "FAIL c-suite (exit status not 0, see its output above)" >>"$records"
+  fi
+  if ! phase docs-check docs_check && ! grep -q '^FAIL ' "$out/docs-check.log"; then
+    echo "FAIL docs-check (exit status not 0, see its output above)" >>"$records"
+  fi
+  local rc=0
+  phase faults faults || rc=1
+  if grep -q '^SKIP ' "$out/faults.log"; then
+    grep '^SKIP ' "$out/faults.log" >>"$records"
+  elif [ $rc -eq 0 ]; then
+    echo "PASS faults-short  ($phase_secs s)" >>"$records"
+  else
+    echo "FAIL faults-short  ($phase_secs s) (exit status not 0, see its output above)" >>"$records"
+  fi
+}
 
-echo "== tests/faults/run.sh $build (short: $FAULTS_TEST_CATS, $FAULTS_TEST_RUNS runs)"
-FAULTS_RUNS=$FAULTS_TEST_RUNS FAULTS_CATS=$FAULTS_TEST_CATS FAULTS_FUZZTIME=0 FAULTS_SELFTEST=0 \
-  bash tests/faults/run.sh "$build" 2>&1 | tee "$out/faults.log"
-rc=$?
-phase faults
-if grep -q '^SKIP ' "$out/faults.log"; then
-  grep '^SKIP ' "$out/faults.log" >>"$records"
-elif [ $rc -eq 0 ]; then
-  echo "PASS faults-short  ($phase_secs s)" >>"$records"
+c0=$(cpu_of $$)
+if [ "$lanes" = 1 ]; then
+  vet_lane
+  test_lane
+  c_lane
 else
-  echo "FAIL faults-short  ($phase_secs s) (exit $rc, see above)" | tee -a "$records"
+  # each lane a subshell of its own, so that a phase's CPU time is its lane's children only
+  vet_lane &
+  test_lane &
+  c_lane &
+  wait
 fi
-set +o pipefail
+wall=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')
 
-echo "== summary (all of make test, $(($(date +%s) - start)) s)"
+echo "== summary (all of make test, $wall s wall, $(awk -v a="$c0" -v b="$(cpu_of $$)" 'BEGIN { printf "%.0f", b - a }') s CPU, $lanes lane(s))"
 echo "# the phases:"
-printf '%s\n' "${phases[@]}"
+cat "$out/go-vet.phase" "$out/go-test.phase" "$out/c-suite.phase" "$out/docs-check.phase" "$out/faults.phase" 2>/dev/null
 strict=()
 [ "${MSCCLPP_CI:-0}" = 1 ] && strict=(--strict)
 "$out/summary" final "$here/skips-allowed.txt" ${strict[@]+"${strict[@]}"} \
-  "$records" "$out/go.records" "$out/c.log" "$out/docs.log"
+  "$records" "$out/go.records" "$out/c-suite.log" "$out/docs-check.log"

@@ -13,7 +13,10 @@
 # Environment:
 #   MSCCLPP_TEST_FILTER=REGEX   run only the cases whose name matches
 #   MSCCLPP_TEST_VERBOSE=1      print every case's output, not only failures
-#   MSCCLPP_TEST_BUDGET=SECONDS the whole suite's time limit (default 225):
+#   MSCCLPP_TEST_JOBS=1         run the sub-suites (transports, tools, launchers,
+#                               multinode) after the cases, one at a time, not
+#                               in two chains beside them (the default, 2)
+#   MSCCLPP_TEST_BUDGET=SECONDS the time limit of the cases of this file (default 360):
 #                               each case's timeout is cut to what is left,
 #                               and cases left when it is used up FAIL unrun
 #   CC, CXX                     compilers (default cc, c++)
@@ -60,7 +63,7 @@ passed=0
 failed=0
 skipped=0
 suite_start=$(date +%s.%N)
-budget=${MSCCLPP_TEST_BUDGET:-225}
+budget=${MSCCLPP_TEST_BUDGET:-360}
 suite_deadline=$(($(date +%s) + budget))
 
 # time_left CASE_TIMEOUT -> the timeout to use, or nothing when the budget is spent
@@ -179,6 +182,57 @@ if ! $CC -std=c11 -Wall -Wextra -Werror -o "$out/launch" "$here/launch.c" >"$out
   exit 1
 fi
 
+# ---- the sub-suites ----
+# The data-path suite over every transport (tests/c/transports), the tool-stack suite
+# (tests/c/tools), perf under real launchers (tests/launchers: Open MPI's mpirun, a one-node
+# Slurm cluster it starts itself, --id-file) and the multi-node suite on simulated nodes
+# (tests/multinode; needs root and namespaces, else one line "SKIP multinode: why"): their
+# cases and skips count here too. They run beside the builds and the cases of this file, in two chains
+# (transports then tools, multinode then launchers; MSCCLPP_TEST_JOBS=1: after the cases,
+# one at a time), each into its log; finish_subsuite prints a suite's lines once it ended.
+declare -A sub_script=([transports]=$here/transports/run_transports.sh [tools]=$here/tools/run_tools.sh
+  [launchers]=$root/tests/launchers/run_launchers.sh [multinode]=$root/tests/multinode/run_multinode.sh)
+sub_selected() { [ -z "$filter" ] || [[ $1 =~ $filter ]]; }
+run_subsuite() { # NAME
+  sub_selected "$1" || return 0
+  local TIMEFORMAT="# $1 suite: %R s wall, %U s user + %S s system CPU"
+  { time bash "${sub_script[$1]}" "$build" >"$out/$1-suite.log" 2>&1; } 2>"$out/$1-suite.time"
+}
+sub_chains=()
+rm -f "$out"/*-suite.time
+if [ "${MSCCLPP_TEST_JOBS:-2}" -gt 1 ]; then
+  (run_subsuite transports; run_subsuite tools) &
+  sub_chains+=($!)
+  (run_subsuite multinode; run_subsuite launchers) &
+  sub_chains+=($!)
+fi
+finish_subsuite() { # NAME
+  sub_selected "$1" || return 0
+  local log=$out/$1-suite.log summary
+  if [ ${#sub_chains[@]} -gt 0 ]; then
+    wait "${sub_chains[@]}"
+    sub_chains=()
+  else
+    run_subsuite "$1"
+  fi
+  if [ "$1" = transports ]; then
+    grep -E '^(PASS|FAIL|SKIP)' "$log"
+  else
+    grep -vE '^[0-9]+ passed, [0-9]+ failed' "$log"
+  fi
+  cat "$out/$1-suite.time" 2>/dev/null
+  if summary=$(tail -n 1 "$log") && [[ $summary =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed(,\ ([0-9]+)\ skipped)? ]]; then
+    passed=$((passed + BASH_REMATCH[1]))
+    failed=$((failed + BASH_REMATCH[2]))
+    skipped=$((skipped + ${BASH_REMATCH[4]:-0}))
+  else
+    echo "FAIL $1-suite (no summary line; see $log)"
+    failed=$((failed + 1))
+  fi
+}
+
+
+
 build_start=$(date +%s.%N)
 jobs_max=$(nproc 2>/dev/null || echo 2)
 builds=(
@@ -189,18 +243,21 @@ builds=(
   "cxx abi_layout_cc11 abi_layout.cc c++11" "cxx abi_layout_cc14 abi_layout.cc c++14"
   "cxx abi_layout_cc17 abi_layout.cc c++17" "cxx abi_layout_cc20 abi_layout.cc c++20"
 )
-for job in "${builds[@]}"; do
-  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
-  set -- $job
-  lang=$1
-  shift
-  case $lang in
-    c) build_c "$@" & ;;
-    cxx) build_cxx "$@" & ;;
-    readme) build_readme "$@" & ;;
-  esac
-done
-wait
+# in a subshell of its own: its jobs and waits are the builds', not the sub-suites'
+(
+  for job in "${builds[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+    set -- $job
+    lang=$1
+    shift
+    case $lang in
+      c) build_c "$@" & ;;
+      cxx) build_cxx "$@" & ;;
+      readme) build_readme "$@" & ;;
+    esac
+  done
+  wait
+)
 # `built` was filled in subshells: read the results back from the files
 for f in "$out"/build-*.log; do
   bin=${f#"$out"/build-}
@@ -752,65 +809,12 @@ packaging_case install-destdir-multiarch destdir
 packaging_case nvcc-pkg-config nvcc
 perf_case
 
-# the data-path suite over every transport (tests/c/transports): its cases count here too
-if [ -z "$filter" ] || [[ transports =~ $filter ]]; then
-  shm_log=$out/transports-suite.log
-  bash "$here/transports/run_transports.sh" "$build" 2>&1 | tee "$shm_log" | grep -E '^(PASS|FAIL|SKIP)'
-  if summary=$(tail -n 1 "$shm_log") && [[ $summary =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed(,\ ([0-9]+)\ skipped)? ]]; then
-    passed=$((passed + BASH_REMATCH[1]))
-    failed=$((failed + BASH_REMATCH[2]))
-    skipped=$((skipped + ${BASH_REMATCH[4]:-0}))
-  else
-    echo "FAIL transports-suite (no summary line; see $shm_log)"
-    failed=$((failed + 1))
-  fi
-fi
+# the sub-suites: wait for each (started before the cases), print its lines and count its cases
+for sub in transports tools launchers multinode; do
+  finish_subsuite "$sub"
+done
 
-# the tool-stack suite (tests/c/tools): its cases count here too
-if [ -z "$filter" ] || [[ tools =~ $filter ]]; then
-  tools_log=$out/tools-suite.log
-  bash "$here/tools/run_tools.sh" "$build" 2>&1 | tee "$tools_log" | grep -vE '^[0-9]+ passed, [0-9]+ failed'
-  if summary=$(tail -n 1 "$tools_log") && [[ $summary =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed(,\ ([0-9]+)\ skipped)? ]]; then
-    passed=$((passed + BASH_REMATCH[1]))
-    failed=$((failed + BASH_REMATCH[2]))
-    skipped=$((skipped + ${BASH_REMATCH[4]:-0}))
-  else
-    echo "FAIL tools-suite (no summary line; see $tools_log)"
-    failed=$((failed + 1))
-  fi
-fi
-
-# perf under real launchers (tests/launchers: Open MPI's mpirun, a one-node
-# Slurm cluster it starts itself, --id-file): its cases count here too, its
-# skips too
-if [ -z "$filter" ] || [[ launch =~ $filter ]]; then
-  la_log=$out/launchers-suite.log
-  bash "$root/tests/launchers/run_launchers.sh" "$build" 2>&1 | tee "$la_log" | grep -vE '^[0-9]+ passed, [0-9]+ failed'
-  if summary=$(tail -n 1 "$la_log") && [[ $summary =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed(,\ ([0-9]+)\ skipped)? ]]; then
-    passed=$((passed + BASH_REMATCH[1]))
-    failed=$((failed + BASH_REMATCH[2]))
-    skipped=$((skipped + ${BASH_REMATCH[4]:-0}))
-  else
-    echo "FAIL launchers-suite (no summary line; see $la_log)"
-    failed=$((failed + 1))
-  fi
-fi
-
-# the multi-node suite on simulated nodes (tests/multinode; needs root and
-# namespaces, else one line "SKIP multinode: why"): its cases count here too
-if [ -z "$filter" ] || [[ multinode =~ $filter ]]; then
-  mn_log=$out/multinode-suite.log
-  bash "$root/tests/multinode/run_multinode.sh" "$build" 2>&1 | tee "$mn_log" | grep -vE '^[0-9]+ passed, [0-9]+ failed'
-  if summary=$(tail -n 1 "$mn_log") && [[ $summary =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed(,\ ([0-9]+)\ skipped)? ]]; then
-    passed=$((passed + BASH_REMATCH[1]))
-    failed=$((failed + BASH_REMATCH[2]))
-    skipped=$((skipped + ${BASH_REMATCH[4]:-0}))
-  else
-    echo "FAIL multinode-suite (no summary line; see $mn_log)"
-    failed=$((failed + 1))
-  fi
-fi
-
-echo "# suite took $(elapsed "$suite_start") s; logs in $out"
+echo "# suite took $(elapsed "$suite_start") s, $(awk -v t="$(getconf CLK_TCK 2>/dev/null || echo 100)" \
+  '{ printf "%.1f", ($14 + $15 + $16 + $17) / t }' /proc/$$/stat) s CPU (its sub-suites' included); logs in $out"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]
