@@ -14,8 +14,11 @@
 # figure, its reference, the ratio, the goal and whether it was met. A row
 # whose name starts with spaces (a proof row under the row above) is set in
 # italics. Figures are in the file's units (ns, GB/s, /s, count, KiB) and
-# printed in human ones; a figure not measured reads n/a. Generic: it
-# renders whatever rows the file has; it knows no row by name.
+# printed in human ones; a figure not measured reads n/a. A '#note' line
+# (#note, SECTION, TEXT: what a section's rows rest on, e.g. the transport a
+# reference chose) is set in italics under its section's name, when the
+# section is shown. Generic: it renders whatever rows the file has; it
+# knows no row by name.
 #
 # Exit status 1 when the file has no header line, DOC has not exactly one pair
 # of markers, or no row is to be shown.
@@ -56,6 +59,7 @@ table() {
       gsub(/<=/, "≤", g); gsub(/>=/, "≥", g); gsub(/ x /, " × ", g)
       return g
     }
+    $1 == "#note" { t = $3; gsub(/\|/, "\\|", t); note[$2] = note[$2] "| _" t "_ | | | | | |\n"; next }
     /^#/ { k = substr($1, 2); meta[k] = $2; next }
     !hdr { if ($1 != "section" || $2 != "row") { bad = 1; exit 1 } hdr = 1; next }
     NF < 9 { next }
@@ -83,6 +87,7 @@ table() {
       print "|---|---|---|---|---|---|"
       for (i = 1; i <= ns; i++) {
         print "| **" order[i] "** | | | | | |"
+        if (order[i] in note) printf "%s", note[order[i]]
         for (r = 1; r <= nrows[order[i]]; r++) print line[order[i], r]
       }
     }' "$tsv"
