@@ -175,21 +175,43 @@ fi
 FAILED=0
 run() {
   local prefix=$1; shift
-  local out
+  local out t0=$SECONDS
   if ! out=$(timeout "${RUN_T:-180}" "$@" 2>>"$LOG"); then
     echo "bench: FAILED: $*" | tee -a "$LOG" >&2
     FAILED=$((FAILED + 1))
   fi
+  echo "bench: $((SECONDS - t0)) s: $prefix: $*" >>"$LOG"
   echo "$out" | awk -v p="$prefix" '$1=="RESULT"||$1=="LAUNCH"{print p "." $2, $3}' >>"$RES"
   # INFO key text...: words about the run (a version, a transport), kept as "PREFIX.key<TAB>text"
   echo "$out" | awk -v p="$prefix" '$1=="INFO"{k=$2; $1=""; $2=""; sub(/^ +/, ""); print p "." k "\t" $0}' >>"$INFO"
 }
 
+# lap NAME: NAME's section ran since the last lap (or the start): its seconds join DURS, printed
+# at the end and kept in the results file's #durations line
+DURS=
+LAP=0
+lap() {
+  DURS="${DURS:+$DURS, }$1 $((SECONDS - LAP)) s"
+  LAP=$SECONDS
+}
+
 # info KEY: the last text recorded under KEY (empty when none)
 info() { awk -F'\t' -v k="$1" '$1==k{v=$2} END{print v}' "$INFO"; }
 
-# get KEY: the median of every value recorded under KEY (empty when none)
+# get KEY: the median of every value recorded under KEY (empty when none); once the runs are
+# over (medians), from a table of every key's median made once, not a pass over RES per call
+declare -A MED=()
+MED_READY=0
+medians() {
+  while read -r k v; do MED[$k]=$v; done < <(sort -k1,1 -k2,2g "$RES" |
+    awk 'function out() { if (n) printf "%s %.6g\n", k, v[int((n + 1) / 2)] } $1 != k { out(); k = $1; n = 0 } NF >= 2 { v[++n] = $2 } END { out() }')
+  MED_READY=1
+}
 get() {
+  if [ "$MED_READY" = 1 ]; then
+    printf '%s' "${MED[$1]:-}"
+    return
+  fi
   awk -v k="$1" '$1==k{print $2}' "$RES" | sort -g | awk '{v[NR]=$1} END{if(NR) printf "%.6g", v[int((NR+1)/2)]}'
 }
 
@@ -208,6 +230,7 @@ printf 'section\trow\tfigure\tunit\treference\tratio\tgoal\tmet\ttable\n' >>"$TS
 [ $MPI = 1 ] && echo "Open MPI: $(mpirun --version 2>/dev/null | head -1)"
 echo
 
+lap build
 # ---- 1. bootstrap ----
 want boot && echo "running the bootstrap benchmarks (N = $NS) ..."
 want boot && for n in $NS; do
@@ -232,6 +255,7 @@ want boot && for n in $NS; do
   done
 done
 
+want boot && lap boot
 # ---- 2. host data path ----
 # The figures and their references run interleaved in the same processes
 # (host_mscclpp.c); with Open MPI the processes are MPI ranks (host_mpi)
@@ -264,6 +288,7 @@ if [ $MPI = 1 ]; then
   run s "${MPIRUN[@]}" -np 2 --bind-to core "$OUT/mpi_ref" p2p
   run s4 "${MPIRUN[@]}" -np 4 --bind-to none "$OUT/mpi_ref" ag
 fi
+lap host
 fi
 
 # ---- 2b. Ethernet transport ----
@@ -272,15 +297,19 @@ if want eth; then
   for rep in $(seq "$REPS"); do
     run e "$OUT/launch" -p 2 "$OUT/eth_bw"
   done
+  lap eth
 fi
 
 # ---- 2d. UCX ----
 if want ucx && [ $UCX = 1 ]; then
   echo "running the UCX benchmarks ..."
+  # each run maps 5 buffers of 256 MiB per process and moves 256 MiB messages 4 ways: under
+  # load a run takes minutes, past launch's default 120 s
   for rep in $(seq "$REPS"); do
-    run u env UCX_TLS=sm,self "$OUT/launch" -p 2 "$OUT/ucx_ref" shm
-    run u env UCX_TLS=tcp "$OUT/launch" -p 2 "$OUT/ucx_ref" tcp
+    RUN_T=330 run u env UCX_TLS=sm,self "$OUT/launch" -t 300 -p 2 "$OUT/ucx_ref" shm
+    RUN_T=330 run u env UCX_TLS=tcp "$OUT/launch" -t 300 -p 2 "$OUT/ucx_ref" tcp
   done
+  lap ucx
 fi
 
 # ---- 2c. proxy ----
@@ -293,6 +322,7 @@ if want proxy; then
     run p "$OUT/launch" 2 "$OUT/proxy_mscclpp" trig
     run pp "$OUT/launch" -p 2 "$OUT/proxy_mscclpp" pair
   done
+  lap proxy
 fi
 
 # ---- 3. tool dispatch ----
@@ -311,6 +341,7 @@ if want tools; then
       MSCCLPP_TRACE_MAX_EVENTS=2000000 BENCH_BUDGET_S=0 "$OUT/tools_bench"
     rm -f "$OUT/trace.json"
   done
+  lap tools
 fi
 
 # ---- 4. scale ----
@@ -321,19 +352,48 @@ fi
 SCALE_NS=${BENCH_SCALE_NS:-"16 32 64 128 256"}
 MN8=${BENCH_SCALE_8X16:-1}
 SREPS=$((REPS < 3 ? REPS : 3))
+# in_boot N: section 1 ran at N local ranks (its C ring, Go floor and C protocol runs are the
+# scale section's references there)
+in_boot() { want boot && [[ " $NS " == *" $1 "* ]]; }
+# sref N KIND: the prefix of the scale section's reference KIND (tcp, gf, cp) at N local ranks
+sref() {
+  if in_boot "$1"; then
+    case $2 in tcp) echo "tcp.$1" ;; gf) echo "gofloor.$1" ;; cp) echo "cproto.$1" ;; esac
+  else
+    echo "sc$2.$1"
+  fi
+}
 MN_WHY=
 if want scale; then
   echo "running the scale benchmarks (N = $SCALE_NS local; 4 simulated nodes x 4 ranks, 8 x 16) ..."
   S_START=$(date +%s)
   MN_WHY=$(bash "$ROOT/tests/multinode/cluster.sh" --check)
+  # boot_t N: the bootstrap timeout (s) of a run of N ranks. Every wait of the library is bounded
+  # by it (MSCCLPP_BOOTSTRAP_TIMEOUT, default 30 s), the closing barrier of mscclppConnectionSetup
+  # and of scale.c's check too: there the first rank in waits for the last one, and with N ranks
+  # on few CPUs the last one needs about N x (its CPU time) / CPUs more (8 x 16 on 2 CPUs: the setup
+  # takes 25-35 s, its barrier's first rank waits 15-30 s). So 2 s per rank and CPU, at least 30 s;
+  # one set in the environment is kept.
+  boot_t() {
+    local t=$((2 * $1 / $(nproc)))
+    [ "$t" -lt 30 ] && t=30
+    echo "${MSCCLPP_BOOTSTRAP_TIMEOUT:-$t}"
+  }
   cluster() { # PREFIX NODES RANKS PROG [ARGS]: RANKS ranks over NODES simulated nodes
-    local prefix=$1 k=$2 n=$3; shift 3
-    RUN_T=600 run "$prefix" env BENCH_LAUNCH="$OUT/launch" bash "$ROOT/tests/multinode/cluster.sh" -k "$k" -n "$n" \
+    local prefix=$1 k=$2 n=$3 bt
+    shift 3
+    bt=$(boot_t "$n")
+    echo "$prefix.boot_timeout_ns ${bt}000000000" >>"$RES"
+    RUN_T=600 run "$prefix" env MSCCLPP_BOOTSTRAP_TIMEOUT="$bt" BENCH_LAUNCH="$OUT/launch" bash "$ROOT/tests/multinode/cluster.sh" -k "$k" -n "$n" \
       -t $((n > 64 ? 500 : 60)) --launch "$SRC/cluster_launch.sh" -e 'BENCH_ADDR={ADDR}' -- "$@"
   }
-  scale_n() { # PREFIXSUFFIX N: one run of each program at N local ranks
-    local n=$2 t=$(($2 > 64 ? 500 : 60))
-    RUN_T=600 run "sc.$n" "$OUT/launch" -t $t "$n" "$OUT/scale"
+  scale_n() { # PREFIXSUFFIX N: one run of each program at N local ranks (the references: not at
+    # a size of section 1, which ran them there more often: its figures are the rows' references)
+    local n=$2 t=$(($2 > 64 ? 500 : 60)) bt
+    bt=$(boot_t "$n")
+    echo "sc.$n.boot_timeout_ns ${bt}000000000" >>"$RES"
+    RUN_T=600 run "sc.$n" env MSCCLPP_BOOTSTRAP_TIMEOUT="$bt" "$OUT/launch" -t $t "$n" "$OUT/scale"
+    in_boot "$n" && return
     RUN_T=600 run "sctcp.$n" env BENCH_ONLY=ag4 "$OUT/launch" -t $t "$n" "$OUT/boot_tcp"
     RUN_T=600 run "scgf.$n" "$OUT/launch" -t $t "$n" "$OUT/boot_gofloor"
     RUN_T=600 run "sccp.$n" "$OUT/launch" -t $t "$n" "$OUT/boot_tcp" proto
@@ -360,6 +420,7 @@ if want scale; then
     fi
   fi
   S_SECS=$(($(date +%s) - S_START))
+  lap scale
 fi
 
 # ---- 5. the perf tool ----
@@ -396,9 +457,11 @@ if want perf; then
       echo "$out" | awk -v p="pf.${t%%:*}" '$1=="RESULT"{print p "." $2, $3}' >>"$RES"
     done
   done
+  lap perf
 fi
 
 # ---- tables ----
+medians
 # ftime NS / frate PER_S / fnum N / fkib KIB / fbw GBPS: human units, n/a when empty
 # (fmtv AWK VALUE: VALUE, as v, printed by the awk statements AWK)
 fmtv() {
@@ -607,13 +670,31 @@ fi
 
 # ucxpath MODE [am]: the path UCX's endpoint took in the MODE runs, from ucp_ep_print_info's lanes
 # (INFO ucx.MODE.lanes): the transport of each lane that carries puts and the put protocols by
-# size, or, with no put lane, the active-message lane RMA is emulated over (with "am": that lane)
+# size, or, with no put lane, the active-message lane RMA is emulated over (with "am": that lane).
+# A lane's protocols "0..<short>..4294967296..<bcopy>..(inf)" read "short up to 4 GiB, then bcopy".
 ucxpath() {
-  info "u.ucx.$1.lanes" | awk -F' ;' -v want="${2:-}" '{
+  info "u.ucx.$1.lanes" | awk -F' ;' -v want="${2:-}" '
+    function bytes(v) {
+      if (v >= 1073741824 && v % 1073741824 == 0) return (v / 1073741824) " GiB"
+      if (v >= 1048576 && v % 1048576 == 0) return (v / 1048576) " MiB"
+      if (v >= 1024 && v % 1024 == 0) return (v / 1024) " KiB"
+      return v " B"
+    }
+    function protos(p,   a, k, j, s, t) {
+      k = split(p, a, /\.\./)
+      s = ""
+      for (j = 2; j <= k; j += 2) {
+        t = a[j]; gsub(/[<>]/, "", t)
+        s = s (s == "" ? "" : ", then ") t
+        if (j + 1 <= k && a[j + 1] ~ /^[0-9]+$/) s = s " up to " bytes(a[j + 1])
+      }
+      return s
+    }
+    {
     for (i = 1; i <= NF; i++) {
       f = $i; sub(/^ +/, "", f)
       if (f ~ /^lane\[/) { n = f; sub(/^lane\[/, "", n); sub(/\].*/, "", n); split(f, w, " "); tl[n] = w[2]; sub(/^[0-9]+:/, "", tl[n]); if (f ~ / am /) am = tl[n] }
-      if (f ~ /^put\[/) { n = f; sub(/^put\[/, "", n); sub(/\].*/, "", n); p = f; sub(/^put\[[0-9]+\]: */, "", p); puts = puts (puts ? ", " : "") tl[n] " " p }
+      if (f ~ /^put\[/) { n = f; sub(/^put\[/, "", n); sub(/\].*/, "", n); p = f; sub(/^put\[[0-9]+\]: */, "", p); puts = puts (puts ? "; " : "") tl[n] " (" protos(p) ")" }
     }
     if (want == "am") print am; else if (puts) print "puts on " puts; else if (am) print "no put lane: RMA emulated over active messages on " am; else print "n/a"
   }'
@@ -626,7 +707,7 @@ ucxwhy() {
   shm.ucxmalloc) # malloc memory is no mapping of its sm transports: lane tables without cma emulate
     case $(info "u.ucx.shm.lanes") in *cma/*) echo "its cma lane (process_vm_writev)" ;;
     *) echo "RMA emulated over active messages on $(ucxpath shm am)" ;; esac ;;
-  shm.ucx) case $p in *short*) echo "a short put: stores into its own shm mapping" ;; *) echo "$p" ;; esac ;;
+  shm.ucx) case $p in *short*) echo "a short put on ${p#puts on }" | sed 's/ (.*//; s/$/: stores into the peer region it maps/' ;; *) echo "$p" ;; esac ;;
   *) case $p in no\ put*) echo "RMA emulated over active messages (tcp)" ;; *) echo "$p" ;; esac ;;
   esac
 }
@@ -639,7 +720,7 @@ urow() {
   u=$(get "u.ucx.$mode.$sz.$uw.$unit")
   # in PERFORMANCE.md's table: a section naming UCX's version, the 8-byte and 16 MiB rows and
   # their why-rows (the page stays under 300 lines; the other sizes are in bench's output)
-  local sec="UCX $(info u.ucx.version) one-sided puts (UCX_TLS=sm,self / tcp), ours vs UCX"
+  local sec=$UCXSEC
   case $sz in 8 | 16m) ;; *) sec="" ;; esac
   if [ "$kind" = t ]; then
     KEY=${sec:+"$sec|$label"} row "$label" t "$o" "$u" "<= 1 x UCX" "le 1"
@@ -658,11 +739,15 @@ if want ucx; then
   echo "   2 processes on CPUs 0 and 1 (launch -p), UCX and ours interleaved block by block in them (ucx_ref.c);"
   echo "   UCX: ucp_put_nbx(data) + ucp_worker_fence + ucp_put_nbx(8-byte flag), completed locally; the receiver"
   echo "   progresses its worker until the flag arrives (putWithSignal -> wait); one way = RTT / 2, bandwidth = size / RTT"
+  # the table's section names UCX's version, and its note the transports UCX chose
+  UCXSEC="UCX $(info u.ucx.version) one-sided puts (UCX_TLS=sm,self / tcp), ours vs UCX"
   if [ $UCX = 0 ]; then
     echo "  n/a: no UCX (libucx-dev) and it could not be installed"
+    printf '#note\t%s\t%s\n' "$UCXSEC" "n/a: no UCX (libucx-dev) and it could not be installed" >>"$TSV"
   else
     echo "   shared memory, UCX_TLS=sm,self: $(ucxpath shm)"
     echo "   TCP, UCX_TLS=tcp: $(ucxpath tcp)"
+    printf '#note\t%s\t%s\n' "$UCXSEC" "UCX $(info u.ucx.version) chose: shared memory (UCX_TLS=sm,self): $(ucxpath shm); TCP (UCX_TLS=tcp): $(ucxpath tcp)" >>"$TSV"
   fi
   echo
   hdr "8 B put + signal -> wait, one way"
@@ -781,6 +866,18 @@ rankrows() {
   row "  CPU in init: root vs others" t "$(get $p.cpu.init.root_ns)" "$(get $p.cpu.init.median_ns)" "(report)" ""
   row "  CPU per 4-byte allgather: root vs others" t "$(get $p.cpu.ag4.root_ns)" "$(get $p.cpu.ag4.median_ns)" "(report)" ""
   row "  CPU in the setup: root vs others" t "$(get $p.cpu.a2a.root_ns)" "$(get $p.cpu.a2a.median_ns)" "(report)" ""
+  # where the time goes when ranks outnumber CPUs: the ranks' CPU against the phase's wall time x
+  # CPUs (the ratio: their share of the machine; the machine's busy share beside it, other load
+  # included), and the check's closing barrier's longest wait against the bootstrap timeout
+  local ph w
+  for ph in a2a:"the setup" chk:"the check"; do
+    w=$(get "$p.${ph%%:*}.setup_ns")
+    [ "${ph%%:*}" = chk ] && w=$(get "$p.chk.wall_ns")
+    row "  all ranks' CPU in ${ph#*:} vs wall x CPUs" t "$(get "$p.${ph%%:*}.cpu_sum_ns")" \
+      "$([ -n "$w" ] && awk -v w="$w" -v n="$(nproc)" 'BEGIN{ printf "%.6g", w * n }')" "(diagnostic)" ""
+    row "    the machine busy in it, % of its CPUs" n "$(get "$p.${ph%%:*}.busy_pct")" "100" "(diagnostic)" ""
+  done
+  row "  check's closing barrier: wait vs timeout" t "$(get $p.chk.spread_ns)" "$(get $p.boot_timeout_ns)" "(diagnostic)" ""
 }
 # growth A B K: (B - A) / K, empty when either is
 growth() {
@@ -792,10 +889,13 @@ if want scale; then
   PART=scale
   echo "== 4. Scale: init, 4-byte allgather, all-to-all connection setup (N <= 64: $SREPS reps, medians; above 64"
   echo "   and 8 x 16: one run; section took ${S_SECS} s)"
-  echo "   reference: boot_tcp.c (C ring); all-to-all: every rank mscclppConnect's every other (a 64 B HostAlloc"
-  echo "   buffer each) and calls mscclppConnectionSetup once: first rank's start to last rank's return;"
+  echo "   reference: boot_tcp.c (C ring); all-to-all: every rank mscclppConnect's every other (a 64 B slice"
+  echo "   each of one HostAlloc buffer) and calls mscclppConnectionSetup once: first rank's start to last rank's"
+  echo "   return; then the check: an 8-byte putWithSignal to every peer, a wait for every peer, a barrier;"
   echo "   per rank (root: rank 0, the bootstrap's root and hub, vs the median of the others): descriptors"
-  echo "   open and resident memory after init and after the setup, CPU time (user + system) in each phase"
+  echo "   open and resident memory after init and after the setup, CPU time (user + system) in each phase;"
+  echo "   MSCCLPP_BOOTSTRAP_TIMEOUT: 2 s per rank and CPU, at least 30 s (the closing barriers' first rank"
+  echo "   waits for the last: with ranks outnumbering CPUs, for about all ranks' CPU time / CPUs)"
   echo "   (ulimit -n: $(ulimit -n); /dev/shm: $(df -h --output=size /dev/shm 2>/dev/null | tail -1 | tr -d ' '))"
   for n in $SCALE_NS; do
     echo
@@ -804,9 +904,9 @@ if want scale; then
     [ "$n" -ge 32 ] && { g="<= 3 x C ring"; ga="<= 1 x C ring"; ca="le 1"; }
     [ "$n" = 64 ] && { gs="< 1 s"; cs="abs 1e9"; }
     # (N in section 1's sizes: its init row, with more samples, is the table's)
-    want boot && [[ " $NS " == *" $n "* ]] || INITKEY="N = $n local ranks, vs a C TCP ring"
-    initrows "$(get sc.$n.init_ns)" "$(get sctcp.$n.init_ns)" "$(get scgf.$n.init_ns)" "$g" "$(get sccp.$n.init_ns)"
-    row "mscclppBootstrapAllGather 4 B/rank" t "$(get sc.$n.ag4.median_ns)" "$(get sctcp.$n.ag4.median_ns)" "$ga" "$ca"
+    in_boot "$n" || INITKEY="N = $n local ranks, vs a C TCP ring"
+    initrows "$(get sc.$n.init_ns)" "$(get "$(sref "$n" tcp).init_ns")" "$(get "$(sref "$n" gf).init_ns")" "$g" "$(get "$(sref "$n" cp).init_ns")"
+    row "mscclppBootstrapAllGather 4 B/rank" t "$(get sc.$n.ag4.median_ns)" "$(get "$(sref "$n" tcp).ag4.median_ns")" "$ga" "$ca"
     k=""
     [ "$n" = 64 ] && k="Bootstrap collectives|all-to-all mscclppConnectionSetup, N = 64"
     [ "$n" = 256 ] && k="Bootstrap collectives|all-to-all mscclppConnectionSetup, N = 256"
@@ -820,8 +920,8 @@ if want scale; then
   for n in $SCALE_NS; do
     if [ -n "$prev" ]; then
       k=$((n - prev))
-      row "init, N $prev -> $n" t "$(growth "$(get sc.$prev.init_ns)" "$(get sc.$n.init_ns)" $k)" "$(growth "$(get sctcp.$prev.init_ns)" "$(get sctcp.$n.init_ns)" $k)" "" ""
-      row "allgather 4 B, N $prev -> $n" t "$(growth "$(get sc.$prev.ag4.median_ns)" "$(get sc.$n.ag4.median_ns)" $k)" "$(growth "$(get sctcp.$prev.ag4.median_ns)" "$(get sctcp.$n.ag4.median_ns)" $k)" "" ""
+      row "init, N $prev -> $n" t "$(growth "$(get sc.$prev.init_ns)" "$(get sc.$n.init_ns)" $k)" "$(growth "$(get "$(sref "$prev" tcp).init_ns")" "$(get "$(sref "$n" tcp).init_ns")" $k)" "" ""
+      row "allgather 4 B, N $prev -> $n" t "$(growth "$(get sc.$prev.ag4.median_ns)" "$(get sc.$n.ag4.median_ns)" $k)" "$(growth "$(get "$(sref "$prev" tcp).ag4.median_ns")" "$(get "$(sref "$n" tcp).ag4.median_ns")" $k)" "" ""
       row "all-to-all setup, N $prev -> $n" t "$(growth "$(get sc.$prev.a2a.setup_ns)" "$(get sc.$n.a2a.setup_ns)" $k)" "" "" ""
       for f in init a2a; do
         row "  descriptors after $f, root vs others" n "$(growth "$(get sc.$prev.fds.$f.root_n)" "$(get sc.$n.fds.$f.root_n)" $k)" "$(growth "$(get sc.$prev.fds.$f.median_n)" "$(get sc.$n.fds.$f.median_n)" $k)" "(report)" ""
@@ -879,8 +979,10 @@ if want perf; then
 fi
 
 { printf '#end\t%s s, load average %s\n' "$(($(date +%s) - T_START))" "$(cut -d' ' -f1-3 /proc/loadavg)"
+  printf '#durations\t%s\n' "$DURS"
   printf '#verdict\tgoals met: %s, missed: %s, at a measured limit: %s; runs failed: %s\n' "$MET" "$MISSED" "$LIMITS" "$FAILED"; } >>"$TSV"
 echo
 echo "goals met: $MET, missed: $MISSED, at a measured limit: $LIMITS; runs failed: $FAILED; load average at end: $(cut -d' ' -f1-3 /proc/loadavg); $(( $(date +%s) - T_START )) s"
+echo "sections: $DURS"
 echo "raw figures: $RES (every rep), the rows: $TSV, log: $LOG"
 [ "$FAILED" = 0 ]
