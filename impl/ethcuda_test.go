@@ -4,6 +4,7 @@ package impl
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -48,21 +49,7 @@ func fakeEthernetChild(t *testing.T) {
 	})
 	// rank 0's GPU pushes put+signal of the whole buffer on connection 0
 	gpuPutWithSignal(comms[0], size)
-	epoch := uint64(uintptr(comms[1].host.DevConns.LocalEpoch(0))) + 8 // rank 1's device epoch: proxy
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		b, err := cuda.TestDriverRead(epoch, 8)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b[0] == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rank 1's device epoch never reached 1 (% x); async errors: %v / %v", b, comms[0].AsyncErr(), comms[1].AsyncErr())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitDeviceEpoch(t, comms, comms[1].host.DevConns.LocalEpoch(0), "rank 1's device epoch")
 	got, err := cuda.TestDriverRead(bufs[1], size)
 	if err != nil || !bytes.Equal(got, src) {
 		t.Fatalf("rank 1's device buffer after the signal: %v, equal %v", err, bytes.Equal(got, src))
@@ -163,32 +150,31 @@ func ethPerGPUChild(t *testing.T) {
 		}
 	}
 	for k := 0; k < 2; k++ {
-		epoch := uint64(uintptr(d0.LocalEpoch(k))) + 8 // the proxy's count, on GPU k
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			b, err := cuda.TestDriverRead(epoch, 8)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if b[0] == 1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("rank 0's epoch of connection %d never reached 1 (% x); async errors: %v / %v", k, b, comms[0].AsyncErr(), comms[1].AsyncErr())
-			}
-			time.Sleep(time.Millisecond)
-		}
+		awaitDeviceEpoch(t, comms, d0.LocalEpoch(k), fmt.Sprintf("rank 0's epoch of connection %d (on GPU %d)", k, k))
 		if got, err := cuda.TestDriverRead(devBufs[k], size); err != nil || !bytes.Equal(got, pattern(k, 1)) {
 			t.Errorf("rank 0's GPU %d buffer after rank 1's signal: %v, equal %v", k, err, bytes.Equal(got, pattern(k, 1)))
 		}
 	}
-	proxyStopAll(t, comms)
-	for r := range comms {
-		if err := comms[r].AsyncErr(); err != nil {
-			t.Errorf("rank %d: %v", r, err)
+	devThreadsDone(t, comms)
+}
+
+// awaitDeviceEpoch waits (at most 20 s) until the proxy's count of the device epoch at epoch
+// (what) reads 1, failing t otherwise.
+func awaitDeviceEpoch(t *testing.T, comms []*Comm, epoch unsafe.Pointer, what string) {
+	t.Helper()
+	at := uint64(uintptr(epoch)) + 8 // the proxy's count
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, err := cuda.TestDriverRead(at, 8)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if err := comms[r].Destroy(); err != nil {
-			t.Errorf("rank %d: Destroy: %v", r, err)
+		if b[0] == 1 {
+			return
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached 1 (% x); async errors: %v / %v", what, b, comms[0].AsyncErr(), comms[1].AsyncErr())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -95,7 +95,15 @@ func sameProcessChild(t *testing.T, dev1 string) {
 	if err := comms[0].AsyncErr(); err != nil {
 		t.Errorf("rank 0: %v", err)
 	}
-	destroyBoth(t, comms)
+	var wg sync.WaitGroup
+	for r := range comms {
+		wg.Go(func() {
+			if err := comms[r].Destroy(); err != nil {
+				t.Errorf("rank %d: Destroy: %v", r, err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // TestSameGPUTwoRanksRefused: two ranks of one communicator in one process on one GPU can
@@ -136,25 +144,5 @@ func sameGPUChild(t *testing.T) {
 	if refused != nil && !strings.Contains(refused.Error(), "ranks 0 and 1 of this process both use GPU 0 (0000:3B:00.0): two ranks of one process on one GPU can deadlock") {
 		t.Errorf("the refusal does not name the ranks and the GPU: %v", refused)
 	}
-	proxyStopAll(t, comms)
-	for r := range comms {
-		if err := comms[r].AsyncErr(); err != nil {
-			t.Errorf("rank %d: %v", r, err)
-		}
-	}
-	destroyBoth(t, comms)
-}
-
-// destroyBoth destroys both ranks at once (a P2P destroy waits for its peer's).
-func destroyBoth(t *testing.T, comms []*Comm) {
-	t.Helper()
-	var wg sync.WaitGroup
-	for r := range comms {
-		wg.Go(func() {
-			if err := comms[r].Destroy(); err != nil {
-				t.Errorf("rank %d: Destroy: %v", r, err)
-			}
-		})
-	}
-	wg.Wait()
+	devThreadsDone(t, comms)
 }
