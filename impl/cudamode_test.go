@@ -109,6 +109,16 @@ func runFakeCUDAChild(t *testing.T, test, mode string, env ...string) []byte {
 	return runFakeChildWith(t, lib, test, mode, env...)
 }
 
+// runFakeCUDAChildPassing is runFakeCUDAChild for a test whose child must pass: a child that
+// skipped fails t.
+func runFakeCUDAChildPassing(t *testing.T, test, mode string, env ...string) {
+	t.Helper()
+	out := runFakeCUDAChild(t, test, mode, env...)
+	if !strings.Contains(string(out), "--- PASS: "+test) {
+		t.Fatalf("child did not pass:\n%s", out)
+	}
+}
+
 // runFakeChildWith runs test in a child process with lib as the driver library (see runFakeCUDAChild).
 func runFakeChildWith(t *testing.T, lib, test, mode string, env ...string) []byte {
 	t.Helper()

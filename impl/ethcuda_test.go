@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,10 +74,7 @@ func TestEthernetCUDAModePerGPU(t *testing.T) {
 		ethPerGPUChild(t)
 		return
 	}
-	out := runFakeCUDAChild(t, "TestEthernetCUDAModePerGPU", "eth-per-gpu")
-	if !strings.Contains(string(out), "--- PASS: TestEthernetCUDAModePerGPU") {
-		t.Fatalf("child did not pass:\n%s", out)
-	}
+	runFakeCUDAChildPassing(t, "TestEthernetCUDAModePerGPU", "eth-per-gpu")
 }
 
 func ethPerGPUChild(t *testing.T) {
