@@ -153,4 +153,12 @@ int cuwNvmlCpuAffinity(const cuwNvml* n, const char* busId, unsigned long* set, 
 /* Whether the proxy thread ran threadInit, and pthread_setaffinity_np's result. */
 void cudaProxyStateBindResult(const cudaProxyState* st, int* done, int* err);
 
+/* Whether device memory at p can be shared with a peer (memkind.c): *kind CUW_SHARE_OK (cuMemAlloc
+ * memory, memory that is not device memory, or the driver does not say), CUW_SHARE_POOL (a memory
+ * pool's: cudaMallocAsync) or CUW_SHARE_VMM (not legacy-IPC capable otherwise: cuMemCreate/cuMemMap). */
+#define CUW_SHARE_OK 0
+#define CUW_SHARE_POOL 1
+#define CUW_SHARE_VMM 2
+int cuwShareKind(const cuwApi* a, cuwDevicePtr p, int* kind);
+
 #endif

@@ -20,9 +20,9 @@ type Block struct {
 	base      uint64
 }
 
-// AllocBlock allocates size bytes of device memory on a BlockAlign boundary (whole large pages:
-// small cuMemAlloc requests are sub-allocated by the driver at any 256-byte offset, and a dma-buf
-// export of their pages would leave the allocation).
+// AllocBlock allocates size bytes of device memory on a BlockAlign boundary (whole large pages
+// of its own: small cuMemAlloc requests are carved by the driver out of a shared chunk at any
+// 256-byte offset).
 func (d Device) AllocBlock(size uint64) (Block, error) {
 	n := (size + BlockAlign - 1) &^ (BlockAlign - 1)
 	if n == 0 {

@@ -70,9 +70,12 @@ func (d Device) RDMAWritesOrdered() (bool, int, error) {
 	return v >= C.CUW_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER, int(v), nil
 }
 
-// DmabufRange is the host-page-aligned range a dma-buf of [ptr, ptr+size) covers, checked to lie
-// inside the one allocation holding ptr (the driver refuses any other): its start, length and
-// ptr's offset in it, or an error saying why the range cannot be exported as it is.
+// DmabufRange is the host-page-aligned range a dma-buf of [ptr, ptr+size) covers, as the driver
+// defines it (whole host pages around the buffer): its start, length and ptr's offset in it, or
+// an error where the buffer itself leaves the allocation holding ptr. The pages may run past the
+// allocation: cuMemAlloc carves buffers under 2 MiB out of 2 MiB chunks it maps whole (at any
+// 256-byte offset) and maps larger ones in whole 2 MiB chunks, so the pages around a buffer lie
+// in memory the driver mapped and exports.
 func (d Device) DmabufRange(ptr, size uint64) (start, length, offset uint64, err error) {
 	if size == 0 {
 		return 0, 0, 0, status.Errorf(status.InvalidArgument, "dma-buf of zero bytes at %#x", ptr)
@@ -81,20 +84,18 @@ func (d Device) DmabufRange(ptr, size uint64) (start, length, offset uint64, err
 	if err != nil {
 		return 0, 0, 0, err
 	}
+	if size > n || ptr-base > n-size {
+		return 0, 0, 0, status.Errorf(status.InvalidUsage, "[%#x, +%d) leaves its device allocation [%#x, +%d)", ptr, size, base, n)
+	}
 	page := uint64(os.Getpagesize())
 	start = ptr &^ (page - 1)
 	end := (ptr + size + page - 1) &^ (page - 1)
-	if start < base || end > base+n {
-		return 0, 0, 0, status.Errorf(status.InvalidUsage,
-			"[%#x, +%d) rounded to host pages is [%#x, %#x), which leaves its device allocation [%#x, +%d): the driver exports whole pages of one allocation only (allocate buffers for RDMA on a page boundary, e.g. 2 MiB or more)",
-			ptr, size, start, end, base, n)
-	}
 	return start, end - start, ptr - start, nil
 }
 
 // DmabufFD exports [ptr, ptr+size) of device memory as a dma-buf (for ibv_reg_dmabuf_mr): the
 // file descriptor, which the caller closes, and ptr's offset in it. The exported range is the
-// host pages holding the bytes, and must lie inside one allocation (DmabufRange). An error says
+// whole host pages holding the bytes (DmabufRange). An error says
 // the device or driver offers no dma-buf export, or why this range cannot be exported.
 func (d Device) DmabufFD(ptr, size uint64) (fd int, offset uint64, err error) {
 	if err := d.check(); err != nil {

@@ -30,6 +30,16 @@ static int harnessMem(const char* lib, const char* sym, uint64_t p, void* buf, s
   return f(p, buf, n);
 }
 
+// cudaMallocAsync as an application's runtime calls it: cuMemAllocAsync of the loaded driver.
+static int harnessMallocAsync(const char* lib, size_t n, uint64_t* p)
+{
+  void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
+  if (h == NULL) return -1000;
+  int (*f)(uint64_t*, size_t, void*) = (int (*)(uint64_t*, size_t, void*))dlsym(h, "cuMemAllocAsync");
+  if (f == NULL) return -1001;
+  return f(p, n, NULL);
+}
+
 static int harnessStream(const cuwApi* a, cuwContext ctx, uintptr_t* out)
 {
   cuwContext prev = NULL;
@@ -47,6 +57,7 @@ import "C"
 import (
 	"fmt"
 	"runtime"
+	"syscall"
 	"unsafe"
 )
 
@@ -142,4 +153,42 @@ func TestNewStream(dev Device) (uintptr, error) {
 		return 0, newError(dev.api, "cuStreamCreate", int(rc))
 	}
 	return uintptr(s), nil
+}
+
+// TestMallocAsync allocates n bytes of dev's memory pool as cudaMallocAsync does (cuMemAllocAsync
+// of the loaded driver, in dev's context).
+func TestMallocAsync(dev Device, n uint64) (uint64, error) {
+	cl := C.CString(dev.lib)
+	defer C.free(unsafe.Pointer(cl))
+	var (
+		p    C.uint64_t
+		rc   C.int
+		prev C.cuwContext
+		call *C.char
+	)
+	if rc = C.cuwPush(dev.api, dev.ctx(), &prev, &call); rc != 0 {
+		return 0, newError(dev.api, C.GoString(call), int(rc))
+	}
+	rc = C.harnessMallocAsync(cl, C.size_t(n), &p)
+	C.cuwPop(dev.api, dev.ctx(), prev)
+	if rc != 0 {
+		return 0, newError(dev.api, "cuMemAllocAsync", int(rc))
+	}
+	return uint64(p), nil
+}
+
+// testExport asks the driver for a dma-buf of exactly [start, start+n) (no rounding), closing it.
+func (d Device) testExport(start, n uint64) error {
+	b, err := dmabufAPI(d.lib)
+	if err != nil {
+		return err
+	}
+	var (
+		fd   C.int
+		call *C.char
+	)
+	if err := d.fail(C.cuwDmabufFd(b, d.api, d.ctx(), C.cuwDevicePtr(start), C.size_t(n), &fd, &call), call); err != nil {
+		return err
+	}
+	return syscall.Close(int(fd))
 }

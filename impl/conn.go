@@ -63,6 +63,11 @@ func (c *Comm) Connect(remoteRank, tag int, buff unsafe.Pointer, size uint64, t 
 	if withBuffer && (buff == nil || size == 0) {
 		return status.Errorf(status.InvalidArgument, "connect to rank %d tag %d: buffer %p of %d bytes (use mscclppConnectWithoutBuffer for none)", remoteRank, tag, buff, size)
 	}
+	if withBuffer {
+		if err := c.refuseUnshareable("mscclppConnect", buff, size); err != nil {
+			return fmt.Errorf("connect to rank %d tag %d: %w", remoteRank, tag, err)
+		}
+	}
 	entry, tr, err := c.transportFor(t)
 	if err != nil {
 		return fmt.Errorf("connect to rank %d tag %d: %w", remoteRank, tag, err)
@@ -117,6 +122,9 @@ func (c *Comm) RegisterBufferForConnection(connIdx int, buff unsafe.Pointer, siz
 	}
 	if buff == nil || size == 0 {
 		return 0, status.Errorf(status.InvalidArgument, "register buffer %p of %d bytes for connection %d", buff, size, connIdx)
+	}
+	if err := c.refuseUnshareable("mscclppRegisterBufferForConnection", buff, size); err != nil {
+		return 0, fmt.Errorf("register buffer for connection %d: %w", connIdx, err)
 	}
 	cn := c.conns[connIdx]
 	if cn.eng != nil {

@@ -111,9 +111,8 @@ func devThreadsChild(t *testing.T, tr Transport) {
 
 // devThreadsRanks forms two ranks in CUDA mode, each with one connection over tr to the other
 // and a device buffer of n bytes, proxies launched. The buffers are allocated in whole 2 MiB
-// pages, as cudaMalloc places a large buffer, so that a dma-buf can export them (the driver
-// exports whole pages of one allocation only), unless MSCCLPP_TEST_SUBALLOCATED=1 asks for
-// buffers of n bytes, which the driver sub-allocates.
+// pages, as cudaMalloc places a large buffer, unless MSCCLPP_TEST_SUBALLOCATED=1 asks for
+// buffers of n bytes, which the driver carves out of a shared 2 MiB chunk.
 func devThreadsRanks(t *testing.T, tr Transport, n int) []*Comm {
 	t.Helper()
 	return devThreadsRanksSetUp(t, tr, n, true)

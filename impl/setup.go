@@ -202,6 +202,9 @@ func (c *Comm) RegisterBuffer(mem unsafe.Pointer, size uint64) ([]RegisteredPeer
 	if mem == nil || size == 0 {
 		return nil, status.Errorf(status.InvalidArgument, "register buffer %p of %d bytes", mem, size)
 	}
+	if err := c.refuseUnshareable("mscclppRegisterBuffer", mem, size); err != nil {
+		return nil, fmt.Errorf("register buffer: %w", err)
+	}
 	start := time.Now()
 	for _, cn := range c.conns {
 		blob, err := cn.tr.Describe(cn.idx, transport.Registered, transport.Buffer{Ptr: mem, Size: size})

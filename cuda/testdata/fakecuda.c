@@ -8,10 +8,16 @@
  *     of a PROT_NONE reservation, so a host dereference faults, while the data
  *     lives in a hidden shadow buffer the fake's copies use. Tests read and
  *     write it with fakeRead / fakeWrite (as cuMemcpyDtoH would).
- *   - Like the real driver, cuMemAlloc sub-allocates small requests (under
- *     1 MiB) from 2 MiB chunks at 256-byte alignment; a chunk's first
- *     sub-allocation sits 512 bytes in, so no small allocation is page-aligned.
- *     Larger requests get a mapping of their own on a 2 MiB boundary.
+ *   - Like the real driver, cuMemAlloc carves requests under 2 MiB (that fit
+ *     one) out of 2 MiB chunks at 256-byte alignment; a chunk's first piece
+ *     sits 512 bytes in, so no such allocation is page-aligned.
+ *     cuMemGetAddressRange reports the piece. Larger requests get a mapping
+ *     of their own (whole 2 MiB chunks) on a 2 MiB boundary.
+ *   - cuMemAllocAsync (cudaMallocAsync) allocates from the device's memory
+ *     pool (a mapping of its own per allocation, here): as for the real
+ *     driver, cuPointerGetAttribute says CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE
+ *     (non-NULL) and CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE 0, and
+ *     cuIpcGetMemHandle refuses it (CUDA_ERROR_INVALID_VALUE).
  *   - Streams are queues: an operation runs at once unless its stream is
  *     stalled (fakeStall) or has work queued; cuStreamSynchronize (or
  *     releasing the stall) runs the queue in order. A copy reads its source
@@ -30,9 +36,12 @@
  *   - cuMemGetHandleForAddressRange exports device memory as a "dma-buf": a memfd named
  *     "fakecuda-dmabuf:<start address>", from which the libibverbs double
  *     (tests/ib/double) learns the range and reaches its bytes through
- *     fakeKernelView. As the real driver, it refuses (CUDA_ERROR_INVALID_VALUE)
- *     a range whose start or length is not page-aligned or that leaves one
- *     allocation; cuDeviceGetAttribute answers CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED.
+ *     fakeKernelView. As the real driver, it exports whole host pages of memory
+ *     it mapped: the range may run past the allocation into the rest of its
+ *     2 MiB chunk, and is refused (CUDA_ERROR_INVALID_VALUE) where its start or
+ *     length is not page-aligned or it leaves the chunk (into memory the driver
+ *     did not map, or another mapping, or one imported through IPC);
+ *     cuDeviceGetAttribute answers CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED.
  *     fakeFail("cuMemGetHandleForAddressRange") is a driver without the entry
  *     point working, fakeNoDmabuf("1") a device that says it has no dma-buf
  *     (the export then fails with CUDA_ERROR_NOT_SUPPORTED).
@@ -93,6 +102,7 @@ struct chunk {
   int live;    /* allocations still in it */
   int small;   /* 1: sub-allocated by cuMemAlloc */
   void* ctx;
+  int imported; /* 1: another process's, mapped by cuIpcOpenMemHandle */
 };
 static struct chunk chunks[MAX_ALLOCS];
 
@@ -104,13 +114,13 @@ struct alloc {
   int chunk;   /* the mapping it lives in */
   size_t off;  /* its offset there */
   int ipc;     /* 1: another process's allocation, mapped by cuIpcOpenMemHandle */
+  int pool;    /* 1: from the device's memory pool (cuMemAllocAsync) */
   unsigned long long id; /* CU_POINTER_ATTRIBUTE_BUFFER_ID: never reused in the process */
 };
 static struct alloc allocs[MAX_ALLOCS];
 static unsigned long long nextBufferId;
 
 #define FAKE_CHUNK (2u << 20)
-#define FAKE_SMALL (1u << 20)
 #define FAKE_CHUNK_START 512
 
 struct hostAlloc {
@@ -453,7 +463,7 @@ static int newChunk(size_t len, size_t align, int small)
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAX_ALLOCS && idx < 0; i++)
     if (chunks[i].dev == NULL) {
-      chunks[i] = (struct chunk){dev, shadow, len, fd, small ? FAKE_CHUNK_START : len, 0, small, curCtx()};
+      chunks[i] = (struct chunk){dev, shadow, len, fd, small ? FAKE_CHUNK_START : len, 0, small, curCtx(), 0};
       idx = i;
     }
   pthread_mutex_unlock(&mu);
@@ -482,7 +492,7 @@ static CUresult addAlloc(int ci, size_t off, size_t n, int ipc, CUdeviceptr* p)
 {
   for (int i = 0; i < MAX_ALLOCS; i++)
     if (allocs[i].dev == NULL) {
-      allocs[i] = (struct alloc){chunks[ci].dev + off, chunks[ci].shadow + off, n, curCtx(), ci, off, ipc, ++nextBufferId};
+      allocs[i] = (struct alloc){chunks[ci].dev + off, chunks[ci].shadow + off, n, curCtx(), ci, off, ipc, 0, ++nextBufferId};
       chunks[ci].live++;
       *p = (CUdeviceptr)(uintptr_t)allocs[i].dev;
       return 0;
@@ -490,12 +500,32 @@ static CUresult addAlloc(int ci, size_t off, size_t n, int ipc, CUdeviceptr* p)
   return 2;
 }
 
+/* An allocation of n bytes in whole 2 MiB chunks of its own (pool: from the memory pool). */
+static CUresult ownChunks(CUdeviceptr* p, size_t n, int pool)
+{
+  size_t len = n == 0 ? FAKE_CHUNK : (n + FAKE_CHUNK - 1) & ~(size_t)(FAKE_CHUNK - 1);
+  int ci = newChunk(len, FAKE_CHUNK, 0);
+  if (ci < 0) return 2;
+  pthread_mutex_lock(&mu);
+  CUresult rc = addAlloc(ci, 0, n, 0, p);
+  if (rc != 0) {
+    chunks[ci].live = 1;
+    chunkPut(ci);
+  }
+  for (int i = 0; i < MAX_ALLOCS && rc == 0; i++)
+    if (allocs[i].dev == (char*)(uintptr_t)*p) allocs[i].pool = pool;
+  pthread_mutex_unlock(&mu);
+  return rc;
+}
+/* The devices' default memory pools (CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE of their allocations). */
+static char fakePool[2];
+
 CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n)
 {
   FAILS("cuMemAlloc_v2");
   if (curCtx() == NULL) return 201;
   size_t need = n == 0 ? 256 : (n + 255) & ~(size_t)255;
-  if (n < FAKE_SMALL) {
+  if (need <= FAKE_CHUNK - FAKE_CHUNK_START) {
     /* sub-allocated from the context's current small chunk, or a new one */
     pthread_mutex_lock(&mu);
     for (int i = 0; i < MAX_ALLOCS; i++) {
@@ -509,7 +539,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n)
       }
     }
     pthread_mutex_unlock(&mu);
-    int ci = newChunk(FAKE_CHUNK, 4096, 1);
+    int ci = newChunk(FAKE_CHUNK, FAKE_CHUNK, 1);
     if (ci < 0) return 2;
     pthread_mutex_lock(&mu);
     CUresult rc = addAlloc(ci, chunks[ci].used, n, 0, p);
@@ -522,18 +552,19 @@ CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n)
     pthread_mutex_unlock(&mu);
     return rc;
   }
-  size_t len = (n + FAKE_CHUNK - 1) & ~(size_t)(FAKE_CHUNK - 1);
-  int ci = newChunk(len, FAKE_CHUNK, 0);
-  if (ci < 0) return 2;
-  pthread_mutex_lock(&mu);
-  CUresult rc = addAlloc(ci, 0, n, 0, p);
-  if (rc != 0) {
-    chunks[ci].live = 1;
-    chunkPut(ci);
-  }
-  pthread_mutex_unlock(&mu);
-  return rc;
+  return ownChunks(p, n, 0);
 }
+
+/* cudaMallocAsync: n bytes of the current device's memory pool, in a mapping of their own
+ * (stream order is not modelled: the memory is ready at once). */
+CUresult cuMemAllocAsync(CUdeviceptr* p, size_t n, void* stream)
+{
+  (void)stream;
+  FAILS("cuMemAllocAsync");
+  if (curCtx() == NULL) return 201;
+  return ownChunks(p, n, 1);
+}
+CUresult cuMemFreeAsync(CUdeviceptr p, void* stream);
 CUresult cuMemFree_v2(CUdeviceptr p)
 {
   FAILS("cuMemFree_v2");
@@ -549,6 +580,12 @@ CUresult cuMemFree_v2(CUdeviceptr p)
   logLine("cuMemFree ptr=%#llx", (unsigned long long)p);
   pthread_mutex_unlock(&mu);
   return found ? 0 : 1;
+}
+CUresult cuMemFreeAsync(CUdeviceptr p, void* stream)
+{
+  (void)stream;
+  FAILS("cuMemFreeAsync");
+  return cuMemFree_v2(p);
 }
 CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n)
 {
@@ -629,21 +666,27 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr p)
  * mapped into the context that allocated it): CU_POINTER_ATTRIBUTE_CONTEXT (1), the context it
  * was allocated in; CU_POINTER_ATTRIBUTE_MEMORY_TYPE (2), CU_MEMORYTYPE_DEVICE (2) or
  * CU_MEMORYTYPE_HOST (1); CU_POINTER_ATTRIBUTE_BUFFER_ID (7), its allocation's id, unique in the
- * process. Pageable memory: CUDA_ERROR_INVALID_VALUE. */
+ * process; CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE (10), 1 for cuMemAlloc memory only
+ * (0 for pool and pinned host memory); CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE (17), the pool of a
+ * cuMemAllocAsync allocation, else NULL. Pageable memory: CUDA_ERROR_INVALID_VALUE. */
 CUresult cuPointerGetAttribute(void* data, int attr, CUdeviceptr p)
 {
   FAILS("cuPointerGetAttribute");
-  if (attr != 1 && attr != 2 && attr != 7) return 1;
+  if (attr != 1 && attr != 2 && attr != 7 && attr != 10 && attr != 17) return 1;
   CUresult rc = 1; /* CUDA_ERROR_INVALID_VALUE: memory the driver does not know */
   void* ctx = NULL;
+  void* pool = NULL;
   unsigned long long id = 0;
   unsigned int type = 0;
+  int ipcCapable = 0;
   char* a = (char*)(uintptr_t)p;
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAX_ALLOCS && rc != 0; i++) {
     char* b = allocs[i].dev;
     if (b != NULL && a >= b && a < b + allocs[i].size) {
       ctx = allocs[i].ctx, id = allocs[i].id, type = 2, rc = 0;
+      ipcCapable = !allocs[i].pool;
+      pool = allocs[i].pool ? &fakePool[ctx == &fakeCtx[1]] : NULL;
     } else if (hostAllocs[i].p != NULL && a >= hostAllocs[i].p && a < hostAllocs[i].p + hostAllocs[i].len) {
       ctx = hostAllocs[i].ctx, id = hostAllocs[i].id, type = 1, rc = 0;
     }
@@ -654,6 +697,10 @@ CUresult cuPointerGetAttribute(void* data, int attr, CUdeviceptr p)
     *(void**)data = ctx;
   else if (attr == 2)
     *(unsigned int*)data = type;
+  else if (attr == 10)
+    *(int*)data = ipcCapable;
+  else if (attr == 17)
+    *(void**)data = pool;
   else
     *(unsigned long long*)data = id;
   return 0;
@@ -682,7 +729,7 @@ static int ipcMap(const CUipcMemHandle* h, CUdeviceptr* p)
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAX_ALLOCS && shadow != MAP_FAILED && dev != MAP_FAILED && rc != 0; i++)
     if (chunks[i].dev == NULL) {
-      chunks[i] = (struct chunk){dev, shadow, len, mine, len, 0, 0, curCtx()};
+      chunks[i] = (struct chunk){dev, shadow, len, mine, len, 0, 0, curCtx(), 1};
       if (addAlloc(i, (size_t)off, size, 1, &at) == 0) {
         rc = 0;
       } else {
@@ -727,7 +774,7 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle* h, CUdeviceptr p)
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAX_ALLOCS; i++) {
     char* b = allocs[i].dev;
-    if (b != NULL && !allocs[i].ipc && (char*)(uintptr_t)p >= b && (char*)(uintptr_t)p < b + allocs[i].size) {
+    if (b != NULL && !allocs[i].ipc && !allocs[i].pool && (char*)(uintptr_t)p >= b && (char*)(uintptr_t)p < b + allocs[i].size) {
       struct chunk* c = &chunks[allocs[i].chunk];
       fd = c->fd;
       base = (uint64_t)(uintptr_t)b;
@@ -813,8 +860,9 @@ CUresult cuDeviceGetAttribute(int* v, int attr, int dev)
   *v = !noDmabuf;
   return 0;
 }
-/* CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD (1) of [p, p+n), which must lie in one device allocation,
- * p and n page-aligned, no flags: a memfd whose name carries p (see the header). */
+/* CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD (1) of [p, p+n), which must lie in one mapping this
+ * process's driver made (a cuMemAlloc chunk, not an IPC import), p and n page-aligned, no flags:
+ * a memfd whose name carries p (see the header). */
 CUresult cuMemGetHandleForAddressRange(void* handle, CUdeviceptr p, size_t n, int type, unsigned long long flags)
 {
   FAILS("cuMemGetHandleForAddressRange");
@@ -826,9 +874,9 @@ CUresult cuMemGetHandleForAddressRange(void* handle, CUdeviceptr p, size_t n, in
   int ok = 0;
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAX_ALLOCS; i++) {
-    char* b = allocs[i].dev;
+    struct chunk* c = &chunks[i];
     char* a = (char*)(uintptr_t)p;
-    if (b != NULL && a >= b && a < b + allocs[i].size && n <= allocs[i].size - (size_t)(a - b)) ok = 1;
+    if (c->dev != NULL && !c->imported && a >= c->dev && a < c->dev + c->len && n <= c->len - (size_t)(a - c->dev)) ok = 1;
   }
   pthread_mutex_unlock(&mu);
   if (!ok) return 1;

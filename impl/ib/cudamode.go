@@ -31,16 +31,16 @@ func (t *ibt) register(x *verbs.Context, b transport.Buffer, data bool) (*verbs.
 	return x.RegisterMRAccess(uint64(uintptr(b.Ptr)), b.Size, data)
 }
 
-// registerDev is registerDevice, with an INFO line when the way it worked changes. Data is
-// registered with relaxed ordering only where dev's kernels see RDMA writes in order.
+// registerDev is registerDevice, with an INFO line per registration saying which way worked
+// (and why not a dma-buf). Data is registered with relaxed ordering only where dev's kernels
+// see RDMA writes in order.
 func (t *ibt) registerDev(x *verbs.Context, dev cuda.Device, ptr, size uint64, data bool) (*verbs.MR, error) {
 	mr, how, why, err := registerDevice(t.lib, x, dev, ptr, size, data && t.ordered(dev))
-	if err == nil && how != t.gdr {
-		t.gdr = how
+	if err == nil {
 		if why != "" {
 			how += " (" + why + ")"
 		}
-		logx.Infof(logx.Net, "rank %d: IB: device memory of device %d %s for GPUDirect RDMA", t.h.Rank, dev.Ordinal, how)
+		logx.Infof(logx.Net, "rank %d: IB: device memory %#x (%d bytes) of device %d %s for GPUDirect RDMA", t.h.Rank, ptr, size, dev.Ordinal, how)
 	}
 	return mr, err
 }
@@ -80,7 +80,7 @@ func registerDevice(lib *verbs.Lib, x *verbs.Context, dev cuda.Device, ptr, size
 	if err := lib.HasDmabuf(); err != nil {
 		whys = append(whys, "no dma-buf: this libibverbs lacks ibv_reg_dmabuf_mr (rdma-core 34 or later)")
 	} else if fd, off, err := dev.DmabufFD(ptr, size); err != nil {
-		if status.CodeOf(err) == status.InvalidUsage { // this buffer's pages are not its own
+		if status.CodeOf(err) == status.InvalidUsage { // the buffer leaves its allocation
 			whys = append(whys, fmt.Sprintf("no dma-buf: %v", err))
 		} else {
 			whys = append(whys, fmt.Sprintf("no dma-buf: the CUDA driver exports none (%v; needs CUDA 11.7+ and an open kernel module)", err))

@@ -49,7 +49,6 @@ type ibt struct {
 	wr    int
 	beats beats
 	cu    cudaproxy.OnDemand // CUDA mode: the proxies (one per GPU) of connections over device memory (cudamode.go)
-	gdr   string             // how device memory was last registered (an INFO line when it changes)
 	order map[int]bool       // by device ordinal: whether its kernels see RDMA writes in order (cudamode.go)
 	srcs  srcCache           // MRs of device sources of mscclppRegisteredBufferWrite (write.go)
 	fab   fabric             // the settings (fabric.go)
