@@ -16,6 +16,7 @@ package eth
 #include <sys/socket.h>
 #include <unistd.h>
 #include "eth.h"
+#include "testconn.h"
 
 enum { ethHarnessConns = 2 };
 
@@ -68,29 +69,12 @@ static ethHarness* ethHarnessNew(void* bufs[2][ethHarnessConns], uint64_t size, 
 		s->comm = engCommNew(r, b, b);
 		s->ctx = engCtxNewOps(s->comm, &ethOps, ethCtxNew(NULL));
 		for (int k = 0; k < ethHarnessConns; k++) {
-			engConn* c = &s->conn[k];
-			struct mscclppDevConn* d = &s->dev[k];
 			s->local[k][0] = (engReg){ENG_REG_MAGIC, (char*)&s->epoch[k], (uint64_t)(uintptr_t)&s->epoch[k], 16, 0, 0};
 			s->local[k][1] = (engReg){ENG_REG_MAGIC, (char*)bufs[r][k], (uint64_t)(uintptr_t)bufs[r][k], size, 0, 0};
 			s->remote[k][0] = (engReg){ENG_REG_MAGIC, NULL, 0, 16, 0, 0};
 			s->remote[k][1] = (engReg){ENG_REG_MAGIC, NULL, 0, size, 0, 0};
-			c->connId = k;
-			c->peerRank = 1 - r;
-			c->comm = s->comm;
-			c->ctx = s->ctx;
-			c->ops = s->ctx->ops;
-			c->dev = d;
-			c->nLocal = c->nRemote = 2;
-			c->local = s->local[k];
-			c->remote = s->remote[k];
-			c->localSleepers = &s->sleepers[k];
-			d->fifo.triggerFifo = &s->ctx->fifo[0];
-			d->fifo.triggerFifoHead = &s->ctx->head;
-			d->fifo.triggerFifoTail = &s->ctx->tail;
-			d->fifo.connId = k;
-			d->localSignalEpochId = &s->epoch[k];
-			d->waitEpochId = &s->waitEpoch[k];
-			s->ctx->conns[k] = c;
+			testConnAdd(s->ctx, &s->conn[k], k, 1 - r, s->local[k], s->remote[k], &s->dev[k], &s->epoch[k], &s->waitEpoch[k]);
+			s->conn[k].localSleepers = &s->sleepers[k];
 		}
 	}
 	for (int k = 0; k < ethHarnessConns; k++) {

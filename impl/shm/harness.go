@@ -10,6 +10,7 @@ package shm
 #include <stdlib.h>
 #include "ring.h"
 #include "shm.h"
+#include "testconn.h"
 
 typedef struct shmHarness {
 	engComm* comm;
@@ -33,24 +34,10 @@ static shmHarness* shmHarnessNew(void* src, void* dst, uint64_t size)
 	h->local[1] = (engReg){ENG_REG_MAGIC, (char*)src, (uint64_t)(uintptr_t)src, size, 0, 0};
 	h->remote[1] = (engReg){ENG_REG_MAGIC, (char*)dst, (uint64_t)(uintptr_t)dst, size, 0, 0};
 	engConn* c = &h->conn;
-	c->peerRank = 1;
-	c->comm = h->comm;
-	c->ctx = h->ctx;
-	c->ops = h->ctx->ops;
+	testConnAdd(h->ctx, c, 0, 1, h->local, h->remote, &h->dev, &h->epoch, &h->waitEpoch);
 	c->transport = &h->st;
-	c->dev = &h->dev;
-	c->nLocal = 2;
-	c->local = h->local;
-	c->nRemote = 2;
-	c->remote = h->remote;
 	c->remoteProxyEpoch = &h->peerEpoch[1];
 	c->remoteSleepers = &h->peerSleepers;
-	h->dev.fifo.triggerFifo = &h->ctx->fifo[0];
-	h->dev.fifo.triggerFifoHead = &h->ctx->head;
-	h->dev.fifo.triggerFifoTail = &h->ctx->tail;
-	h->dev.localSignalEpochId = &h->epoch;
-	h->dev.waitEpochId = &h->waitEpoch;
-	h->ctx->conns[0] = c;
 	return h;
 }
 

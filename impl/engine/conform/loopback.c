@@ -13,6 +13,7 @@
 
 #include "backoff.h"
 #include "engine.h"
+#include "testconn.h"
 
 typedef struct lbSide {
   engConn conn;
@@ -66,26 +67,9 @@ void* lbNew(void* src[LB_CONNS], void* dst[LB_CONNS], uint64_t size)
     lbSide* s = &l->side[k];
     s->local[1] = (engReg){ENG_REG_MAGIC, (char*)src[k], (uint64_t)(uintptr_t)src[k], size, 0, 0};
     s->remote[1] = (engReg){ENG_REG_MAGIC, (char*)dst[k], (uint64_t)(uintptr_t)dst[k], size, 0, 0};
-    engConn* c = &s->conn;
-    c->connId = k;
-    c->peerRank = 1;
-    c->comm = l->comm;
-    c->ctx = l->ctx;
-    c->ops = l->ctx->ops;
-    c->dev = &s->dev;
-    c->nLocal = 2;
-    c->local = s->local;
-    c->nRemote = 2;
-    c->remote = s->remote;
-    c->remoteProxyEpoch = &s->peerEpoch[1];
-    c->localSleepers = &s->sleepers;
-    s->dev.fifo.triggerFifo = &l->ctx->fifo[0];
-    s->dev.fifo.triggerFifoHead = &l->ctx->head;
-    s->dev.fifo.triggerFifoTail = &l->ctx->tail;
-    s->dev.fifo.connId = k;
-    s->dev.localSignalEpochId = &s->epoch;
-    s->dev.waitEpochId = &s->waitEpoch;
-    l->ctx->conns[k] = c;
+    testConnAdd(l->ctx, &s->conn, k, 1, s->local, s->remote, &s->dev, &s->epoch, &s->waitEpoch);
+    s->conn.remoteProxyEpoch = &s->peerEpoch[1];
+    s->conn.localSleepers = &s->sleepers;
   }
   return l;
 }
