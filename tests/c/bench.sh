@@ -730,6 +730,8 @@ urow() {
   # UCX wins where the row's goal is missed (the ratio as the row rounds it)
   if [ -n "$o" ] && [ -n "$u" ] && awk -v k="$kind" -v o="$o" -v u="$u" 'BEGIN{ r = sprintf("%.2f", o / u) + 0; exit !((k=="t" && r>1) || (k=="b" && r<1)) }'; then
     KEY=${sec:+"$sec|  UCX wins: $(ucxwhy "$mode" "$uw")"} row "  UCX wins: $(ucxwhy "$mode" "$uw")" "$kind" "$o" "$u" "(diagnostic)" ""
+    # per run: a loaded machine makes ours bimodal where its waits sleep (UCX's never do)
+    spread "ours / UCX" "u.ucx.$mode.$sz.$ow.$unit" "u.ucx.$mode.$sz.$uw.$unit"
   fi
 }
 if want ucx; then
