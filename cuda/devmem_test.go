@@ -76,9 +76,9 @@ func TestDmabufAsTheDriverAccepts(t *testing.T) {
 	}
 }
 
-// TestPoolMemoryUnshareable: memory from cudaMallocAsync (the device's memory pool) is refused
-// with InvalidUsage naming UnshareableMemory, as the driver says it has no legacy IPC handle;
-// cudaMalloc and pinned host memory are not.
+// TestPoolMemoryUnshareable: memory from cudaMallocAsync (the device's memory pool) or mapped
+// with the VMM API is refused with InvalidUsage naming UnshareableMemory and its kind, as the
+// driver says it has no legacy IPC handle; cudaMalloc and pinned host memory are not.
 func TestPoolMemoryUnshareable(t *testing.T) {
 	l := fake(t)
 	dev, err := probeOn(t, l, "0")
@@ -93,6 +93,14 @@ func TestPoolMemoryUnshareable(t *testing.T) {
 	err = checkShareable(l, pool+4096, 4096)
 	if status.CodeOf(err) != status.InvalidUsage || !strings.Contains(err.Error(), UnshareableMemory) || !strings.Contains(err.Error(), "cudaMallocAsync") {
 		t.Errorf("pool memory: %v, want InvalidUsage naming cudaMallocAsync and %q", err, UnshareableMemory)
+	}
+	vmm, err := TestVMMAlloc(dev, 2<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = checkShareable(l, vmm, 2<<20)
+	if status.CodeOf(err) != status.InvalidUsage || !strings.Contains(err.Error(), UnshareableMemory) || !strings.Contains(err.Error(), "the VMM API") {
+		t.Errorf("VMM memory: %v, want InvalidUsage naming the VMM API and %q", err, UnshareableMemory)
 	}
 	p, err := dev.MemAlloc(4096)
 	if err != nil {

@@ -40,6 +40,27 @@ static int harnessMallocAsync(const char* lib, size_t n, uint64_t* p)
   return f(p, n, NULL);
 }
 
+// Memory mapped with the VMM API as an application maps it: cuMemAddressReserve, cuMemCreate
+// and cuMemMap of the loaded driver (n a multiple of 2 MiB; the properties are not looked at).
+static int harnessVMM(const char* lib, size_t n, uint64_t* p)
+{
+  void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
+  if (h == NULL) return -1000;
+  int (*reserve)(uint64_t*, size_t, size_t, uint64_t, unsigned long long) =
+      (int (*)(uint64_t*, size_t, size_t, uint64_t, unsigned long long))dlsym(h, "cuMemAddressReserve");
+  int (*create)(unsigned long long*, size_t, const void*, unsigned long long) =
+      (int (*)(unsigned long long*, size_t, const void*, unsigned long long))dlsym(h, "cuMemCreate");
+  int (*map)(uint64_t, size_t, size_t, unsigned long long, unsigned long long) =
+      (int (*)(uint64_t, size_t, size_t, unsigned long long, unsigned long long))dlsym(h, "cuMemMap");
+  if (reserve == NULL || create == NULL || map == NULL) return -1001;
+  char prop[64] = {0};
+  unsigned long long mem = 0;
+  int rc = reserve(p, n, 0, 0, 0);
+  if (rc == 0) rc = create(&mem, n, prop, 0);
+  if (rc == 0) rc = map(*p, n, 0, mem, 0);
+  return rc;
+}
+
 static int harnessStream(const cuwApi* a, cuwContext ctx, uintptr_t* out)
 {
   cuwContext prev = NULL;
@@ -158,6 +179,15 @@ func TestNewStream(dev Device) (uintptr, error) {
 // TestMallocAsync allocates n bytes of dev's memory pool as cudaMallocAsync does (cuMemAllocAsync
 // of the loaded driver, in dev's context).
 func TestMallocAsync(dev Device, n uint64) (uint64, error) {
+	return harnessAlloc(dev, n, false)
+}
+
+// TestVMMAlloc maps n bytes (a multiple of 2 MiB) of dev's memory with the VMM API
+// (cuMemAddressReserve, cuMemCreate, cuMemMap), in dev's context.
+func TestVMMAlloc(dev Device, n uint64) (uint64, error) { return harnessAlloc(dev, n, true) }
+
+// harnessAlloc allocates n bytes in dev's context through cuMemAllocAsync, or the VMM API (vmm).
+func harnessAlloc(dev Device, n uint64, vmm bool) (uint64, error) {
 	cl := C.CString(dev.lib)
 	defer C.free(unsafe.Pointer(cl))
 	var (
@@ -169,10 +199,15 @@ func TestMallocAsync(dev Device, n uint64) (uint64, error) {
 	if rc = C.cuwPush(dev.api, dev.ctx(), &prev, &call); rc != 0 {
 		return 0, newError(dev.api, C.GoString(call), int(rc))
 	}
-	rc = C.harnessMallocAsync(cl, C.size_t(n), &p)
+	name := "cuMemAllocAsync"
+	if vmm {
+		rc, name = C.harnessVMM(cl, C.size_t(n), &p), "cuMemAddressReserve/cuMemCreate/cuMemMap"
+	} else {
+		rc = C.harnessMallocAsync(cl, C.size_t(n), &p)
+	}
 	C.cuwPop(dev.api, dev.ctx(), prev)
 	if rc != 0 {
-		return 0, newError(dev.api, "cuMemAllocAsync", int(rc))
+		return 0, newError(dev.api, name, int(rc))
 	}
 	return uint64(p), nil
 }

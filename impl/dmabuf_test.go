@@ -91,8 +91,8 @@ func ibDmabufChild(t *testing.T) {
 	}
 }
 
-// TestPoolBufferRefused: a cudaMallocAsync buffer (no CUDA IPC handle, no nvidia-peermem) is
-// refused where it is handed over, mscclppConnect (IB and P2P) and mscclppRegisterBuffer, with
+// TestPoolBufferRefused: a cudaMallocAsync buffer (no CUDA IPC handle, no nvidia-peermem), or
+// one mapped with the VMM API, is refused where it is handed over, mscclppConnect (IB and P2P) and mscclppRegisterBuffer, with
 // InvalidUsage naming cuda.UnshareableMemory and an INFO line; the communicator goes on.
 func TestPoolBufferRefused(t *testing.T) {
 	if os.Getenv(fakeChildEnv) == "pool-refused" {
@@ -112,8 +112,8 @@ func TestPoolBufferRefused(t *testing.T) {
 
 func poolRefusedChild(t *testing.T) {
 	const n = 1 << 20
-	// rank r's buffers on device r: a cudaMalloc one and a cudaMallocAsync one
-	var good, pool [2]uint64
+	// rank r's buffers on device r: a cudaMalloc one, a cudaMallocAsync one, a VMM one
+	var good, pool, vmm [2]uint64
 	fakeDeviceBuffers(t, good[:], make([]byte, n))
 	for r := range pool {
 		dev, err := cuda.ProbePointer(good[r])
@@ -123,22 +123,26 @@ func poolRefusedChild(t *testing.T) {
 		if pool[r], err = cuda.TestMallocAsync(dev, n); err != nil {
 			t.Fatal(err)
 		}
+		if vmm[r], err = cuda.TestVMMAlloc(dev, 2<<20); err != nil {
+			t.Fatal(err)
+		}
 	}
 	refused := func(what string, err error) {
 		t.Helper()
 		if status.CodeOf(err) != status.InvalidUsage || !strings.Contains(err.Error(), cuda.UnshareableMemory) {
-			t.Errorf("%s with a cudaMallocAsync buffer: %v, want InvalidUsage naming %q", what, err, cuda.UnshareableMemory)
+			t.Errorf("%s: %v, want InvalidUsage naming %q", what, err, cuda.UnshareableMemory)
 		}
 	}
 	dev := "double_0"
 	comms := twoRanksLaunched(t, func(r int, c *Comm) error {
-		refused("mscclppConnect over IB", c.Connect(1-r, 0, engine.DevPtr(pool[r]), n, transportIB, &dev, true))
-		refused("mscclppConnect over P2P", c.Connect(1-r, 1, engine.DevPtr(pool[r]), n, TransportP2P, nil, true))
+		refused("mscclppConnect over IB (cudaMallocAsync)", c.Connect(1-r, 0, engine.DevPtr(pool[r]), n, transportIB, &dev, true))
+		refused("mscclppConnect over P2P (cudaMallocAsync)", c.Connect(1-r, 1, engine.DevPtr(pool[r]), n, TransportP2P, nil, true))
+		refused("mscclppConnect over P2P (VMM)", c.Connect(1-r, 1, engine.DevPtr(vmm[r]), n, TransportP2P, nil, true))
 		return c.Connect(1-r, 2, engine.DevPtr(good[r]), n, transportIB, &dev, true)
 	})
 	for r := range comms {
 		_, err := comms[r].RegisterBuffer(engine.DevPtr(pool[r]), n)
-		refused(fmt.Sprintf("rank %d: mscclppRegisterBuffer", r), err)
+		refused(fmt.Sprintf("rank %d: mscclppRegisterBuffer (cudaMallocAsync)", r), err)
 	}
 	devThreadsDone(t, comms)
 }

@@ -18,6 +18,10 @@
  *     driver, cuPointerGetAttribute says CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE
  *     (non-NULL) and CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE 0, and
  *     cuIpcGetMemHandle refuses it (CUDA_ERROR_INVALID_VALUE).
+ *   - The VMM API, as far as an application maps memory with it
+ *     (cuMemAddressReserve, cuMemCreate, cuMemMap of a whole handle at offset
+ *     0): the mapping is device memory that is not legacy-IPC capable, with no
+ *     memory pool, and cuIpcGetMemHandle refuses it too.
  *   - Streams are queues: an operation runs at once unless its stream is
  *     stalled (fakeStall) or has work queued; cuStreamSynchronize (or
  *     releasing the stall) runs the queue in order. A copy reads its source
@@ -114,7 +118,7 @@ struct alloc {
   int chunk;   /* the mapping it lives in */
   size_t off;  /* its offset there */
   int ipc;     /* 1: another process's allocation, mapped by cuIpcOpenMemHandle */
-  int pool;    /* 1: from the device's memory pool (cuMemAllocAsync) */
+  int pool;    /* 1: from the device's memory pool (cuMemAllocAsync); 2: mapped by cuMemMap (VMM) */
   unsigned long long id; /* CU_POINTER_ATTRIBUTE_BUFFER_ID: never reused in the process */
 };
 static struct alloc allocs[MAX_ALLOCS];
@@ -564,6 +568,51 @@ CUresult cuMemAllocAsync(CUdeviceptr* p, size_t n, void* stream)
   if (curCtx() == NULL) return 201;
   return ownChunks(p, n, 1);
 }
+/* VMM: a reservation is address space only; a handle is physical memory of a size (a memfd),
+ * mapped into a reservation by cuMemMap. */
+CUresult cuMemAddressReserve(CUdeviceptr* p, size_t n, size_t align, CUdeviceptr addr, unsigned long long flags)
+{
+  FAILS("cuMemAddressReserve");
+  if (n == 0 || (n & (FAKE_CHUNK - 1)) != 0 || addr != 0 || flags != 0 || (align != 0 && align != FAKE_CHUNK)) return 1;
+  char* r = mmap(NULL, n + FAKE_CHUNK, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (r == MAP_FAILED) return 2;
+  *p = ((CUdeviceptr)(uintptr_t)r + FAKE_CHUNK - 1) & ~(CUdeviceptr)(FAKE_CHUNK - 1);
+  return 0;
+}
+CUresult cuMemCreate(unsigned long long* h, size_t n, const void* prop, unsigned long long flags)
+{
+  FAILS("cuMemCreate");
+  if (n == 0 || (n & (FAKE_CHUNK - 1)) != 0 || prop == NULL || flags != 0) return 1;
+  int fd = memfd_create("fakecuda-vmm", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, (off_t)n) != 0) return 2;
+  *h = ((unsigned long long)n << 20) | (unsigned long long)fd; /* size and memfd */
+  return 0;
+}
+CUresult cuMemMap(CUdeviceptr p, size_t n, size_t off, unsigned long long h, unsigned long long flags)
+{
+  FAILS("cuMemMap");
+  int fd = (int)(h & 0xfffff);
+  if (off != 0 || flags != 0 || n != (size_t)(h >> 20) || (p & (FAKE_CHUNK - 1)) != 0) return 1;
+  char* shadow = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (shadow == MAP_FAILED) return 2;
+  CUresult rc = 2;
+  CUdeviceptr at = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < MAX_ALLOCS && rc != 0; i++)
+    if (chunks[i].dev == NULL) {
+      chunks[i] = (struct chunk){(char*)(uintptr_t)p, shadow, n, dup(fd), n, 0, 0, curCtx(), 0};
+      if ((rc = addAlloc(i, 0, n, 0, &at)) != 0) {
+        close(chunks[i].fd);
+        chunks[i] = (struct chunk){0};
+        break;
+      }
+    }
+  for (int i = 0; i < MAX_ALLOCS && rc == 0; i++)
+    if (allocs[i].dev == (char*)(uintptr_t)p) allocs[i].pool = 2;
+  pthread_mutex_unlock(&mu);
+  if (rc != 0) munmap(shadow, n);
+  return rc;
+}
 CUresult cuMemFreeAsync(CUdeviceptr p, void* stream);
 CUresult cuMemFree_v2(CUdeviceptr p)
 {
@@ -686,7 +735,7 @@ CUresult cuPointerGetAttribute(void* data, int attr, CUdeviceptr p)
     if (b != NULL && a >= b && a < b + allocs[i].size) {
       ctx = allocs[i].ctx, id = allocs[i].id, type = 2, rc = 0;
       ipcCapable = !allocs[i].pool;
-      pool = allocs[i].pool ? &fakePool[ctx == &fakeCtx[1]] : NULL;
+      pool = allocs[i].pool == 1 ? &fakePool[ctx == &fakeCtx[1]] : NULL;
     } else if (hostAllocs[i].p != NULL && a >= hostAllocs[i].p && a < hostAllocs[i].p + hostAllocs[i].len) {
       ctx = hostAllocs[i].ctx, id = hostAllocs[i].id, type = 1, rc = 0;
     }
