@@ -60,17 +60,22 @@ static int ethHarnessPair(int fds[2])
 
 // Side r's buffers of connection k are bufs[r][k] (size bytes each); peers declared unreachable
 // after deadMs of silence. NULL when a socket or a receive thread could not be made.
-static ethHarness* ethHarnessNew(void* bufs[2][ethHarnessConns], uint64_t size, int64_t deadMs)
+// cuda non-NULL: side 0 is in CUDA mode (a CUDA-mode proxy's state), its buffers device memory at
+// devBufs[k], staged through stages[k][0] (send) and [1] (receive), stageBytes each.
+static ethHarness* ethHarnessNew(void* bufs[2][ethHarnessConns], uint64_t size, int64_t deadMs, void* cuda,
+                                 uint64_t devBufs[ethHarnessConns], void* stages[ethHarnessConns][2], uint64_t stageBytes)
 {
 	ethHarness* h = (ethHarness*)calloc(1, sizeof(ethHarness));
 	engBackoffCfg b = {.spin = 64, .yields = 64, .sleepMaxUs = 100};
 	for (int r = 0; r < 2; r++) {
 		ethHarnessSide* s = &h->side[r];
 		s->comm = engCommNew(r, b, b);
-		s->ctx = engCtxNewOps(s->comm, &ethOps, ethCtxNew(NULL));
+		int dev = r == 0 && cuda != NULL;
+		s->ctx = engCtxNewOps(s->comm, &ethOps, ethCtxNew(dev ? (struct cudaProxyState*)cuda : NULL));
 		for (int k = 0; k < ethHarnessConns; k++) {
 			s->local[k][0] = (engReg){ENG_REG_MAGIC, (char*)&s->epoch[k], (uint64_t)(uintptr_t)&s->epoch[k], 16, 0, 0};
-			s->local[k][1] = (engReg){ENG_REG_MAGIC, (char*)bufs[r][k], (uint64_t)(uintptr_t)bufs[r][k], size, 0, 0};
+			s->local[k][1] = dev ? (engReg){ENG_REG_MAGIC, NULL, devBufs[k], size, 0, 0}
+			                     : (engReg){ENG_REG_MAGIC, (char*)bufs[r][k], (uint64_t)(uintptr_t)bufs[r][k], size, 0, 0};
 			s->remote[k][0] = (engReg){ENG_REG_MAGIC, NULL, 0, 16, 0, 0};
 			s->remote[k][1] = (engReg){ENG_REG_MAGIC, NULL, 0, size, 0, 0};
 			testConnAdd(s->ctx, &s->conn[k], k, 1 - r, s->local[k], s->remote[k], &s->dev[k], &s->epoch[k], &s->waitEpoch[k]);
@@ -81,7 +86,12 @@ static ethHarness* ethHarnessNew(void* bufs[2][ethHarnessConns], uint64_t size, 
 		int fds[2];
 		if (ethHarnessPair(fds) != 0) return h;
 		for (int r = 0; r < 2; r++)
-			if (ethConnStart(&h->side[r].conn[k], fds[r], NULL, NULL, 0, deadMs) != mscclppSuccess) close(fds[r]);
+		{
+			int dev = r == 0 && cuda != NULL;
+			if (ethConnStart(&h->side[r].conn[k], fds[r], dev ? stages[k][0] : NULL, dev ? stages[k][1] : NULL,
+			                 dev ? stageBytes : 0, deadMs) != mscclppSuccess)
+				close(fds[r]);
+		}
 	}
 	return h;
 }
@@ -113,6 +123,7 @@ static void ethHarnessFree(ethHarness* h)
 import "C"
 
 import (
+	"errors"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/engine/conform"
@@ -120,26 +131,49 @@ import (
 
 // testPair is the harness: both sides of the connections and their buffers.
 type testPair struct {
-	h    *C.ethHarness
-	bufs [2][C.ethHarnessConns]unsafe.Pointer
+	h      *C.ethHarness
+	bufs   [2][C.ethHarnessConns]unsafe.Pointer
+	fake   *conform.FakeCUDA         // side 0 in CUDA mode on the stand-in driver, or nil
+	src    [C.ethHarnessConns]uint64 // side 0's device buffers (CUDA mode)
+	stages []unsafe.Pointer          // their pinned staging buffers
 }
 
-// newTestPair makes the two sides with buffers of size bytes; nil when a connection could not start.
-func newTestPair(size uint64, deadMs int64) *testPair {
-	p := &testPair{}
+// newTestPair makes the two sides with buffers of size bytes; side 0 in CUDA mode on fake (its
+// buffers device memory) where fake is not nil. Nil when a connection could not start.
+func newTestPair(size uint64, deadMs int64, fake *conform.FakeCUDA) (*testPair, error) {
+	p := &testPair{fake: fake}
 	var cb [2][C.ethHarnessConns]unsafe.Pointer
+	var stages [C.ethHarnessConns][2]unsafe.Pointer
+	var state unsafe.Pointer
+	var devBufs [C.ethHarnessConns]C.uint64_t
 	for r := range p.bufs {
 		for k := range p.bufs[r] {
 			p.bufs[r][k] = C.calloc(1, C.size_t(size))
 			cb[r][k] = p.bufs[r][k]
 		}
 	}
-	p.h = C.ethHarnessNew(&cb[0], C.uint64_t(size), C.int64_t(deadMs))
+	if fake != nil {
+		state = fake.State
+		for k := range p.src {
+			var err error
+			if p.src[k], err = fake.Dev.MemAlloc(size); err != nil {
+				return nil, err
+			}
+			devBufs[k] = C.uint64_t(p.src[k])
+			for i := range stages[k] {
+				if stages[k][i], err = fake.Dev.HostAlloc(StageBytes); err != nil {
+					return nil, err
+				}
+				p.stages = append(p.stages, stages[k][i])
+			}
+		}
+	}
+	p.h = C.ethHarnessNew(&cb[0], C.uint64_t(size), C.int64_t(deadMs), state, &devBufs[0], &stages[0], C.uint64_t(StageBytes))
 	if C.ethHarnessStarted(p.h) == 0 {
 		p.free()
-		return nil
+		return nil, errors.New("the harness's connections did not start")
 	}
-	return p
+	return p, nil
 }
 
 // conn is side 0's connection k as the conformance suite drives it (rank 0 sends, rank 1's
@@ -160,8 +194,27 @@ func (p *testPair) conn(k int, size uint64) *conform.Conn {
 	}
 }
 
+// cudaConn is conn in CUDA mode: the source is device memory, only the proxy signals, and the
+// connection takes no host waits (its epoch is device memory).
+func (p *testPair) cudaConn(k int, size uint64) *conform.Conn {
+	c := p.conn(k, size)
+	dev := p.src[k]
+	c.SetSrc = func(off uint64, b []byte) { p.fake.Write(dev+off, b) }
+	c.HostSignals, c.Waits, c.ClosePeer = false, false, nil
+	c.NoPeerClose = "a CUDA-mode connection takes no host waits"
+	return c
+}
+
 func (p *testPair) free() {
-	C.ethHarnessFree(p.h)
+	C.ethHarnessFree(p.h) // joins the receive threads, which use the staging buffers
+	if p.fake != nil {
+		for _, st := range p.stages {
+			p.fake.Dev.HostFree(st)
+		}
+		for _, d := range p.src {
+			p.fake.Dev.MemFree(d)
+		}
+	}
 	for r := range p.bufs {
 		for k := range p.bufs[r] {
 			C.free(p.bufs[r][k])

@@ -3,13 +3,9 @@
 package ib
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"unsafe"
 
-	"github.com/mscclpp-go/mscclpp/cuda"
 	"github.com/mscclpp-go/mscclpp/impl/engine/conform"
 )
 
@@ -20,7 +16,7 @@ import (
 // QP's lock and posted under it).
 func TestConformance(t *testing.T) {
 	t.Run("HostMode", func(t *testing.T) { conformance(t, nil, true) })
-	t.Run("CUDAMode", func(t *testing.T) { conformance(t, fakeProxyState(t), false) })
+	t.Run("CUDAMode", func(t *testing.T) { conformance(t, conform.NewFakeCUDA(t).State, false) })
 }
 
 func conformance(t *testing.T, cudaState unsafe.Pointer, hostSignals bool) {
@@ -36,33 +32,4 @@ func conformance(t *testing.T, cudaState unsafe.Pointer, hostSignals bool) {
 		Fails:       "this package's loopback builds one signalled connection per context",
 		NoPeerClose: "IB learns of a closed peer through its heartbeat (heartbeat.go), which the verbs double's loopback does not run",
 	})
-}
-
-// fakeProxyState is a CUDA-mode proxy's state on the stand-in driver (cuda/testdata/fakecuda.c,
-// built here), freed at the test's end after the connections made later.
-func fakeProxyState(t *testing.T) unsafe.Pointer {
-	t.Helper()
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "cc"
-	}
-	lib := filepath.Join(t.TempDir(), "libfakecuda.so")
-	src := filepath.Join("..", "..", "cuda", "testdata", "fakecuda.c")
-	if b, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", lib, src, "-lpthread").CombinedOutput(); err != nil {
-		t.Fatalf("building the stand-in driver: %v\n%s", err, b)
-	}
-	dev, err := cuda.TestLoadDevice(lib, "0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	state, err := cuda.NewProxyState(dev, nil, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cuda.FreeProxyState(state); err != nil {
-			t.Error(err)
-		}
-	})
-	return state
 }
