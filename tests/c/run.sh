@@ -16,7 +16,7 @@
 #   MSCCLPP_TEST_JOBS=1         run the sub-suites (transports, tools, launchers,
 #                               multinode) after the cases, one at a time, not
 #                               in two chains beside them (the default, 2)
-#   MSCCLPP_TEST_BUDGET=SECONDS the time limit of the cases of this file (default 360):
+#   MSCCLPP_TEST_BUDGET=SECONDS the time limit of the cases of this file (default 600):
 #                               each case's timeout is cut to what is left,
 #                               and cases left when it is used up FAIL unrun
 #   CC, CXX                     compilers (default cc, c++)
@@ -63,7 +63,7 @@ passed=0
 failed=0
 skipped=0
 suite_start=$(date +%s.%N)
-budget=${MSCCLPP_TEST_BUDGET:-360}
+budget=${MSCCLPP_TEST_BUDGET:-600}
 suite_deadline=$(($(date +%s) + budget))
 
 # time_left CASE_TIMEOUT -> the timeout to use, or nothing when the budget is spent
@@ -616,7 +616,7 @@ cuda_case() {
   inc=$(pkg-config --variable=includedir mscclpp 2>/dev/null)
   [ -d "$inc" ] || inc=$build/include
   local t
-  if ! t=$(time_left 120); then
+  if ! t=$(time_left 300); then
     budget_spent "$name" "$start" "$log"
     return
   fi
