@@ -8,6 +8,7 @@ package p2p
 /*
 #include <stdlib.h>
 #include "p2p.h"
+#include "testconn.h"
 
 typedef struct harnessP2P {
   engComm* comm;
@@ -18,6 +19,13 @@ typedef struct harnessP2P {
   mscclppDevConnSignalEpochId epoch;
   uint64_t waitEpoch;
   uint64_t remoteEpoch[2];
+  // connection 1 of the context, where harnessAddConn made it
+  engConn other;
+  engReg otherLocal[2], otherRemote[2];
+  struct mscclppDevConn otherDev;
+  mscclppDevConnSignalEpochId otherEpoch;
+  uint64_t otherWaitEpoch;
+  uint64_t otherRemoteEpoch[2];
 } harnessP2P;
 
 static harnessP2P* harnessNew(void* state, uint64_t src, uint64_t srcSize, uint64_t dst, uint64_t dstSize)
@@ -52,6 +60,18 @@ static harnessP2P* harnessNew(void* state, uint64_t src, uint64_t srcSize, uint6
   t->dev.localSignalEpochId = &t->epoch;
   t->dev.waitEpochId = &t->waitEpoch;
   return t;
+}
+
+// Makes t->other connection 1 of t's context (rank 1, tag 7), its handle 1 src to dst.
+static void harnessAddConn(harnessP2P* t, uint64_t src, uint64_t srcSize, uint64_t dst, uint64_t dstSize)
+{
+  t->otherLocal[1] = (engReg){ENG_REG_MAGIC, NULL, src, srcSize, 0};
+  t->otherRemote[1] = (engReg){ENG_REG_MAGIC, NULL, dst, dstSize, 0};
+  testConnAdd(t->ctx, &t->other, 1, 1, t->otherLocal, t->otherRemote, &t->otherDev, &t->otherEpoch, &t->otherWaitEpoch);
+  t->other.tag = t->otherDev.tag = 7;
+  t->otherDev.remoteRank = 1;
+  t->other.remoteProxyEpoch = &t->otherRemoteEpoch[1];
+  t->other.transport = t->conn.transport;
 }
 
 static int harnessOp(harnessP2P* t, uint64_t type, uint64_t dstH, uint64_t dstOff, uint64_t srcH, uint64_t srcOff,
@@ -185,3 +205,10 @@ func TestAsOtherProcess(on bool) { asOtherProcess.Store(on) }
 // land in (for the conformance suite).
 func (h harnessP2P) engConn() unsafe.Pointer   { return unsafe.Pointer(&h.p.conn) }
 func (h harnessP2P) peerEpoch() unsafe.Pointer { return unsafe.Pointer(&h.p.remoteEpoch[1]) }
+
+// addConn makes a second P2P connection on the harness's context (connection 1, to rank 1, tag
+// 7, handle 1 = src/dst) and returns its engConn and its peer's proxy epoch word.
+func (h harnessP2P) addConn(src, srcSize, dst, dstSize uint64) (conn, peerEpoch unsafe.Pointer) {
+	C.harnessAddConn(h.p, C.uint64_t(src), C.uint64_t(srcSize), C.uint64_t(dst), C.uint64_t(dstSize))
+	return unsafe.Pointer(&h.p.other), unsafe.Pointer(&h.p.otherRemoteEpoch[1])
+}
