@@ -628,39 +628,22 @@ cuda_case() {
   fi
 }
 
-# tests/gpu/moved.sh: build/ carried to another path (a copy), the GPU checks built from it
-# with nvcc alone, through its relocatable .pc and without pkg-config, linked to the copy
-gpu_moved_case() {
-  local name=gpu-build-moved start log=$out/gpu-build-moved.log t
+# script_case NAME LIMIT SCRIPT [ARG...]: one of tests/gpu's scripts as a case, within LIMIT
+# seconds of the budget; a script that says "skipped (nvcc not found)" and exits 0 is a skip
+script_case() {
+  local name=$1 limit=$2 start log=$out/$1.log t
+  shift 2
   selected "$name" || return 0
   start=$(date +%s.%N)
-  if ! t=$(time_left 120); then
+  if ! t=$(time_left "$limit"); then
     budget_spent "$name" "$start" "$log"
     return
   fi
-  timeout -k 5 "$t" bash "$root/tests/gpu/moved.sh" "$build" >"$log" 2>&1
+  timeout -k 5 "$t" bash "$@" >"$log" 2>&1
   local rc=$?
   if [ $rc = 0 ] && grep -q "skipped (nvcc not found)" "$log"; then
     skip "$name" "nvcc not found"
   elif [ $rc = 0 ]; then
-    pass "$name" "$start" "$log"
-  else
-    fail "$name" "$start" "$log"
-  fi
-}
-
-# tests/gpu/selftest.sh: run.sh's judgement on stand-ins, no GPU needed (no pass after a
-# failure under MPS, a SKIP never a pass, GPUs counted through CUDA, a carried build/ used as it
-# is, every case wired)
-gpu_script_case() {
-  local name=gpu-script-judgement start log=$out/gpu-script-judgement.log t
-  selected "$name" || return 0
-  start=$(date +%s.%N)
-  if ! t=$(time_left 180); then
-    budget_spent "$name" "$start" "$log"
-    return
-  fi
-  if timeout -k 5 "$t" bash "$root/tests/gpu/selftest.sh" >"$log" 2>&1; then
     pass "$name" "$start" "$log"
   else
     fail "$name" "$start" "$log"
@@ -801,8 +784,13 @@ run_case threads.cc 2 30 threads_cc
 run_case readme-example-n2 2 30 readme_example
 run_case readme-example-n3 3 30 readme_example
 cuda_case
-gpu_moved_case
-gpu_script_case
+# tests/gpu/moved.sh: build/ carried to another path (a copy), the GPU checks built from it
+# with nvcc alone, through its relocatable .pc and without pkg-config, linked to the copy
+script_case gpu-build-moved 120 "$root/tests/gpu/moved.sh" "$build"
+# tests/gpu/selftest.sh: run.sh's judgement on stand-ins, no GPU needed (no pass after a
+# failure under MPS, a SKIP never a pass, GPUs counted through CUDA, a carried build/ used as it
+# is, every case wired)
+script_case gpu-script-judgement 180 "$root/tests/gpu/selftest.sh"
 install_case
 cmake_case
 packaging_case install-destdir-multiarch destdir
