@@ -9,7 +9,8 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/engine/conform"
 )
 
-// TestConformance: the IB transport, on two connected QPs of the verbs double, passes the
+// TestConformance: the IB transport, on two connections of one context (each two connected QPs
+// of the verbs double, the connection's device view wired for host waits), passes the
 // engine's conformance suite in host mode and in CUDA mode (the context a CUDA-mode proxy's on
 // the stand-in driver: ibCudaEngOps, only the proxy signals): host threads and the proxy signal
 // at once, and the counts reach the peer's epoch in order (the count was once taken outside the
@@ -20,16 +21,27 @@ func TestConformance(t *testing.T) {
 }
 
 func conformance(t *testing.T, cudaState unsafe.Pointer, hostSignals bool) {
+	noPeerClose := "IB learns of a closed peer through its heartbeat (heartbeat.go), which the verbs double's loopback does not run"
+	if !hostSignals {
+		noPeerClose = "a CUDA-mode connection takes no host waits"
+	}
+	conn := func(l *loopback, c testConn, sigB *buffer) *conform.Conn {
+		return &conform.Conn{
+			C:           c.engConn(),
+			Size:        uint64(len(l.bufB.b)),
+			Epoch:       func() uint64 { return conform.Word(unsafe.Pointer(&sigB.b[8])) },
+			SetSrc:      func(off uint64, b []byte) { copy(l.bufA.b[off:], b) },
+			DstWord:     func(off uint64) uint64 { return conform.Word(unsafe.Pointer(&l.bufB.b[off])) },
+			HostSignals: hostSignals,
+			Waits:       hostSignals, // a CUDA-mode connection is waited on by kernels
+			NoPeerClose: noPeerClose,
+		}
+	}
 	l := newLoopback(t)
 	c, sigB := l.signalledConnOn(t, cudaState)
-	conform.Run(t, &conform.Conn{
-		C:           c.engConn(),
-		Size:        uint64(len(l.bufB.b)),
-		Epoch:       func() uint64 { return conform.Word(unsafe.Pointer(&sigB.b[8])) },
-		SetSrc:      func(off uint64, b []byte) { copy(l.bufA.b[off:], b) },
-		DstWord:     func(off uint64) uint64 { return conform.Word(unsafe.Pointer(&l.bufB.b[off])) },
-		HostSignals: hostSignals,
-		Fails:       "this package's loopback builds one signalled connection per context",
-		NoPeerClose: "IB learns of a closed peer through its heartbeat (heartbeat.go), which the verbs double's loopback does not run",
-	})
+	l2 := l.another(t)
+	o, sigO := l2.signalledConnBeside(t, nil, c)
+	first := conn(l, c, sigB)
+	first.Other = conn(l2, o, sigO)
+	conform.Run(t, first)
 }

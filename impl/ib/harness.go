@@ -9,33 +9,53 @@ package ib
 #include <stdlib.h>
 #include <string.h>
 #include "ops.h"
+#include "testconn.h"
+
+// A test connection: its engConn first (the pointer the tests hold), its handles, and its device
+// view wired for host waits (testConnAdd).
+typedef struct ibTestConnT {
+	engConn c;
+	engReg local[2], remote[2];
+	struct mscclppDevConn dev;
+	mscclppDevConnSignalEpochId epoch;
+	uint64_t waitEpoch;
+	int ownsCtx;
+} ibTestConnT;
 
 // cuda: a CUDA-mode proxy's state (cuda/calls.h) for the context (ibCudaEngOps), or NULL (host mode).
+// beside: NULL (connection 0 of a context of its own), or a test connection whose context this one
+// joins as connection 1.
 static engConn* ibTestConn(ibConnState* st, uint64_t la, uint64_t ls, uint64_t ra, uint64_t rs,
-                           uint64_t lsig, uint64_t rsig, void* cuda) {
-	engConn* c = calloc(1, sizeof(engConn));
-	c->comm = engCommNew(0, (engBackoffCfg){4000, 2000, 1000}, (engBackoffCfg){1000, 100, 200});
-	c->peerRank = 1;
-	c->nLocal = 2;
-	c->local = calloc(2, sizeof(engReg));
-	c->nRemote = 2;
-	c->remote = calloc(2, sizeof(engReg));
-	engReg l0 = {ENG_REG_MAGIC, (char*)(uintptr_t)lsig, lsig, 16, 0};
-	engReg l1 = {ENG_REG_MAGIC, (char*)(uintptr_t)la, la, ls, 0};
-	engReg r0 = {ENG_REG_MAGIC, NULL, rsig, 16, 0};
-	engReg r1 = {ENG_REG_MAGIC, NULL, ra, rs, 0};
-	c->local[0] = l0; c->local[1] = l1; c->remote[0] = r0; c->remote[1] = r1;
-	c->ctx = engCtxNewOps(c->comm, cuda != NULL ? &ibCudaEngOps : &ibEngOps, cuda);
-	c->ops = c->ctx->ops;
-	c->ctx->conns[0] = c;
-	c->transport = st;
-	return c;
+                           uint64_t lsig, uint64_t rsig, void* cuda, engConn* beside) {
+	ibTestConnT* t = calloc(1, sizeof(ibTestConnT));
+	engCtx* ctx = beside != NULL ? beside->ctx : NULL;
+	if (ctx == NULL) {
+		engComm* comm = engCommNew(0, (engBackoffCfg){4000, 2000, 1000}, (engBackoffCfg){1000, 100, 200});
+		ctx = engCtxNewOps(comm, cuda != NULL ? &ibCudaEngOps : &ibEngOps, cuda);
+		t->ownsCtx = 1;
+	}
+	t->local[0] = (engReg){ENG_REG_MAGIC, (char*)(uintptr_t)lsig, lsig, 16, 0};
+	t->local[1] = (engReg){ENG_REG_MAGIC, (char*)(uintptr_t)la, la, ls, 0};
+	t->remote[0] = (engReg){ENG_REG_MAGIC, NULL, rsig, 16, 0};
+	t->remote[1] = (engReg){ENG_REG_MAGIC, NULL, ra, rs, 0};
+	testConnAdd(ctx, &t->c, t->ownsCtx ? 0 : 1, 1, t->local, t->remote, &t->dev, &t->epoch, &t->waitEpoch);
+	t->c.transport = st;
+	return &t->c;
 }
 static int ibTestOp(engConn* c, uint64_t t, uint64_t d, uint64_t dOff, uint64_t s, uint64_t sOff, uint64_t n) {
 	return engConnDo(c, t, d, dOff, s, sOff, n);
 }
 static int ibTestErr(engConn* c, char* buf, int len) { return errAsync(&c->comm->err, buf, len); }
-static void ibTestConnFree(engConn* c) { engCtxFree(c->ctx); engCommFree(c->comm); free(c->local); free(c->remote); free(c); }
+static void ibTestConnFree(engConn* c) {
+	ibTestConnT* t = (ibTestConnT*)c;
+	if (t->ownsCtx) {
+		engCtxFree(c->ctx);
+		engCommFree(c->comm);
+	} else {
+		c->ctx->conns[c->connId] = NULL;
+	}
+	free(t);
+}
 */
 import "C"
 
@@ -54,8 +74,14 @@ func newTestConn(st *ConnState, local, remote []verbs.MRInfo) testConn {
 // newTestConnOn is newTestConn on a CUDA-mode proxy's context (cuda: its state, cuda.NewProxyState),
 // or in host mode (nil).
 func newTestConnOn(st *ConnState, local, remote []verbs.MRInfo, cuda unsafe.Pointer) testConn {
+	return newTestConnBeside(st, local, remote, cuda, testConn{})
+}
+
+// newTestConnBeside is newTestConnOn as connection 1 of beside's context (cuda unused), or as
+// connection 0 of a context of its own where beside is the zero testConn.
+func newTestConnBeside(st *ConnState, local, remote []verbs.MRInfo, cuda unsafe.Pointer, beside testConn) testConn {
 	return testConn{C.ibTestConn(st.p, C.uint64_t(local[1].Addr), C.uint64_t(local[1].Size), C.uint64_t(remote[1].Addr),
-		C.uint64_t(remote[1].Size), C.uint64_t(local[0].Addr), C.uint64_t(remote[0].Addr), cuda)}
+		C.uint64_t(remote[1].Size), C.uint64_t(local[0].Addr), C.uint64_t(remote[0].Addr), cuda, beside.c)}
 }
 
 // op calls the ops table the way the proxy does; it returns the result code and the recorded error.

@@ -81,6 +81,15 @@ func newLoopback(t *testing.T) *loopback {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { ctx.Close() })
+	return loopbackOn(t, ctx)
+}
+
+// another is a second loopback on l's device: two more connected QPs, a CQ and MRs of their own.
+func (l *loopback) another(t *testing.T) *loopback { return loopbackOn(t, l.ctx) }
+
+func loopbackOn(t *testing.T, ctx *verbs.Context) *loopback {
+	t.Helper()
 	l := &loopback{ctx: ctx}
 	cq, err := ctx.NewCQ(16)
 	if err != nil {
@@ -105,7 +114,6 @@ func newLoopback(t *testing.T) *loopback {
 				t.Error(e)
 			}
 		}
-		ctx.Close()
 		l.bufA.free()
 		l.bufB.free()
 	})
@@ -127,6 +135,13 @@ func (l *loopback) signalledConn(t *testing.T) (c testConn, sigB *buffer) {
 // signalledConnOn is signalledConn on a CUDA-mode proxy's context (cuda: its state), or in host mode (nil).
 func (l *loopback) signalledConnOn(t *testing.T, cuda unsafe.Pointer) (c testConn, sigB *buffer) {
 	t.Helper()
+	return l.signalledConnBeside(t, cuda, testConn{})
+}
+
+// signalledConnBeside is signalledConnOn as connection 1 of beside's context (or, beside the zero
+// testConn, of a context of its own).
+func (l *loopback) signalledConnBeside(t *testing.T, cuda unsafe.Pointer, beside testConn) (c testConn, sigB *buffer) {
+	t.Helper()
 	sigA, sigB := newBuffer(t, 4096), newBuffer(t, 4096)
 	t.Cleanup(sigA.free)
 	t.Cleanup(sigB.free)
@@ -147,7 +162,7 @@ func (l *loopback) signalledConnOn(t *testing.T, cuda unsafe.Pointer) (c testCon
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Free)
-	c = newTestConnOn(st, local, remote, cuda)
+	c = newTestConnBeside(st, local, remote, cuda, beside)
 	t.Cleanup(c.free)
 	return c, sigB
 }
