@@ -4,13 +4,15 @@ package ib
 
 import (
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/mscclpp-go/mscclpp/impl/engine/conform"
 )
 
 // TestConformance: the IB transport, on two connections of one context (each two connected QPs
-// of the verbs double, the connection's device view wired for host waits), passes the
+// of the verbs double, the connection's device view wired for host waits; in host mode the second
+// runs its heartbeat, and its peer's close is the goodbye of a destroy), passes the
 // engine's conformance suite in host mode and in CUDA mode (the context a CUDA-mode proxy's on
 // the stand-in driver: ibCudaEngOps, only the proxy signals): host threads and the proxy signal
 // at once, and the counts reach the peer's epoch in order (the count was once taken outside the
@@ -21,10 +23,6 @@ func TestConformance(t *testing.T) {
 }
 
 func conformance(t *testing.T, cudaState unsafe.Pointer, hostSignals bool) {
-	noPeerClose := "IB learns of a closed peer through its heartbeat (heartbeat.go), which the verbs double's loopback does not run"
-	if !hostSignals {
-		noPeerClose = "a CUDA-mode connection takes no host waits"
-	}
 	conn := func(l *loopback, c testConn, sigB *buffer) *conform.Conn {
 		return &conform.Conn{
 			C:           c.engConn(),
@@ -34,7 +32,7 @@ func conformance(t *testing.T, cudaState unsafe.Pointer, hostSignals bool) {
 			DstWord:     func(off uint64) uint64 { return conform.Word(unsafe.Pointer(&l.bufB.b[off])) },
 			HostSignals: hostSignals,
 			Waits:       hostSignals, // a CUDA-mode connection is waited on by kernels
-			NoPeerClose: noPeerClose,
+			NoPeerClose: "a CUDA-mode connection takes no host waits",
 		}
 	}
 	l := newLoopback(t)
@@ -43,5 +41,13 @@ func conformance(t *testing.T, cudaState unsafe.Pointer, hostSignals bool) {
 	o, sigO := l2.signalledConnBeside(t, nil, c)
 	first := conn(l, c, sigB)
 	first.Other = conn(l2, o, sigO)
+	if hostSignals { // the second connection's heartbeat: its peer's close is a goodbye it reads
+		beat, err := newTestBeat(l2.ctx, o, l2.a, l2.b, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(beat.close)
+		first.Other.ClosePeer = beat.bye
+	}
 	conform.Run(t, first)
 }

@@ -8,6 +8,7 @@ package ib
 /*
 #include <stdlib.h>
 #include <string.h>
+#include "heartbeat.h"
 #include "ops.h"
 #include "testconn.h"
 
@@ -60,6 +61,7 @@ static void ibTestConnFree(engConn* c) {
 import "C"
 
 import (
+	"time"
 	"unsafe"
 
 	verbs "github.com/mscclpp-go/mscclpp/ib"
@@ -96,3 +98,46 @@ func (t testConn) free() { C.ibTestConnFree(t.c) }
 
 // engConn is the connection's engConn (for the conformance suite).
 func (t testConn) engConn() unsafe.Pointer { return unsafe.Pointer(t.c) }
+
+// testBeat is the heartbeat of a test connection over its QP q, run as transport.go runs it, and
+// its peer's side over QP p as far as a destroy goes: its goodbye.
+type testBeat struct {
+	b          *beats
+	mine, peer *beatSlot
+	p          *verbs.QP
+}
+
+// newTestBeat starts the heartbeat of c over q (its peer silent for dead: unreachable); p is the
+// peer's QP, which says the goodbye.
+func newTestBeat(x *verbs.Context, c testConn, q, p *verbs.QP, dead time.Duration) (*testBeat, error) {
+	mine, err := newBeatSlot(x)
+	if err != nil {
+		return nil, err
+	}
+	peer, err := newBeatSlot(x)
+	if err != nil {
+		mine.free()
+		return nil, err
+	}
+	info := peer.mr.Info()
+	bt := C.ibBeatNew(c.c, (*C.ibQp)(q.CQP()), (*C.uint64_t)(mine.mem), C.uint64_t(info.Addr), C.uint32_t(info.Rkey))
+	tb := &testBeat{b: &beats{dead: dead, list: []*C.ibBeat{bt}}, mine: mine, peer: peer, p: p}
+	tb.b.start()
+	return tb, nil
+}
+
+// bye closes the peer's side as its destroy does (beats.close): its goodbye lands in c's slot.
+func (tb *testBeat) bye() {
+	info := tb.mine.mr.Info()
+	bt := (*C.ibBeat)(C.calloc(1, C.sizeof_ibBeat))
+	defer C.free(unsafe.Pointer(bt))
+	bt.q, bt.raddr, bt.rkey = (*C.ibQp)(tb.p.CQP()), C.uint64_t(info.Addr), C.uint32_t(info.Rkey)
+	C.ibBeatBye(bt, C.int(byeBound.Milliseconds()))
+}
+
+// close stops the heartbeat (before the QPs close) and frees its slots.
+func (tb *testBeat) close() {
+	tb.b.close()
+	tb.mine.free()
+	tb.peer.free()
+}
