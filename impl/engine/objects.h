@@ -201,13 +201,8 @@ static inline void engCountPut(engConn* c, uint64_t size)
 /* Gives c the ops table ops (transport.h), filled with the defaults, first lowering its context's
  * syncsFree when ops does not complete its operations before they return, so that no Sync the
  * proxy serves meanwhile skips a transport call that c's table needs. Called at setup, before
- * any operation on c. */
-static inline void engConnSetOps(engConn* c, const engOps* ops)
-{
-  if (!ops->opsComplete && c->ctx != NULL) __atomic_store_n(&c->ctx->syncsFree, 0, __ATOMIC_SEQ_CST);
-  engOpsFill(&c->ownOps, ops);
-  __atomic_store_n(&c->ops, &c->ownOps, __ATOMIC_RELEASE);
-}
+ * any operation on c (transport.c). */
+void engConnSetOps(engConn* c, const engOps* ops);
 
 /* 1 when pid no longer runs (gone, or a zombie nobody reaped yet): process.c. */
 int engProcessGone(int pid);

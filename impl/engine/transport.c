@@ -1,6 +1,7 @@
 /*
  * transport.c: the named defaults of transport.h for the ops-table entries a
- * transport leaves out, and engOpsFill, which puts them in.
+ * transport leaves out, engOpsFill, which puts them in, and engConnSetOps,
+ * which gives a connection a table of its own.
  */
 #include "transport.h"
 
@@ -65,4 +66,11 @@ void engOpsFill(engOps* dst, const engOps* src)
   if (dst->threadInit == NULL) dst->threadInit = engOpsNoThreadInit;
   if (dst->publishTail == NULL) dst->publishTail = engOpsNoPublishTail;
   if (dst->close == NULL) dst->close = engOpsNoClose;
+}
+
+void engConnSetOps(engConn* c, const engOps* ops)
+{
+  if (!ops->opsComplete && c->ctx != NULL) __atomic_store_n(&c->ctx->syncsFree, 0, __ATOMIC_SEQ_CST);
+  engOpsFill(&c->ownOps, ops);
+  __atomic_store_n(&c->ops, &c->ownOps, __ATOMIC_RELEASE);
 }
