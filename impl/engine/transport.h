@@ -55,6 +55,14 @@
  *   anything else           the context failed (its proxy's tail says failed from then on).
  * Every failure is recorded with engConnFail (or engFail) before it is returned.
  *
+ * Registrations. What a transport maps or registers for a peer's buffers (the
+ * handles an op names) stays valid until close: MSCCL++ 0.1 has no call that
+ * deregisters a buffer, so no operation races a deregistration. Traffic
+ * meets teardown only at mscclppCommDestroy, which stops the proxy and waits
+ * for every call inside the context to leave before close runs (the C
+ * transports suite's destroy busy, stopped and proxystop cases, run over SHM,
+ * Ethernet and IB).
+ *
  * Peer close. When a transport learns that the peer's side of a connection
  * is gone it sets engConn.peerClosed (release) and wakes the threads asleep
  * on the local epoch (engFutexWake on it where localSleepers counts any, or
