@@ -4,9 +4,8 @@
  */
 #include "conform.h"
 
+#include "backoff.h"
 #include "engine.h"
-
-#include <sched.h>
 
 int cfDo(void* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
          uint64_t size)
@@ -78,8 +77,10 @@ void cfInjectFailure(void* c) { engConnSetOps((engConn*)c, &cfLostOps); }
 
 /* The suite's view of the signals the engine hands a transport: c's table wrapped so that each
  * signal value is checked against the last one (they must rise, in the order of the calls, as the
- * engine's lock orders them) before the transport's own entry runs; the wrapper then yields, so
- * that other signallers pile up and an order taken outside the lock would show. One connection
+ * engine's lock orders them) before the transport's own entry runs; the wrapper then pauses on
+ * the CPU, so that other signallers pile up and an order taken outside the lock would show. A
+ * pause, not a yield: the engine holds its signal lock here, and a yield would hand the CPU to
+ * whatever else runs, for a time slice, with every signaller queued behind it. One connection
  * at a time (the suite's cases run one after another). */
 static struct {
   engOps ops;
@@ -94,7 +95,7 @@ static void cfSeen(uint64_t v)
   if (v <= last) __atomic_fetch_add(&cfWrap.inversions, 1, __ATOMIC_RELAXED);
   __atomic_store_n(&cfWrap.last, v, __ATOMIC_RELAXED);
   __atomic_fetch_add(&cfWrap.calls, 1, __ATOMIC_RELAXED);
-  sched_yield();
+  for (int i = 0; i < 256; i++) engPause();
 }
 
 static int cfSignal(engConn* c, uint64_t value)

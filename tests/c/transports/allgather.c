@@ -3,7 +3,6 @@
  * mscclppDevConn* inline functions), on every rank of the launcher's job.
  *
  *   allgather [--malloc] [--iters N] [--chunk B] [--big-iters N] [--big-chunk B]
- *             [--max-seconds S]
  *
  * Each rank connects to every other rank (tag 0) with one buffer of
  * 2 * nranks * (largest chunk) bytes (mscclppHostAlloc, or malloc with
@@ -14,8 +13,9 @@
  * the two halves of the buffer, so a fast rank's next iteration never
  * overwrites what a slow rank still checks. The ways of putting rotate:
  * putWithSignal; put + signal; two puts + signal; putWithSignalAndFlush.
- * --max-seconds bounds the small iterations' total time (and prints the time
- * per round): the oversubscription check.
+ * Rank 0 prints the time per round; how fast an oversubscribed round is, is a
+ * benchmark's question (make bench: the 4-rank allgather row against
+ * MPI_Allgather), not a bound here, where the machine's load is not known.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -79,16 +79,14 @@ int main(int argc, char** argv)
   int useMalloc = 0;
   long iters = 200, bigIters = 3;
   size_t chunk = 1000, bigChunk = 1 << 20;
-  double maxSeconds = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--malloc")) useMalloc = 1;
     else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atol(argv[++i]);
     else if (!strcmp(argv[i], "--chunk") && i + 1 < argc) chunk = (size_t)atol(argv[++i]);
     else if (!strcmp(argv[i], "--big-iters") && i + 1 < argc) bigIters = atol(argv[++i]);
     else if (!strcmp(argv[i], "--big-chunk") && i + 1 < argc) bigChunk = (size_t)atol(argv[++i]);
-    else if (!strcmp(argv[i], "--max-seconds") && i + 1 < argc) maxSeconds = atof(argv[++i]);
     else {
-      printf("usage: allgather [--malloc] [--iters N] [--chunk B] [--big-iters N] [--big-chunk B] [--max-seconds S]\n");
+      printf("usage: allgather [--malloc] [--iters N] [--chunk B] [--big-iters N] [--big-chunk B]\n");
       return 2;
     }
   }
@@ -142,8 +140,6 @@ int main(int argc, char** argv)
          "in %.3f s\n",
          me, n, useMalloc ? "malloc" : "hostalloc", iters, chunk, tSmall, iters ? tSmall / (double)iters * 1e6 : 0.0,
          bigIters, bigChunk, tBig);
-  if (maxSeconds > 0)
-    SU_CHECK(tSmall < maxSeconds, "%ld rounds took %.3f s, bound %.1f s", iters, tSmall, maxSeconds);
 
   mscclppResult_t async = mscclppSuccess;
   SU_CK(mscclppCommGetAsyncError(su_comm, &async));
