@@ -6,8 +6,10 @@
  * gets SO_SNDTIMEO and SO_RCVTIMEO of one tick (pingNs; SO_RCVTIMEO is a wait's
  * 1 ms period where waits read the socket, ethread.c), so no send or receive
  * blocks longer than that; a send that makes no progress for deadNs (the
- * bootstrap timeout) fails, and the receive thread, woken every tick, sends a
- * PING when nothing else went out for a tick and declares the peer
+ * bootstrap timeout) fails, and the reader (the receive thread, woken every
+ * tick, or a wait reading the socket) sends a PING when nothing else went out
+ * for a tick, at every tick and after every frame that came in (a rank that
+ * only receives must still say it is alive), and declares the peer
  * unreachable when nothing at all (data, signal or PING) came in for deadNs.
  * Either way the connection is marked dead and its socket shut down, which
  * releases every sender at once, and the communicator records

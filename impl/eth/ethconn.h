@@ -93,6 +93,10 @@ int ethRecvAll(ethConn* s, void* buf, size_t n);
 int ethRecvIov(ethConn* s, struct iovec* iov, int n);
 /* The receive tick (a PING when due); ETIMEDOUT when nothing came for deadMs. */
 int ethRxTick(ethConn* s);
+/* After a frame came in (lastRecvNs its arrival): a PING when due. A peer that only receives
+ * must still say it is alive, and a steady stream of frames keeps its receives from ever
+ * timing out into the tick. */
+void ethRxFramePing(ethConn* s);
 
 /* ethrx.c: one frame whose header is hdr, its payload still in the socket: 0 to go on, 1 when the
  * stream ended (recorded); *woke is set when its count woke a sleeping wait. The record of why

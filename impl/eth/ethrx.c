@@ -164,7 +164,10 @@ int ethRxFrame(ethConn* s, const unsigned char* hdr, int* woke)
     rc = rxData(s, &h, type == ETH_DATASIG ? &count : NULL);
     if (rc == 0 && type == ETH_DATASIG) *woke |= rxFlag(s, count); /* after its data, even a dropped put's */
   }
-  if (rc == 0) return 0;
+  if (rc == 0) {
+    ethRxFramePing(s);
+    return 0;
+  }
   if (!s->closing && !s->dead) ethRxFailed(s, rc, n);
   return 1;
 }

@@ -16,6 +16,7 @@ package eth
 #include <sys/socket.h>
 #include <unistd.h>
 #include "eth.h"
+#include "engine.h"
 #include "testconn.h"
 
 enum { ethHarnessConns = 2 };
@@ -111,6 +112,18 @@ static void ethHarnessClose(ethHarness* h, int r, int k) { ethAbortConn(connStat
 // Side 0 loses connection k's socket under it: its sends fail from then on.
 static void ethHarnessBreak(ethHarness* h, int k) { shutdown(connState(&h->side[0].conn[k])->fd, SHUT_RDWR); }
 
+// Side r signals connection k once (the engine's path, as a host call does): 0, or the result code.
+static int ethHarnessSignal(ethHarness* h, int r, int k)
+{
+	return engConnDoCall(&h->side[r].conn[k], mscclppFlag, 0, 0, 0, 0, 0);
+}
+
+// Whether side r's connection k was marked failed (a send failed, or its peer declared unreachable).
+static int ethHarnessFailed(ethHarness* h, int r, int k)
+{
+	return engConnFailed(h->side[r].comm, h->side[r].conn[k].connId);
+}
+
 static void ethHarnessFree(ethHarness* h)
 {
 	for (int r = 0; r < 2; r++) {
@@ -203,6 +216,17 @@ func (p *testPair) cudaConn(k int, size uint64) *conform.Conn {
 	c.HostSignals, c.Waits, c.ClosePeer = false, false, nil
 	c.NoPeerClose = "a CUDA-mode connection takes no host waits"
 	return c
+}
+
+// signal: side r signals its connection k once; the result code.
+func (p *testPair) signal(r, k int) int { return int(C.ethHarnessSignal(p.h, C.int(r), C.int(k))) }
+
+// failed: whether side r's connection k was marked failed.
+func (p *testPair) failed(r, k int) bool { return C.ethHarnessFailed(p.h, C.int(r), C.int(k)) != 0 }
+
+// epoch: side r's epoch of connection k, the count of the peer's signals that arrived.
+func (p *testPair) epoch(r, k int) uint64 {
+	return conform.Word(unsafe.Pointer(&p.h.side[r].epoch[k].proxy))
 }
 
 func (p *testPair) free() {

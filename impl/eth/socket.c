@@ -101,15 +101,13 @@ int ethSendFailed(engConn* c, ethConn* s, int err)
   return rc;
 }
 
-/* The receive thread's tick: ETIMEDOUT when nothing came in for deadMs; else a PING when
- * nothing went out for a tick and the socket has room (never waiting for the send lock: its
- * holder is sending, and a stuck one fails by itself). */
-int ethRxTick(ethConn* s)
+/* A PING when nothing went out for a tick before now and the socket has room (never waiting
+ * for the send lock: its holder is sending, and a stuck one fails by itself). */
+static void pingIfDue(ethConn* s, uint64_t now)
 {
-  uint64_t now = engNowNs();
-  if (now - __atomic_load_n(&s->lastRecvNs, __ATOMIC_RELAXED) >= s->deadNs) return ETIMEDOUT;
-  if (now - __atomic_load_n(&s->lastSendNs, __ATOMIC_RELAXED) < s->pingNs) return 0;
-  if (pthread_mutex_trylock(&s->sendLock) != 0) return 0;
+  uint64_t sent = __atomic_load_n(&s->lastSendNs, __ATOMIC_RELAXED);
+  if (now <= sent || now - sent < s->pingNs) return;
+  if (pthread_mutex_trylock(&s->sendLock) != 0) return;
   struct pollfd p = {.fd = s->fd, .events = POLLOUT};
   if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT)) {
     unsigned char hdr[ETH_HDR_BYTES];
@@ -118,8 +116,18 @@ int ethRxTick(ethConn* s)
     (void)ethSendAll(s, iov, 1); /* a failure shows on the receive side */
   }
   pthread_mutex_unlock(&s->sendLock);
+}
+
+/* The receive thread's tick: ETIMEDOUT when nothing came in for deadMs; else a PING when due. */
+int ethRxTick(ethConn* s)
+{
+  uint64_t now = engNowNs();
+  if (now - __atomic_load_n(&s->lastRecvNs, __ATOMIC_RELAXED) >= s->deadNs) return ETIMEDOUT;
+  pingIfDue(s, now);
   return 0;
 }
+
+void ethRxFramePing(ethConn* s) { pingIfDue(s, __atomic_load_n(&s->lastRecvNs, __ATOMIC_RELAXED)); }
 
 /* Fills every byte of iov (advancing it); 0, -1 on a clean end of stream before the first byte,
  * else an errno (ETIMEDOUT: nothing came in for deadMs). A blocked recvmsg returns every tick
