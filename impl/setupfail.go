@@ -61,7 +61,8 @@ func (f *setupFailures) report() []byte {
 	return append(b, text...)
 }
 
-// peerReport is one rank's report as read by another.
+// peerReport is one rank's report as read by another: its code one of the API's results (a
+// report with any other is malformed), never Success.
 type peerReport struct {
 	code  status.Code
 	conns [][2]int // (peer, tag)
@@ -74,9 +75,10 @@ func decodeReport(b []byte) (peerReport, error) {
 	if len(b) < 8 {
 		return peerReport{}, bad
 	}
-	r := peerReport{code: status.Code(le.Uint32(b))}
+	code := le.Uint32(b)
+	r := peerReport{code: status.Code(code)}
 	n := le.Uint32(b[4:])
-	if n > maxReportConns || uint64(len(b)-8) < uint64(n)*12+2 {
+	if code >= uint32(status.NumResults) || n > maxReportConns || uint64(len(b)-8) < uint64(n)*12+2 {
 		return peerReport{}, bad
 	}
 	b = b[8:]
