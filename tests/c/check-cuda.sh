@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # check-cuda.sh [DIR]: the header's device side under nvcc.
 #  1. compiles tests/c/cuda_devconn.cu with nvcc -c (a kernel calling every
 #     device method of mscclppDevConn and mscclppConcurrentFifo, and the same
@@ -15,6 +15,9 @@
 #     the trigger split into two 64-bit stores, and the trigger store made
 #     non-volatile must each fail it (sm_90);
 #  5. compiles the README's first program (hello.c) with nvcc -x cu and as C++.
+# nvcc and cuobjdump go through nvcc-cache.sh: a compile the same nvcc already made of the
+# same input is not made again (what it is, where it lives: nvcc-cache.sh, docs/TESTING.md);
+# every check above still runs on its output.
 # DIR is a build directory (its include/ is used) or an include directory;
 # default: the repository's include/. Without nvcc (on PATH or /usr/bin/nvcc,
 # /usr/local/cuda/bin/nvcc) it says so and exits 0 (tests/c/run.sh counts
@@ -43,12 +46,14 @@ fi
 cuobjdump=$(dirname "$nvcc")/cuobjdump
 [ -x "$cuobjdump" ] || cuobjdump=$(command -v cuobjdump 2>/dev/null || true)
 
+. "$here/nvcc-cache.sh"
+
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mscclpp-cuda.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
 status=0
 # the default architecture, and one with 16-byte volatile stores on sm_70+
 for arch in "" "-arch=sm_70" "-arch=sm_90"; do
-  if "$nvcc" $arch ${NVCC_FLAGS:-} -std=c++14 -Werror all-warnings -I"$inc" -c "$here/cuda_devconn.cu" \
+  if nvcc_cached "$nvcc" $arch ${NVCC_FLAGS:-} -std=c++14 -Werror all-warnings -I"$inc" -c "$here/cuda_devconn.cu" \
       -o "$tmp/cuda_devconn.o" >"$tmp/log" 2>&1; then
     echo "check-cuda: ok   nvcc ${arch:-(default arch)}: every device method of mscclppDevConn compiles"
   else
@@ -62,7 +67,7 @@ for arch in "" "-arch=sm_70" "-arch=sm_90"; do
   fi
 done
 # the release before every trigger store, as nvcc emits it (membar.sys / fence.sc.sys)
-if "$nvcc" -arch=sm_70 ${NVCC_FLAGS:-} -std=c++14 -I"$inc" -ptx "$here/cuda_devconn.cu" -o "$tmp/d.ptx" >"$tmp/log" 2>&1; then
+if nvcc_cached "$nvcc" -arch=sm_70 ${NVCC_FLAGS:-} -std=c++14 -I"$inc" -ptx "$here/cuda_devconn.cu" -o "$tmp/d.ptx" >"$tmp/log" 2>&1; then
   if awk '/membar\.sys|fence\.(sc|acq_rel)\.sys/ { f = 1 }
           /st\.volatile\.global\.v2\.u64/ { n++; if (!f) bad++; f = 0 }
           END { exit (n == 0 || bad > 0) }' "$tmp/d.ptx"; then
@@ -79,9 +84,9 @@ fi
 # sass INCDIR SM OUT: the SASS check of cuda_sass.cu built against INCDIR for sm_SM; its
 # report in OUT; 0 when it passes, 1 when it fails, 2 when it could not be built.
 sass() {
-  "$nvcc" -cubin -gencode "arch=compute_$2,code=sm_$2" ${NVCC_FLAGS:-} -std=c++14 -I"$1" \
+  nvcc_cached "$nvcc" -cubin -gencode "arch=compute_$2,code=sm_$2" ${NVCC_FLAGS:-} -std=c++14 -I"$1" \
     -o "$tmp/s.cubin" "$here/cuda_sass.cu" >"$3" 2>&1 || return 2
-  "$cuobjdump" -sass "$tmp/s.cubin" >"$tmp/s.sass" 2>>"$3" || return 2
+  cuobjdump_cached "$cuobjdump" -sass "$tmp/s.cubin" >"$tmp/s.sass" 2>>"$3" || return 2
   awk -f "$here/sass-check.awk" "$tmp/s.sass" >>"$3" 2>&1
 }
 if [ -z "$cuobjdump" ]; then
@@ -109,7 +114,7 @@ if [ ! -s "$tmp/hello.c" ]; then
   echo "check-cuda: FAILED no docs-check block hello.c in $readme"
   status=1
 else
-  if "$nvcc" -x cu ${NVCC_FLAGS:-} -Werror all-warnings -I"$inc" -c "$tmp/hello.c" -o "$tmp/hello_cu.o" >"$tmp/log" 2>&1; then
+  if nvcc_cached "$nvcc" -x cu ${NVCC_FLAGS:-} -Werror all-warnings -I"$inc" -c "$tmp/hello.c" -o "$tmp/hello_cu.o" >"$tmp/log" 2>&1; then
     echo "check-cuda: ok   the README's hello.c compiles as CUDA (nvcc -x cu)"
   else
     echo "check-cuda: FAILED the README's hello.c as CUDA (nvcc -x cu):"
