@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/mscclpp-go/mscclpp/impl/engine"
-	"github.com/mscclpp-go/mscclpp/impl/nodeshm"
 	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
@@ -15,7 +14,7 @@ import (
 // the slots of parity k%2: a rank can only start collective k+2 (overwriting those slots)
 // after every peer published k+1, which each does only after it finished reading k.
 //
-// A gather of more than a slot (nodeshm.CollSlotBytes) per rank is a run of such rounds, one
+// A gather of more than a slot (Segment.CollSlotBytes) per rank is a run of such rounds, one
 // per slot-sized chunk, each with its own sequence number: while slower peers still read
 // chunk j from one parity's slots, a rank already writes chunk j+1 into the other's. The
 // segment's size does not depend on the gather's, so a gather of any size needs no memory
@@ -32,8 +31,9 @@ func (c *Comm) shmCollectives(size int) bool {
 // allGatherShm is AllGather through the node segment (local index == rank on a single node),
 // in slot-sized chunks; size 0 is a barrier (one round, no data).
 func (c *Comm) allGatherShm(buf []byte, size int) error {
-	for off := 0; ; off += nodeshm.CollSlotBytes {
-		n := min(size-off, nodeshm.CollSlotBytes)
+	slot := c.host.Node.CollSlotBytes()
+	for off := 0; ; off += slot {
+		n := min(size-off, slot)
 		if err := c.shmRound(buf, size, off, n); err != nil {
 			return err
 		}

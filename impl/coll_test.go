@@ -51,9 +51,9 @@ func gatherChecked(c *Comm, size, g int) error {
 // Gathers through the node segment of many sizes, a slot and more included and sizes that are
 // no multiple of a slot, at several rank counts; every byte of every rank checked.
 func TestAllGatherShmSizes(t *testing.T) {
-	slot := nodeshm.CollSlotBytes
-	sizes := []int{1, 3, slot - 1, slot, slot + 1, 2 * slot, 3*slot + 13, 1<<20 + 5}
 	for _, n := range []int{2, 3, 5, 8} {
+		slot := nodeshm.CollSlotBytesFor(n)
+		sizes := []int{1, 3, slot - 1, slot, slot + 1, 2 * slot, 3*slot + 13, 1<<20 + 5}
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			forRanks(t, n, func(c *Comm) error {
 				if !c.shmCollectives(1 << 20) {
@@ -73,10 +73,30 @@ func TestAllGatherShmSizes(t *testing.T) {
 	})
 }
 
+// A gather of 1 MiB per rank between 2 local ranks takes at most 2 rounds through the node
+// segment (each round waits for the peer: a handoff between CPUs, or a wake-up), and 4 ranks
+// at most 4; every byte checked.
+func TestAllGatherShmFewRounds(t *testing.T) {
+	for _, tc := range []struct{ n, rounds int }{{2, 2}, {4, 4}} {
+		t.Run(fmt.Sprint(tc.n), func(t *testing.T) {
+			forRanks(t, tc.n, func(c *Comm) error {
+				before := c.collSeq
+				if err := gatherChecked(c, 1<<20, 0); err != nil {
+					return err
+				}
+				if got := c.collSeq - before; got > uint64(tc.rounds) {
+					return fmt.Errorf("a 1 MiB gather of %d ranks took %d rounds, want at most %d", tc.n, got, tc.rounds)
+				}
+				return nil
+			})
+		})
+	}
+}
+
 // Small and large gathers and barriers interleaved on one communicator: chunk rounds and
 // single rounds share the sequence numbers and slot parities without mixing data.
 func TestAllGatherShmInterleaved(t *testing.T) {
-	slot := nodeshm.CollSlotBytes
+	slot := nodeshm.CollSlotBytesFor(4)
 	sizes := []int{4, 5*slot/2 + 1, 0, 16, 2 * slot, slot + 1, 0, 1, 3*slot - 1, 8}
 	forRanks(t, 4, func(c *Comm) error {
 		for rep := 0; rep < 3; rep++ {
@@ -93,7 +113,7 @@ func TestAllGatherShmInterleaved(t *testing.T) {
 // Ranks that gather different sizes, both above a slot, fail with InvalidUsage on both sides
 // (at the first chunk) rather than pairing chunks of different gathers.
 func TestAllGatherShmMismatchedLargeSizes(t *testing.T) {
-	slot := nodeshm.CollSlotBytes
+	slot := nodeshm.CollSlotBytesFor(2)
 	for _, sizes := range [][2]int{{2 * slot, slot}, {3*slot + 1, 2*slot + 1}} {
 		t.Run(fmt.Sprint(sizes[0], "vs", sizes[1]), func(t *testing.T) {
 			addr := freeAddr(t)
@@ -131,7 +151,9 @@ func TestAllGatherShmPeerDiesMidGather(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadPid := dead.Process.Pid
-	const n, victim, size = 3, 2, 1 << 20
+	const n, victim = 3, 2
+	slot := nodeshm.CollSlotBytesFor(n)
+	size := 4 * slot // four chunk rounds
 	old := bootstrapTimeoutNs.Load()
 	defer bootstrapTimeoutNs.Store(old)
 	if err := SetBootstrapTimeout(30); err != nil {
@@ -145,14 +167,14 @@ func TestAllGatherShmPeerDiesMidGather(t *testing.T) {
 			// two chunk rounds of the gather, then "exit" (its pid names a process that is gone)
 			// and publish a third chunk without waiting: a survivor that reads the pid for the
 			// fourth round saw the third, so it sees the dead pid (a real pid never changes)
-			for off := 0; off < 2*nodeshm.CollSlotBytes; off += nodeshm.CollSlotBytes {
-				if err := c.shmRound(buf, size, off, nodeshm.CollSlotBytes); err != nil {
+			for off := 0; off < 2*slot; off += slot {
+				if err := c.shmRound(buf, size, off, slot); err != nil {
 					return fmt.Errorf("victim's chunk at %d: %w", off, err)
 				}
 			}
 			c.host.Node.SetPid(victim, deadPid)
 			c.collSeq++
-			atomic.StoreUint64(c.host.Node.CollSize(victim, int(c.collSeq&1)), size)
+			atomic.StoreUint64(c.host.Node.CollSize(victim, int(c.collSeq&1)), uint64(size))
 			engine.PublishSeq(c.host.Node.CollSeq(victim), c.collSeq, c.host.Node.CollSleepers(victim))
 			// stay (sockets open, nothing said over TCP) until the survivors saw it in the segment
 			return awaitSurvivors(survivors, n-1)
@@ -187,7 +209,9 @@ func awaitSurvivors(survivors <-chan struct{}, n int) error {
 // A rank that stops (alive) after some chunk rounds of a large gather: the others give up at
 // the bootstrap timeout, counted per round, with RemoteError naming it, and do not hang.
 func TestAllGatherShmPeerStallsMidGather(t *testing.T) {
-	const n, victim, size = 3, 1, 1 << 20
+	const n, victim = 3, 1
+	slot := nodeshm.CollSlotBytesFor(n)
+	size := 4 * slot // four chunk rounds
 	old := bootstrapTimeoutNs.Load()
 	defer bootstrapTimeoutNs.Store(old)
 	if err := SetBootstrapTimeout(1); err != nil {
@@ -197,7 +221,7 @@ func TestAllGatherShmPeerStallsMidGather(t *testing.T) {
 	forRanks(t, n, func(c *Comm) error {
 		buf := make([]byte, n*size)
 		if c.Rank() == victim {
-			if err := c.shmRound(buf, size, 0, nodeshm.CollSlotBytes); err != nil {
+			if err := c.shmRound(buf, size, 0, slot); err != nil {
 				return fmt.Errorf("victim's first chunk: %w", err)
 			}
 			return awaitSurvivors(survivors, n-1) // stalls, sockets open, until the others gave up

@@ -29,13 +29,32 @@ const (
 	shmDir       = "/dev/shm/"
 )
 
-// CollSlotBytes is the most data per rank a collective can move through the segment.
-const CollSlotBytes = 64 << 10
+// The collective data slots: each round of a collective moves at most a slot per rank through
+// the segment, and every round waits for every local peer (a cross-CPU handoff, or a wake-up),
+// so a large gather pays one handoff per slot. The slots of one parity of all local ranks take
+// collSlotsPerNode together, each between collSlotMin and collSlotMax (a power of two): small
+// nodes get large slots (2 ranks: 512 KiB, two rounds per MiB instead of sixteen), nodes of 16
+// ranks and more the smallest, so the segment grows by 2 slots per rank as before.
+const (
+	collSlotMin      = 64 << 10
+	collSlotMax      = 512 << 10
+	collSlotsPerNode = 1 << 20
+)
 
-// collRegion is one local rank's collective area: a sequence word on its own
-// cache line (with the two sizes and the sleeper count), then two data slots used
+// CollSlotBytesFor is the most data per rank one round of a collective moves through the
+// segment of a node of nLocal ranks.
+func CollSlotBytesFor(nLocal int) int {
+	s := collSlotMax
+	for s > collSlotMin && s*nLocal > collSlotsPerNode {
+		s /= 2
+	}
+	return s
+}
+
+// collRegion is one local rank's collective area on a node of nLocal ranks: a sequence word on
+// its own cache line (with the two sizes and the sleeper count), then two data slots used
 // alternately (see Comm.allGatherShm).
-const collRegion = 64 + 2*CollSlotBytes
+func collRegion(nLocal int) int { return 64 + 2*CollSlotBytesFor(nLocal) }
 
 // Segment is one mapping of a node's segment.
 type Segment struct {
@@ -89,7 +108,7 @@ func Join(name string, leader bool, nLocal, maxConns int, deadline time.Time, al
 }
 
 func join(name string, leader bool, nLocal, maxConns int, deadline time.Time, alive func() error) (*Segment, error) {
-	size := headerBytes + nLocal*(regionSize(maxConns)+collRegion)
+	size := headerBytes + nLocal*(regionSize(maxConns)+collRegion(nLocal))
 	path := shmDir + name
 	var fd int
 	var err error
@@ -294,7 +313,13 @@ func (s *Segment) Sleepers(local, conn int) unsafe.Pointer {
 	return unsafe.Pointer(&s.mem[s.regionOff(local)+sleepersOff(s.maxConns)+conn*sleeperBytes])
 }
 
-func (s *Segment) collOff(local int) int { return headerBytes + s.nLocal*s.region + local*collRegion }
+func (s *Segment) collOff(local int) int {
+	return headerBytes + s.nLocal*s.region + local*collRegion(s.nLocal)
+}
+
+// CollSlotBytes is the size of each collective data slot (CollSlot): the most data per rank one
+// round of a collective moves.
+func (s *Segment) CollSlotBytes() int { return CollSlotBytesFor(s.nLocal) }
 
 // CollSeq is local rank local's collective sequence word.
 func (s *Segment) CollSeq(local int) *uint64 { return s.word(s.collOff(local)) }
@@ -310,8 +335,9 @@ func (s *Segment) CollSize(local, parity int) *uint64 { return s.word(s.collOff(
 
 // CollSlot is local rank local's data slot of the given parity (0 or 1).
 func (s *Segment) CollSlot(local, parity int) []byte {
-	off := s.collOff(local) + 64 + parity*CollSlotBytes
-	return s.mem[off : off+CollSlotBytes : off+CollSlotBytes]
+	n := s.CollSlotBytes()
+	off := s.collOff(local) + 64 + parity*n
+	return s.mem[off : off+n : off+n]
 }
 
 // SetPid records the pid of local rank local.

@@ -24,7 +24,7 @@ func TestGiveUpRemovesTheName(t *testing.T) {
 		want string
 	}{
 		{"created, not sized", 0, "was not created by the node's lowest rank in time"},
-		{"sized, never ready", headerBytes + nLocal*(regionSize(maxConns)+collRegion), "never became ready"},
+		{"sized, never ready", headerBytes + nLocal*(regionSize(maxConns)+collRegion(nLocal)), "never became ready"},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			name := Name(0x7465737400000000|uint64(os.Getpid()), uint64(time.Now().UnixNano()), 0)

@@ -3,8 +3,8 @@
  *
  *  1. mscclppCommInitRank at MSCCLPP_TEST_ADDR; CommRank/CommSize; AllGather
  *     of distinct per-rank data for sizes 1, 4, 4096, 64 KiB, 64 KiB + 1,
- *     200001 (no multiple of the node segment's 64 KiB chunk), 1 MiB (and
- *     64 MiB when N = 2), every byte checked; Barrier; 50 rounds of
+ *     200001, 1 MiB + 4099 (no multiple of the node segment's chunk, 64-512
+ *     KiB), 1 MiB (and 64 MiB when N = 2), every byte checked; Barrier; 50 rounds of
  *     AllGather + Barrier.
  *  2. mscclppGetUniqueId on rank 0, handed to the others through a file,
  *     mscclppCommInitRankFromId; the same checks.
@@ -110,7 +110,7 @@ static void rank_size_check(mscclppComm_t comm, const char* what)
 
 static void sizes_check(mscclppComm_t comm, int big)
 {
-  const int sizes[] = {1, 4, 4096, 65536, 65537, 200001, 1 << 20};
+  const int sizes[] = {1, 4, 4096, 65536, 65537, 200001, (1 << 20) + 4099, 1 << 20};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
     allgather_check(comm, rank, nranks, sizes[i], (int)i, 1);
   if (big)
