@@ -431,3 +431,51 @@ func TestEagerSignalAfterData(t *testing.T) {
 		return nil
 	})
 }
+
+// TestEagerStagedPut: a put into memory the peer cannot map larger than the eager threshold is
+// staged through the ring in chunks (ring.h) rather than one process_vm_writev: its bytes fill
+// the ring more than once while the receiver makes no call (its lander lands them), arrive
+// intact at an odd offset and length, and its signal is published after all of them.
+func TestEagerStagedPut(t *testing.T) {
+	const (
+		dst  = 5
+		size = 400<<10 + 3 // more than the ring holds (256 KiB): the sender waits for landings
+	)
+	eagerPair(t, func(c *Comm, buf []byte, dev unsafe.Pointer) error {
+		want := make([]byte, size)
+		fill(want, 11)
+		if c.Rank() == 0 {
+			copy(buf[eagerBuf/2:], want)
+			before := eagerOf(c).EagerQueued(0)
+			if err := op(dev, opData, dst, eagerBuf/2, size); err != nil {
+				return err
+			}
+			if q := eagerOf(c).EagerQueued(0) - before; q < size/64 {
+				return fmt.Errorf("a %d-byte put queued %d ring slots: it did not go through the ring", size, q)
+			}
+			if err := op(dev, opFlag, 0, 0, 1); err != nil {
+				return err
+			}
+			return waitNext(dev) // rank 1 checked
+		}
+		// no call until the last bytes landed: the lander lands every chunk
+		last := buf[dst+size-8 : dst+size]
+		deadline := time.Now().Add(20 * time.Second)
+		for !bytes.Equal(last, want[size-8:]) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the staged put's last bytes never landed without a call: %v", last)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		if err := waitNext(dev); err != nil {
+			return err
+		}
+		if k := firstDiff(buf[dst:dst+size], want); k >= 0 {
+			return fmt.Errorf("byte %d of the staged put is %d, want %d", k, buf[dst+k], want[k])
+		}
+		if buf[dst-1] != 0 || buf[dst+size] != 0 {
+			return fmt.Errorf("the staged put wrote outside its %d bytes at %d", size, dst)
+		}
+		return op(dev, opFlag, 0, 0, 1)
+	})
+}
