@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test.sh [BUILD_DIR]: what `make test` runs after `make deps` and `make`:
-# go vet, the Go tests (-race, through `go test -json`, so every skipped test
-# is seen; -vet=all: every vet check on the tagged build too), the C/C++
+# the Go tests (-race, through `go test -json`, so every skipped test is
+# seen; -vet=all: every vet check on every package as the tag builds it),
+# go vet without the tag where that build holds files the tagged one does
+# not (go_vet below), the C/C++
 # conformance suite (tests/c/run.sh, which runs the SHM, tools and multinode
 # suites too), the docs' blocks (tests/docs/check.sh) and the short
 # fault-injection run (tests/faults/run.sh with FAULTS_TEST_CATS and
@@ -11,7 +13,7 @@
 # processes), and last "N passed, M failed, K skipped".
 #
 # The phases run in three lanes side by side (MSCCLPP_TEST_LANES=1: one
-# after another): go vet; the Go tests; the C suite, the docs, then the
+# after another): go vet (a listing, mostly); the Go tests; the C suite, the docs, then the
 # faults (the docs' `make` and the fault runs' simulated nodes must not meet
 # the C suite's). Much of a lane's time is one process at work or ranks
 # waiting out a timeout, so the others keep both CPUs busy. A phase's output
@@ -67,11 +69,25 @@ phase() {
   return $rc
 }
 
-# go vet without the tag here; with it, go test runs every vet check (-vet=all) on each
-# package it builds, from the same compilation as the tests (a package vet fails, fails)
+# go vet without the tag, on what go test -vet=all does not vet: go test vets every package
+# (with or without test files) as the tag builds it, and that build holds every file of the
+# build without the tag, unless a file is left out by the tag (//go:build !mscclpp_testhooks).
+# So the packages vetted here are those where the build without the tag holds a file (or the
+# package) that the tagged build does not: none while no file says !mscclpp_testhooks.
+go_files() { # [TAGS]: "package file" for each Go file of every package, tests included
+  $GO list "$@" -f '{{$p := .ImportPath}}{{range .GoFiles}}{{$p}} {{.}}{{"\n"}}{{end}}{{range .CgoFiles}}{{$p}} {{.}}{{"\n"}}{{end}}{{range .TestGoFiles}}{{$p}} {{.}}{{"\n"}}{{end}}{{range .XTestGoFiles}}{{$p}} {{.}}{{"\n"}}{{end}}' ./...
+}
 go_vet() {
-  echo "== go vet ./... (with -tags mscclpp_testhooks: go test -vet=all)"
-  $GO vet ./...
+  local untagged tagged pkgs
+  untagged=$(go_files | sort -u) && tagged=$(go_files -tags mscclpp_testhooks | sort -u) || return 1
+  pkgs=$(comm -23 <(printf '%s\n' "$untagged") <(printf '%s\n' "$tagged") | cut -d' ' -f1 | sort -u)
+  if [ -z "$pkgs" ]; then
+    echo "== go vet: every file of the build without the tag is in the tagged build (go test -vet=all vets it): nothing more to vet"
+    return 0
+  fi
+  echo "== go vet (no tag) where the tagged build leaves files out:" $pkgs
+  # shellcheck disable=SC2086
+  $GO vet $pkgs
 }
 go_test() {
   echo "== go test -tags mscclpp_testhooks -race -vet=all ./..."
