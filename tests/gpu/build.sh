@@ -4,8 +4,9 @@
 # repository root, possibly carried to another machine and path since), plus tests/c/launch.c
 # (the rank launcher) with cc, into OUTDIR. Flags come from BUILD_DIR's own pkg-config file
 # (relocatable: its prefix is ${pcfiledir}/../..), or, without pkg-config, straight from the
-# tree: -I BUILD_DIR/include, -L and rpath BUILD_DIR/lib. Nothing outside BUILD_DIR, OUTDIR
-# and tests/ is read. With MSCCLPP_UPSTREAM_FILE (upstream 0.1's allgather_test_standalone.cu) it also builds
+# tree: -I BUILD_DIR/include, -L and rpath BUILD_DIR/lib. Nothing outside BUILD_DIR, OUTDIR,
+# tests/ and the nvcc cache (tests/c/nvcc-cache.sh: compiles of the same input) is read.
+# With MSCCLPP_UPSTREAM_FILE (upstream 0.1's allgather_test_standalone.cu) it also builds
 # OUTDIR/upstream_allgather from a copy with its one-line device change (cudaSetDevice of the
 # rank modulo the number of GPUs, for fewer GPUs than ranks; see ../shared/upstream/README.md).
 # Without nvcc it prints "skipped: nvcc not found" and exits 0.
@@ -60,11 +61,15 @@ archs=${NVCC_FLAGS-"-gencode arch=compute_70,code=sm_70 -gencode arch=compute_80
 
 status=0
 "${CC:-cc}" -O2 -Wall -o "$out/launch" "$root/tests/c/launch.c" || status=1
+# the compiles go through nvcc-cache.sh (the same nvcc over the same input: its object again);
+# every program is linked here
+. "$root/tests/c/nvcc-cache.sh"
 # build PROG SOURCE: one program, compiled in the background (the programs build in parallel)
 pids=()
 build() {
   # shellcheck disable=SC2086
-  { "$nvcc" -std=c++14 -O2 $archs $cflags -I"$here" -o "$out/$1" "$2" "${nvlibs[@]}" >"$out/$1.buildlog" 2>&1 &&
+  { nvcc_cached "$nvcc" -std=c++14 -O2 $archs $cflags -I"$here" -c -o "$out/$1.o" "$2" >"$out/$1.buildlog" 2>&1 &&
+    "$nvcc" -std=c++14 -O2 $archs -o "$out/$1" "$out/$1.o" "${nvlibs[@]}" >>"$out/$1.buildlog" 2>&1 &&
     echo "built $out/$1" || { echo "build.sh: FAILED to build $1:" >&2; sed 's/^/    /' "$out/$1.buildlog" >&2; exit 1; }; } &
   pids+=($!)
 }
