@@ -9,7 +9,8 @@ import (
 )
 
 // TestWriteStreamingEdges copies through both the plain and the non-temporal path at every
-// alignment of the destination, checking the bytes around the copy are untouched.
+// alignment of the destination (the 16- and 32-byte store loops' heads) and around their
+// 64- and 128-byte steps, checking the bytes around the copy are untouched.
 func TestWriteStreamingEdges(t *testing.T) {
 	const n = 1 << 16
 	srcP, err := hostmem.Alloc(n)
@@ -34,8 +35,8 @@ func TestWriteStreamingEdges(t *testing.T) {
 	comm.SetStreamAuto(false) // every put in the range streams: the non-temporal path itself
 	for _, stream := range []uint64{0, 64} {
 		comm.SetStreamBytes(stream, 1<<20)
-		for _, off := range []uint64{0, 1, 7, 15, 16, 33} {
-			for _, size := range []uint64{0, 1, 63, 64, 65, 1000, 4099} {
+		for _, off := range []uint64{0, 1, 7, 15, 16, 17, 31, 32, 33, 48} {
+			for _, size := range []uint64{0, 1, 31, 63, 64, 65, 127, 128, 129, 159, 1000, 4099} {
 				for i := range dst {
 					dst[i] = 0xee
 				}
