@@ -16,7 +16,9 @@ import (
 // the bound, still arrive, and receiving them frees their room.
 func TestUnreceivedTagsBounded(t *testing.T) {
 	logs := newLogSink()
-	bs := formAddr(t, 2, Options{Timeout: 10 * time.Second, Logf: logs.logf})
+	// 60 s: a Send's deadline covers its whole 16 MiB message, which under -race on a loaded
+	// machine took more than 10 s; the flood is refused by the queue bound, not the timeout
+	bs := formAddr(t, 2, Options{Timeout: 60 * time.Second, Logf: logs.logf})
 	victim, sender := bs[0], bs[1]
 	big := bytes.Repeat([]byte{0xa5}, maxP2PMessage)
 
