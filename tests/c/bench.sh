@@ -732,6 +732,13 @@ urow() {
     KEY=${sec:+"$sec|  UCX wins: $(ucxwhy "$mode" "$uw")"} row "  UCX wins: $(ucxwhy "$mode" "$uw")" "$kind" "$o" "$u" "(diagnostic)" ""
     # per run: a loaded machine makes ours bimodal where its waits sleep (UCX's never do)
     spread "ours / UCX" "u.ucx.$mode.$sz.$ow.$unit" "u.ucx.$mode.$sz.$uw.$unit"
+    # from 16 MiB: the put call alone, timed in the same run (the copy without the round trip):
+    # whether the gap is the copy's or the protocol's (bench output only, not the docs' table)
+    local oc uc
+    oc=$(get "u.ucx.$mode.$sz.$ow.copy_gbps") uc=$(get "u.ucx.$mode.$sz.$uw.copy_gbps")
+    if [ -n "$oc" ] && [ -n "$uc" ]; then
+      row "  the put call alone (the copy, no round trip)" b "$oc" "$uc" "(diagnostic)" ""
+    fi
   fi
 }
 if want ucx; then

@@ -28,7 +28,8 @@
  * Sizes: 8 B (one way = RTT / 2), 64 KiB, 1 MiB, 16 MiB, 256 MiB (bandwidth
  * = size / RTT), up to maxBytes; the signal ends every message.
  * Figures (rank 0): ucx.<shm|tcp>.<size>.<ucx|ucxmalloc|ours|oursmalloc>.oneway_ns or
- * .gbps, and INFO lines: INFO ucx.version <text>, INFO ucx.<mode>.lanes
+ * .gbps; from 16 MiB also .copy_gbps (size / the median time of the put call alone: the copy
+ * without the round trip), and INFO lines: INFO ucx.version <text>, INFO ucx.<mode>.lanes
  * <the endpoint's lanes as ucp_ep_print_info prints them: transport/device
  * per lane and which lanes carry RMA>.
  */
@@ -94,6 +95,29 @@ static void ux_wait(void* c)
 
 static void ours_put(void* c, size_t size) { CK(mscclppDevConnPutWithSignal((mscclppDevConn_t*)c, 0, 0, size)); }
 static void ours_wait(void* c) { CK(mscclppDevConnWait((mscclppDevConn_t*)c)); }
+
+/* A way's put timed alone (from 16 MiB): the copy, without the wait for the peer's answer, so
+ * that where a way loses the bandwidth row the copy row says whether its copy is the slower. */
+enum { TIMED_CAP = 4096 };
+typedef struct {
+  pp_ops* o;
+  uint64_t t[TIMED_CAP];
+  size_t n;
+} timed;
+
+static void timed_put(void* c, size_t size)
+{
+  timed* w = c;
+  uint64_t t0 = bench_now_ns();
+  w->o->put(w->o->ctx, size);
+  if (w->n < TIMED_CAP) w->t[w->n++] = bench_now_ns() - t0;
+}
+
+static void timed_wait(void* c)
+{
+  timed* w = c;
+  w->o->wait(w->o->ctx);
+}
 
 /* Progress until req (a flush or close) is done. */
 static void ux_wait_req(ucp_worker_h w, ucs_status_ptr_t req, const char* what)
@@ -266,7 +290,22 @@ int main(int argc, char** argv)
       kp[j] = keys[j];
     }
     int block = s <= 8 ? 512 : s <= (64u << 10) ? 50 : s <= (1u << 20) ? 20 : s <= (16u << 20) ? 2 : 1;
-    pp_multi(ops, kp, k, s, s > (16u << 20) ? 2 * budget : budget, block, s > (16u << 20) ? 1 : 3);
+    static timed tw[WAYS];
+    pp_ops wrapped[WAYS], *run[WAYS];
+    for (int j = 0; j < k; j++) {
+      tw[j].o = ops[j], tw[j].n = 0;
+      wrapped[j] = (pp_ops){&tw[j], rank, ops[j]->src, ops[j]->inbox, timed_put, timed_wait};
+      run[j] = s >= (16u << 20) ? &wrapped[j] : ops[j];
+    }
+    pp_multi(run, kp, k, s, s > (16u << 20) ? 2 * budget : budget, block, s > (16u << 20) ? 1 : 3);
+    /* ucx.<mode>.<size>.<way>.copy_gbps: size / the median put call, its first cycle left out */
+    for (int j = 0; j < k && rank == 0 && s >= (16u << 20); j++) {
+      size_t skip = tw[j].n > (size_t)block ? (size_t)block : 0;
+      if (tw[j].n == skip) continue;
+      char key[128];
+      snprintf(key, sizeof(key), "%s.copy_gbps", kp[j]);
+      bench_result(key, (double)s / (double)bench_median(tw[j].t + skip, tw[j].n - skip));
+    }
   }
 
   /* UCX down: everything delivered, both sides done putting, then the endpoint and the rest */
