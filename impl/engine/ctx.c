@@ -8,6 +8,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -191,6 +194,18 @@ void engCtxClose(engCtx* ctx)
   ctx->ops->close(ctx);
 }
 
+/* Whether the CPU runs PREFETCHW (a push's request for a line it will write, fifo.c) rather than
+ * leaving its opcode undefined. */
+static int cpuHasPrefetchW(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  return __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & (1u << 8)) != 0; /* 3DNowPrefetch / PRFCHW */
+#else
+  return 1;
+#endif
+}
+
 int engCtxInit(engCtx* ctx, engComm* comm, const engOps* ops)
 {
   memset(ctx, 0, sizeof(*ctx));
@@ -199,6 +214,7 @@ int engCtxInit(engCtx* ctx, engComm* comm, const engOps* ops)
   engOpsFill(&ctx->ownOps, ops);
   ctx->ops = &ctx->ownOps;
   ctx->syncsFree = ops->opsComplete;
+  ctx->prefetchW = cpuHasPrefetchW();
   return ctxRegister(ctx);
 }
 

@@ -16,12 +16,10 @@ typedef struct fifoHeld {
   engThread* t;
 } fifoHeld;
 
-/* Enters the host-mode context behind fifo: the one entry of mscclppFifoPush and
- * mscclppFifoWaitServed. The common case (membarrier mode, the thread's record made, no fork)
- * is a branch of it: the record's store and a look in the live table, no call. Anything else,
- * a context that is not live included, goes through ctxEnter, which says what is wrong. ctx
- * NULL: refused, the process-wide last error set. */
-static inline __attribute__((always_inline)) fifoHeld fifoEnter(struct mscclppConcurrentFifo* fifo, const char* fn)
+/* The common entry into the host-mode context behind fifo (membarrier mode, the thread's record
+ * made, no fork, a live host-mode context): the record's store and a look in the live table, no
+ * call. ctx NULL, nothing held, where it does not apply. */
+static inline __attribute__((always_inline)) fifoHeld fifoEnterCommon(struct mscclppConcurrentFifo* fifo)
 {
   engThread* t = engThreadSelf;
   int common = !errForkedChild & (fifo != NULL) & (t != NULL) & (__atomic_load_n(&engUseMembarrier, __ATOMIC_ACQUIRE) == 1);
@@ -30,6 +28,17 @@ static inline __attribute__((always_inline)) fifoHeld fifoEnter(struct mscclppCo
     if (__builtin_expect(ctx != NULL && ctx->devHead == NULL, 1)) return (fifoHeld){ctx, t};
     if (ctx != NULL) engLeaveRecorded(t);
   }
+  return (fifoHeld){NULL, NULL};
+}
+
+/* Enters the host-mode context behind fifo: the one entry of mscclppFifoPush and
+ * mscclppFifoWaitServed. The common case is fifoEnterCommon; anything else, a context that is
+ * not live included, goes through ctxEnter, which says what is wrong. ctx NULL: refused, the
+ * process-wide last error set. */
+static inline __attribute__((always_inline)) fifoHeld fifoEnter(struct mscclppConcurrentFifo* fifo, const char* fn)
+{
+  fifoHeld held = fifoEnterCommon(fifo);
+  if (__builtin_expect(held.ctx != NULL, 1)) return held;
   return (fifoHeld){ctxEnter(fifo, fn, "fifo is NULL", 1), NULL};
 }
 
@@ -84,26 +93,71 @@ static __attribute__((noinline)) const char* pushWaitRoom(engCtx* ctx, uint64_t 
   return NULL;
 }
 
-/* The one push. Its checks, in order, each once: the context (fifoEnter), the type, the
- * connection; an empty put becomes a marker; then the claim and the slot. The common case (a
- * valid trigger, room by the tail an initiator saw last) takes no call: every other step is out
- * of line.
- *
- * Room for claim h: the claim MSCCLPP_PROXY_FIFO_SIZE before it, on the same slot, must have
- * been served (tail past it), else two claims could fill the slot at once. The proxy empties a
- * slot before its tail moves past it, so a tail read with acquire also says the slot is empty
- * and orders this push after the emptying: the push writes the slot without reading it (a read
- * would fetch the proxy's line once more before the write could take it). tailSeen never runs
- * ahead of the proxy's tail (a tail once read; a racing initiator may store an older one, which
- * is only more cautious), and its release store and acquire load carry that order from the
- * initiator that read the tail; only when it shows no room is the shared tail read. A claim is
- * made only where there is room: a push never waits holding a claim. */
-uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint64_t dstDataOffset,
-                         uint64_t srcDataOffset, uint64_t dataSize)
+/* Slots per cache line, and how far ahead of its claim a push that starts a line in a burst (a
+ * push after a push, ctx->pushRun) asks for the line ENG_PUSH_AHEAD slots on, for writing: that
+ * line was emptied by the proxy, which holds it, and a push's locked claim waits until the stores
+ * before it are done, so the first store into each line would otherwise wait for the line to come
+ * from the proxy's CPU on every fourth push. Only a line that tailSeen says is empty (served) is
+ * asked for: the proxy touches it no more until it is filled. A push followed by its wait (a
+ * round trip) asks for nothing: there the request only delays the slot's own line. */
+#define ENG_SLOTS_PER_LINE (64 / (int)sizeof(mscclppTrigger))
+#define ENG_PUSH_AHEAD ENG_SLOTS_PER_LINE
+
+static inline void pushPrefetch(const void* p)
 {
-  fifoHeld held = fifoEnter(fifo, "mscclppFifoPush");
+#if defined(__x86_64__) || defined(__i386__)
+  __asm__ __volatile__("prefetchw %0" ::"m"(*(const char*)p)); /* only where engCtx.prefetchW says so */
+#else
+  __builtin_prefetch(p, 1, 3);
+#endif
+}
+
+/* Rings the doorbell of a sleeping proxy for the push of h, then leaves (out of line: a
+ * syscall). */
+static __attribute__((noinline)) uint64_t pushRing(fifoHeld held, uint64_t h)
+{
+  engFutexWakePrivate(&held.ctx->head);
+  fifoLeave(held);
+  return h;
+}
+
+/* The end of a push that claimed h: the slot's two words (word 0 last, release), the doorbell of
+ * a sleeping proxy (proxy.c, idle; read after the claim, which orders it), then the context is
+ * left. */
+static inline __attribute__((always_inline)) uint64_t pushFill(fifoHeld held, uint64_t h, uint64_t w0, uint64_t w1, int ahead)
+{
   engCtx* ctx = held.ctx;
-  if (__builtin_expect(ctx == NULL, 0)) return MSCCLPP_FIFO_PUSH_FAILED;
+  mscclppTrigger* slot = &ctx->fifo[h % MSCCLPP_PROXY_FIFO_SIZE];
+  __atomic_store_n(&slot->value[1], w1, __ATOMIC_RELAXED);
+  __atomic_store_n(&slot->value[0], w0, __ATOMIC_RELEASE);
+  if (ahead) pushPrefetch(&ctx->fifo[(h + ENG_PUSH_AHEAD) % MSCCLPP_PROXY_FIFO_SIZE]);
+  if (!__atomic_load_n(&ctx->pushRun, __ATOMIC_RELAXED)) __atomic_store_n(&ctx->pushRun, 1, __ATOMIC_RELAXED);
+  if (__builtin_expect(__atomic_load_n(&ctx->proxyAsleep, __ATOMIC_SEQ_CST), 0)) return pushRing(held, h);
+  fifoLeave(held);
+  return h;
+}
+
+/* A push that found no room by tailSeen for its claim at h (out of line, so that the common push
+ * makes no call): waits for room (pushWaitRoom), claims, fills. */
+static __attribute__((noinline)) uint64_t pushAfterWait(fifoHeld held, uint64_t h, uint64_t w0, uint64_t w1)
+{
+  engCtx* ctx = held.ctx;
+  do {
+    const char* why;
+    if (h >= MSCCLPP_PROXY_FIFO_SIZE + __atomic_load_n(&ctx->tailSeen, __ATOMIC_ACQUIRE) && (why = pushWaitRoom(ctx, h)) != NULL)
+      return pushRefuse(held, why);
+  } while (!__atomic_compare_exchange_n(&ctx->head, &h, h + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+  return pushFill(held, h, w0, w1, 0);
+}
+
+/* The checks of a push once its context is entered, then the claim and the slot: the body of
+ * mscclppFifoPush, on the common entry and on the general one (pushEnterSlow). Every step off
+ * the common case is a tail call, so that the common push saves no register. */
+static inline __attribute__((always_inline)) uint64_t pushEntered(fifoHeld held, struct mscclppConcurrentFifo* fifo,
+                                                                  uint64_t type, uint64_t dstDataOffset,
+                                                                  uint64_t srcDataOffset, uint64_t dataSize)
+{
+  engCtx* ctx = held.ctx;
   if (__builtin_expect((type & (mscclppData | mscclppFlag | mscclppSync)) == 0 || (type >> MSCCLPP_BITS_TYPE) != 0, 0))
     return pushRefuse(held, "type must be a non-empty OR of mscclppData, mscclppFlag and mscclppSync");
   /* a trigger is served on its connection: refuse one whose connection is not set up yet */
@@ -117,20 +171,47 @@ uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint
     if (type == 0) type = mscclppSync;
     dataSize = 1;
   }
-  uint64_t h = __atomic_load_n(&ctx->head, __ATOMIC_RELAXED);
+  uint64_t w0 = MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize), w1 = MSCCLPP_TRIGGER_WORD1(type, connId, dstDataOffset);
+  uint64_t h = __atomic_load_n(&ctx->head, __ATOMIC_RELAXED), seen;
   do {
-    const char* why;
-    if (__builtin_expect(h >= MSCCLPP_PROXY_FIFO_SIZE + __atomic_load_n(&ctx->tailSeen, __ATOMIC_ACQUIRE), 0) &&
-        (why = pushWaitRoom(ctx, h)) != NULL)
-      return pushRefuse(held, why);
+    if (__builtin_expect(h >= MSCCLPP_PROXY_FIFO_SIZE + (seen = __atomic_load_n(&ctx->tailSeen, __ATOMIC_ACQUIRE)), 0))
+      return pushAfterWait(held, h, w0, w1);
   } while (!__atomic_compare_exchange_n(&ctx->head, &h, h + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
-  mscclppTrigger* slot = &ctx->fifo[h % MSCCLPP_PROXY_FIFO_SIZE];
-  __atomic_store_n(&slot->value[1], MSCCLPP_TRIGGER_WORD1(type, connId, dstDataOffset), __ATOMIC_RELAXED);
-  __atomic_store_n(&slot->value[0], MSCCLPP_TRIGGER_WORD0(srcDataOffset, dataSize), __ATOMIC_RELEASE);
-  /* the doorbell of a sleeping proxy (proxy.c, idle): read after the claim, which orders it */
-  if (__builtin_expect(__atomic_load_n(&ctx->proxyAsleep, __ATOMIC_SEQ_CST), 0)) engFutexWakePrivate(&ctx->head);
-  fifoLeave(held);
-  return h;
+  int ahead = h % ENG_SLOTS_PER_LINE == 0 && ctx->prefetchW && __atomic_load_n(&ctx->pushRun, __ATOMIC_RELAXED) &&
+              h + ENG_PUSH_AHEAD + ENG_SLOTS_PER_LINE - 1 < MSCCLPP_PROXY_FIFO_SIZE + seen;
+  return pushFill(held, h, w0, w1, ahead);
+}
+
+/* mscclppFifoPush entered the general way (ctxEnter: no thread record yet, counting mode, a
+ * forked child, a context that is not live), out of line. */
+static __attribute__((noinline)) uint64_t pushEnterSlow(struct mscclppConcurrentFifo* fifo, uint64_t type,
+                                                        uint64_t dstDataOffset, uint64_t srcDataOffset, uint64_t dataSize)
+{
+  fifoHeld held = {ctxEnter(fifo, "mscclppFifoPush", "fifo is NULL", 1), NULL};
+  if (held.ctx == NULL) return MSCCLPP_FIFO_PUSH_FAILED;
+  return pushEntered(held, fifo, type, dstDataOffset, srcDataOffset, dataSize);
+}
+
+/* The one push. Its checks, in order, each once: the context (fifoEnter), the type, the
+ * connection; an empty put becomes a marker; then the claim and the slot. The common case (a
+ * valid trigger, room by the tail an initiator saw last) takes no call: every other step is out
+ * of line, reached by a tail call.
+ *
+ * Room for claim h: the claim MSCCLPP_PROXY_FIFO_SIZE before it, on the same slot, must have
+ * been served (tail past it), else two claims could fill the slot at once. The proxy empties a
+ * slot before its tail moves past it, so a tail read with acquire also says the slot is empty
+ * and orders this push after the emptying: the push writes the slot without reading it (a read
+ * would fetch the proxy's line once more before the write could take it). tailSeen never runs
+ * ahead of the proxy's tail (a tail once read; a racing initiator may store an older one, which
+ * is only more cautious), and its release store and acquire load carry that order from the
+ * initiator that read the tail; only when it shows no room is the shared tail read. A claim is
+ * made only where there is room: a push never waits holding a claim. */
+uint64_t mscclppFifoPush(struct mscclppConcurrentFifo* fifo, uint64_t type, uint64_t dstDataOffset,
+                         uint64_t srcDataOffset, uint64_t dataSize)
+{
+  fifoHeld held = fifoEnterCommon(fifo);
+  if (__builtin_expect(held.ctx != NULL, 1)) return pushEntered(held, fifo, type, dstDataOffset, srcDataOffset, dataSize);
+  return pushEnterSlow(fifo, type, dstDataOffset, srcDataOffset, dataSize);
 }
 
 /* How many polls of the slot a mscclppFifoWaitServed makes, each after a pause, before its
@@ -193,6 +274,7 @@ int mscclppFifoWaitServed(struct mscclppConcurrentFifo* fifo, uint64_t seq)
     engFail(NULL, mscclppInvalidUsage, "%s: seq is not the result of a successful push on this FIFO", fn);
     return mscclppInvalidArgument;
   }
+  if (__atomic_load_n(&ctx->pushRun, __ATOMIC_RELAXED)) __atomic_store_n(&ctx->pushRun, 0, __ATOMIC_RELAXED);
   mscclppTrigger* slot = &ctx->fifo[seq % MSCCLPP_PROXY_FIFO_SIZE];
   uint32_t polls = ctx->comm->waitCfg.spin < ENG_SERVED_POLLS ? ctx->comm->waitCfg.spin : ENG_SERVED_POLLS;
   for (uint32_t i = 0; i < polls; i++) {

@@ -138,6 +138,9 @@ typedef struct engCtx {
   /* 1 while a host-mode proxy sleeps on the futex of head's low 32 bits (proxy.c): a push that
    * sees it after its claim wakes the proxy. */
   uint32_t proxyAsleep;
+  /* 1 when the last host call on this FIFO was a push, 0 after a mscclppFifoWaitServed (relaxed:
+   * a hint): a push that follows a push is part of a burst, which asks for lines ahead (fifo.c). */
+  uint32_t pushRun;
   uint64_t tail __attribute__((aligned(64))); /* published by the proxy */
   /* Triggers served, for tests and stats: written by the proxy thread only, for every trigger, so
    * on the tail's line, which the initiators seldom read, and not on the line of failed and
@@ -154,6 +157,7 @@ typedef struct engCtx {
    * raised, by engConnSetOps): a Sync alone then needs no transport call, which the proxy knows from
    * this line it reads anyway instead of a connection's table, two dependent loads further. */
   int syncsFree;
+  int prefetchW; /* 1 where the CPU has PREFETCHW (engCtxInit asks cpuid): pushes ask for lines ahead */
   engConn* conns[ENG_MAX_CONNS];
   pthread_t thread;
   volatile int running;
