@@ -13,8 +13,7 @@
  *       The pp.h ping-pong (pp_multi) at 8 B .. maxBytes (default 256 MiB)
  *       with putWithSignal / wait on a connection whose buffers come from
  *       mscclppHostAlloc (a put is a memcpy into the peer's mapped buffer)
- *       or malloc (a put goes through the eager ring, staged in chunks above
- *       4 KiB; process_vm_writev where ranks outnumber CPUs), interleaved block by block
+ *       or malloc (a put is process_vm_writev), interleaved block by block
  *       with, in the same processes:
  *         line     (a) a ping-pong of one cache line of shared memory, spin
  *         memcpy   (b) memcpy into the peer's mapped buffer + a release store

@@ -22,8 +22,8 @@
  *       user's buffer gives UCX, beside ours' malloc connection; which
  *       transport carries those puts shows in the endpoint's lanes).
  * ours: shm: putWithSignal -> wait over mscclppTransportSHM on a
- *       mscclppHostAlloc buffer (ours) and on a malloc buffer (oursmalloc: the
- *       eager ring, staged in chunks above 4 KiB); tcp: over mscclppTransportEthernet (ours).
+ *       mscclppHostAlloc buffer (ours) and on a malloc buffer (oursmalloc:
+ *       process_vm_writev); tcp: over mscclppTransportEthernet (ours).
  *
  * Sizes: 8 B (one way = RTT / 2), 64 KiB, 1 MiB, 16 MiB, 256 MiB (bandwidth
  * = size / RTT), up to maxBytes; the signal ends every message.
