@@ -82,11 +82,3 @@ func (t testConn) free() {
 		C.free(t.dst[k])
 	}
 }
-
-// SetStageCPUs makes the communicators set up from now on count n CPUs when they decide whether
-// to stage large puts (ring.go's stages); restore puts the machine's count back.
-func SetStageCPUs(n int) (restore func()) {
-	old := stageCPUs
-	stageCPUs = func() int { return n }
-	return func() { stageCPUs = old }
-}

@@ -25,7 +25,6 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/hostmem"
 	"github.com/mscclpp-go/mscclpp/impl/logx"
 	"github.com/mscclpp-go/mscclpp/impl/status"
-	"github.com/mscclpp-go/mscclpp/impl/sysinfo"
 	"github.com/mscclpp-go/mscclpp/impl/transport"
 )
 
@@ -70,14 +69,6 @@ func eagerSetting(v string) uint64 {
 	}
 	return n
 }
-
-// stageCPUs is the number of CPUs staged puts may count on (sysinfo.OnlineCPUs; tests set it).
-var stageCPUs = sysinfo.OnlineCPUs
-
-// stages is whether puts larger than the eager threshold are staged through the rings: a staged
-// put needs its sender and its receiver on a CPU at once, so not where this node's ranks
-// outnumber its CPUs (there one process_vm_writev does the copy on the sender's CPU alone).
-func (s *shm) stages() bool { return len(s.h.LocalOf) <= stageCPUs() }
 
 // eagerBytes is the communicator's eager threshold (eagerSetting).
 func (s *shm) eagerBytes() uint64 { return s.eager }
@@ -167,9 +158,6 @@ func (s *shm) mapRing(pid int, blobs [][]byte, out *C.shmOut) (*C.shmRingHdr, er
 	if s.eagerBytes() > 0 {
 		out.hdr, out.slots, out.nslots = hdr, (*C.char)(unsafe.Add(p, C.SHM_RING_HDR)), C.uint32_t(n)
 		out.maxBytes = C.uint32_t(min(maxBytes, s.eagerBytes()))
-		if s.stages() {
-			out.stage = 1
-		}
 	}
 	return hdr, nil
 }

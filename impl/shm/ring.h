@@ -19,7 +19,7 @@
  * sleepers in the ring's header (both sides use that count, see shmRingHdr).
  *
  * Larger puts into such memory are staged through the same ring, in entries
- * of up to SHM_STAGE_CHUNK bytes, unless the node's ranks outnumber its CPUs: the sender copies a chunk in while the
+ * of up to SHM_STAGE_CHUNK bytes: the sender copies a chunk in while the
  * receiver lands the one before, two CPUs sharing a copy that one
  * process_vm_writev does alone (with no system call, and with the data in
  * the receiver's cache once it lands).
@@ -99,8 +99,6 @@ typedef struct shmOut {
   char* slots;
   uint32_t nslots;
   uint32_t maxBytes; /* the smaller of this side's threshold and the ring's */
-  int stage;         /* 1: larger puts are staged through the ring (0: where the node's ranks outnumber
-                      * its CPUs, sender and receiver cannot copy at once: process_vm_writev) */
   int lock;          /* held by the thread queueing or signalling: positions and signals agree */
   uint64_t tailSeen; /* hdr->tail as last read (under lock): read again only when the ring looks full,
                       * so that a put does not pull the line the receiver writes at every landing */
@@ -119,11 +117,10 @@ static inline int shmHasRing(const engConn* c)
   return s != NULL && s->out.hdr != NULL;
 }
 /* Whether a put of size bytes into d goes through the ring (as one entry up to the eager
- * threshold, staged in chunks above it where the ring stages). */
+ * threshold, staged in chunks above it). */
 static inline int shmRingTakes(const engConn* c, const engReg* d, uint64_t size)
 {
-  const shmOut* o = &((const shmConn*)c->transport)->out;
-  return shmHasRing(c) && d->mapped == NULL && size > 0 && (size <= o->maxBytes || o->stage);
+  return shmHasRing(c) && d->mapped == NULL && size > 0;
 }
 /* Whether the ring to the peer holds entries not landed yet. */
 static inline int shmRingBusy(const engConn* c)
