@@ -92,14 +92,8 @@ static int outPut(engConn* c, shmOut* o, uint64_t handle, uint64_t off, const ch
 int shmRingPut(engConn* c, uint64_t handle, uint64_t off, const char* src, uint64_t size, uint64_t signal)
 {
   shmOut* o = &((shmConn*)c->transport)->out;
-  /* the receiver takes entries of up to shmEntryMax of its threshold, of which ours is the smaller */
-  uint64_t chunk = size <= o->maxBytes ? size : shmEntryMax(o->maxBytes);
-  int rc = mscclppSuccess;
-  outLock(o); /* for the whole put: another thread's signal does not come between its chunks */
-  for (uint64_t done = 0; done < size && rc == mscclppSuccess; done += chunk) {
-    uint64_t n = size - done < chunk ? size - done : chunk;
-    rc = outPut(c, o, handle, off + done, src + done, n, done + n == size ? signal : 0);
-  }
+  outLock(o);
+  int rc = outPut(c, o, handle, off, src, size, signal);
   outUnlock(o);
   return rc;
 }

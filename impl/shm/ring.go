@@ -73,10 +73,10 @@ func eagerSetting(v string) uint64 {
 // eagerBytes is the communicator's eager threshold (eagerSetting).
 func (s *shm) eagerBytes() uint64 { return s.eager }
 
-// ringGeometry is the number of slots of a ring for entries of up to maxEntry bytes: room for
-// 8 of the largest, and at least 1024 slots (64 KiB).
-func ringGeometry(maxEntry uint64) (nslots uint64, bytes uint64) {
-	need := 8 * uint64(C.shmEntrySlots(C.uint64_t(maxEntry)))
+// ringGeometry is the number of slots of a ring for entries of up to eager bytes: room for 8
+// of the largest, and at least 1024 slots (64 KiB).
+func ringGeometry(eager uint64) (nslots uint64, bytes uint64) {
+	need := 8 * uint64(C.shmEntrySlots(C.uint64_t(eager)))
 	for nslots = 1024; nslots < need; nslots *= 2 {
 	}
 	return nslots, C.SHM_RING_HDR + nslots*C.SHM_SLOT
@@ -93,7 +93,7 @@ func (s *shm) ringFor(idx int) (*inRing, error) {
 		return nil, nil
 	}
 	if s.arena == nil {
-		nslots, bytes := ringGeometry(uint64(C.shmEntryMax(C.uint64_t(eager))))
+		nslots, bytes := ringGeometry(eager)
 		mem, err := hostmem.NewShared("mscclpp-eager", bytes*engine.MaxConns)
 		if err != nil {
 			return nil, err
@@ -146,7 +146,7 @@ func (s *shm) mapRing(pid int, blobs [][]byte, out *C.shmOut) (*C.shmRingHdr, er
 	hdr := (*C.shmRingHdr)(p)
 	n, maxBytes := uint64(hdr.nslots), uint64(hdr.maxBytes)
 	if hdr.magic != C.SHM_RING_MAGIC || n < 64 || n > 1<<24 || n&(n-1) != 0 ||
-		maxBytes > C.SHM_EAGER_MAX || 4*uint64(C.shmEntrySlots(C.shmEntryMax(C.uint64_t(maxBytes)))) > n {
+		maxBytes > C.SHM_EAGER_MAX || 4*uint64(C.shmEntrySlots(C.uint64_t(maxBytes))) > n {
 		return nil, status.Errorf(status.RemoteError, "the peer's eager ring (at offset %d of %d bytes, %d slots, entries of up to %d bytes) is malformed", sh.Offset, sh.Size, n, maxBytes)
 	}
 	// the whole ring, checked against the memory mapped (which an earlier mapping of the same
@@ -167,7 +167,7 @@ func (s *shm) newIn(st transport.Setup, r *inRing, local []engine.Reg) *C.shmIn 
 	in := (*C.shmIn)(C.calloc(1, C.sizeof_shmIn))
 	hdr := (*C.shmRingHdr)(r.ptr)
 	in.hdr, in.slots = hdr, (*C.char)(unsafe.Add(r.ptr, C.SHM_RING_HDR))
-	in.nslots, in.maxBytes = C.uint32_t(r.nslots), C.uint32_t(C.shmEntryMax(C.uint64_t(r.maxBytes)))
+	in.nslots, in.maxBytes = C.uint32_t(r.nslots), C.uint32_t(r.maxBytes)
 	in.nLocal = C.int(len(local))
 	in.local = (*C.engReg)(C.calloc(C.size_t(len(local)), C.sizeof_engReg))
 	for i, l := range local {

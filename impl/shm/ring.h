@@ -18,14 +18,8 @@
  * Waits on the receiver's epoch of a connection with a ring count their
  * sleepers in the ring's header (both sides use that count, see shmRingHdr).
  *
- * Larger puts into such memory are staged through the same ring, in entries
- * of up to SHM_STAGE_CHUNK bytes: the sender copies a chunk in while the
- * receiver lands the one before, two CPUs sharing a copy that one
- * process_vm_writev does alone (with no system call, and with the data in
- * the receiver's cache once it lands).
- *
  * Ordering: while the ring holds entries not landed, a signal goes into the
- * ring too and a direct put (memcpy into mapped memory) first waits until
+ * ring too and a direct put (process_vm_writev, memcpy) first waits until
  * the ring is empty; with the ring empty both keep their direct path.
  */
 #ifndef MSCCLPP_SHM_RING_H_
@@ -43,15 +37,11 @@
 #define SHM_SLOT 64
 #define SHM_ENTRY_HDR 32
 #define SHM_EAGER_MAX (64u << 10) /* the largest eager threshold */
-/* The largest entry of a staged put, when the eager threshold is smaller: a few of them fill a
- * core's first-level cache, so the sender's copy in and the receiver's copy out of one chunk
- * stay in cache while the two overlap. */
-#define SHM_STAGE_CHUNK (16u << 10)
 
 typedef struct shmRingHdr {
   uint64_t magic;
   uint32_t nslots;   /* a power of two */
-  uint32_t maxBytes; /* the receiver's eager threshold (a staged put's entries go up to shmEntryMax of it) */
+  uint32_t maxBytes; /* the largest payload of an entry */
   uint64_t head __attribute__((aligned(64))); /* positions claimed by senders */
   uint64_t tail __attribute__((aligned(64))); /* positions landed by the receiver */
   /* Threads of the receiver asleep on its epoch of the connection: with a ring, this count
@@ -69,9 +59,6 @@ typedef struct shmEntry {
   uint64_t signal; /* the signal count to publish once landed, or 0 */
 } shmEntry;
 
-/* The largest payload of an entry in a ring whose receiver's eager threshold is eager. */
-static inline uint64_t shmEntryMax(uint64_t eager) { return eager > SHM_STAGE_CHUNK ? eager : SHM_STAGE_CHUNK; }
-
 /* Slots an entry of size payload bytes takes. */
 static inline uint64_t shmEntrySlots(uint64_t size) { return (SHM_ENTRY_HDR + size + SHM_SLOT - 1) / SHM_SLOT; }
 
@@ -80,7 +67,7 @@ static inline uint64_t shmEntrySlots(uint64_t size) { return (SHM_ENTRY_HDR + si
 typedef struct shmIn {
   shmRingHdr* hdr;
   char* slots;
-  uint32_t nslots, maxBytes; /* maxBytes: the largest payload of an entry (shmEntryMax) */
+  uint32_t nslots, maxBytes;
   uint64_t tail; /* positions landed (hdr->tail is its published copy) */
   int lock;      /* held by the thread landing */
   int failed;    /* a malformed entry was met: nothing more is landed */
@@ -116,11 +103,10 @@ static inline int shmHasRing(const engConn* c)
   const shmConn* s = (const shmConn*)c->transport;
   return s != NULL && s->out.hdr != NULL;
 }
-/* Whether a put of size bytes into d goes through the ring (as one entry up to the eager
- * threshold, staged in chunks above it). */
-static inline int shmRingTakes(const engConn* c, const engReg* d, uint64_t size)
+/* Whether a put of size bytes into d goes through the ring. */
+static inline int shmEager(const engConn* c, const engReg* d, uint64_t size)
 {
-  return shmHasRing(c) && d->mapped == NULL && size > 0;
+  return shmHasRing(c) && d->mapped == NULL && size > 0 && size <= ((const shmConn*)c->transport)->out.maxBytes;
 }
 /* Whether the ring to the peer holds entries not landed yet. */
 static inline int shmRingBusy(const engConn* c)
@@ -129,9 +115,8 @@ static inline int shmRingBusy(const engConn* c)
   return s != NULL && s->out.hdr != NULL &&
          __atomic_load_n(&s->out.hdr->tail, __ATOMIC_ACQUIRE) != __atomic_load_n(&s->out.hdr->head, __ATOMIC_ACQUIRE);
 }
-/* Queues size bytes at src for the peer's handle at off (one entry up to the eager threshold,
- * else entries of the larger of it and SHM_STAGE_CHUNK), and with signal != 0 that signal count
- * after them, with the last entry (the engine's value, given under its signal lock). */
+/* Queues size bytes at src for the peer's handle at off, and with signal != 0 that signal count
+ * after them (the engine's value, given under its signal lock). */
 int shmRingPut(engConn* c, uint64_t handle, uint64_t off, const char* src, uint64_t size, uint64_t signal);
 /* The signal value on a connection with a ring: queued behind the entries not landed yet, else direct. */
 int shmRingSignal(engConn* c, uint64_t value);

@@ -47,7 +47,7 @@ static int shmRingData(engConn* c, uint64_t dstHandle, uint64_t dstOff, uint64_t
   const engReg *s, *d;
   int rc = engCheckPut(c, dstHandle, dstOff, srcHandle, srcOff, size, &s, &d);
   if (rc != mscclppSuccess) return rc;
-  if (shmRingTakes(c, d, size)) return shmRingPut(c, dstHandle, dstOff, s->mapped + srcOff, size, value);
+  if (size > 0 && shmEager(c, d, size)) return shmRingPut(c, dstHandle, dstOff, s->mapped + srcOff, size, value);
   /* a direct put must not overtake data queued before it (a later put to the same bytes wins) */
   if (size > 0 && shmRingBusy(c) && (rc = shmRingDrain(c)) != mscclppSuccess) return rc;
   if (size > 0 && (rc = shmWrite(c, d, dstOff, s->mapped + srcOff, size)) != mscclppSuccess) return rc;

@@ -203,7 +203,7 @@ func (s *shm) Finish(st transport.Setup) (transport.Connected, error) {
 		return out, err
 	}
 	if eager > 0 {
-		out.Path = fmt.Sprintf("puts into buffers the peer could not share (malloc) through an eager ring in shared memory, landed by the peer (up to %d bytes as one entry, larger puts staged in chunks); else %s", eager, out.Path)
+		out.Path = fmt.Sprintf("puts of up to %d bytes into buffers the peer could not share (malloc) through an eager ring in shared memory, landed by the peer; else %s", eager, out.Path)
 	}
 	if len(remote) > 1 {
 		out.RemoteBuff = remote[1].Mapped

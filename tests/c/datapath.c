@@ -5,7 +5,7 @@
  *
  * Every rank connects to every other rank twice over mscclppTransportSHM:
  * tag 0 with a mscclppHostAlloc buffer (node shared memory: a put is a
- * memcpy) and tag 1 with a malloc buffer (a put goes through the eager ring),
+ * memcpy) and tag 1 with a malloc buffer (a put goes by process_vm_writev),
  * each with an extra malloc buffer registered as handle 2. Each buffer is
  * [0, H) source data and [H, 2H) where the peer's data lands. Rounds, each
  * followed by a wait on every connection and a byte-exact check:

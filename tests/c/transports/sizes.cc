@@ -108,7 +108,7 @@ int main(int argc, char** argv)
   su_verify(buf, BIG, su_seed(2, peer, 0), "BIG direct put");
   su_verify_const(pad, PAD - 1, 0xEE, "pad after the big put");
   printf("sizes rank %d: %zu MiB %s put in %.3f s (%.2f GB/s), received after %.3f s\n", me, BIG >> 20,
-         useMalloc ? "eager ring (staged)" : "memcpy", tPut, (double)BIG / tPut / 1e9, tWait);
+         useMalloc ? "process_vm_writev" : "memcpy", tPut, (double)BIG / tPut / 1e9, tWait);
   SU_CK(mscclppBootstrapBarrier(su_comm));
 
   /* 3. BIG bytes through the FIFO */
