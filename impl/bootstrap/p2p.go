@@ -45,9 +45,7 @@ func (b *Bootstrap) Send(peer, tag int, data []byte) error {
 	var hdr [p2pHdrLen]byte
 	binary.LittleEndian.PutUint64(hdr[0:8], uint64(int64(tag)))
 	binary.LittleEndian.PutUint64(hdr[8:16], uint64(len(data)))
-	o.c.SetWriteDeadline(deadlineIn(b.timeout))
-	bufs := net.Buffers{hdr[:], data}
-	if _, err := bufs.WriteTo(o.c); err != nil {
+	if err := b.writeMessage(o.c, hdr[:], data); err != nil {
 		if e := b.failed(); e != nil {
 			return e
 		}
@@ -61,6 +59,27 @@ func (b *Bootstrap) Send(peer, tag int, data []byte) error {
 		}
 		b.untrack(o.c)
 		return o.err
+	}
+	return nil
+}
+
+// sendChunk is how much of a point-to-point message goes out under one write deadline.
+const sendChunk = 1 << 20
+
+// writeMessage writes hdr and data to c, each sendChunk of data under a deadline of its own:
+// the timeout bounds a peer that takes no data, not the time a large message takes.
+func (b *Bootstrap) writeMessage(c *net.TCPConn, hdr, data []byte) error {
+	first := min(len(data), sendChunk)
+	c.SetWriteDeadline(deadlineIn(b.timeout))
+	bufs := net.Buffers{hdr, data[:first]}
+	if _, err := bufs.WriteTo(c); err != nil {
+		return err
+	}
+	for off := first; off < len(data); off += sendChunk {
+		c.SetWriteDeadline(deadlineIn(b.timeout))
+		if _, err := c.Write(data[off:min(len(data), off+sendChunk)]); err != nil {
+			return err
+		}
 	}
 	return nil
 }

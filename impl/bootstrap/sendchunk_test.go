@@ -1,0 +1,69 @@
+package bootstrap
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mscclpp-go/mscclpp/impl/status"
+)
+
+// TestSendTimeoutBoundsSilenceNotSize: a message that takes longer than the timeout to go out,
+// to a peer that keeps taking data, arrives whole; a peer that takes nothing fails the Send
+// with RemoteError after about the timeout, saying it took no data.
+func TestSendTimeoutBoundsSilenceNotSize(t *testing.T) {
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := ln.AcceptTCP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	c.SetWriteBuffer(64 << 10) // little room in the kernel: the reader's pace is the message's
+	peer.SetReadBuffer(64 << 10)
+	const timeout = time.Second
+	b := &Bootstrap{rank: 0, nranks: 2, timeout: timeout, out: make([]outConn, 2), conns: map[net.Conn]struct{}{}}
+	b.out[1].c = c
+	data := bytes.Repeat([]byte{0x5a}, 8<<20)
+
+	got := make(chan []byte, 1)
+	go func() { // takes 256 KiB every 50 ms: 1.6 s for the message, 0.2 s for each MiB
+		var msg []byte
+		buf := make([]byte, 256<<10)
+		for len(msg) < p2pHdrLen+len(data) {
+			n, err := io.ReadFull(peer, buf[:min(len(buf), p2pHdrLen+len(data)-len(msg))])
+			msg = append(msg, buf[:n]...)
+			if err != nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		got <- msg
+	}()
+	t0 := time.Now()
+	if err := b.Send(1, 3, data); err != nil {
+		t.Fatalf("a %d-byte send to a peer taking data all along failed after %v (timeout %v): %v", len(data), time.Since(t0), timeout, err)
+	}
+	if msg := <-got; len(msg) != p2pHdrLen+len(data) || !bytes.Equal(msg[p2pHdrLen:], data) {
+		t.Fatalf("the peer got %d bytes, want %d with the data intact", len(msg), p2pHdrLen+len(data))
+	}
+
+	t0 = time.Now() // now nobody reads
+	err = b.Send(1, 4, data)
+	if status.CodeOf(err) != status.RemoteError || !strings.Contains(err.Error(), "took no data within") {
+		t.Fatalf("a send to a peer that takes nothing: %v; want RemoteError saying it took no data", err)
+	}
+	if d := time.Since(t0); d > 10*timeout {
+		t.Fatalf("a send to a peer that takes nothing failed after %v, timeout %v", d, timeout)
+	}
+}
