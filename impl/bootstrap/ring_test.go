@@ -89,27 +89,30 @@ func TestLazyRingConnectsOnce(t *testing.T) {
 	}
 }
 
+// tcpPair is a connected pair of TCP sockets over 127.0.0.1, closed when t ends: the dialling
+// end, then the accepted one.
+func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ln.AcceptTCP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); s.Close() })
+	return c, s
+}
+
 // watchClosed reports a connection its other side closed, and one it stopped watching
 // is as it was: the next bytes the other side sends arrive intact.
 func TestWatchClosed(t *testing.T) {
-	pair := func() (*net.TCPConn, *net.TCPConn) {
-		ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		c, err := net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := ln.AcceptTCP()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close(); s.Close() })
-		return c, s
-	}
-	c, s := pair()
+	c, s := tcpPair(t)
 	gone, stop := watchClosed(c)
 	s.Close()
 	select {
@@ -122,7 +125,7 @@ func TestWatchClosed(t *testing.T) {
 	}
 	stop()
 
-	c, s = pair()
+	c, s = tcpPair(t)
 	gone, stop = watchClosed(c)
 	stop()
 	select {

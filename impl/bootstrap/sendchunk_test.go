@@ -15,20 +15,7 @@ import (
 // to a peer that keeps taking data, arrives whole; a peer that takes nothing fails the Send
 // with RemoteError after about the timeout, saying it took no data.
 func TestSendTimeoutBoundsSilenceNotSize(t *testing.T) {
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := ln.AcceptTCP()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
+	c, peer := tcpPair(t)
 	c.SetWriteBuffer(64 << 10) // little room in the kernel: the reader's pace is the message's
 	peer.SetReadBuffer(64 << 10)
 	const timeout = time.Second
@@ -59,7 +46,7 @@ func TestSendTimeoutBoundsSilenceNotSize(t *testing.T) {
 	}
 
 	t0 = time.Now() // now nobody reads
-	err = b.Send(1, 4, data)
+	err := b.Send(1, 4, data)
 	if status.CodeOf(err) != status.RemoteError || !strings.Contains(err.Error(), "took no data within") {
 		t.Fatalf("a send to a peer that takes nothing: %v; want RemoteError saying it took no data", err)
 	}
