@@ -64,8 +64,8 @@ func bootOptions() bootstrap.Options {
 	return bootstrap.Options{
 		Timeout: BootstrapTimeout(),
 		HostID:  hostID(),
-		// a single-node communicator gathers through the node segment (shmCollectives), and
-		// larger gathers never take the star
+		// a single-node communicator gathers through the node segment at every size
+		// (shmCollectives): its bootstrap's collectives never need the star
 		RingOnlyOnOneHost: true,
 		Logf: func(warn bool, format string, args ...any) {
 			if warn {
