@@ -102,7 +102,12 @@ run_case() {
     passed=$((passed + 1))
   else
     echo "FAIL $name (${dt}s, launch exit $rc): $prog $*"
-    grep -v '^\[rank [0-9]*\] .* rank [0-9]*: OK (' "$log" | tail -40 | sed 's/^/    /'
+    local shown
+    shown=$(grep -v '^\[rank [0-9]*\] .* rank [0-9]*: OK (' "$log" 2>&1 | tail -40)
+    if [ -z "$shown" ]; then # nothing but OK lines, or no log: say so, with the log's last lines
+      shown="(the log, $(wc -l <"$log" 2>&1) line(s), holds nothing but the ranks' OK lines; its end:)"$'\n'$(tail -5 "$log" 2>&1)
+    fi
+    printf '%s\n' "$shown" | sed 's/^/    /'
     failed=$((failed + 1))
   fi
 }
