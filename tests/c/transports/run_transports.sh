@@ -135,7 +135,7 @@ run_case fifo_order_hostalloc_n2 2 60 - fifo order
 run_case fifo_order_malloc_n2 2 60 - fifo order --malloc
 run_case fifo_flagorder_hostalloc_n2 2 60 - fifo flagorder
 run_case fifo_flagorder_malloc_n2 2 60 - fifo flagorder --malloc
-# 1-byte and 256 MiB puts
+# 1-byte and 16 MiB puts (above the 8 MiB where puts into HostAlloc memory may stream: sizes.cc)
 run_case sizes_hostalloc_n2 2 90 - sizes
 run_case sizes_malloc_n2 2 90 - sizes --malloc
 # out-of-range triggers rejected, canary intact, later operations work
