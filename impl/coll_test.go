@@ -1,6 +1,7 @@
 package impl
 
 import (
+	"bytes"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -24,25 +25,24 @@ func gatherChecked(c *Comm, size, g int) error {
 	if size == 0 {
 		return c.Barrier()
 	}
-	n := c.Size()
-	buf := make([]byte, n*size)
+	n, me := c.Size(), c.Rank()
+	want := make([]byte, n*size)
 	for r := 0; r < n; r++ {
 		for i := 0; i < size; i++ {
-			buf[r*size+i] = 0xEE // stale data a gather must overwrite
+			want[r*size+i] = collByte(r, i, g, size)
 		}
 	}
-	me := c.Rank()
-	for i := 0; i < size; i++ {
-		buf[me*size+i] = collByte(me, i, g, size)
-	}
+	buf := bytes.Repeat([]byte{0xEE}, n*size) // stale data a gather must overwrite
+	copy(buf[me*size:(me+1)*size], want[me*size:])
 	if err := c.AllGather(unsafe.Pointer(&buf[0]), size); err != nil {
 		return fmt.Errorf("gather %d of %d bytes: %w", g, size, err)
 	}
-	for r := 0; r < n; r++ {
-		for i := 0; i < size; i++ {
-			if got, want := buf[r*size+i], collByte(r, i, g, size); got != want {
-				return fmt.Errorf("gather %d of %d bytes: rank %d's byte %d = %#x, want %#x", g, size, r, i, got, want)
-			}
+	if bytes.Equal(buf, want) {
+		return nil
+	}
+	for i := range buf {
+		if buf[i] != want[i] {
+			return fmt.Errorf("gather %d of %d bytes: rank %d's byte %d = %#x, want %#x", g, size, i/size, i%size, buf[i], want[i])
 		}
 	}
 	return nil
@@ -51,10 +51,12 @@ func gatherChecked(c *Comm, size, g int) error {
 // Gathers through the node segment of many sizes, a slot and more included and sizes that are
 // no multiple of a slot, at several rank counts; every byte of every rank checked.
 func TestAllGatherShmSizes(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{2, 3, 5, 8} {
 		slot := nodeshm.CollSlotBytesFor(n)
 		sizes := []int{1, 3, slot - 1, slot, slot + 1, 2 * slot, 3*slot + 13, 1<<20 + 5}
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			t.Parallel()
 			forRanks(t, n, func(c *Comm) error {
 				if !c.shmCollectives(1 << 20) {
 					return fmt.Errorf("a single-node communicator does not gather through the node segment")
@@ -69,6 +71,7 @@ func TestAllGatherShmSizes(t *testing.T) {
 		})
 	}
 	t.Run("2x3MiB", func(t *testing.T) {
+		t.Parallel()
 		forRanks(t, 2, func(c *Comm) error { return gatherChecked(c, 3<<20+1, 0) })
 	})
 }
@@ -77,6 +80,7 @@ func TestAllGatherShmSizes(t *testing.T) {
 // segment (each round waits for the peer: a handoff between CPUs, or a wake-up), and 4 ranks
 // at most 4; every byte checked.
 func TestAllGatherShmFewRounds(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ n, rounds int }{{2, 2}, {4, 4}} {
 		t.Run(fmt.Sprint(tc.n), func(t *testing.T) {
 			forRanks(t, tc.n, func(c *Comm) error {
@@ -98,6 +102,7 @@ func TestAllGatherShmFewRounds(t *testing.T) {
 func TestAllGatherShmInterleaved(t *testing.T) {
 	slot := nodeshm.CollSlotBytesFor(4)
 	sizes := []int{4, 5*slot/2 + 1, 0, 16, 2 * slot, slot + 1, 0, 1, 3*slot - 1, 8}
+	t.Parallel()
 	forRanks(t, 4, func(c *Comm) error {
 		for rep := 0; rep < 3; rep++ {
 			for i, size := range sizes {

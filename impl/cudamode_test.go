@@ -4,6 +4,7 @@ package impl
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +35,7 @@ func TestCUDAModeFakeDriver(t *testing.T) {
 		fakeCUDAChild(t)
 		return
 	}
+	t.Parallel()
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "calls.log")
 	out := runFakeCUDAChild(t, "TestCUDAModeFakeDriver", "1", "FAKECUDA_LOG="+logPath, "FAKE_CUDA_MARK="+logPath)
@@ -92,20 +94,23 @@ func TestCUDAModeFakeDriver(t *testing.T) {
 	t.Logf("child:\n%s", out)
 }
 
-// runFakeCUDAChild builds the stand-in driver of cuda/testdata and runs test in a child process
+// runFakeCUDAChild builds the stand-in driver of cuda/testdata (once per test process) and runs test in a child process
 // (the driver library is chosen once per process) with fakeChildEnv=mode and env; it returns
 // the child's output and fails t when the child fails.
 func runFakeCUDAChild(t *testing.T, test, mode string, env ...string) []byte {
 	t.Helper()
-	lib := filepath.Join(t.TempDir(), "libfakecuda.so")
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "cc"
-	}
-	build := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", lib, filepath.Join("..", "cuda", "testdata", "fakecuda.c"), "-lpthread")
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the fake driver: %v\n%s", err, b)
-	}
+	lib := sharedArtifact(t, "fakecuda", func(dir string) (string, error) {
+		lib := filepath.Join(dir, "libfakecuda.so")
+		cc := os.Getenv("CC")
+		if cc == "" {
+			cc = "cc"
+		}
+		build := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", lib, filepath.Join("..", "cuda", "testdata", "fakecuda.c"), "-lpthread")
+		if b, err := build.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("building the fake driver: %v\n%s", err, b)
+		}
+		return lib, nil
+	})
 	return runFakeChildWith(t, lib, test, mode, env...)
 }
 

@@ -17,30 +17,32 @@ import (
 )
 
 // buildDevThreadsDriver links the stand-in driver with the kernels of tests/devthreads (the
-// header's device methods compiled for CPU threads by g++) into one library.
+// header's device methods compiled for CPU threads by g++) into one library, built once per
+// test process.
 func buildDevThreadsDriver(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	cc, cxx := os.Getenv("CC"), os.Getenv("CXX")
-	if cc == "" {
-		cc = "cc"
-	}
-	if cxx == "" {
-		cxx = "g++"
-	}
-	lib := filepath.Join(dir, "libfakecuda.so")
-	steps := [][]string{
-		{cc, "-c", "-fPIC", "-O1", "-o", filepath.Join(dir, "fake.o"), filepath.Join("..", "cuda", "testdata", "fakecuda.c")},
-		{cxx, "-c", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fPIC", "-O1", "-I../include", "-I../tests/devthreads",
-			"-o", filepath.Join(dir, "kernels.o"), filepath.Join("..", "tests", "devthreads", "kernels.cc")},
-		{cxx, "-shared", "-o", lib, filepath.Join(dir, "fake.o"), filepath.Join(dir, "kernels.o"), "-lpthread"},
-	}
-	for _, s := range steps {
-		if b, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(s, " "), err, b)
+	return sharedArtifact(t, "devthreads", func(dir string) (string, error) {
+		cc, cxx := os.Getenv("CC"), os.Getenv("CXX")
+		if cc == "" {
+			cc = "cc"
 		}
-	}
-	return lib
+		if cxx == "" {
+			cxx = "g++"
+		}
+		lib := filepath.Join(dir, "libfakecuda.so")
+		steps := [][]string{
+			{cc, "-c", "-fPIC", "-O1", "-o", filepath.Join(dir, "fake.o"), filepath.Join("..", "cuda", "testdata", "fakecuda.c")},
+			{cxx, "-c", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fPIC", "-O1", "-I../include", "-I../tests/devthreads",
+				"-o", filepath.Join(dir, "kernels.o"), filepath.Join("..", "tests", "devthreads", "kernels.cc")},
+			{cxx, "-shared", "-o", lib, filepath.Join(dir, "fake.o"), filepath.Join(dir, "kernels.o"), "-lpthread"},
+		}
+		for _, s := range steps {
+			if b, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
+				return "", fmt.Errorf("%s: %v\n%s", strings.Join(s, " "), err, b)
+			}
+		}
+		return lib, nil
+	})
 }
 
 // TestDeviceThreadsP2P and TestDeviceThreadsEthernet run the header's device methods on CPU
@@ -62,6 +64,7 @@ func devThreadsTest(t *testing.T, mode string) {
 		devThreadsChild(t, tr)
 		return
 	}
+	t.Parallel()
 	out := runFakeChildWith(t, buildDevThreadsDriver(t), t.Name(), mode)
 	t.Logf("child:\n%s", out)
 }
@@ -176,21 +179,18 @@ func TestDevConnPlacement(t *testing.T) {
 		devThreadsDone(t, comms)
 		return
 	}
+	t.Parallel()
 	lib := buildDevThreadsDriver(t)
 	for _, c := range []struct{ name, mode string }{{"P2P", "placement-p2p"}, {"Ethernet", "placement-eth"}} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			out := runFakeChildWith(t, lib, "TestDevConnPlacement", c.mode)
 			t.Logf("child:\n%s", out)
 		})
 	}
 	t.Run("IB", func(t *testing.T) {
-		dir := t.TempDir()
-		b, err := exec.Command("bash", filepath.Join("..", "tests", "ib", "double", "build.sh"), dir).CombinedOutput()
-		if err != nil {
-			t.Fatalf("building the verbs double: %v\n%s", err, b)
-		}
-		out, err := fakeChild(lib, "TestDevConnPlacement", "placement-ib",
-			"MSCCLPP_IBV_SO="+filepath.Join(dir, "libibverbs.so.1"), "MSCCLPP_IBV_DOUBLE_DIR="+dir)
+		t.Parallel()
+		out, err := fakeChild(lib, "TestDevConnPlacement", "placement-ib", ibDoubleEnv(t)...)
 		if err != nil {
 			t.Fatalf("IB in CUDA mode: %s\n%s", firstFailure(out), out)
 		}

@@ -26,6 +26,7 @@ func TestIBDmabufWholePages(t *testing.T) {
 		ibDmabufChild(t)
 		return
 	}
+	t.Parallel()
 	out := ibInfoChild(t, "TestIBDmabufWholePages", "ib-dmabuf")
 	if !strings.Contains(string(out), "registered through a dma-buf") || strings.Contains(string(out), "nvidia-peermem) (") {
 		t.Errorf("device memory not registered through a dma-buf")
@@ -99,6 +100,7 @@ func TestPoolBufferRefused(t *testing.T) {
 		poolRefusedChild(t)
 		return
 	}
+	t.Parallel()
 	out := ibInfoChild(t, "TestPoolBufferRefused", "pool-refused")
 	for _, call := range []string{"mscclppConnect", "mscclppRegisterBuffer"} {
 		if !strings.Contains(string(out), call+": buffer ") || !strings.Contains(string(out), "refused: buffer") {

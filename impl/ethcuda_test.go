@@ -25,6 +25,7 @@ func TestEthernetCUDAModeFakeDriver(t *testing.T) {
 		fakeEthernetChild(t)
 		return
 	}
+	t.Parallel()
 	out := runFakeCUDAChild(t, "TestEthernetCUDAModeFakeDriver", "eth")
 	t.Logf("child:\n%s", out)
 }
@@ -74,6 +75,7 @@ func TestEthernetCUDAModePerGPU(t *testing.T) {
 		ethPerGPUChild(t)
 		return
 	}
+	t.Parallel()
 	runFakeCUDAChildPassing(t, "TestEthernetCUDAModePerGPU", "eth-per-gpu")
 }
 

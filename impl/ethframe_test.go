@@ -21,6 +21,7 @@ import (
 // the stream flows, and returns with the put's data once its signal came. Rank 1 starts its
 // wait once the put's first bytes landed, so that the receive thread, not the wait, reads it.
 func TestEthWaitSleepsOverFrame(t *testing.T) {
+	t.Parallel()
 	const size = 64 << 20
 	addr := freeAddr(t)
 	bufs := [2][]byte{make([]byte, size), make([]byte, size)}

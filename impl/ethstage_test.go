@@ -57,6 +57,7 @@ func TestEthernetCUDAStaging(t *testing.T) {
 		devThreadsDone(t, comms)
 		return
 	}
+	t.Parallel()
 	log := filepath.Join(t.TempDir(), "fakecuda.log")
 	out := runFakeChildWith(t, buildDevThreadsDriver(t), t.Name(), "eth-stage", "FAKECUDA_LOG="+log)
 	t.Logf("child:\n%s", out)

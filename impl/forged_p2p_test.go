@@ -20,6 +20,7 @@ func TestForgedP2PSetup(t *testing.T) {
 		forgedP2PChild(t)
 		return
 	}
+	t.Parallel()
 	runFakeCUDAChildPassing(t, "TestForgedP2PSetup", "forged-p2p")
 }
 

@@ -3,6 +3,7 @@
 package impl
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,14 +15,17 @@ import (
 	"github.com/mscclpp-go/mscclpp/impl/engine"
 )
 
-// ibDoubleEnv builds the libibverbs test double and returns the environment that selects it.
+// ibDoubleEnv returns the environment that selects the libibverbs test double (built once per
+// test process) with a fabric of t's own.
 func ibDoubleEnv(t *testing.T) []string {
 	t.Helper()
-	dir := t.TempDir()
-	if b, err := exec.Command("bash", filepath.Join("..", "tests", "ib", "double", "build.sh"), dir).CombinedOutput(); err != nil {
-		t.Fatalf("building the verbs double: %v\n%s", err, b)
-	}
-	return []string{"MSCCLPP_IBV_SO=" + filepath.Join(dir, "libibverbs.so.1"), "MSCCLPP_IBV_DOUBLE_DIR=" + dir}
+	lib := sharedArtifact(t, "ibverbs-double", func(dir string) (string, error) {
+		if b, err := exec.Command("bash", filepath.Join("..", "tests", "ib", "double", "build.sh"), dir).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("building the verbs double: %v\n%s", err, b)
+		}
+		return filepath.Join(dir, "libibverbs.so.1"), nil
+	})
+	return []string{"MSCCLPP_IBV_SO=" + lib, "MSCCLPP_IBV_DOUBLE_DIR=" + t.TempDir()}
 }
 
 // TestDeviceThreadsIB runs the device-threads kernels (see TestDeviceThreadsP2P) over IB in
@@ -36,6 +40,7 @@ func TestDeviceThreadsIB(t *testing.T) {
 		devThreadsChild(t, transportIB)
 		return
 	}
+	t.Parallel()
 	lib := buildDevThreadsDriver(t)
 	for _, c := range []struct {
 		name string
@@ -47,6 +52,7 @@ func TestDeviceThreadsIB(t *testing.T) {
 		{"suballocated", []string{"MSCCLPP_TEST_SUBALLOCATED=1"}, "registered through a dma-buf"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			env := append(append(ibDoubleEnv(t), c.env...), "MSCCLPP_DEBUG=INFO", "MSCCLPP_DEBUG_SUBSYS=ALL")
 			out := runFakeChildWith(t, lib, "TestDeviceThreadsIB", "devthreads-ib", env...)
 			t.Logf("child:\n%s", out)
@@ -100,6 +106,7 @@ func TestIBCudaNoGPUDirect(t *testing.T) {
 		}
 		return
 	}
+	t.Parallel()
 	env := append(ibDoubleEnv(t), "MSCCLPP_IBV_DOUBLE_DMABUF=0")
 	out := runFakeChildWith(t, buildDevThreadsDriver(t), "TestIBCudaNoGPUDirect", "ib-nogdr", env...)
 	t.Logf("child:\n%s", out)

@@ -29,6 +29,7 @@ func TestIBFabricSettings(t *testing.T) {
 		ibFabricChild(t)
 		return
 	}
+	t.Parallel()
 	env := append(ibDoubleEnv(t), "MSCCLPP_IBV_DOUBLE_LINK=eth", "MSCCLPP_IBV_DOUBLE_GIDS=3",
 		"MSCCLPP_IB_SL=5", "MSCCLPP_IB_TC=106", "MSCCLPP_IB_GID_INDEX=2", "MSCCLPP_IB_HCA==double_0:1",
 		"MSCCLPP_IB_TIMEOUT=22", "MSCCLPP_IB_RETRY_CNT=3", "MSCCLPP_DEBUG=INFO", "MSCCLPP_DEBUG_SUBSYS=ALL")
@@ -133,6 +134,7 @@ func TestIBUnorderedGPUNoRelaxedOrdering(t *testing.T) {
 		devThreadsDone(t, comms)
 		return
 	}
+	t.Parallel()
 	env := append(ibDoubleEnv(t), "MSCCLPP_DEBUG=INFO", "MSCCLPP_DEBUG_SUBSYS=ALL")
 	out := runFakeChildWith(t, buildDevThreadsDriver(t), "TestIBUnorderedGPUNoRelaxedOrdering", "ib-unordered", env...)
 	if !strings.Contains(string(out), "below OWNER, 100: before sm_80): data buffers are registered without relaxed ordering") {

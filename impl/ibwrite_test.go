@@ -25,6 +25,7 @@ func TestIBCudaRegisteredWrite(t *testing.T) {
 		ibWriteChild(t)
 		return
 	}
+	t.Parallel()
 	env := append(ibDoubleEnv(t), "MSCCLPP_DEBUG=INFO", "MSCCLPP_DEBUG_SUBSYS=ALL")
 	out := runFakeChildWith(t, buildDevThreadsDriver(t), "TestIBCudaRegisteredWrite", "ib-write", env...)
 	if !strings.Contains(string(out), "registered through a dma-buf") {

@@ -28,10 +28,13 @@ func TestPinnedHostMemoryHostMode(t *testing.T) {
 		pinnedHostChild(t, tr)
 		return
 	}
+	t.Parallel()
 	t.Run("Ethernet", func(t *testing.T) {
+		t.Parallel()
 		t.Logf("child:\n%s", runFakeCUDAChild(t, "TestPinnedHostMemoryHostMode", "pinned-eth"))
 	})
 	t.Run("IB", func(t *testing.T) {
+		t.Parallel()
 		t.Logf("child:\n%s", runFakeCUDAChild(t, "TestPinnedHostMemoryHostMode", "pinned-ib", ibDoubleEnv(t)...))
 	})
 }

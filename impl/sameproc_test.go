@@ -28,6 +28,7 @@ func TestCUDAModeSameProcess(t *testing.T) {
 		sameProcessChild(t, strings.TrimPrefix(mode, "sameproc-"))
 		return
 	}
+	t.Parallel()
 	for _, c := range []struct{ name, dev1 string }{{"two-gpus", "1"}} {
 		t.Run(c.name, func(t *testing.T) {
 			logPath := filepath.Join(t.TempDir(), "calls.log")
@@ -115,6 +116,7 @@ func TestSameGPUTwoRanksRefused(t *testing.T) {
 		sameGPUChild(t)
 		return
 	}
+	t.Parallel()
 	runFakeCUDAChildPassing(t, "TestSameGPUTwoRanksRefused", "samegpu")
 }
 
