@@ -152,6 +152,7 @@ type Bootstrap struct {
 	inErr   []error                  // why the incoming connection from the peer ended
 	queued  []int                    // bytes of the peer's messages queued, not yet received (see admit)
 	qTotal  int                      // the sum of queued
+	qLimit  queueLimits              // the bounds of queued and qTotal (see admit)
 	runs    map[boxKey]*handlerRun   // the handler calls of each (peer, tag) with a handler (see handle)
 	refused int                      // messages for a handler refused (too long, or its queue full)
 	ringIn  bool                     // the predecessor's ring connection was accepted
@@ -219,6 +220,7 @@ func newBootstrap(magic uint64, key [keyBytes]byte, rank, nranks int, timeout ti
 		inFrom:    make([]bool, nranks),
 		inErr:     make([]error, nranks),
 		queued:    make([]int, nranks),
+		qLimit:    queueLimits{perPeer: maxQueuedPerPeer, total: maxQueuedTotal},
 		conns:     make(map[net.Conn]struct{}),
 		done:      make(chan struct{}),
 		table:     []peerEntry{{hostID: opts.HostID, pid: uint64(os.Getpid()), token: newNonce()}},

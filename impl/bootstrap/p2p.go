@@ -247,10 +247,13 @@ func (b *Bootstrap) readPeer(peer int, c *net.TCPConn) {
 // arrives before its Recv (the usual case for setup messages) waits in a queue, but a peer
 // that sends on tags this rank never receives must not grow that queue without limit.
 // Each message also counts queueOverhead bytes, so that empty messages are bounded too.
-var (
+const (
 	maxQueuedPerPeer = 64 << 20
 	maxQueuedTotal   = 256 << 20
 )
+
+// queueLimits are a rank's bounds of the bytes queued per peer and in all.
+type queueLimits struct{ perPeer, total int }
 
 const queueOverhead = 64
 
@@ -262,13 +265,13 @@ func (b *Bootstrap) admit(peer, n int) error {
 	cost := queueCost(n)
 	b.boxMu.Lock()
 	defer b.boxMu.Unlock()
-	if b.queued[peer]+cost > maxQueuedPerPeer {
+	if b.queued[peer]+cost > b.qLimit.perPeer {
 		return fmt.Errorf("rank %d sent a message of %d bytes while %d bytes of its messages wait unreceived, more than the %d bytes queued per peer (messages on tags nobody receives?)",
-			peer, n, b.queued[peer], maxQueuedPerPeer)
+			peer, n, b.queued[peer], b.qLimit.perPeer)
 	}
-	if b.qTotal+cost > maxQueuedTotal {
+	if b.qTotal+cost > b.qLimit.total {
 		return fmt.Errorf("rank %d sent a message of %d bytes while %d bytes of messages from all peers wait unreceived, more than the %d bytes queued in all (messages on tags nobody receives?)",
-			peer, n, b.qTotal, maxQueuedTotal)
+			peer, n, b.qTotal, b.qLimit.total)
 	}
 	b.queued[peer] += cost
 	b.qTotal += cost
