@@ -25,9 +25,7 @@ func TestEthWaitSleepsOverFrame(t *testing.T) {
 	const size = 64 << 20
 	addr := freeAddr(t)
 	bufs := [2][]byte{make([]byte, size), make([]byte, size)}
-	for i := range bufs[0] {
-		bufs[0][i] = byte(i*7 + i>>12 + 1)
-	}
+	fillBlocks(bufs[0], 4096, func(i int) byte { return byte(i*7 + i>>12 + 1) })
 	ready := make(chan struct{}) // rank 1 is set up: rank 0 may put
 	runRanks(t, 2, func(r int) error {
 		c, err := InitRank(2, addr, r)
