@@ -27,8 +27,8 @@
  * send to a stopped peer to time out, took at least that). Rank 1 then finds
  * its connection ended: a put succeeds or fails with mscclppRemoteError, a
  * wait ends with mscclppRemoteError (over SHM and IB, which have no stream
- * that ends, it may also reach its deadline: mscclppInProgress), never a
- * crash; its own destroy is bounded the same way.
+ * that ends, it may also reach its deadline, 1 s: mscclppInProgress), never
+ * a crash; its own destroy is bounded the same way.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -146,7 +146,7 @@ int main(int argc, char** argv)
     SU_CHECK(r == mscclppSuccess || r == mscclppRemoteError, "a put to a destroyed peer: %s (%s)",
              mscclppGetErrorString(r), su_lasterr(su_comm));
     double t0 = su_now();
-    r = mscclppDevConnWaitTimeout(conn, 3000);
+    r = mscclppDevConnWaitTimeout(conn, 1000);
     bool eth = su_transport() == mscclppTransportEthernet; /* the one with a connection that ends */
     SU_CHECK(r == mscclppRemoteError || (!eth && r == mscclppInProgress),
              "a wait on a destroyed peer: %s after %.0f ms (%s)", mscclppGetErrorString(r), (su_now() - t0) * 1e3,
