@@ -51,6 +51,13 @@ FAULTS_TEST_RUNS ?= 26
 # The public headers: mscclpp.h includes mscclppfifo.h and mscclppdevconn.h.
 HEADERS := mscclpp.h mscclppfifo.h mscclppdevconn.h mscclpp_tools.h
 
+# Go keys a cgo package on its own files and flags, not on the headers it includes from
+# elsewhere in the tree (include/, cuda/, ib/, impl/...): an edited header would leave every
+# go command make runs (the library, the tests, the tools) on the objects of the old one. The
+# headers' content goes into the cgo flags, so that a changed header rebuilds what includes it.
+CGO_HEADERS_SUM := $(shell find include cuda ib capi impl -name '*.h' 2>/dev/null | LC_ALL=C sort | xargs cat | cksum | cut -d' ' -f1)
+export CGO_CPPFLAGS += -DMSCCLPP_HEADERS_SUM=$(CGO_HEADERS_SUM)
+
 .PHONY: all lib test test-go test-c test-asan test-faults faults run bench bench-doc install uninstall clean check-cuda deps FORCE
 
 all: lib $(addprefix $(BUILD)/include/,$(HEADERS)) \
