@@ -231,8 +231,10 @@ func TestSingleRank(t *testing.T) {
 }
 
 func TestAllGatherInProcess(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{2, 4, 8} {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
 			bs := formAddr(t, n, Options{Timeout: 20 * time.Second})
 			for r, b := range bs {
 				if b.Rank() != r || b.Size() != n {
@@ -259,6 +261,7 @@ func TestAllGather64MiB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
+	t.Parallel()
 	bs := formAddr(t, 2, Options{})
 	const size = 64 << 20
 	noErrs(t, "64 MiB", each(bs, func(b *Bootstrap) error {
@@ -321,6 +324,7 @@ func TestTableCarriesPidsAndNonce(t *testing.T) {
 }
 
 func TestSendRecvTags(t *testing.T) {
+	t.Parallel()
 	bs := formAddr(t, 3, Options{Timeout: 10 * time.Second})
 	const perTag = 20
 	// Rank 0 and rank 2 each send to rank 1 on tags 1..3, interleaved.

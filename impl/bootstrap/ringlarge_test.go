@@ -12,6 +12,7 @@ import (
 // The large ring (ringLarge) at slot sizes around the socket buffers and not multiples of
 // anything, at 2 and 4 ranks: every byte arrives.
 func TestRingLargeData(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{2, 4} {
 		bs := formAddr(t, n, Options{Timeout: 30 * time.Second})
 		for _, size := range []int{inlineMax + 1, 100003, 1<<20 + 7} {
