@@ -15,8 +15,8 @@
 #     the trigger split into two 64-bit stores, and the trigger store made
 #     non-volatile must each fail it (sm_90);
 #  5. compiles the README's first program (hello.c) with nvcc -x cu and as C++.
-# nvcc and cuobjdump go through nvcc-cache.sh: a compile the same nvcc already made of the
-# same input is not made again (what it is, where it lives: nvcc-cache.sh, docs/TESTING.md);
+# nvcc and cuobjdump go through compile-cache.sh: a compile the same nvcc already made of the
+# same input is not made again (what it is, where it lives: compile-cache.sh, docs/TESTING.md);
 # every check above still runs on its output.
 # DIR is a build directory (its include/ is used) or an include directory;
 # default: the repository's include/. Without nvcc (on PATH or /usr/bin/nvcc,
@@ -46,7 +46,7 @@ fi
 cuobjdump=$(dirname "$nvcc")/cuobjdump
 [ -x "$cuobjdump" ] || cuobjdump=$(command -v cuobjdump 2>/dev/null || true)
 
-. "$here/nvcc-cache.sh"
+. "$here/compile-cache.sh"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mscclpp-cuda.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM

@@ -56,7 +56,7 @@ mkdir -p "$out" || exit 1
 (cd "$out" && rm -rf launch abi_layout_c abi_layout_cc11 abi_layout_cc14 abi_layout_cc17 abi_layout_cc20 \
   error_strings bootstrap connections alltoall datapath ethwait bad_input hardening eager timeouts stranger adversary init_failures logging fork threads_cc \
   perf perf.out perf.csv perf.json readme_example readme_example.inc \
-  build-*.log ./*.log ./*.short only-mscclpp*.c only-mscclpp*.cc logging-file.d logging-link.d cmake-prefix cmake-build-prefix \
+  build-*.log ./*.log ./*.short ./*.o only-mscclpp*.c only-mscclpp*.cc logging-file.d logging-link.d cmake-prefix cmake-build-prefix \
   cmake-build-tree)
 
 passed=0
@@ -136,11 +136,15 @@ echo "# cflags: $cflags"
 echo "# libs:   $libs"
 
 # ---- build ----
-# Every program: the exact pkg-config command line (plus -pthread and -o).
+# Every program: the exact pkg-config command line (plus -pthread and -o), its compile (-c) through
+# the compile cache (compile-cache.sh: the same compiler over the same input and flags: its object
+# again), its link made every time.
+. "$here/compile-cache.sh"
 declare -A built=()
 build_c() { # bin src
   local bin=$1 src=$2
-  if $CC -std=c11 -Wall -Wextra -Werror $cflags "$here/$src" $libs -pthread -o "$out/$bin" \
+  # shellcheck disable=SC2086
+  if cc_program $CC "$out/$bin" -std=c11 -Wall -Wextra -Werror $cflags "$here/$src" $libs -pthread \
     >"$out/build-$bin.log" 2>&1; then
     built[$bin]=1
   else
@@ -149,7 +153,8 @@ build_c() { # bin src
 }
 build_cxx() { # bin src std
   local bin=$1 src=$2 std=$3
-  if $CXX -std="$std" -Wall -Wextra -Werror $cflags "$here/$src" $libs -pthread -o "$out/$bin" \
+  # shellcheck disable=SC2086
+  if cc_program $CXX "$out/$bin" -std="$std" -Wall -Wextra -Werror $cflags "$here/$src" $libs -pthread \
     >"$out/build-$bin.log" 2>&1; then
     built[$bin]=1
   else
@@ -172,11 +177,12 @@ build_readme() { # bin src
       >"$out/build-$bin.log"
     return
   fi
-  $CXX -std=c++11 -Wall -Wextra -Werror $cflags -I"$out" "$here/$src" $libs -pthread -o "$out/$bin" \
+  # shellcheck disable=SC2086
+  cc_program $CXX "$out/$bin" -std=c++11 -Wall -Wextra -Werror $cflags -I"$out" "$here/$src" $libs -pthread \
     >"$out/build-$bin.log" 2>&1
 }
 
-if ! $CC -std=c11 -Wall -Wextra -Werror -o "$out/launch" "$here/launch.c" >"$out/build-launch.log" 2>&1; then
+if ! cc_program $CC "$out/launch" -std=c11 -Wall -Wextra -Werror "$here/launch.c" >"$out/build-launch.log" 2>&1; then
   fail build-launch "$suite_start" "$out/build-launch.log"
   echo "$passed passed, $failed failed"
   exit 1
@@ -324,8 +330,9 @@ install_case() {
     [ -f "$prefix/include/mscclpp_tools.h" ] &&
     env -u LD_LIBRARY_PATH PKG_CONFIG_PATH="$prefix/lib/pkgconfig" bash -c '
       set -e
-      $0 -std=c11 -Wall -Werror $(pkg-config --cflags mscclpp) "$2/error_strings.c" -o "$3/inst_c" $(pkg-config --libs mscclpp)
-      $1 -std=c++17 -Wall -Werror $(pkg-config --cflags mscclpp) "$2/abi_layout.cc" -o "$3/inst_cc" $(pkg-config --libs mscclpp)
+      . "$2/compile-cache.sh"
+      cc_program $0 "$3/inst_c" -std=c11 -Wall -Werror $(pkg-config --cflags mscclpp) "$2/error_strings.c" $(pkg-config --libs mscclpp)
+      cc_program $1 "$3/inst_cc" -std=c++17 -Wall -Werror $(pkg-config --cflags mscclpp) "$2/abi_layout.cc" $(pkg-config --libs mscclpp)
       ldd "$3/inst_c" | grep -q "$3/prefix/lib/libmscclpp.so.0"
       "$3/inst_c" && "$3/inst_cc"' "$CC" "$CXX" "$here" "$out" >>"$log" 2>&1; then
     pass "$name" "$start" "$log"
@@ -577,13 +584,13 @@ headers_case() {
     printf '#include <%s>\n#include <%s>\nint main(void) { return 0; }\n' "$h" "$h" >"$out/only-$h.c"
     cp "$out/only-$h.c" "$out/only-$h.cc"
     for std in c99 c11 c17; do
-      if ! $CC -std=$std -Wall -Wextra -Werror -pedantic-errors $cflags -c "$out/only-$h.c" -o /dev/null >>"$log" 2>&1; then
+      if ! cc_cached $CC -std=$std -Wall -Wextra -Werror -pedantic-errors $cflags -c "$out/only-$h.c" -o /dev/null >>"$log" 2>&1; then
         echo "$h alone does not compile as $std -pedantic-errors" >>"$log"
         ok=0
       fi
     done
     for std in c++11 c++14 c++17 c++20; do
-      if ! $CXX -std=$std -Wall -Wextra -Werror -pedantic-errors $cflags -c "$out/only-$h.cc" -o /dev/null >>"$log" 2>&1; then
+      if ! cc_cached $CXX -std=$std -Wall -Wextra -Werror -pedantic-errors $cflags -c "$out/only-$h.cc" -o /dev/null >>"$log" 2>&1; then
         echo "$h alone does not compile as $std -pedantic-errors" >>"$log"
         ok=0
       fi
@@ -672,6 +679,9 @@ packaging_case() { # name what
 }
 
 headers_case
+# tests/c/compile-cache-test.sh: the compile cache these builds go through (hits, misses on a
+# changed header, flag or compiler, objects shared across clones, the link made every time, off)
+script_case compile-cache 60 "$here/compile-cache-test.sh"
 run_case abi_layout.c 1 15 abi_layout_c
 for std in 11 14 17 20; do
   run_case "abi_layout.cc-c++$std" 1 15 "abi_layout_cc$std"

@@ -109,6 +109,8 @@ export -f docs_expect
 # ---- docs-programs-PAGE ----
 export PKG_CONFIG_PATH=$build/lib/pkgconfig
 cflags=$(pkg-config --cflags mscclpp) libs=$(pkg-config --libs mscclpp) || exit 1
+# each compile (-c) through the compile cache (tests/c/compile-cache.sh), each link every time
+. "$root/tests/c/compile-cache.sh"
 for page in "${pages[@]}"; do
   name=docs-programs-$(basename "$page" .md | tr 'A-Z/' 'a-z-')
   [ "$page" = "${page#tools/}" ] || name=docs-programs-$(dirname "$page" | tr '/' '-')
@@ -132,7 +134,8 @@ for page in "${pages[@]}"; do
       *) cmd=(c++ -std=c++17) mpi=(mpicxx -std=c++17) ;;
     esac
     echo "== ${cmd[*]} $(basename "$src")" >>"$log"
-    "${cmd[@]}" -Wall -Wextra -Werror $cflags "$src" $libs -pthread -o "${src%.*}" >>"$log" 2>&1 || ok=0
+    # shellcheck disable=SC2086
+    cc_program "${cmd[0]}" "${src%.*}" "${cmd[1]}" -Wall -Wextra -Werror $cflags "$src" $libs -pthread >>"$log" 2>&1 || ok=0
     if grep -q USE_MPI "$src"; then
       if ! command -v "${mpi[0]}" >/dev/null; then
         echo "-- ${mpi[0]} not found (make deps installs Open MPI): -DUSE_MPI not compiled" >>"$log"

@@ -53,8 +53,10 @@ else
   export PKG_CONFIG_PATH="$build/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   pc=$(pkg-config --cflags --libs mscclpp) || exit 1
-  gcc -std=c11 -O2 -o "$out/launch" "$root/tests/c/launch.c" &&
-    gcc -std=c11 -O2 -g -Wall -Wextra -pthread -o "$out/fault_rank" "$here/fault_rank.c" $pc &&
+  # the compiles (-c) through the compile cache (tests/c/compile-cache.sh), the links every time
+  . "$root/tests/c/compile-cache.sh"
+  cc_program gcc "$out/launch" -std=c11 -O2 "$root/tests/c/launch.c" &&
+    cc_program gcc "$out/fault_rank" -std=c11 -O2 -g -Wall -Wextra -pthread "$here/fault_rank.c" $pc &&
     bash "$root/tests/ib/double/build.sh" "$out/ibdouble" &&
     (cd "$root" && go build -o "$out/driver" ./tests/faults/driver) || {
     echo "FAIL faults: build"

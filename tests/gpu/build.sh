@@ -5,7 +5,7 @@
 # (the rank launcher) with cc, into OUTDIR. Flags come from BUILD_DIR's own pkg-config file
 # (relocatable: its prefix is ${pcfiledir}/../..), or, without pkg-config, straight from the
 # tree: -I BUILD_DIR/include, -L and rpath BUILD_DIR/lib. Nothing outside BUILD_DIR, OUTDIR,
-# tests/ and the nvcc cache (tests/c/nvcc-cache.sh: compiles of the same input) is read.
+# tests/ and the compile cache (tests/c/compile-cache.sh: compiles of the same input) is read.
 # With MSCCLPP_UPSTREAM_FILE (upstream 0.1's allgather_test_standalone.cu) it also builds
 # OUTDIR/upstream_allgather from a copy with its one-line device change (cudaSetDevice of the
 # rank modulo the number of GPUs, for fewer GPUs than ranks; see ../shared/upstream/README.md).
@@ -60,10 +60,10 @@ done
 archs=${NVCC_FLAGS-"-gencode arch=compute_70,code=sm_70 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"}
 
 status=0
-"${CC:-cc}" -O2 -Wall -o "$out/launch" "$root/tests/c/launch.c" || status=1
-# the compiles go through nvcc-cache.sh (the same nvcc over the same input: its object again);
-# every program is linked here
-. "$root/tests/c/nvcc-cache.sh"
+# the compiles go through compile-cache.sh (the same compiler over the same input: its object
+# again); every program is linked here
+. "$root/tests/c/compile-cache.sh"
+cc_program "${CC:-cc}" "$out/launch" -O2 -Wall "$root/tests/c/launch.c" || status=1
 # build PROG SOURCE: one program, compiled in the background (the programs build in parallel)
 pids=()
 build() {

@@ -31,7 +31,7 @@ trap '[ -n "${SELFTEST_KEEP:-}" ] || rm -rf "$tmp"' EXIT INT TERM
 repo=$tmp/repo
 mkdir -p "$repo/tests/gpu" "$repo/tests/c" "$repo/shared/upstream" "$repo/build/include" "$repo/build/lib" "$tmp/bin"
 cp "$here"/*.cu "$here"/*.h "$here/build.sh" "$repo/tests/gpu/" && cp "$runsh" "$repo/tests/gpu/run.sh" &&
-  cp "$root/tests/c/launch.c" "$root/tests/c/ports.h" "$root/tests/c/nvcc-cache.sh" "$repo/tests/c/" || exit 1
+  cp "$root/tests/c/launch.c" "$root/tests/c/ports.h" "$root/tests/c/compile-cache.sh" "$repo/tests/c/" || exit 1
 : >"$repo/build/include/mscclpp.h"
 : >"$repo/build/lib/libmscclpp.so"
 echo 'CUDACHECK(cudaSetDevice(cudaNum));' >"$repo/shared/upstream/allgather_test_standalone.cu"
@@ -72,7 +72,7 @@ esac
 echo "$name: rank $r PASS"
 EOF
 # nvcc -o OUT ... X.cu: OUT becomes "fakeprog X"; nvcc -o OUT X.o (a link): OUT becomes X.o;
-# --version as nvcc 11.8 says it; -M (nvcc-cache.sh's list of inputs) fails, so nothing is cached
+# --version as nvcc 11.8 says it; -M (compile-cache.sh's list of inputs) fails, so nothing is cached
 cat >"$tmp/bin/nvcc" <<EOF
 #!/usr/bin/env bash
 [ "\${1:-}" = --version ] && { echo "Cuda compilation tools, release 11.8, V11.8.89"; exit 0; }

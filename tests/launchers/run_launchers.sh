@@ -48,7 +48,10 @@ finish() {
 
 export PKG_CONFIG_PATH="$build/lib/pkgconfig"
 perf=$out/perf
-if ! gcc -std=c11 -O2 -Wall -Wextra -Werror $(pkg-config --cflags mscclpp) -o "$perf" "$root/tools/perf/perf.c" \
+# the compile (-c) through the compile cache (tests/c/compile-cache.sh), the link every time
+. "$root/tests/c/compile-cache.sh"
+# shellcheck disable=SC2046
+if ! cc_program gcc "$perf" -std=c11 -O2 -Wall -Wextra -Werror $(pkg-config --cflags mscclpp) "$root/tools/perf/perf.c" \
   $(pkg-config --libs mscclpp) -pthread >"$out/build.log" 2>&1; then
   fail launchers-build "$out/build.log"
   finish

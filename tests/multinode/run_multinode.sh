@@ -99,35 +99,40 @@ skip() { # name why
 # ---- build ----
 build_start=$(date +%s.%N)
 declare -A built=()
-compile() { # NAME SOURCE
+# compile NAME SOURCE: one program, its compile (-c) through the compile cache
+# (tests/c/compile-cache.sh: the transports suite builds the same programs with the same flags,
+# and one of the two builds them), its link made every time
+. "$root/tests/c/compile-cache.sh"
+compile() {
   local cc=(gcc -std=c11)
   case $2 in *.cc) cc=(g++ -std=c++17) ;; esac
-  if "${cc[@]}" -O2 -g -Wall -Wextra -pthread -o "$out/$1" "$2" $pc >"$out/build-$1.log" 2>&1; then
+  # shellcheck disable=SC2086
+  if cc_program "${cc[0]}" "$out/$1" "${cc[1]}" -O2 -g -Wall -Wextra -pthread "$2" $pc >"$out/build-$1.log" 2>&1; then
     : >"$out/built-$1"
   fi
 }
 rm -f "$out"/built-*
-compile launch "$root/tests/c/launch.c" &
-compile bootstrap "$root/tests/c/bootstrap.c" &
-compile nodeshm "$here/nodeshm.c" &
-wait
-compile perf "$root/tools/perf/perf.c" &
-compile allgather "$root/tests/c/transports/allgather.c" &
-wait
-compile fifo "$root/tests/c/transports/fifo.cc" &
-compile kill "$root/tests/c/transports/kill.cc" &
-wait
-compile stop "$root/tests/c/transports/stop.cc" &
-compile linkfault "$here/linkfault.cc" &
-wait
-compile mnrank "$root/tests/devthreads/mnrank.cc" &
-compile mnallgather "$root/tests/devthreads/mnallgather.cc" &
-# the stand-in libcuda with the device-threads kernels linked in (as impl/devthreads_test.go builds it)
-{ gcc -c -fPIC -O1 -o "$out/fakecuda.o" "$root/cuda/testdata/fakecuda.c" &&
-  g++ -c -std=c++17 -fPIC -O1 -I"$root/include" -I"$root/tests/devthreads" -o "$out/kernels.o" "$root/tests/devthreads/kernels.cc" &&
-  g++ -shared -o "$out/libfakecuda-devthreads.so" "$out/fakecuda.o" "$out/kernels.o" -lpthread &&
-  : >"$out/built-devthreads"; } >"$out/build-devthreads.log" 2>&1 &
-wait
+# as many builds at once as there are CPUs
+(
+  jobs_max=$(nproc 2>/dev/null || echo 2)
+  for job in "launch|$root/tests/c/launch.c" "bootstrap|$root/tests/c/bootstrap.c" "nodeshm|$here/nodeshm.c" \
+    "perf|$root/tools/perf/perf.c" "allgather|$root/tests/c/transports/allgather.c" \
+    "fifo|$root/tests/c/transports/fifo.cc" "kill|$root/tests/c/transports/kill.cc" \
+    "stop|$root/tests/c/transports/stop.cc" "linkfault|$here/linkfault.cc" \
+    "mnrank|$root/tests/devthreads/mnrank.cc" "mnallgather|$root/tests/devthreads/mnallgather.cc" devthreads; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+    if [ "$job" = devthreads ]; then
+      # the stand-in libcuda with the device-threads kernels linked in (as impl/devthreads_test.go builds it)
+      { cc_cached gcc -c -fPIC -O1 -o "$out/fakecuda.o" "$root/cuda/testdata/fakecuda.c" &&
+        cc_cached g++ -c -std=c++17 -fPIC -O1 -I"$root/include" -I"$root/tests/devthreads" -o "$out/kernels.o" "$root/tests/devthreads/kernels.cc" &&
+        g++ -shared -o "$out/libfakecuda-devthreads.so" "$out/fakecuda.o" "$out/kernels.o" -lpthread &&
+        : >"$out/built-devthreads"; } >"$out/build-devthreads.log" 2>&1 &
+    else
+      compile "${job%%|*}" "${job#*|}" &
+    fi
+  done
+  wait
+)
 # the libibverbs test double (tests/ib/double): RC QPs between processes, here across nodes
 if bash "$root/tests/ib/double/build.sh" "$out/ibdouble" >"$out/build-ibdouble.log" 2>&1; then
   : >"$out/built-ibdouble"

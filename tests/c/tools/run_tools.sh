@@ -46,12 +46,14 @@ compile() { # name cmd...
   fi
 }
 flags=(-std=c11 -Wall -Wextra -Werror)
-compile launch "$CC" "${flags[@]}" -o "$out/launch" "$here/../launch.c"
-compile counter "$CC" "${flags[@]}" -shared -fPIC -o "$out/libmscclpp_counter.so" "$here/counter.c" $pc
-compile tracer "$CC" "${flags[@]}" -shared -fPIC -o "$out/libmscclpp_tracer.so" "$here/tracer.c" $pc
-compile testtool_a "$CC" "${flags[@]}" -shared -fPIC -DTOOL_TAG='"A"' -o "$out/testtool_a.so" "$here/testtool.c" $pc
-compile testtool_b "$CC" "${flags[@]}" -shared -fPIC -DTOOL_TAG='"B"' -o "$out/testtool_b.so" "$here/testtool.c" $pc
-compile tools_app "$CC" "${flags[@]}" -I"$here/.." -o "$out/tools_app" "$here/tools_app.c" $pc -pthread
+# each compile (-c) through the compile cache (tests/c/compile-cache.sh), each link every time
+. "$here/../compile-cache.sh"
+compile launch cc_program "$CC" "$out/launch" "${flags[@]}" "$here/../launch.c"
+compile counter cc_program "$CC" "$out/libmscclpp_counter.so" "${flags[@]}" -shared -fPIC "$here/counter.c" $pc
+compile tracer cc_program "$CC" "$out/libmscclpp_tracer.so" "${flags[@]}" -shared -fPIC "$here/tracer.c" $pc
+compile testtool_a cc_program "$CC" "$out/testtool_a.so" "${flags[@]}" -shared -fPIC -DTOOL_TAG='"A"' "$here/testtool.c" $pc
+compile testtool_b cc_program "$CC" "$out/testtool_b.so" "${flags[@]}" -shared -fPIC -DTOOL_TAG='"B"' "$here/testtool.c" $pc
+compile tools_app cc_program "$CC" "$out/tools_app" "${flags[@]}" -I"$here/.." "$here/tools_app.c" $pc -pthread
 if [ $build_ok = 0 ]; then
   echo "$passed passed, $failed failed"
   exit 1

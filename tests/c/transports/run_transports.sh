@@ -35,13 +35,35 @@ failed=0
 skipped=0
 declare -A built
 
-compile() { # compile NAME SOURCE
-  local name=$1 src=$2 cmd
-  case $src in
-    *.c) cmd=(gcc -std=c11 -O2 -g -Wall -Wextra -pthread -o "$out/$name" "$src" $pc) ;;
-    *) cmd=(g++ -std=c++17 -O2 -g -Wall -Wextra -pthread -o "$out/$name" "$src" $pc) ;;
-  esac
-  if "${cmd[@]}" >"$out/build-$name.log" 2>&1; then
+# compile NAME SOURCE: one program, its compile (-c) through the compile cache
+# (tests/c/compile-cache.sh), its link made every time; its status in $out/built-NAME
+. "$here/../compile-cache.sh"
+compile() {
+  local name=$1 src=$2 cc=(gcc -std=c11)
+  case $src in *.cc) cc=(g++ -std=c++17) ;; esac
+  # shellcheck disable=SC2086
+  if cc_program "${cc[0]}" "$out/$name" "${cc[1]}" -O2 -g -Wall -Wextra -pthread "$src" $pc \
+    >"$out/build-$name.log" 2>&1; then
+    : >"$out/built-$name"
+  fi
+}
+
+# the programs build in parallel (as many at once as there are CPUs), then report in order
+(
+  jobs_max=$(nproc 2>/dev/null || echo 2)
+  for src in "$here/../launch.c" "$here"/*.c "$here"/*.cc; do
+    [ -e "$src" ] || continue
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+    name=$(basename "$src")
+    compile "${name%.*}" "$src" &
+  done
+  wait
+)
+for src in "$here/../launch.c" "$here"/*.c "$here"/*.cc; do
+  [ -e "$src" ] || continue
+  name=$(basename "$src")
+  name=${name%.*}
+  if [ -e "$out/built-$name" ]; then
     built[$name]=1
     if [ -s "$out/build-$name.log" ]; then
       echo "note: warnings building $name:"
@@ -52,14 +74,6 @@ compile() { # compile NAME SOURCE
     sed 's/^/    /' "$out/build-$name.log" | head -40
     failed=$((failed + 1))
   fi
-}
-
-compile launch "$here/../launch.c"
-for src in "$here"/*.c "$here"/*.cc; do
-  [ -e "$src" ] || continue
-  name=$(basename "$src")
-  name=${name%.*}
-  compile "$name" "$src"
 done
 
 want_case() {

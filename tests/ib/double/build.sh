@@ -7,5 +7,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 out=${1:?usage: build.sh OUTDIR}
 mkdir -p "$out"
-exec gcc -shared -fPIC -O2 -Wall -I "$root/ib" -o "$out/libibverbs.so.1" -Wl,-soname,libibverbs.so.1 \
+# the compile (-c) through the compile cache (tests/c/compile-cache.sh), the link every time
+. "$root/tests/c/compile-cache.sh"
+cc_program gcc "$out/libibverbs.so.1" -shared -fPIC -O2 -Wall -I "$root/ib" -Wl,-soname,libibverbs.so.1 \
   -Wl,--version-script="$here/ibverbs_double.map" "$here/ibverbs_double.c" -lpthread -ldl

@@ -1,0 +1,239 @@
+# compile-cache.sh: sourced (bash) by the test scripts that compile: a content-addressed cache
+# of what nvcc, cuobjdump and the C/C++ compiler (gcc, g++, cc, c++) made, like Go's build
+# cache, so that a second run over the same input costs no compile. A result is found again
+# only when the same compiler (TOOL --version; for nvcc also the host gcc and g++ it runs) saw
+# the same flags and the same input: the content of every file the compile read (TOOL -M's
+# list: the source, our headers, CUDA's and the system's). A hit replays the tool's output file
+# and messages; what a check then asserts about them runs every time, and every program is
+# still linked for real (cc_program), so a symbol the library stopped exporting fails the link.
+# Only successes are kept: a failure runs again next time. Two scripts making the same compile
+# at once make it once (the second waits for the first's result).
+#
+# Paths: nvcc's key holds none (a build/ moved to another path finds its objects again).
+# A C/C++ compile runs with -ffile-prefix-map=ROOT=. (ROOT: this clone), so its object names
+# no file of the clone by its absolute path (debug info, __FILE__), and its key holds each
+# file's path as the object names it (under ROOT: relative; elsewhere: as it is) and the
+# working directory: a fresh clone at another path finds its objects; a file read from another
+# place outside the clone misses.
+#
+# Where: $MSCCLPP_CACHE_DIR/{nvcc,cc}, default ${XDG_CACHE_HOME:-$HOME/.cache}/mscclpp/{nvcc,cc}
+# (outside the clone, so a fresh clone finds it). MSCCLPP_NVCC_CACHE=off runs nvcc and cuobjdump,
+# MSCCLPP_CC_CACHE=off the C/C++ compiler, every time, reading and writing nothing. Entries not
+# used for 30 days are removed; removing the directory clears it.
+#
+#   nvcc_cached NVCC ARGS...       nvcc ARGS (with -o OUT), or its cached result
+#   cuobjdump_cached TOOL ARGS...  TOOL ARGS whose result is its standard output
+#   cc_cached CC ARGS...           CC ARGS (with -c and -o OUT), or its cached result
+#   cc_program CC OUT ARGS...      CC ARGS -o OUT (one source among ARGS, linking flags too):
+#                                  the source compiled through cc_cached to OUT.o, then linked
+compile_cache_base=${MSCCLPP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mscclpp}
+compile_cache_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+nvcc_cache_dir=$compile_cache_base/nvcc
+cc_cache_dir=$compile_cache_base/cc
+nvcc_cache_on=1
+cc_cache_on=1
+[ "${MSCCLPP_NVCC_CACHE:-on}" = off ] && nvcc_cache_on=0
+[ "${MSCCLPP_CC_CACHE:-on}" = off ] && cc_cache_on=0
+if [ $nvcc_cache_on = 1 ]; then
+  mkdir -p "$nvcc_cache_dir" 2>/dev/null || nvcc_cache_on=0
+  find "$nvcc_cache_dir" -mindepth 2 -maxdepth 2 -type d -mtime +30 -exec rm -rf {} + 2>/dev/null || true
+fi
+if [ $cc_cache_on = 1 ]; then
+  mkdir -p "$cc_cache_dir" 2>/dev/null || cc_cache_on=0
+  find "$cc_cache_dir" -mindepth 2 -maxdepth 2 -type d -mtime +30 -exec rm -rf {} + 2>/dev/null || true
+fi
+declare -A compile_cache_ids=() # the identity of each tool, by path: cache_tool_init fills it
+
+# cache_tool_init TOOL: notes its version, and for nvcc that of the host compilers it runs
+# (in this shell, before the key's subshell, so each tool is asked once)
+cache_tool_init() {
+  local t=$1 id p
+  [ -n "${compile_cache_ids[$t]:-}" ] && return
+  id=$("$t" --version 2>&1)
+  if [ "${t##*/}" = nvcc ]; then
+    # the PATH nvcc runs gcc and g++ with (its profile may put its own wrappers first)
+    p=$("$t" --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ PATH=//p' | head -n 1)
+    id=$id$'\n'$(PATH=${p:-$PATH} gcc --version 2>&1 | head -n 1)$'\n'$(PATH=${p:-$PATH} g++ --version 2>&1 | head -n 1)
+  fi
+  compile_cache_ids[$t]=$id
+}
+
+# cache_args MODE ARGS...: the arguments as the key sees them: a file by its content (MODE
+# path: and its path), -o and -I without their path (the files read through -I are in the
+# dependency list)
+cache_args() {
+  local mode=$1 a skip=0 h
+  shift
+  for a in "$@"; do
+    if [ $skip = 1 ]; then skip=0; continue; fi
+    case $a in
+      -o|-I) echo "$a"; skip=1 ;;
+      -I*) echo "-I" ;;
+      *) if [ -f "$a" ]; then
+           read -r h _ < <(sha256sum <"$a")
+           echo "file $h"
+           [ "$mode" = path ] && echo "path $a"
+         else
+           echo "arg $a"
+         fi ;;
+    esac
+  done
+}
+
+# cache_deps MODE TOOL ARGS...: the key's lines for the files TOOL -M ARGS lists (every path
+# after the target's colon), each by its content (MODE path: and its path); status 1 when -M fails
+cache_deps() {
+  local mode=$1 deps files
+  shift
+  deps=$("$@" 2>/dev/null) || return 1
+  deps=${deps#*:}
+  read -r -d '' -a files <<<"${deps//\\$'\n'/ }" || true
+  if [ "$mode" = path ]; then
+    sha256sum "${files[@]}" 2>&1
+  else
+    sha256sum "${files[@]}" 2>&1 | cut -d' ' -f1
+  fi
+}
+
+# cache_key TEXT: prints the key of TEXT (the clone's root in it as the object names it: .)
+cache_key() {
+  local text=$1 key
+  read -r key _ < <(sha256sum <<<"${text//"$compile_cache_root/"/./}")
+  echo "$key"
+}
+
+# cache_lookup DIR KEY OUT: a hit copies the output into OUT (-: standard output, the tool's
+# messages then to standard error) and prints the tool's messages; status 1 on a miss
+cache_lookup() {
+  local e=$1/${2:0:2}/$2
+  [ -f "$e/done" ] || return 1
+  if [ "$3" = - ]; then
+    cat "$e/out" || return 1
+    cat "$e/log" >&2
+  else
+    cp "$e/out" "$3" || return 1
+    [ -s "$e/log" ] && cat "$e/log"
+  fi
+  touch "$e" 2>/dev/null
+  return 0
+}
+
+# cache_store DIR KEY OUT LOG: keep OUT and LOG under KEY (written aside, then renamed into place)
+cache_store() {
+  local d=$1/${2:0:2} tmp
+  mkdir -p "$d" 2>/dev/null || return 0
+  tmp=$(mktemp -d "$d/.new.XXXXXX" 2>/dev/null) || return 0
+  if cp "$3" "$tmp/out" && cp "$4" "$tmp/log" && : >"$tmp/done" && mv -T "$tmp" "$d/$2" 2>/dev/null; then
+    return 0
+  fi
+  rm -rf "$tmp"
+}
+
+# cache_run DIR KEY OUT TOOL ARGS...: the cached result under KEY, else TOOL ARGS run (its
+# messages printed) and, when it succeeds, kept; one at a time per KEY (a lock file beside it)
+cache_run() {
+  local dir=$1 key=$2 out=$3 lock fd="" tmp rc
+  shift 3
+  [ -d "$dir/${key:0:2}" ] || mkdir -p "$dir/${key:0:2}" 2>/dev/null
+  lock=$dir/${key:0:2}/$key.lock
+  if { exec {fd}>"$lock"; } 2>/dev/null && ! flock "$fd" 2>/dev/null; then
+    exec {fd}>&-
+    fd=""
+  fi
+  if cache_lookup "$dir" "$key" "$out"; then
+    rc=0
+  elif ! tmp=$(mktemp -d "${TMPDIR:-/tmp}/mscclpp-compile.XXXXXX"); then
+    "$@" && rc=0 || rc=$?
+  elif [ "$out" = - ]; then
+    "$@" >"$tmp/out" 2>"$tmp/log" && rc=0 || rc=$?
+    cat "$tmp/out"
+    cat "$tmp/log" >&2
+    [ $rc = 0 ] && cache_store "$dir" "$key" "$tmp/out" "$tmp/log"
+  else
+    "$@" >"$tmp/log" 2>&1 && rc=0 || rc=$?
+    cat "$tmp/log"
+    [ $rc = 0 ] && cache_store "$dir" "$key" "$out" "$tmp/log"
+  fi
+  [ -n "${tmp:-}" ] && rm -rf "$tmp"
+  if [ -n "$fd" ]; then
+    rm -f "$lock"
+    exec {fd}>&-
+  fi
+  return $rc
+}
+
+nvcc_cached() {
+  local nvcc=$1 out="" a prev="" margs=() deps key
+  shift
+  for a in "$@"; do
+    [ "$prev" = -o ] && out=$a
+    prev=$a
+  done
+  if [ $nvcc_cache_on = 0 ] || [ -z "$out" ]; then "$nvcc" "$@"; return; fi
+  # the files this compile reads: nvcc -M with the same flags, less the output and the mode
+  prev=""
+  for a in "$@"; do
+    case $prev:$a in
+      -o:*) ;;
+      *:-o|*:-c|*:-cubin|*:-ptx) ;;
+      *) margs+=("$a") ;;
+    esac
+    prev=$a
+  done
+  cache_tool_init "$nvcc"
+  deps=$(cache_deps content "$nvcc" -M "${margs[@]}") || { "$nvcc" "$@"; return; }
+  key=$({ printf '%s\n' "${compile_cache_ids[$nvcc]}"; cache_args content "$@"; printf '%s\n' "$deps"; } |
+    sha256sum | cut -d' ' -f1)
+  cache_run "$nvcc_cache_dir" "$key" "$out" "$nvcc" "$@"
+}
+
+cuobjdump_cached() {
+  local tool=$1 key
+  shift
+  if [ $nvcc_cache_on = 0 ]; then "$tool" "$@"; return; fi
+  cache_tool_init "$tool"
+  key=$({ printf '%s\n' "${compile_cache_ids[$tool]}"; cache_args content "$@"; } | sha256sum | cut -d' ' -f1)
+  cache_run "$nvcc_cache_dir" "$key" - "$tool" "$@"
+}
+
+cc_cached() {
+  local cc=$1 out="" a prev="" compile=0 margs=() deps key map
+  shift
+  for a in "$@"; do
+    [ "$prev" = -o ] && out=$a
+    [ "$a" = -c ] && compile=1
+    prev=$a
+  done
+  map=-ffile-prefix-map=$compile_cache_root=.
+  if [ $cc_cache_on = 0 ] || [ -z "$out" ] || [ $compile = 0 ]; then "$cc" "$map" "$@"; return; fi
+  prev=""
+  for a in "$@"; do
+    case $prev:$a in
+      -o:*) ;;
+      *:-o|*:-c) ;;
+      *) margs+=("$a") ;;
+    esac
+    prev=$a
+  done
+  cache_tool_init "$cc"
+  deps=$(cache_deps path "$cc" -M "${margs[@]}") || { "$cc" "$map" "$@"; return; }
+  key=$(cache_key "cc
+${compile_cache_ids[$cc]}
+cwd $PWD/
+$(cache_args path "$@")
+$deps")
+  cache_run "$cc_cache_dir" "$key" "$out" "$cc" "$map" "$@"
+}
+
+cc_program() {
+  local cc=$1 out=$2 a src="" args=()
+  shift 2
+  for a in "$@"; do
+    case $a in
+      *.c|*.cc|*.cpp) if [ -z "$src" ] && [ -f "$a" ]; then src=$a; args+=("$out.o"); continue; fi ;;
+    esac
+    args+=("$a")
+  done
+  if [ -z "$src" ]; then "$cc" "$@" -o "$out"; return; fi
+  cc_cached "$cc" "$@" -c -o "$out.o" && "$cc" "${args[@]}" -o "$out"
+}
