@@ -35,7 +35,6 @@ func TestCUDAModeFakeDriver(t *testing.T) {
 		fakeCUDAChild(t)
 		return
 	}
-	t.Parallel()
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "calls.log")
 	out := runFakeCUDAChild(t, "TestCUDAModeFakeDriver", "1", "FAKECUDA_LOG="+logPath, "FAKE_CUDA_MARK="+logPath)
