@@ -109,10 +109,17 @@ PERF := $(BUILD)/bin/mscclpp_allgather_perf
 DOCS := README.md CHANGELOG.md $(wildcard docs/*.md)
 
 # the perf tool (tools/perf/perf.c) as installed: linked against the library,
-# with an rpath to LIBDIR unless the dynamic linker looks there anyway
-$(PERF): $(wildcard tools/perf/*.c tools/perf/*.h) tools/common/outfile.h $(LIB) Makefile FORCE
+# with an rpath to LIBDIR unless the dynamic linker looks there anyway. The link
+# is made every time (each install's LIBDIR is its rpath); the compile only when
+# the sources or the headers changed.
+PERF_O := $(BUILD)/tools/perf/perf.o
+$(PERF_O): $(wildcard tools/perf/*.c tools/perf/*.h) tools/common/outfile.h \
+    $(addprefix $(BUILD)/include/,$(HEADERS)) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -Wall -Wextra -I$(BUILD)/include -c tools/perf/perf.c -o $@
+$(PERF): $(PERF_O) $(LIB) Makefile FORCE
 	@mkdir -p $(BUILD)/bin
-	$(CC) -std=c11 -O2 -Wall -Wextra -I$(BUILD)/include tools/perf/perf.c -o $@ -L$(BLIBDIR) \
+	$(CC) -std=c11 -O2 -Wall -Wextra $(PERF_O) -o $@ -L$(BLIBDIR) \
 	  $(if $(filter $(LIBDIR),$(SYSLIBDIRS)),,-Wl,-rpath,$(LIBDIR)) -lmscclpp -pthread
 
 # plain make builds it too: the README's perf commands run from the build tree or the install

@@ -130,10 +130,12 @@ cache_store() {
 }
 
 # cache_run DIR KEY OUT TOOL ARGS...: the cached result under KEY, else TOOL ARGS run (its
-# messages printed) and, when it succeeds, kept; one at a time per KEY (a lock file beside it)
+# messages printed) and, when it succeeds, kept; a miss runs one at a time per KEY (a lock file
+# beside it: who waited finds the result of who ran)
 cache_run() {
-  local dir=$1 key=$2 out=$3 lock fd="" tmp rc
+  local dir=$1 key=$2 out=$3 lock fd="" tmp="" rc
   shift 3
+  cache_lookup "$dir" "$key" "$out" && return 0
   [ -d "$dir/${key:0:2}" ] || mkdir -p "$dir/${key:0:2}" 2>/dev/null
   lock=$dir/${key:0:2}/$key.lock
   if { exec {fd}>"$lock"; } 2>/dev/null && ! flock "$fd" 2>/dev/null; then
@@ -154,7 +156,7 @@ cache_run() {
     cat "$tmp/log"
     [ $rc = 0 ] && cache_store "$dir" "$key" "$out" "$tmp/log"
   fi
-  [ -n "${tmp:-}" ] && rm -rf "$tmp"
+  [ -n "$tmp" ] && rm -rf "$tmp"
   if [ -n "$fd" ]; then
     rm -f "$lock"
     exec {fd}>&-
