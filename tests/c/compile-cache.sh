@@ -164,29 +164,33 @@ cache_run() {
   return $rc
 }
 
-nvcc_cached() {
-  local nvcc=$1 out="" a prev="" margs=() deps key
-  shift
-  for a in "$@"; do
-    [ "$prev" = -o ] && out=$a
-    prev=$a
-  done
-  if [ $nvcc_cache_on = 0 ] || [ -z "$out" ]; then "$nvcc" "$@"; return; fi
-  # the files this compile reads: nvcc -M with the same flags, less the output and the mode
-  prev=""
+# cache_parse ARGS...: sets cache_out (the argument after -o), cache_mode (1 when -c, -cubin
+# or -ptx is among ARGS) and cache_margs (ARGS less -o OUT and those modes: what -M is given)
+cache_parse() {
+  local a prev=""
+  cache_out="" cache_mode=0 cache_margs=()
   for a in "$@"; do
     case $prev:$a in
-      -o:*) ;;
-      *:-o|*:-c|*:-cubin|*:-ptx) ;;
-      *) margs+=("$a") ;;
+      -o:*) cache_out=$a ;;
+      *:-o) ;;
+      *:-c|*:-cubin|*:-ptx) cache_mode=1 ;;
+      *) cache_margs+=("$a") ;;
     esac
     prev=$a
   done
+}
+
+nvcc_cached() {
+  local nvcc=$1 deps key
+  shift
+  cache_parse "$@"
+  if [ $nvcc_cache_on = 0 ] || [ -z "$cache_out" ]; then "$nvcc" "$@"; return; fi
   cache_tool_init "$nvcc"
-  deps=$(cache_deps content "$nvcc" -M "${margs[@]}") || { "$nvcc" "$@"; return; }
+  # the files this compile reads: nvcc -M with the same flags, less the output and the mode
+  deps=$(cache_deps content "$nvcc" -M "${cache_margs[@]}") || { "$nvcc" "$@"; return; }
   key=$({ printf '%s\n' "${compile_cache_ids[$nvcc]}"; cache_args content "$@"; printf '%s\n' "$deps"; } |
     sha256sum | cut -d' ' -f1)
-  cache_run "$nvcc_cache_dir" "$key" "$out" "$nvcc" "$@"
+  cache_run "$nvcc_cache_dir" "$key" "$cache_out" "$nvcc" "$@"
 }
 
 cuobjdump_cached() {
@@ -199,32 +203,19 @@ cuobjdump_cached() {
 }
 
 cc_cached() {
-  local cc=$1 out="" a prev="" compile=0 margs=() deps key map
+  local cc=$1 deps key map
   shift
-  for a in "$@"; do
-    [ "$prev" = -o ] && out=$a
-    [ "$a" = -c ] && compile=1
-    prev=$a
-  done
+  cache_parse "$@"
   map=-ffile-prefix-map=$compile_cache_root=.
-  if [ $cc_cache_on = 0 ] || [ -z "$out" ] || [ $compile = 0 ]; then "$cc" "$map" "$@"; return; fi
-  prev=""
-  for a in "$@"; do
-    case $prev:$a in
-      -o:*) ;;
-      *:-o|*:-c) ;;
-      *) margs+=("$a") ;;
-    esac
-    prev=$a
-  done
+  if [ $cc_cache_on = 0 ] || [ -z "$cache_out" ] || [ $cache_mode = 0 ]; then "$cc" "$map" "$@"; return; fi
   cache_tool_init "$cc"
-  deps=$(cache_deps path "$cc" -M "${margs[@]}") || { "$cc" "$map" "$@"; return; }
+  deps=$(cache_deps path "$cc" -M "${cache_margs[@]}") || { "$cc" "$map" "$@"; return; }
   key=$(cache_key "cc
 ${compile_cache_ids[$cc]}
 cwd $PWD/
 $(cache_args path "$@")
 $deps")
-  cache_run "$cc_cache_dir" "$key" "$out" "$cc" "$map" "$@"
+  cache_run "$cc_cache_dir" "$key" "$cache_out" "$cc" "$map" "$@"
 }
 
 cc_program() {
