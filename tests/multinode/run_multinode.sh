@@ -162,32 +162,48 @@ states=()
 
 # what is left of the run recorded in a state file: one line per thing, none when clean
 leftovers() { # STATEFILE
-  local st=$1 ids pids rundir id
+  local st=$1 ids= pids= rundir= id= k v
   [ -f "$st" ] || return 0
-  id=$(awk '$1 == "id" {print $2}' "$st")
-  rundir=$(awk '$1 == "rundir" {print $2}' "$st")
-  pids=$(awk '$1 == "pids" {$1 = ""; print}' "$st")
-  ids=$(awk '$1 == "namespaces" {$1 = ""; print}' "$st")
-  local p n pats=()
+  # (read by the shell itself: mn-nothing-left reads every case's state file)
+  while read -r k v; do
+    case $k in
+      id) id=${v%% *} ;;
+      rundir) rundir=${v%% *} ;;
+      pids) pids+=" $v" ;;
+      namespaces) ids+=" $v" ;;
+    esac
+  done <"$st"
+  local p n pats=() state
   # (a zombie holder has already left its namespaces: its new parent reaps it)
   for p in $pids; do
-    grep -q '^State:[[:space:]]*Z' "/proc/$p/status" 2>/dev/null && continue
+    state=
+    while read -r k v; do [ "$k" = State: ] && state=${v%% *} && break; done 2>/dev/null <"/proc/$p/status"
+    [ "$state" = Z ] && continue
     [ -d "/proc/$p" ] && echo "holder process $p still running"
   done
   for n in $ids; do pats+=(-e "-> $n"); done
   if [ ${#pats[@]} -gt 0 ]; then
     # (namespace ids are reused once a namespace is gone: only a holder or
     # a process with the run's MSCCLPP_HOSTID is ours, as in cluster.sh)
-    ls -l /proc/[0-9]*/ns/net /proc/[0-9]*/ns/mnt /proc/[0-9]*/ns/uts 2>/dev/null | grep -F "${pats[@]}" |
+    ns_links | grep -F "${pats[@]}" |
       sed -E 's|.*/proc/([0-9]+)/ns/([a-z]+) -> (.*)$|\1 \3|' | while read -r p n; do
       case " $pids " in *" $p "*) ;; *) tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q "^MSCCLPP_HOSTID=mn$id-node" || continue ;; esac
       echo "process $p still in namespace $n"
     done
   fi
-  ip -o link show 2>/dev/null | grep -F "mn$id" | sed 's/^/host link: /'
+  link_lines | grep -F "mn$id" | sed 's/^/host link: /'
   grep -F "mn$id-" /proc/self/mountinfo | sed 's/^/host mount: /'
   [ -n "$rundir" ] && [ -e "$rundir" ] && echo "run directory $rundir still there"
 }
+# every process's namespace links ("... /proc/PID/ns/net -> net:[...]") and the host's links:
+# read now, or the snapshot in ns_snap / link_snap where one was taken (mn-nothing-left)
+ns_snap= link_snap=
+ns_links() {
+  if [ -n "$ns_snap" ]; then printf '%s\n' "$ns_snap"; else
+    ls -l /proc/[0-9]*/ns/net /proc/[0-9]*/ns/mnt /proc/[0-9]*/ns/uts 2>/dev/null
+  fi
+}
+link_lines() { if [ -n "$link_snap" ]; then printf '%s\n' "$link_snap"; else ip -o link show 2>/dev/null; fi; }
 
 # wait (up to SECONDS) until nothing of STATEFILE is left; print what is
 settle() { # STATEFILE SECONDS
@@ -388,7 +404,16 @@ if want_case mn-nothing-left; then
   start=$(date +%s.%N)
   log=$out/$name.log
   : >"$log"
+  # every case is over: one snapshot of the processes' namespaces and the host's links serves
+  # all the state files; a state it shows unclean is looked at again (settle) before it counts
+  ns_snap=$(ls -l /proc/[0-9]*/ns/net /proc/[0-9]*/ns/mnt /proc/[0-9]*/ns/uts 2>/dev/null)
+  link_snap=$(ip -o link show 2>/dev/null)
+  unclean=()
   for st in ${states[@]+"${states[@]}"}; do
+    [ -z "$(leftovers "$st")" ] || unclean+=("$st")
+  done
+  ns_snap= link_snap=
+  for st in ${unclean[@]+"${unclean[@]}"}; do
     left=$(settle "$st" 2) || echo "$(basename "$st" .state): $left" >>"$log"
   done
   # what appeared on the host since the suite began: ours (an mn<ID> name,
