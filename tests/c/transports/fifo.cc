@@ -342,15 +342,17 @@ static int run_order()
 /* ---------------- flagorder ---------------- */
 
 /* A Flag served by the proxy must not announce signals whose triggers are still
- * queued behind it: two putWithSignal-style triggers (8 B, then 64 MiB) are
+ * queued behind it: two putWithSignal-style triggers (8 B, then 16 MiB) are
  * queued before the proxy runs; when the receiver's first wait returns, an
- * epoch of 2 would claim the 64 MiB put, which the proxy is still copying. */
+ * epoch of 2 would claim the big put, which the proxy is still copying. 16 MiB
+ * takes the copy long enough that the receiver's check, reading from the
+ * start, outruns it (a proxy that signals before it copies fails the case). */
 static int run_flagorder()
 {
   int n = su_nranks, me = su_rank;
   SU_REQUIRE(n == 2, "needs 2 ranks");
   int peer = 1 - me;
-  const size_t BIG = 64u << 20, SRC = BIG + 64;
+  const size_t BIG = 16u << 20, SRC = BIG + 64;
   su_comm_init();
   alloc_buf(SRC + BIG); /* [0,BIG): big receive, [BIG,BIG+8): small receive, [SRC,SRC+BIG): source */
   SU_CK(mscclppConnect(su_comm, peer, 0, buf, bufBytes, su_transport(), su_ibdev()));
@@ -371,14 +373,14 @@ static int run_flagorder()
     su_wait(&c, 30000, "the first (8-byte) signal");
     uint64_t seen = *(volatile uint64_t*)&c.localSignalEpochId->proxy;
     if (seen >= 2) {
-      size_t bad = su_verify(buf, BIG, su_seed(9, 0, 0), "64 MiB put announced by an epoch of 2");
+      size_t bad = su_verify(buf, BIG, su_seed(9, 0, 0), "big put announced by an epoch of 2");
       SU_CHECK(bad == 0, "the epoch said 2 signals were done right after the first wait, but the second put's data "
                          "was not there (%zu bytes wrong)", bad);
     }
     printf("fifo flagorder rank 1: epoch %llu right after the first wait\n", (unsigned long long)seen);
     SU_CHECK(su_verify(buf + BIG, 8, su_seed(9, 0, 0), "8-byte put") == 0, "the first put's data is wrong");
-    su_wait(&c, 30000, "the second (64 MiB) signal");
-    SU_CHECK(su_verify(buf, BIG, su_seed(9, 0, 0), "64 MiB put") == 0, "the second put's data is wrong");
+    su_wait(&c, 30000, "the second (big) signal");
+    SU_CHECK(su_verify(buf, BIG, su_seed(9, 0, 0), "big put") == 0, "the second put's data is wrong");
   }
   SU_CK(mscclppBootstrapBarrier(su_comm));
   finish_comm();
