@@ -21,10 +21,13 @@ func TestSendTimeoutBoundsSilenceNotSize(t *testing.T) {
 	const timeout = time.Second
 	b := &Bootstrap{rank: 0, nranks: 2, timeout: timeout, out: make([]outConn, 2), conns: map[net.Conn]struct{}{}}
 	b.out[1].c = c
-	data := bytes.Repeat([]byte{0x5a}, 8<<20)
+	data := bytes.Repeat([]byte{0x5a}, maxP2PMessage)
 
+	// The reader takes 256 KiB every 25 ms: 1.6 s for the 16 MiB (longer than the timeout, so
+	// one deadline over the whole message fails), 0.1 s for each MiB (a tenth of the timeout,
+	// so a reader slowed tenfold by a loaded machine still keeps every MiB's deadline).
 	got := make(chan []byte, 1)
-	go func() { // takes 256 KiB every 50 ms: 1.6 s for the message, 0.2 s for each MiB
+	go func() {
 		var msg []byte
 		buf := make([]byte, 256<<10)
 		for len(msg) < p2pHdrLen+len(data) {
@@ -33,7 +36,7 @@ func TestSendTimeoutBoundsSilenceNotSize(t *testing.T) {
 			if err != nil {
 				break
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(25 * time.Millisecond)
 		}
 		got <- msg
 	}()
