@@ -18,14 +18,15 @@ func TestSendTimeoutBoundsSilenceNotSize(t *testing.T) {
 	c, peer := tcpPair(t)
 	c.SetWriteBuffer(64 << 10) // little room in the kernel: the reader's pace is the message's
 	peer.SetReadBuffer(64 << 10)
-	const timeout = time.Second
+	const timeout = 3 * time.Second
 	b := &Bootstrap{rank: 0, nranks: 2, timeout: timeout, out: make([]outConn, 2), conns: map[net.Conn]struct{}{}}
 	b.out[1].c = c
 	data := bytes.Repeat([]byte{0x5a}, maxP2PMessage)
 
-	// The reader takes 256 KiB every 25 ms: 1.6 s for the 16 MiB (longer than the timeout, so
-	// one deadline over the whole message fails), 0.1 s for each MiB (a tenth of the timeout,
-	// so a reader slowed tenfold by a loaded machine still keeps every MiB's deadline).
+	// The reader takes 256 KiB every 60 ms: 3.84 s for the 16 MiB (longer than the timeout, so
+	// one deadline over the whole message fails), 0.24 s for each MiB (a twelfth of the
+	// timeout: a reader slowed tenfold beside other tests on 2 CPUs, which is what a 1 s
+	// timeout met, still keeps every MiB's deadline).
 	got := make(chan []byte, 1)
 	go func() {
 		var msg []byte
@@ -36,7 +37,7 @@ func TestSendTimeoutBoundsSilenceNotSize(t *testing.T) {
 			if err != nil {
 				break
 			}
-			time.Sleep(25 * time.Millisecond)
+			time.Sleep(60 * time.Millisecond)
 		}
 		got <- msg
 	}()
