@@ -26,6 +26,8 @@
 #   cc_cached CC ARGS...           CC ARGS (with -c and -o OUT), or its cached result
 #   cc_program CC OUT ARGS...      CC ARGS -o OUT (one source among ARGS, linking flags too):
 #                                  the source compiled through cc_cached to OUT.o, then linked
+#   compile_slot                   waits until fewer background jobs of this shell run than
+#                                  there are CPUs: the room of a pool of builds run in parallel
 compile_cache_base=${MSCCLPP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mscclpp}
 compile_cache_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 nvcc_cache_dir=$compile_cache_base/nvcc
@@ -43,6 +45,8 @@ if [ $cc_cache_on = 1 ]; then
   find "$cc_cache_dir" -mindepth 2 -maxdepth 2 -type d -mtime +30 -exec rm -rf {} + 2>/dev/null || true
 fi
 declare -A compile_cache_ids=() # the identity of each tool, by path: cache_tool_init fills it
+compile_jobs_max=$(nproc 2>/dev/null || echo 2)
+compile_slot() { while [ "$(jobs -rp | wc -l)" -ge "$compile_jobs_max" ]; do wait -n; done; }
 
 # cache_tool_init TOOL: notes its version, and for nvcc that of the host compilers it runs
 # (in this shell, before the key's subshell, so each tool is asked once)

@@ -240,7 +240,6 @@ finish_subsuite() { # NAME
 
 
 build_start=$(date +%s.%N)
-jobs_max=$(nproc 2>/dev/null || echo 2)
 builds=(
   "c abi_layout_c abi_layout.c" "c error_strings error_strings.c" "c bootstrap bootstrap.c"
   "c connections connections.c" "c alltoall alltoall.c" "c datapath datapath.c" "c ethwait ethwait.c" "c bad_input bad_input.c" "c timeouts timeouts.c"
@@ -252,7 +251,7 @@ builds=(
 # in a subshell of its own: its jobs and waits are the builds', not the sub-suites'
 (
   for job in "${builds[@]}"; do
-    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+    compile_slot
     set -- $job
     lang=$1
     shift

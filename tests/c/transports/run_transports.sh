@@ -50,10 +50,9 @@ compile() {
 
 # the programs build in parallel (as many at once as there are CPUs), then report in order
 (
-  jobs_max=$(nproc 2>/dev/null || echo 2)
   for src in "$here/../launch.c" "$here"/*.c "$here"/*.cc; do
     [ -e "$src" ] || continue
-    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+    compile_slot
     name=$(basename "$src")
     compile "${name%.*}" "$src" &
   done
