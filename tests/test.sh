@@ -93,7 +93,7 @@ go_test() {
   echo "== go test -tags mscclpp_testhooks -race -vet=all ./..."
   set -o pipefail
   # -timeout is each package binary's hang guard, not a speed goal (each test bounds its own
-  # waits): impl's tests take several minutes under -race beside the other lanes on 2 CPUs
+  # waits): a package's tests under -race beside the other lanes on 2 busy CPUs take minutes
   $GO test -tags mscclpp_testhooks -race -vet=all -count=1 -timeout 900s -json ./... 2>&1 | "$out/summary" gotest "$out/go.records"
 }
 c_suite() {

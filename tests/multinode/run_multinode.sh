@@ -114,13 +114,12 @@ compile() {
 rm -f "$out"/built-*
 # as many builds at once as there are CPUs
 (
-  jobs_max=$(nproc 2>/dev/null || echo 2)
   for job in "launch|$root/tests/c/launch.c" "bootstrap|$root/tests/c/bootstrap.c" "nodeshm|$here/nodeshm.c" \
     "perf|$root/tools/perf/perf.c" "allgather|$root/tests/c/transports/allgather.c" \
     "fifo|$root/tests/c/transports/fifo.cc" "kill|$root/tests/c/transports/kill.cc" \
     "stop|$root/tests/c/transports/stop.cc" "linkfault|$here/linkfault.cc" \
     "mnrank|$root/tests/devthreads/mnrank.cc" "mnallgather|$root/tests/devthreads/mnallgather.cc" devthreads; do
-    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+    compile_slot
     if [ "$job" = devthreads ]; then
       # the stand-in libcuda with the device-threads kernels linked in (as impl/devthreads_test.go builds it)
       { cc_cached gcc -c -fPIC -O1 -o "$out/fakecuda.o" "$root/cuda/testdata/fakecuda.c" &&
@@ -406,8 +405,8 @@ if want_case mn-nothing-left; then
   : >"$log"
   # every case is over: one snapshot of the processes' namespaces and the host's links serves
   # all the state files; a state it shows unclean is looked at again (settle) before it counts
-  ns_snap=$(ls -l /proc/[0-9]*/ns/net /proc/[0-9]*/ns/mnt /proc/[0-9]*/ns/uts 2>/dev/null)
-  link_snap=$(ip -o link show 2>/dev/null)
+  ns_snap=$(ns_links)
+  link_snap=$(link_lines)
   unclean=()
   for st in ${states[@]+"${states[@]}"}; do
     [ -z "$(leftovers "$st")" ] || unclean+=("$st")
