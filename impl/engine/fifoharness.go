@@ -272,9 +272,10 @@ static int64_t fhFullPush(fhHarness* h, int closeIt, int64_t timeoutMs, uint64_t
 	if (mscclppFifoPush(&h->dev.fifo, mscclppData, 0, 0, 1) != 0 || !fhUntil(&h->st.held, NULL, 0)) goto out;
 	for (uint64_t id = 1; id < MSCCLPP_PROXY_FIFO_SIZE; id++)
 		if (mscclppFifoPush(&h->dev.fifo, mscclppData, id, 0, 1) != id) goto out;
+	// t0 before the push's thread exists: the push's wait (its deadline) starts after it
+	uint64_t t0 = engNowNs();
 	if (pthread_create(&pt, NULL, fhPushOne, &push) != 0) goto out;
 	pushing = 1;
-	uint64_t t0 = engNowNs();
 	if (closeIt) {
 		if (pthread_create(&ct, NULL, fhCloseCtx, &closer) != 0) goto out;
 		closing = 1;
