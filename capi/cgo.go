@@ -3,6 +3,6 @@
 // dispatched to one function of package impl; nothing else lives here.
 package main
 
-// #cgo CFLAGS: -I${SRCDIR}/../include -I${SRCDIR}/../impl/status -O2 -Wall
-// #cgo CXXFLAGS: -I${SRCDIR}/../include -I${SRCDIR}/../impl/status -O2 -Wall -std=c++17
+// #cgo CFLAGS: -O2 -Wall
+// #cgo CXXFLAGS: -O2 -Wall -std=c++17
 import "C"

@@ -2,7 +2,7 @@ package main
 
 /*
 #include <stdlib.h>
-#include "mscclpp.h"
+#include "../include/mscclpp.h"
 #include "forward.h"
 */
 import "C"

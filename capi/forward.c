@@ -12,7 +12,7 @@
 #include <stdio.h>
 
 #include "_cgo_export.h"
-#include "errs.h" /* impl/status: error text, result-code strings, the fork check */
+#include "../impl/status/errs.h" /* impl/status: error text, result-code strings, the fork check */
 #include "forward.h"
 #include "tools.h"
 

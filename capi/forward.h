@@ -5,7 +5,7 @@
 #ifndef MSCCLPP_CAPI_FORWARD_H_
 #define MSCCLPP_CAPI_FORWARD_H_
 
-#include "mscclpp.h"
+#include "../include/mscclpp.h"
 
 #ifdef __cplusplus
 extern "C" {

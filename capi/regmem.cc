@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "_cgo_export.h" /* the Go exports go_<name>, as cgo declares them */
-#include "errs.h"         /* impl/status: the fork check */
-#include "mscclpp.h"
+#include "../impl/status/errs.h"         /* impl/status: the fork check */
+#include "../include/mscclpp.h"
 #include "tools.h"
 
 extern "C" {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "_cgo_export.h"
-#include "errs.h" /* the fork check, error records */
+#include "../impl/status/errs.h" /* the fork check, error records */
 
 mscclppResult_t mscclppCommReport(mscclppComm_t comm, FILE* f)
 {

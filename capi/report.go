@@ -1,7 +1,7 @@
 package main
 
 /*
-#include "mscclpp.h"
+#include "../include/mscclpp.h"
 */
 import "C"
 

@@ -25,7 +25,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "errs.h" /* impl/status: the process's last error, the fork check */
+#include "../impl/status/errs.h" /* impl/status: the process's last error, the fork check */
 #include "tools.h"
 
 unsigned char capiToolFirst[MSCCLPP_TOOL_MAX_LAYERS + 2][mscclppToolNumFunctions];

@@ -9,7 +9,7 @@
 #ifndef MSCCLPP_CAPI_TOOLS_H_
 #define MSCCLPP_CAPI_TOOLS_H_
 
-#include "mscclpp_tools.h"
+#include "../include/mscclpp_tools.h"
 
 #ifdef __cplusplus
 extern "C" {

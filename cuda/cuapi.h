@@ -13,7 +13,7 @@
 #ifndef MSCCLPP_CUAPI_H_
 #define MSCCLPP_CUAPI_H_
 
-#include "dynlib.h"
+#include "../impl/dynlib/dynlib.h"
 #include <stddef.h>
 
 /* The conformance test defines these as the toolkit's types. */

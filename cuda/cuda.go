@@ -12,7 +12,7 @@
 package cuda
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../include -I${SRCDIR}/../impl/dynlib -O2 -Wall
+#cgo CFLAGS: -O2 -Wall
 #cgo LDFLAGS: -ldl
 #include <stdlib.h>
 #include "calls.h"

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 
 #include "calls.h"
-#include "mscclpp.h"
+#include "../include/mscclpp.h"
 
 /* The driver's name of rc, or its number. */
 static const char* errName(const cuwApi* a, cuwResult rc, char* buf, size_t len)

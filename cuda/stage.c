@@ -9,7 +9,7 @@
 
 #include <stdio.h>
 
-#include "mscclpp.h"
+#include "../include/mscclpp.h"
 
 /* Runs with st's context current on the calling thread (a proxy or receive thread). */
 typedef struct stageCall {

@@ -21,7 +21,7 @@
 package ib
 
 /*
-#cgo CFLAGS: -I${SRCDIR} -I${SRCDIR}/../impl/dynlib -O2 -Wall
+#cgo CFLAGS: -O2 -Wall
 #cgo LDFLAGS: -ldl -lpthread
 #include <stdlib.h>
 #include "ibcore.h"

@@ -18,7 +18,7 @@
 #ifndef MSCCLPP_IBCORE_H_
 #define MSCCLPP_IBCORE_H_
 
-#include "dynlib.h"
+#include "../impl/dynlib/dynlib.h"
 #include <pthread.h>
 #include <stdint.h>
 

@@ -6,8 +6,8 @@
 #ifndef MSCCLPP_CUDAPROXY_H
 #define MSCCLPP_CUDAPROXY_H
 
-#include "calls.h"
-#include "engine.h"
+#include "../../cuda/calls.h"
+#include "../engine/engine.h"
 
 /* The proxy thread's setup: st's context current, the thread bound near the GPU. */
 int cudaProxyStateThreadInit(engCtx* ctx, cudaProxyState* st);

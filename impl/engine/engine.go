@@ -4,7 +4,7 @@
 package engine
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../include -I${SRCDIR}/../status -O2 -Wall
+#cgo CFLAGS: -O2 -Wall
 #include <stdlib.h>
 #include <string.h>
 #include "engine.h"

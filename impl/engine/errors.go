@@ -4,7 +4,7 @@ package engine
 // connections a remote error failed (engine.h, engComm).
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../include -O2 -Wall
+#cgo CFLAGS: -O2 -Wall
 #include <stdlib.h>
 #include "engine.h"
 */

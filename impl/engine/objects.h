@@ -16,8 +16,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "errs.h" /* impl/status: the one home of error text */
-#include "mscclpp.h"
+#include "../status/errs.h" /* impl/status: the one home of error text */
+#include "../../include/mscclpp.h"
 #include "transport.h"
 
 /* Connections per context: every connId a trigger can carry (include/mscclppfifo.h). */

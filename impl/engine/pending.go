@@ -4,7 +4,7 @@ package engine
 // proxies were never launched looks at (impl/launchwatch.go).
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../include -O2 -Wall
+#cgo CFLAGS: -O2 -Wall
 #include "engine.h"
 
 // The connection of the trigger written in the slot at ctx's tail (pushed, not served), or -1

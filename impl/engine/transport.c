@@ -5,7 +5,7 @@
  */
 #include "transport.h"
 
-#include "mscclpp.h"
+#include "../../include/mscclpp.h"
 #include "objects.h"
 
 int engOpsNoOp(struct engConn* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle,

@@ -18,9 +18,9 @@
 #define _GNU_SOURCE
 #include "eth.h"
 
-#include "backoff.h"
-#include "calls.h" /* cuda/: the CUDA-mode proxy state and its staging copies (linked into the same library) */
-#include "cudaproxy.h" /* the CUDA-mode proxy thread's setup and tail publication */
+#include "../engine/backoff.h"
+#include "../../cuda/calls.h" /* cuda/: the CUDA-mode proxy state and its staging copies (linked into the same library) */
+#include "../cudaproxy/cudaproxy.h" /* the CUDA-mode proxy thread's setup and tail publication */
 
 #include <errno.h>
 #include <pthread.h>

@@ -6,7 +6,7 @@
 package eth
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../engine -I${SRCDIR}/../status -I${SRCDIR}/../cudaproxy -I${SRCDIR}/../../cuda -I${SRCDIR}/../dynlib -I${SRCDIR}/../../include -O2 -Wall
+#cgo CFLAGS: -O2 -Wall
 #include <stdlib.h>
 #include "eth.h"
 static const void* ethOpsPtr(void) { return &ethOps; }

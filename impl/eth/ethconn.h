@@ -9,7 +9,7 @@
 #include <pthread.h>
 #include <sys/uio.h>
 
-#include "engine.h"
+#include "../engine/engine.h"
 #include "ethwire.h"
 
 struct cudaProxyState; /* cuda/calls.h: a CUDA-mode proxy's context and streams */

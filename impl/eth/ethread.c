@@ -25,7 +25,7 @@
 #define _GNU_SOURCE
 #include "ethconn.h"
 
-#include "backoff.h"
+#include "../engine/backoff.h"
 
 #include <errno.h>
 #include <linux/futex.h>

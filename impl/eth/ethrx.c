@@ -8,8 +8,8 @@
 #include "ethconn.h"
 #include "ethwire.h"
 
-#include "backoff.h"
-#include "calls.h" /* cuda/: the CUDA-mode proxy state and its staging copies */
+#include "../engine/backoff.h"
+#include "../../cuda/calls.h" /* cuda/: the CUDA-mode proxy state and its staging copies */
 
 #include <errno.h>
 #include <poll.h>

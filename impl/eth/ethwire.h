@@ -22,7 +22,7 @@
 #ifndef MSCCLPP_ETHWIRE_H_
 #define MSCCLPP_ETHWIRE_H_
 
-#include "engine.h"
+#include "../engine/engine.h"
 
 #define ETH_MAGIC 0x3145534du /* "MSE1" */
 #define ETH_DATA 1u

@@ -16,8 +16,8 @@ package eth
 #include <sys/socket.h>
 #include <unistd.h>
 #include "eth.h"
-#include "engine.h"
-#include "testconn.h"
+#include "../engine/engine.h"
+#include "../engine/testconn.h"
 
 enum { ethHarnessConns = 2 };
 

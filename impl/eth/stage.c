@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "calls.h" /* cuda/: cudaStageAsync, cudaStageWait and the streams (linked into the same library) */
+#include "../../cuda/calls.h" /* cuda/: cudaStageAsync, cudaStageWait and the streams (linked into the same library) */
 
 /* Records msg, a message built here, as connection c's failure: engConnFail takes a printf
  * format where impl/status's error record defines engFail (a macro), a plain message before. */

@@ -10,7 +10,7 @@ package ib
 #include <string.h>
 #include "heartbeat.h"
 #include "ops.h"
-#include "testconn.h"
+#include "../engine/testconn.h"
 
 // A test connection: its engConn first (the pointer the tests hold), its handles, and its device
 // view wired for host waits (testConnAdd).

@@ -14,8 +14,8 @@
 #ifndef MSCCLPP_IB_HEARTBEAT_H_
 #define MSCCLPP_IB_HEARTBEAT_H_
 
-#include "engine.h"
-#include "ibcore.h"
+#include "../engine/engine.h"
+#include "../../ib/ibcore.h"
 
 #define IB_BEAT_BYE UINT64_MAX
 

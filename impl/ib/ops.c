@@ -11,7 +11,7 @@
  */
 #include "ops.h"
 
-#include "cudaproxy.h" /* the CUDA-mode proxy thread's setup and tail publication */
+#include "../cudaproxy/cudaproxy.h" /* the CUDA-mode proxy thread's setup and tail publication */
 
 #include <stddef.h>
 #include <stdio.h>

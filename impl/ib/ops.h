@@ -8,8 +8,8 @@
 #ifndef MSCCLPP_IB_OPS_H_
 #define MSCCLPP_IB_OPS_H_
 
-#include "engine.h"
-#include "ibcore.h"
+#include "../engine/engine.h"
+#include "../../ib/ibcore.h"
 
 typedef struct ibRemoteMr {
   uint64_t addr; /* in the peer's address space */

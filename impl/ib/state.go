@@ -1,7 +1,7 @@
 package ib
 
 /*
-#cgo CFLAGS: -I${SRCDIR} -I${SRCDIR}/../../ib -I${SRCDIR}/../engine -I${SRCDIR}/../status -I${SRCDIR}/../cudaproxy -I${SRCDIR}/../../cuda -I${SRCDIR}/../dynlib -I${SRCDIR}/../../include -O2 -Wall
+#cgo CFLAGS: -O2 -Wall
 #include <stdlib.h>
 #include "ops.h"
 

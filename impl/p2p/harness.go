@@ -8,7 +8,7 @@ package p2p
 /*
 #include <stdlib.h>
 #include "p2p.h"
-#include "testconn.h"
+#include "../engine/testconn.h"
 
 typedef struct harnessP2P {
   engComm* comm;

@@ -16,7 +16,7 @@
  */
 #include "p2p.h"
 
-#include "cudaproxy.h"
+#include "../cudaproxy/cudaproxy.h"
 
 static int cudaFail(engConn* c, const cuwApi* a, const char* call, cuwResult rc)
 {

@@ -10,7 +10,7 @@
 package p2p
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../engine -I${SRCDIR}/../status -I${SRCDIR}/../cudaproxy -I${SRCDIR}/../../cuda -I${SRCDIR}/../dynlib -I${SRCDIR}/../../include -O2 -Wall
+#cgo CFLAGS: -O2 -Wall
 #include "p2p.h"
 
 static const void* p2pOpsPtr(void) { return &p2pOps; }

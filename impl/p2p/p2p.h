@@ -7,8 +7,8 @@
 #ifndef MSCCLPP_P2P_H_
 #define MSCCLPP_P2P_H_
 
-#include "calls.h"
-#include "engine.h"
+#include "../../cuda/calls.h"
+#include "../engine/engine.h"
 
 extern const engOps p2pOps;
 

@@ -10,7 +10,7 @@ package shm
 #include <stdlib.h>
 #include "ring.h"
 #include "shm.h"
-#include "testconn.h"
+#include "../engine/testconn.h"
 
 enum { shmHarnessConns = 2 };
 

@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "backoff.h"
+#include "../engine/backoff.h"
 #include "ring.h"
 
 struct shmLander {

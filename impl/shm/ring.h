@@ -28,9 +28,9 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "backoff.h"
-#include "bias.h"
-#include "engine.h"
+#include "../engine/backoff.h"
+#include "../engine/bias.h"
+#include "../engine/engine.h"
 
 #define SHM_RING_MAGIC 0x4d5343434c505245ull /* "MSCCLPPE" */
 #define SHM_RING_HDR 4096                    /* bytes before the first slot */

@@ -4,7 +4,7 @@
 package shm
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../engine -I${SRCDIR}/../status -I${SRCDIR}/../../include -O2 -Wall
+#cgo CFLAGS: -O2 -Wall
 #include "shm.h"
 #include "ring.h"
 static const void* shmOpsPtr(void) { return &shmOps; }

@@ -8,7 +8,7 @@
 #ifndef MSCCLPP_SHM_H_
 #define MSCCLPP_SHM_H_
 
-#include "engine.h"
+#include "../engine/engine.h"
 
 /* The ops of a connection (shmOps), and of one whose peer queues into an eager ring whose
  * waits land it (shmLandOps: Conn.SetOps at setup). */

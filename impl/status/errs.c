@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "mscclpp.h"
+#include "../../include/mscclpp.h"
 
 static pthread_mutex_t globalLock = PTHREAD_MUTEX_INITIALIZER;
 static char globalMsg[1024];

@@ -8,7 +8,7 @@
 package status
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../include -O2 -Wall
+#cgo CFLAGS: -O2 -Wall
 #include <stdlib.h>
 #include "errs.h"
 */

@@ -4,15 +4,17 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 )
 
-// repoRoot is the repository's root directory.
+// repoRoot is the repository's root directory (go test runs in the package's directory).
 func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		panic(err)
+	}
+	return root
 }
 
 // testhooksOnly opens a Go file built only with -tags mscclpp_testhooks: a test harness.

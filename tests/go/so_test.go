@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -36,8 +35,7 @@ var extensions = []string{
 // library returns the path of the built library, building it into a temp dir when make has not.
 func library(t *testing.T) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
+	root := repoRoot()
 	built := filepath.Join(root, "build", "lib", "libmscclpp.so.0.1.0")
 	if _, err := os.Stat(built); err == nil {
 		return built

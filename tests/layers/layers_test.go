@@ -10,7 +10,6 @@ import (
 	"go/build"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -83,11 +82,11 @@ func productImports(t *testing.T, root string) map[string][]string {
 }
 
 func repoRoot(t *testing.T) string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("no caller information")
+	root, err := filepath.Abs(filepath.Join("..", "..")) // go test runs in the package's directory
+	if err != nil {
+		t.Fatal(err)
 	}
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return root
 }
 
 // upward returns, sorted, every import of imports that does not point to a lower layer and is

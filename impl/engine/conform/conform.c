@@ -4,8 +4,8 @@
  */
 #include "conform.h"
 
-#include "backoff.h"
-#include "engine.h"
+#include "../backoff.h"
+#include "../engine.h"
 
 int cfDo(void* c, uint64_t type, uint64_t dstHandle, uint64_t dstOff, uint64_t srcHandle, uint64_t srcOff,
          uint64_t size)

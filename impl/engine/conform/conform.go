@@ -8,7 +8,7 @@
 package conform
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/.. -I${SRCDIR}/../../status -I${SRCDIR}/../../../include -O2 -Wall
+#cgo CFLAGS: -O2 -Wall
 #include "conform.h"
 */
 import "C"

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"unsafe"
 
@@ -29,9 +28,8 @@ func NewFakeCUDA(t *testing.T) *FakeCUDA {
 	if cc == "" {
 		cc = "cc"
 	}
-	_, file, _, _ := runtime.Caller(0)
 	f := &FakeCUDA{Lib: filepath.Join(t.TempDir(), "libfakecuda.so")}
-	src := filepath.Join(filepath.Dir(file), "..", "..", "..", "cuda", "testdata", "fakecuda.c")
+	src := filepath.Join(moduleRoot(t), "cuda", "testdata", "fakecuda.c")
 	if b, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", f.Lib, src, "-lpthread").CombinedOutput(); err != nil {
 		t.Fatalf("building the stand-in driver: %v\n%s", err, b)
 	}
@@ -54,5 +52,25 @@ func NewFakeCUDA(t *testing.T) *FakeCUDA {
 func (f *FakeCUDA) Write(p uint64, b []byte) {
 	if err := cuda.TestLibWrite(f.Lib, p, b); err != nil {
 		panic(err)
+	}
+}
+
+// moduleRoot is the directory of go.mod above the test's working directory (its package's
+// directory, where go test runs it); the source file's own path is module-relative under -trimpath.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			t.Fatal("no go.mod above the working directory")
+		}
+		dir = up
 	}
 }

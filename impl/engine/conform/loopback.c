@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backoff.h"
-#include "engine.h"
-#include "testconn.h"
+#include "../backoff.h"
+#include "../engine.h"
+#include "../testconn.h"
 
 typedef struct lbSide {
   engConn conn;

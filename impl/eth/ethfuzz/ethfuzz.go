@@ -5,9 +5,9 @@
 package ethfuzz
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/.. -I${SRCDIR}/../../engine -I${SRCDIR}/../../status -I${SRCDIR}/../../../include -O2 -Wall
+#cgo CFLAGS: -O2 -Wall
 #include <stdlib.h>
-#include "ethwire.h"
+#include "../ethwire.h"
 
 // decode runs the receive thread's checks on one header against
 // registrations of the given sizes (mapped[i] != 0: host memory); *why is
