@@ -201,6 +201,10 @@ declare -A sub_script=([transports]=$here/transports/run_transports.sh [tools]=$
 sub_selected() { [ -z "$filter" ] || [[ $1 =~ $filter ]]; }
 run_subsuite() { # NAME
   sub_selected "$1" || return 0
+  if [ -e "$out/$1-suite.time" ]; then # each sub-suite runs once (its .time is removed below, at the start)
+    echo "FAIL $1-suite (started a second time)" >>"$out/$1-suite.log"
+    return 1
+  fi
   local TIMEFORMAT="# $1 suite: %R s wall, %U s user + %S s system CPU"
   { time bash "${sub_script[$1]}" "$build" >"$out/$1-suite.log" 2>&1; } 2>"$out/$1-suite.time"
 }
@@ -212,14 +216,14 @@ if [ "${MSCCLPP_TEST_JOBS:-2}" -gt 1 ]; then
   (run_subsuite multinode; run_subsuite launchers) &
   sub_chains+=($!)
 fi
-finish_subsuite() { # NAME
+finish_subsuite() { # NAME: after its chain ended (every chain, the first time), or run it now
   sub_selected "$1" || return 0
   local log=$out/$1-suite.log summary
-  if [ ${#sub_chains[@]} -gt 0 ]; then
+  if [ "${MSCCLPP_TEST_JOBS:-2}" -le 1 ]; then
+    run_subsuite "$1"
+  elif [ ${#sub_chains[@]} -gt 0 ]; then
     wait "${sub_chains[@]}"
     sub_chains=()
-  else
-    run_subsuite "$1"
   fi
   if [ "$1" = transports ]; then
     grep -E '^(PASS|FAIL|SKIP)' "$log"
