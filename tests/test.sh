@@ -13,9 +13,10 @@
 # processes), and last "N passed, M failed, K skipped".
 #
 # The phases run in three lanes side by side (MSCCLPP_TEST_LANES=1: one
-# after another): go vet (a listing, mostly); the Go tests; the C suite, the docs, then the
-# faults (the docs' `make` and the fault runs' simulated nodes must not meet
-# the C suite's). Much of a lane's time is one process at work or ranks
+# after another): go vet (a listing, mostly); the Go tests, then the faults; the C suite, then
+# the docs (whose `make` must not meet the C suite's builds). The fault runs' simulated nodes
+# wait for the multinode suite's, and the other way round (tests/multinode/simnodes-lock.sh:
+# each counts what is left on the machine). Much of a lane's time is one process at work or ranks
 # waiting out a timeout, so the others keep both CPUs busy. A phase's output
 # is kept in its log and printed whole when the phase ends, so lines of two
 # lanes never interleave.
@@ -122,6 +123,7 @@ test_lane() {
   if ! phase go-test go_test && ! grep -q '^FAIL ' "$out/go.records"; then
     echo "FAIL go-test (exit status not 0, see its output above)" >>"$records"
   fi
+  faults_phase
 }
 c_lane() {
   if ! phase c-suite c_suite && ! grep -q '^FAIL ' "$out/c-suite.log"; then
@@ -130,6 +132,8 @@ c_lane() {
   if ! phase docs-check docs_check && ! grep -q '^FAIL ' "$out/docs-check.log"; then
     echo "FAIL docs-check (exit status not 0, see its output above)" >>"$records"
   fi
+}
+faults_phase() {
   local rc=0
   phase faults faults || rc=1
   if grep -q '^SKIP ' "$out/faults.log"; then

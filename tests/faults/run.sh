@@ -47,6 +47,8 @@ status=0
 if ! why=$(bash "$root/tests/multinode/cluster.sh" --check); then
   echo "SKIP faults: $why"
 else
+  . "$root/tests/multinode/simnodes-lock.sh"
+  simnodes_lock faults-lock "$0" "$@"
   out=$build/tests/faults
   mkdir -p "$out" || exit 1
   rm -rf "$out/logs" "$out"/run-*.state

@@ -58,6 +58,8 @@ if ! why=$(bash "$here/cluster.sh" --check); then
   echo "0 passed, 0 failed, 1 skipped"
   exit 0
 fi
+. "$here/simnodes-lock.sh"
+simnodes_lock multinode-lock "$0" "$@"
 
 export PKG_CONFIG_PATH="$build/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 if ! pc=$(pkg-config --cflags --libs mscclpp 2>&1); then
