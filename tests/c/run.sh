@@ -193,9 +193,10 @@ fi
 # (tests/c/tools), perf under real launchers (tests/launchers: Open MPI's mpirun, a one-node
 # Slurm cluster it starts itself, --id-file) and the multi-node suite on simulated nodes
 # (tests/multinode; needs root and namespaces, else one line "SKIP multinode: why"): their
-# cases and skips count here too. They run beside the builds and the cases of this file, in two chains
-# (transports then tools, multinode then launchers; MSCCLPP_TEST_JOBS=1: after the cases,
-# one at a time), each into its log; finish_subsuite prints a suite's lines once it ended.
+# cases and skips count here too. They run beside the builds and the cases of this file, in two
+# chains (transports, tools, then launchers; multinode, the longest under load, alone;
+# MSCCLPP_TEST_JOBS=1: after the cases, one at a time), each into its log; finish_subsuite
+# prints a suite's lines once it ended.
 declare -A sub_script=([transports]=$here/transports/run_transports.sh [tools]=$here/tools/run_tools.sh
   [launchers]=$root/tests/launchers/run_launchers.sh [multinode]=$root/tests/multinode/run_multinode.sh)
 sub_selected() { [ -z "$filter" ] || [[ $1 =~ $filter ]]; }
@@ -211,9 +212,9 @@ run_subsuite() { # NAME
 sub_chains=()
 rm -f "$out"/*-suite.time
 if [ "${MSCCLPP_TEST_JOBS:-2}" -gt 1 ]; then
-  (run_subsuite transports; run_subsuite tools) &
+  (run_subsuite transports; run_subsuite tools; run_subsuite launchers) &
   sub_chains+=($!)
-  (run_subsuite multinode; run_subsuite launchers) &
+  (run_subsuite multinode) &
   sub_chains+=($!)
 fi
 finish_subsuite() { # NAME: after its chain ended (every chain, the first time), or run it now
