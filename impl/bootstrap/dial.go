@@ -4,8 +4,10 @@ package bootstrap
 // point-to-point); the accepting side is accept.go.
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/mscclpp-go/mscclpp/impl/status"
@@ -29,6 +31,25 @@ func (b *Bootstrap) dialAsync(peer int, kind byte, deadline time.Time) <-chan di
 	return out
 }
 
+// verdictWait bounds how long a rank whose ring or star dial was refused during init waits for
+// the root's verdict before it reports the refusal itself.
+const verdictWait = time.Second
+
+// awaitVerdict waits up to d for b to fail and returns why (nil if it did not). During init
+// every peer's listener is open from before it registered until it fails, so a refused dial
+// means the peer failed, and the root tells every rank why (say, a third rank died, which the
+// refusing peer heard first): that reason, not "connection refused", is the one to report.
+func (b *Bootstrap) awaitVerdict(d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-b.done:
+		return b.err
+	case <-t.C:
+		return nil
+	}
+}
+
 // dialPeer opens a ring or point-to-point connection to peer and waits for
 // its acknowledgement.
 func (b *Bootstrap) dialPeer(peer int, kind byte, deadline time.Time) (*net.TCPConn, error) {
@@ -42,6 +63,11 @@ func (b *Bootstrap) dialPeer(peer int, kind byte, deadline time.Time) (*net.TCPC
 	if err != nil {
 		if ferr := b.failed(); ferr != nil {
 			return nil, ferr // aborted while dialling (dialCtx)
+		}
+		if kind != kindP2P && errors.Is(err, syscall.ECONNREFUSED) {
+			if ferr := b.awaitVerdict(verdictWait); ferr != nil {
+				return nil, ferr
+			}
 		}
 		if isTimeout(err) {
 			return nil, b.errorf(status.RemoteError, "cannot open a %s connection to rank %d at %s within %v", what, peer, addr, b.timeout)

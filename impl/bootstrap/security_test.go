@@ -438,6 +438,31 @@ func TestRankDiesDuringInit(t *testing.T) {
 	})
 }
 
+// TestRefusedDialReportsTheVerdict: a rank whose ring dial is refused during init (its peer's
+// listener closed: the peer failed) reports the root's verdict when one comes, here that a
+// third rank closed its connection, not the refusal (which names only the refusing peer).
+func TestRefusedDialReportsTheVerdict(t *testing.T) {
+	addr := loopbackAddr(t)
+	logs := newLogSink()
+	e0 := initAsync(addr, 0, 3, Options{Timeout: 20 * time.Second, Logf: logs.logf})
+	logs.waitFor(t, "rank 0 registered")
+	// Rank 1 registers an address nobody listens at (rank 0's dial to it is refused) and stays.
+	c1, _, _ := register(t, addr, 1, 3)
+	defer c1.Close()
+	logs.waitFor(t, "rank 1 registered")
+	// Rank 2 gets the table and dies.
+	_, key := testKey(t, addr)
+	c2, _, n := register(t, addr, 2, 3)
+	magic, _ := testKey(t, addr)
+	c2.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if st, _, err := readReply(c2, magic, &key, labelReply, &n, maxTableLen(3)); err != nil || st != replyOK {
+		t.Fatalf("no table: %d %v", st, err)
+	}
+	c2.Close()
+	err := waitErr(t, e0, 3*time.Second)
+	wantCode(t, err, status.RemoteError, "rank 2", "closed its connection")
+}
+
 // TestNranksMismatch: ranks that disagree about nranks all fail at once
 // with InvalidUsage naming both values, in either order of arrival.
 func TestNranksMismatch(t *testing.T) {
