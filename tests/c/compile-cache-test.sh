@@ -22,14 +22,15 @@ check() { # WHAT CONDITION...
 cat >"$tmp/fakecc" <<'EOF'
 #!/usr/bin/env bash
 [ "${1:-}" = --version ] && { echo "fakecc ${FAKE_CC_VERSION:-1}"; exit 0; }
-for a in "$@"; do [ "$a" = -c ] && echo compile >>"$FAKE_CC_COUNT"; done
+for a in "$@"; do [ "$a" = -c ] && echo compile >>"$FAKE_CC_COUNT"; [ "$a" = -M ] && echo deps >>"$FAKE_CC_DEPS"; done
 exec gcc "$@"
 EOF
 chmod +x "$tmp/fakecc"
-export FAKE_CC_COUNT=$tmp/compiles
+export FAKE_CC_COUNT=$tmp/compiles FAKE_CC_DEPS=$tmp/deps
 export MSCCLPP_CACHE_DIR=$tmp/cache
 unset MSCCLPP_CC_CACHE
 compiles() { if [ -f "$FAKE_CC_COUNT" ]; then wc -l <"$FAKE_CC_COUNT"; else echo 0; fi; }
+depruns() { if [ -f "$FAKE_CC_DEPS" ]; then wc -l <"$FAKE_CC_DEPS"; else echo 0; fi; }
 entries() { find "$tmp/cache/cc" -name done 2>/dev/null | wc -l; }
 
 # two "clones" of the repository, each with compile-cache.sh, a program and its header
@@ -57,14 +58,17 @@ check "a first compile runs the compiler and keeps the object" [ "$(compiles)" =
 check "the program runs" [ "$(run clone1)" = "hello ./src/prog.c 42" ]
 build clone1
 check "the same compile again is a hit (no compile)" [ "$(compiles)" = 1 ]
+check "a hit whose listed files are unchanged lists them from its manifest (no -M)" [ "$(depruns)" = 1 ]
 check "the program from the hit runs the same" [ "$(run clone1)" = "hello ./src/prog.c 42" ]
 build clone2
 check "a clone at another path finds the object (a hit)" [ "$(compiles)" = 1 ]
+check "a clone at another path checks its own files against the manifest (no -M)" [ "$(depruns)" = 1 ]
 check "no object names the clone's path" [ -z "$(grep -l "$tmp/clone" "$tmp/clone1/prog.o" "$tmp/clone2/prog.o")" ]
 
 printf '#define GREETING "changed"\n' >"$tmp/clone1/src/greet.h"
 build clone1
 check "a changed header misses" [ "$(compiles)" = 2 ]
+check "a changed header makes -M list the files again" [ "$(depruns)" = 2 ]
 check "the program has the changed header" [ "$(run clone1)" = "changed ./src/prog.c 42" ]
 build clone1 -DUNUSED=1
 check "a changed flag misses" [ "$(compiles)" = 3 ]
@@ -89,4 +93,14 @@ MSCCLPP_CC_CACHE=off build clone2
 MSCCLPP_CC_CACHE=off build clone2
 check "MSCCLPP_CC_CACHE=off compiles every time and keeps nothing" [ "$(compiles)" = 8 -a "$(entries)" = "$n" ]
 check "MSCCLPP_CC_CACHE=off builds the program" [ "$(run clone2)" = "hello ./src/prog.c 42" ]
+
+# the manifest names the files under the clone that wrote it by their place in the clone: a
+# clone whose own header changed lists its files again, while the other's still match
+printf '#define GREETING "hello"\n' >"$tmp/clone1/src/greet.h"
+build clone1
+d=$(depruns)
+printf '#define GREETING "second"\n' >"$tmp/clone2/src/greet.h"
+build clone2
+check "a clone's own changed header makes -M run, though the other clone's files match the manifest" \
+  [ "$(depruns)" = $((d + 1)) -a "$(run clone2)" = "second ./src/prog.c 42" ]
 exit $status

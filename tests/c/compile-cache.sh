@@ -3,7 +3,8 @@
 # cache, so that a second run over the same input costs no compile. A result is found again
 # only when the same compiler (TOOL --version; for nvcc also the host gcc and g++ it runs) saw
 # the same flags and the same input: the content of every file the compile read (TOOL -M's
-# list: the source, our headers, CUDA's and the system's). A hit replays the tool's output file
+# list: the source, our headers, CUDA's and the system's; the list an earlier -M made serves while
+# every file on it is unchanged: see cache_deps). A hit replays the tool's output file
 # and messages; what a check then asserts about them runs every time, and every program is
 # still linked for real (cc_program), so a symbol the library stopped exporting fails the link.
 # Only successes are kept: a failure runs again next time. Two scripts making the same compile
@@ -38,11 +39,11 @@ cc_cache_on=1
 [ "${MSCCLPP_CC_CACHE:-on}" = off ] && cc_cache_on=0
 if [ $nvcc_cache_on = 1 ]; then
   mkdir -p "$nvcc_cache_dir" 2>/dev/null || nvcc_cache_on=0
-  find "$nvcc_cache_dir" -mindepth 2 -maxdepth 2 -type d -mtime +30 -exec rm -rf {} + 2>/dev/null || true
+  find "$nvcc_cache_dir" -mindepth 2 -maxdepth 2 \( -type d -o -name '*.manifest' \) -mtime +30 -exec rm -rf {} + 2>/dev/null || true
 fi
 if [ $cc_cache_on = 1 ]; then
   mkdir -p "$cc_cache_dir" 2>/dev/null || cc_cache_on=0
-  find "$cc_cache_dir" -mindepth 2 -maxdepth 2 -type d -mtime +30 -exec rm -rf {} + 2>/dev/null || true
+  find "$cc_cache_dir" -mindepth 2 -maxdepth 2 \( -type d -o -name '*.manifest' \) -mtime +30 -exec rm -rf {} + 2>/dev/null || true
 fi
 declare -A compile_cache_ids=() # the identity of each tool, by path: cache_tool_init fills it
 compile_jobs_max=$(nproc 2>/dev/null || echo 2)
@@ -84,19 +85,48 @@ cache_args() {
   done
 }
 
-# cache_deps MODE TOOL ARGS...: the key's lines for the files TOOL -M ARGS lists (every path
-# after the target's colon), each by its content (MODE path: and its path); status 1 when -M fails
+# cache_deps MODE MANIFEST TOOL ARGS...: the key's lines for the files the compile reads, each
+# by its content (MODE path: and its path). When MANIFEST (written by an earlier call: each file
+# an earlier TOOL -M listed, with its sha256) still matches every file it lists, they come from
+# it and TOOL -M does not run (ccache's direct mode; like it, a header added where the compile
+# would now find it first goes unseen until a listed file changes). Else TOOL -M ARGS lists them
+# (every path after the target's colon), and MANIFEST is written again. The clone's root is
+# kept in MANIFEST as @ROOT@/, so a clone at another path checks its own files. Status 1 when
+# -M fails.
 cache_deps() {
-  local mode=$1 deps files
-  shift
-  deps=$("$@" 2>/dev/null) || return 1
-  deps=${deps#*:}
-  read -r -d '' -a files <<<"${deps//\\$'\n'/ }" || true
-  if [ "$mode" = path ]; then
-    sha256sum "${files[@]}" 2>&1
-  else
-    sha256sum "${files[@]}" 2>&1 | cut -d' ' -f1
+  local mode=$1 m=$2 deps files sums="" tmp
+  shift 2
+  if [ -s "$m" ]; then
+    sums=$(<"$m")
+    sums=${sums//@ROOT@\//$compile_cache_root/}
+    sha256sum --check --status <<<"$sums" 2>/dev/null || sums=""
   fi
+  if [ -z "$sums" ]; then
+    deps=$("$@" 2>/dev/null) || return 1
+    deps=${deps#*:}
+    read -r -d '' -a files <<<"${deps//\\$'\n'/ }" || true
+    if sums=$(sha256sum "${files[@]}" 2>&1) && mkdir -p "${m%/*}" 2>/dev/null &&
+      tmp=$(mktemp "$m.XXXXXX" 2>/dev/null); then
+      printf '%s\n' "${sums//"$compile_cache_root/"/@ROOT@/}" >"$tmp" && mv -f "$tmp" "$m" || rm -f "$tmp"
+    fi
+  fi
+  if [ "$mode" = path ]; then
+    printf '%s\n' "$sums"
+  else
+    printf '%s\n' "$sums" | cut -d' ' -f1
+  fi
+}
+
+# cache_manifest DIR TEXT ARGS...: the path of the manifest of the compile whose key, less its
+# files, is TEXT, with ARGS (cache_margs: less the output) as they are (-I's paths say where the
+# files are looked for) and the compiler's own search path variables
+cache_manifest() {
+  local k dir=$1 text=$2
+  shift 2
+  k=$(cache_key "$text
+argv $(printf '%q ' "$@")
+env ${CPATH:-} ${C_INCLUDE_PATH:-} ${CPLUS_INCLUDE_PATH:-}")
+  echo "$dir/${k:0:2}/$k.manifest"
 }
 
 # cache_key TEXT: prints the key of TEXT (the clone's root in it as the object names it: .)
@@ -185,14 +215,18 @@ cache_parse() {
 }
 
 nvcc_cached() {
-  local nvcc=$1 deps key
+  local nvcc=$1 deps key args
   shift
   cache_parse "$@"
   if [ $nvcc_cache_on = 0 ] || [ -z "$cache_out" ]; then "$nvcc" "$@"; return; fi
   cache_tool_init "$nvcc"
   # the files this compile reads: nvcc -M with the same flags, less the output and the mode
-  deps=$(cache_deps content "$nvcc" -M "${cache_margs[@]}") || { "$nvcc" "$@"; return; }
-  key=$({ printf '%s\n' "${compile_cache_ids[$nvcc]}"; cache_args content "$@"; printf '%s\n' "$deps"; } |
+  args=$(cache_args content "$@")
+  deps=$(cache_deps content "$(cache_manifest "$nvcc_cache_dir" "nvcc
+${compile_cache_ids[$nvcc]}
+cwd $PWD/
+$args" "${cache_margs[@]}")" "$nvcc" -M "${cache_margs[@]}") || { "$nvcc" "$@"; return; }
+  key=$({ printf '%s\n' "${compile_cache_ids[$nvcc]}"; printf '%s\n' "$args"; printf '%s\n' "$deps"; } |
     sha256sum | cut -d' ' -f1)
   cache_run "$nvcc_cache_dir" "$key" "$cache_out" "$nvcc" "$@"
 }
@@ -207,17 +241,19 @@ cuobjdump_cached() {
 }
 
 cc_cached() {
-  local cc=$1 deps key map
+  local cc=$1 deps key map args
   shift
   cache_parse "$@"
   map=-ffile-prefix-map=$compile_cache_root=.
   if [ $cc_cache_on = 0 ] || [ -z "$cache_out" ] || [ $cache_mode = 0 ]; then "$cc" "$map" "$@"; return; fi
   cache_tool_init "$cc"
-  deps=$(cache_deps path "$cc" -M "${cache_margs[@]}") || { "$cc" "$map" "$@"; return; }
-  key=$(cache_key "cc
+  args="cc
 ${compile_cache_ids[$cc]}
 cwd $PWD/
-$(cache_args path "$@")
+$(cache_args path "$@")"
+  deps=$(cache_deps path "$(cache_manifest "$cc_cache_dir" "$args" "${cache_margs[@]}")" "$cc" -M "${cache_margs[@]}") ||
+    { "$cc" "$map" "$@"; return; }
+  key=$(cache_key "$args
 $deps")
   cache_run "$cc_cache_dir" "$key" "$cache_out" "$cc" "$map" "$@"
 }
