@@ -107,7 +107,9 @@ docs_check() {
 }
 faults() {
   echo "== tests/faults/run.sh $build (short: $FAULTS_TEST_CATS, $FAULTS_TEST_RUNS runs)"
-  FAULTS_RUNS=$FAULTS_TEST_RUNS FAULTS_CATS=$FAULTS_TEST_CATS FAULTS_FUZZTIME=0 FAULTS_SELFTEST=0 \
+  # four runs at a time, not two: most of a run is waiting out its fault, and by then the Go
+  # tests are over
+  FAULTS_RUNS=$FAULTS_TEST_RUNS FAULTS_CATS=$FAULTS_TEST_CATS FAULTS_FUZZTIME=0 FAULTS_SELFTEST=0 FAULTS_JOBS=4 \
     bash tests/faults/run.sh "$build" 2>&1
 }
 
