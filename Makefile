@@ -60,7 +60,7 @@ export CGO_CPPFLAGS += -DMSCCLPP_HEADERS_SUM=$(CGO_HEADERS_SUM)
 
 # -trimpath: no clone's directory goes into an object or its cache key (the cgo lines name no
 # -I${SRCDIR}: each C file includes the tree's headers by relative path), so Go's build cache
-# serves a second clone of the same sources, and the library is the same wherever it was built.
+# serves a second clone of the same sources, and the library names no directory of the clone.
 export GOFLAGS += -trimpath
 
 .PHONY: all lib test test-go test-c test-asan test-faults faults run bench bench-doc install uninstall clean check-cuda deps FORCE
