@@ -27,6 +27,12 @@
 #   cc_cached CC ARGS...           CC ARGS (with -c and -o OUT), or its cached result
 #   cc_program CC OUT ARGS...      CC ARGS -o OUT (one source among ARGS, linking flags too):
 #                                  the source compiled through cc_cached to OUT.o, then linked
+#   cc_test_program DIR NAME SRC [ARGS...]
+#                                  a program of the data-path suites (transports and multinode
+#                                  build the same ones, alike): SRC as C11 with gcc (.cc: C++17
+#                                  with g++), -O2 -g -Wall -Wextra -pthread, then ARGS, through
+#                                  cc_program into DIR/NAME; its messages in DIR/build-NAME.log,
+#                                  DIR/built-NAME made when it built
 #   compile_slot                   waits until fewer background jobs of this shell run than
 #                                  there are CPUs: the room of a pool of builds run in parallel
 compile_cache_base=${MSCCLPP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mscclpp}
@@ -256,6 +262,15 @@ $(cache_args path "$@")"
   key=$(cache_key "$args
 $deps")
   cache_run "$cc_cache_dir" "$key" "$cache_out" "$cc" "$map" "$@"
+}
+
+cc_test_program() {
+  local dir=$1 name=$2 src=$3 cc=(gcc -std=c11)
+  shift 3
+  case $src in *.cc) cc=(g++ -std=c++17) ;; esac
+  if cc_program "${cc[0]}" "$dir/$name" "${cc[1]}" -O2 -g -Wall -Wextra -pthread "$src" "$@" >"$dir/build-$name.log" 2>&1; then
+    : >"$dir/built-$name"
+  fi
 }
 
 cc_program() {

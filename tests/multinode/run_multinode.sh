@@ -101,18 +101,10 @@ skip() { # name why
 # ---- build ----
 build_start=$(date +%s.%N)
 declare -A built=()
-# compile NAME SOURCE: one program, its compile (-c) through the compile cache
-# (tests/c/compile-cache.sh: the transports suite builds the same programs with the same flags,
-# and one of the two builds them), its link made every time
+# each program's compile (-c) through the compile cache, its link made every time, its status
+# in $out/built-NAME (cc_test_program, tests/c/compile-cache.sh: the transports suite builds the
+# same programs the same way, and one of the two compiles them)
 . "$root/tests/c/compile-cache.sh"
-compile() {
-  local cc=(gcc -std=c11)
-  case $2 in *.cc) cc=(g++ -std=c++17) ;; esac
-  # shellcheck disable=SC2086
-  if cc_program "${cc[0]}" "$out/$1" "${cc[1]}" -O2 -g -Wall -Wextra -pthread "$2" $pc >"$out/build-$1.log" 2>&1; then
-    : >"$out/built-$1"
-  fi
-}
 rm -f "$out"/built-*
 # as many builds at once as there are CPUs
 (
@@ -129,7 +121,8 @@ rm -f "$out"/built-*
         g++ -shared -o "$out/libfakecuda-devthreads.so" "$out/fakecuda.o" "$out/kernels.o" -lpthread &&
         : >"$out/built-devthreads"; } >"$out/build-devthreads.log" 2>&1 &
     else
-      compile "${job%%|*}" "${job#*|}" &
+      # shellcheck disable=SC2086
+      cc_test_program "$out" "${job%%|*}" "${job#*|}" $pc &
     fi
   done
   wait

@@ -35,18 +35,9 @@ failed=0
 skipped=0
 declare -A built
 
-# compile NAME SOURCE: one program, its compile (-c) through the compile cache
-# (tests/c/compile-cache.sh), its link made every time; its status in $out/built-NAME
+# each program's compile (-c) through the compile cache, its link made every time, its status
+# in $out/built-NAME (cc_test_program, tests/c/compile-cache.sh)
 . "$here/../compile-cache.sh"
-compile() {
-  local name=$1 src=$2 cc=(gcc -std=c11)
-  case $src in *.cc) cc=(g++ -std=c++17) ;; esac
-  # shellcheck disable=SC2086
-  if cc_program "${cc[0]}" "$out/$name" "${cc[1]}" -O2 -g -Wall -Wextra -pthread "$src" $pc \
-    >"$out/build-$name.log" 2>&1; then
-    : >"$out/built-$name"
-  fi
-}
 
 # the programs build in parallel (as many at once as there are CPUs), then report in order
 (
@@ -54,7 +45,8 @@ compile() {
     [ -e "$src" ] || continue
     compile_slot
     name=$(basename "$src")
-    compile "${name%.*}" "$src" &
+    # shellcheck disable=SC2086
+    cc_test_program "$out" "${name%.*}" "$src" $pc &
   done
   wait
 )
