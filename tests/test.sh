@@ -36,8 +36,8 @@ root=$(cd "$here/.." && pwd)
 cd "$root" || exit 1
 build=${1:-build}
 GO=${GO:-go}
-: "${FAULTS_TEST_CATS:=shm-kill,shm-flap,eth-kill,eth-stop,eth-flap,eth-linkdown,eth-linkflap,ib-kill,ib-stop,ib-flap}"
-: "${FAULTS_TEST_RUNS:=20}"
+: "${FAULTS_TEST_CATS:=shm-kill,shm-flap,eth-kill,eth-stop,eth-flap,eth-linkdown,eth-linkflap,ib-kill,ib-stop,ib-flap,shm-destroy,eth-destroy,ib-destroy}"
+: "${FAULTS_TEST_RUNS:=13}"
 lanes=${MSCCLPP_TEST_LANES:-3}
 out=$build/tests/summary
 mkdir -p "$out" || exit 1
