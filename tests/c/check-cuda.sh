@@ -50,6 +50,7 @@ cuobjdump=$(dirname "$nvcc")/cuobjdump
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mscclpp-cuda.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
+cache_place TMP "$tmp" # the copies of the headers and sources compiled from it find their manifests next run
 status=0
 # the default architecture, and one with 16-byte volatile stores on sm_70+
 for arch in "" "-arch=sm_70" "-arch=sm_90"; do

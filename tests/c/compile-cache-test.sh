@@ -4,7 +4,8 @@
 # input is a hit (no compile), and a changed header, flag or compiler version misses and builds
 # the new program; two clones at different paths share their objects, and no object names the
 # clone's path; a failure is not kept; the link is made every time (a symbol the library lost
-# fails it after a hit); MSCCLPP_CC_CACHE=off compiles every time and keeps nothing.
+# fails it after a hit); MSCCLPP_CC_CACHE=off compiles every time and keeps nothing; headers
+# read from a directory named with cache_place are checked at its new place once it moved.
 # Prints "ok   ..." per check, "FAIL ..." for each failed one; exit status 1 when one failed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -103,4 +104,24 @@ printf '#define GREETING "second"\n' >"$tmp/clone2/src/greet.h"
 build clone2
 check "a clone's own changed header makes -M run, though the other clone's files match the manifest" \
   [ "$(depruns)" = $((d + 1)) -a "$(run clone2)" = "second ./src/prog.c 42" ]
+# a header directory outside the clone, copied elsewhere between two builds (a build/ carried to
+# another path): named with cache_place, the copy's files are checked against the manifest
+# (no -M); a header changed in the copy lists the files again
+mkdir -p "$tmp/inc1"
+printf '#define WHO "place"\n' >"$tmp/inc1/who.h"
+printf '#include <stdio.h>\n#include "who.h"\nint main(void) { puts(WHO); return 0; }\n' >"$tmp/clone1/src/who.c"
+build_placed() { # INCDIR
+  (cd "$tmp/clone1" && . tests/c/compile-cache.sh && cache_place INC "$1" &&
+    cc_program "$tmp/fakecc" "$tmp/clone1/who" -O1 -I"$1" "$tmp/clone1/src/who.c") >"$tmp/out" 2>&1
+}
+build_placed "$tmp/inc1"
+d=$(depruns)
+cp -a "$tmp/inc1" "$tmp/inc2"
+build_placed "$tmp/inc2"
+check "a cache_place directory copied elsewhere is checked there against the manifest (no -M)" \
+  [ "$(depruns)" = "$d" -a "$("$tmp/clone1/who")" = place ]
+printf '#define WHO "moved"\n' >"$tmp/inc2/who.h"
+build_placed "$tmp/inc2"
+check "a header changed in the copied cache_place directory makes -M run" \
+  [ "$(depruns)" = $((d + 1)) -a "$("$tmp/clone1/who")" = moved ]
 exit $status

@@ -35,6 +35,10 @@
 #                                  DIR/built-NAME made when it built
 #   compile_slot                   waits until fewer background jobs of this shell run than
 #                                  there are CPUs: the room of a pool of builds run in parallel
+#   cache_place NAME DIR           a manifest names DIR as @NAME@/ (as it names the clone's root
+#                                  @ROOT@/): a script whose compiles read from a directory that
+#                                  moves between runs (a build/ copied elsewhere, a temporary
+#                                  output directory) finds its manifests there again
 compile_cache_base=${MSCCLPP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mscclpp}
 compile_cache_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 nvcc_cache_dir=$compile_cache_base/nvcc
@@ -52,6 +56,23 @@ if [ $cc_cache_on = 1 ]; then
   find "$cc_cache_dir" -mindepth 2 -maxdepth 2 \( -type d -o -name '*.manifest' \) -mtime +30 -exec rm -rf {} + 2>/dev/null || true
 fi
 declare -A compile_cache_ids=() # the identity of each tool, by path: cache_tool_init fills it
+# the directories a manifest names by a token, pairs of TOKEN and path, the latest cache_place
+# first (a directory inside another is replaced before it)
+compile_cache_places=("@ROOT@" "$compile_cache_root")
+cache_place() { compile_cache_places=("@$1@" "$(cd "$2" && pwd)" "${compile_cache_places[@]}"); }
+
+# cache_tokens TEXT: TEXT with each place's path written as its token where a slash, a blank or
+# a line's end follows it; cache_paths TEXT: the reverse
+cache_tokens() { cache_subst "$1" 1 0; }
+cache_paths() { cache_subst "$1" 0 1; }
+cache_subst() {
+  local t=$1$'\n' i from to e
+  for ((i = 0; i < ${#compile_cache_places[@]}; i += 2)); do
+    from=${compile_cache_places[i + $2]} to=${compile_cache_places[i + $3]}
+    for e in / ' ' $'\n'; do t=${t//"$from$e"/$to$e}; done
+  done
+  printf '%s' "$t"
+}
 compile_jobs_max=$(nproc 2>/dev/null || echo 2)
 compile_slot() { while [ "$(jobs -rp | wc -l)" -ge "$compile_jobs_max" ]; do wait -n; done; }
 
@@ -97,14 +118,13 @@ cache_args() {
 # it and TOOL -M does not run (ccache's direct mode; like it, a header added where the compile
 # would now find it first goes unseen until a listed file changes). Else TOOL -M ARGS lists them
 # (every path after the target's colon), and MANIFEST is written again. The clone's root is
-# kept in MANIFEST as @ROOT@/, so a clone at another path checks its own files. Status 1 when
-# -M fails.
+# kept in MANIFEST as @ROOT@/ (and each cache_place as its token), so a clone at another path
+# checks its own files. Status 1 when -M fails.
 cache_deps() {
   local mode=$1 m=$2 deps files sums="" tmp
   shift 2
   if [ -s "$m" ]; then
-    sums=$(<"$m")
-    sums=${sums//@ROOT@\//$compile_cache_root/}
+    sums=$(cache_paths "$(<"$m")")
     sha256sum --check --status <<<"$sums" 2>/dev/null || sums=""
   fi
   if [ -z "$sums" ]; then
@@ -113,7 +133,7 @@ cache_deps() {
     read -r -d '' -a files <<<"${deps//\\$'\n'/ }" || true
     if sums=$(sha256sum "${files[@]}" 2>&1) && mkdir -p "${m%/*}" 2>/dev/null &&
       tmp=$(mktemp "$m.XXXXXX" 2>/dev/null); then
-      printf '%s\n' "${sums//"$compile_cache_root/"/@ROOT@/}" >"$tmp" && mv -f "$tmp" "$m" || rm -f "$tmp"
+      cache_tokens "$sums" >"$tmp" && mv -f "$tmp" "$m" || rm -f "$tmp"
     fi
   fi
   if [ "$mode" = path ]; then
@@ -124,14 +144,15 @@ cache_deps() {
 }
 
 # cache_manifest DIR TEXT ARGS...: the path of the manifest of the compile whose key, less its
-# files, is TEXT, with ARGS (cache_margs: less the output) as they are (-I's paths say where the
-# files are looked for) and the compiler's own search path variables
+# files, is TEXT, with ARGS (cache_margs: less the output) as they are but for the places'
+# tokens (-I's paths say where the files are looked for) and the compiler's own search path
+# variables
 cache_manifest() {
   local k dir=$1 text=$2
   shift 2
-  k=$(cache_key "$text
+  k=$(cache_key "$(cache_tokens "$text
 argv $(printf '%q ' "$@")
-env ${CPATH:-} ${C_INCLUDE_PATH:-} ${CPLUS_INCLUDE_PATH:-}")
+env ${CPATH:-} ${C_INCLUDE_PATH:-} ${CPLUS_INCLUDE_PATH:-}")")
   echo "$dir/${k:0:2}/$k.manifest"
 }
 

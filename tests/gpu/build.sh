@@ -61,9 +61,13 @@ archs=${NVCC_FLAGS-"-gencode arch=compute_70,code=sm_70 -gencode arch=compute_80
 
 status=0
 # the compiles go through compile-cache.sh (the same compiler over the same input: its object
-# again); every program is linked here
+# again); every program is linked here. Its manifests name BUILD_DIR and OUTDIR by a token, so
+# a copy of BUILD_DIR elsewhere (tests/gpu/moved.sh), or another OUTDIR, finds them again.
 . "$root/tests/c/compile-cache.sh"
+cache_place BUILD "$build"
+cache_place OUT "$out"
 cc_program "${CC:-cc}" "$out/launch" -O2 -Wall "$root/tests/c/launch.c" || status=1
+cache_tool_init "$nvcc" # asked here once, not in each background build
 # build PROG SOURCE: one program, compiled in the background (the programs build in parallel)
 pids=()
 build() {
