@@ -584,17 +584,19 @@ headers_case() {
   start=$(date +%s.%N)
   local ok=1
   : >"$log"
+  # each compile through the compile cache (cc_cached): the same headers, flags and compiler
+  # again are a hit; a header that fails to compile is compiled (and fails) every time
   for h in mscclppfifo.h mscclpp.h mscclpp_tools.h; do
     printf '#include <%s>\n#include <%s>\nint main(void) { return 0; }\n' "$h" "$h" >"$out/only-$h.c"
     cp "$out/only-$h.c" "$out/only-$h.cc"
     for std in c99 c11 c17; do
-      if ! $CC -std=$std -Wall -Wextra -Werror -pedantic-errors $cflags -c "$out/only-$h.c" -o /dev/null >>"$log" 2>&1; then
+      if ! cc_cached $CC -std=$std -Wall -Wextra -Werror -pedantic-errors $cflags -c "$out/only-$h.c" -o "$out/only-$h-$std.o" >>"$log" 2>&1; then
         echo "$h alone does not compile as $std -pedantic-errors" >>"$log"
         ok=0
       fi
     done
     for std in c++11 c++14 c++17 c++20; do
-      if ! $CXX -std=$std -Wall -Wextra -Werror -pedantic-errors $cflags -c "$out/only-$h.cc" -o /dev/null >>"$log" 2>&1; then
+      if ! cc_cached $CXX -std=$std -Wall -Wextra -Werror -pedantic-errors $cflags -c "$out/only-$h.cc" -o "$out/only-$h-$std.o" >>"$log" 2>&1; then
         echo "$h alone does not compile as $std -pedantic-errors" >>"$log"
         ok=0
       fi
