@@ -20,6 +20,11 @@
 #   MSCCLPP_TEST_NODE       k;  MSCCLPP_TEST_NNODES  the node count
 #   MSCCLPP_TEST_PLACEMENT  MN_PLACEMENT
 #   MSCCLPP_TEST_NODE_ADDR  this node's address
+# and, where the job has more ranks than this machine has CPUs (the nodes share them) and the
+# environment does not set them, the host waits' back-off the library takes on a node with
+# more ranks than CPUs: MSCCLPP_WAIT_SPIN=64 MSCCLPP_WAIT_YIELD=2000 (each node alone sees no
+# more ranks than CPUs, and would keep a CPU yielding for up to a second per wait that the
+# ranks of the other nodes need).
 set -u
 r=${MSCCLPP_TEST_RANK:?rank.sh: not started by launch}
 IFS=, read -ra place <<<"$MN_PLACEMENT"
@@ -36,6 +41,9 @@ done
 export MSCCLPP_HOSTID="mn$MN_RUN_ID-node$k"
 export MSCCLPP_TEST_NODE=$k MSCCLPP_TEST_NNODES=${#pids[@]} MSCCLPP_TEST_PLACEMENT=$MN_PLACEMENT
 export MSCCLPP_TEST_NODE_ADDR=$MN_NET_PREFIX.$((k + 1))
+if [ "${MSCCLPP_TEST_NRANKS:-0}" -gt "$(nproc 2>/dev/null || echo 1)" ]; then
+  export MSCCLPP_WAIT_SPIN=${MSCCLPP_WAIT_SPIN:-64} MSCCLPP_WAIT_YIELD=${MSCCLPP_WAIT_YIELD:-2000}
+fi
 pid=${pids[$k]} wd=$MN_WD
 unset MN_PLACEMENT MN_NODE_PIDS MN_ROOT_IP MN_RUN_ID MN_WD MN_ADDR_VARS MN_SHARED MN_NET_PREFIX TMPDIR
 exec nsenter -t "$pid" -m -n -u --wd="$wd" -- "$@"
