@@ -72,9 +72,14 @@ all: lib $(addprefix $(BUILD)/include/,$(HEADERS)) \
 
 lib: $(LIB)
 
-$(LIB): $(SOURCES) go.mod go.sum capi/exports.map
+# The library through tools/build/golib-cache.sh: Go's build cache does not serve a c-shared
+# build (each cgo package's cgo step and C compiles run every time), so an earlier build of the
+# same sources, Go and flags is copied instead. -buildvcs=false: the library's content depends
+# on those alone, not on the commit.
+$(LIB): $(SOURCES) go.mod go.sum capi/exports.map tools/build/golib-cache.sh
 	@mkdir -p $(BLIBDIR)
-	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o $@ -ldflags "$(LDFLAGS)" ./capi
+	GO=$(GO) bash tools/build/golib-cache.sh $@ -- \
+	  env CGO_ENABLED=1 $(GO) build -buildvcs=false -buildmode=c-shared -o $@ -ldflags "$(LDFLAGS)" ./capi
 	@rm -f $(BLIBDIR)/libmscclpp.so.0.1.h
 	ln -sf libmscclpp.so.0.1.0 $(BLIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(BLIBDIR)/libmscclpp.so

@@ -688,6 +688,9 @@ headers_case
 # tests/c/compile-cache-test.sh: the compile cache these builds go through (hits, misses on a
 # changed header, flag or compiler, objects shared across clones, the link made every time, off)
 script_case compile-cache 180 "$here/compile-cache-test.sh"
+# tests/c/golib-cache-test.sh: the cache make builds the library through (a hit across copies of
+# the tree, misses on a changed source, go.mod or Go environment, failures not kept, off)
+script_case golib-cache 60 "$here/golib-cache-test.sh"
 run_case abi_layout.c 1 15 abi_layout_c
 for std in 11 14 17 20; do
   run_case "abi_layout.cc-c++$std" 1 15 "abi_layout_cc$std"
