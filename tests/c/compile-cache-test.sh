@@ -9,14 +9,8 @@
 # Prints "ok   ..." per check, "FAIL ..." for each failed one; exit status 1 when one failed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/mscclpp-cctest.XXXXXX") || exit 1
-trap '[ -n "${CCTEST_KEEP:-}" ] || rm -rf "$tmp"' EXIT INT TERM
-status=0
-check() { # WHAT CONDITION...
-  local what=$1
-  shift
-  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; status=1; fi
-}
+. "$here/checks.sh"
+checks_init cctest CCTEST_KEEP
 
 # the stand-in compiler: gcc, counting its compiles (-c) in $tmp/compiles; --version says
 # $FAKE_CC_VERSION

@@ -9,14 +9,8 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/mscclpp-golibtest.XXXXXX") || exit 1
-trap '[ -n "${GOLIBTEST_KEEP:-}" ] || rm -rf "$tmp"' EXIT INT TERM
-status=0
-check() { # WHAT CONDITION...
-  local what=$1
-  shift
-  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; status=1; fi
-}
+. "$here/checks.sh"
+checks_init golibtest GOLIBTEST_KEEP
 
 # the stand-in go: its version, its environment (the tree's go.mod by its path, as go env
 # names it, and a flag from the environment), CC
