@@ -24,10 +24,15 @@
  * ours: shm: putWithSignal -> wait over mscclppTransportSHM on a
  *       mscclppHostAlloc buffer (ours) and on a malloc buffer (oursmalloc:
  *       process_vm_writev); tcp: over mscclppTransportEthernet (ours).
+ * cma:  shm only: one raw process_vm_writev of oursmalloc's bytes into the
+ *       same peer buffer, then one of an 8-byte count into a word the
+ *       receiver polls: the one-copy protocol with nothing around it, on
+ *       the sender's CPU alone, its buffers as cold as oursmalloc's (they
+ *       are the same), for the diagnostic of the malloc rows.
  *
  * Sizes: 8 B (one way = RTT / 2), 64 KiB, 1 MiB, 16 MiB, 256 MiB (bandwidth
  * = size / RTT), up to maxBytes; the signal ends every message.
- * Figures (rank 0): ucx.<shm|tcp>.<size>.<ucx|ucxmalloc|ours|oursmalloc>.oneway_ns or
+ * Figures (rank 0): ucx.<shm|tcp>.<size>.<ucx|ucxmalloc|ours|oursmalloc|cma>.oneway_ns or
  * .gbps; from 16 MiB also .copy_gbps (size / the median time of the put call alone: the copy
  * without the round trip), and INFO lines: INFO ucx.version <text>, INFO ucx.<mode>.lanes
  * <the endpoint's lanes as ucp_ep_print_info prints them: transport/device
@@ -35,6 +40,7 @@
  */
 #define _GNU_SOURCE
 #include <mscclpp.h>
+#include <sys/uio.h>
 #include <ucp/api/ucp.h>
 
 #include "pp.h"
@@ -91,6 +97,41 @@ static void ux_wait(void* c)
   ux* u = c;
   u->seen++;
   while (__atomic_load_n(u->myFlag, __ATOMIC_ACQUIRE) < u->seen) ucp_worker_progress(u->worker);
+}
+
+/* The raw one-copy protocol (cma above): process_vm_writev of the data, then of the count. */
+typedef struct {
+  pid_t peerPid;
+  char* buf;              /* the bytes put, at the same offset of the peer's buffer */
+  uint64_t peerBuf, peerFlag;
+  volatile uint64_t* myFlag;
+  uint64_t sent, seen;
+} cma;
+
+static void cma_write(pid_t pid, const void* src, uint64_t dst, size_t size)
+{
+  size_t done = 0;
+  while (done < size) {
+    struct iovec l = {(char*)src + done, size - done}, rv = {(void*)(uintptr_t)(dst + done), size - done};
+    ssize_t n = process_vm_writev(pid, &l, 1, &rv, 1, 0);
+    if (n <= 0) BENCH_DIE("process_vm_writev: %s", strerror(errno));
+    done += (size_t)n;
+  }
+}
+
+static void cma_put(void* c, size_t size)
+{
+  cma* m = c;
+  cma_write(m->peerPid, m->buf, m->peerBuf, size);
+  uint64_t count = ++m->sent;
+  cma_write(m->peerPid, &count, m->peerFlag, sizeof(count));
+}
+
+static void cma_wait(void* c)
+{
+  cma* m = c;
+  m->seen++;
+  while (__atomic_load_n(m->myFlag, __ATOMIC_ACQUIRE) < m->seen) bench_pause();
 }
 
 static void ours_put(void* c, size_t size) { CK(mscclppDevConnPutWithSignal((mscclppDevConn_t*)c, 0, 0, size)); }
@@ -261,6 +302,16 @@ int main(int argc, char** argv)
     um.myFlag = (volatile uint64_t*)mr.at;
     UCK(ucp_ep_rkey_unpack(u.ep, peer + 32 + lens[0] + lens[1], &um.rkey));
   }
+  /* cma (shm): each side's pid, malloc buffer and count word */
+  static volatile uint64_t cmaFlag[8] __attribute__((aligned(64)));
+  cma raw = {0};
+  if (!tcp) {
+    uint64_t ids[2][3] = {{0}};
+    ids[rank][0] = (uint64_t)getpid(), ids[rank][1] = (uint64_t)(uintptr_t)mbuf;
+    ids[rank][2] = (uint64_t)(uintptr_t)&cmaFlag[0];
+    CK(mscclppBootstrapAllGather(comm, ids, sizeof(ids[0])));
+    raw = (cma){(pid_t)ids[1 - rank][0], mbuf, ids[1 - rank][1], ids[1 - rank][2], &cmaFlag[0], 0, 0};
+  }
   if (rank == 0) ux_info(u.ep, mode);
   bench_ready();
 
@@ -271,15 +322,20 @@ int main(int argc, char** argv)
   pp_ops ours = {conn, rank, buf, buf, ours_put, ours_wait};
   pp_ops oursMalloc = {mconn, rank, mbuf, mbuf, ours_put, ours_wait};
   pp_ops umOps = {&um, rank, u.src, mr.at + HDR, ux_put, ux_wait};
+  pp_ops cmaOps = {&raw, rank, mbuf, mbuf, cma_put, cma_wait};
   for (int i = 0; i < 5 && sizes[i] <= maxBytes; i++) {
     size_t s = sizes[i];
-    enum { WAYS = 4 }; /* shm: ucxmalloc, oursmalloc, ucx, ours; tcp: ucx, ours */
+    enum { WAYS = 5 }; /* shm: cma, ucxmalloc, oursmalloc, ucx, ours; tcp: ucx, ours */
     pp_ops* ops[WAYS];
     const char* kp[WAYS];
     char keys[WAYS][96];
     const char* ways[WAYS];
     int k = 0;
     if (!tcp) {
+      /* cma first: it runs after the last block's HostAlloc puts as oursmalloc runs after
+       * ucxmalloc's, each on buffers the way before it did not touch (a way run right after
+       * another on the same buffers finds them warm) */
+      ops[k] = &cmaOps, ways[k++] = "cma";
       ops[k] = &umOps, ways[k++] = "ucxmalloc";
       ops[k] = &oursMalloc, ways[k++] = "oursmalloc";
     }
