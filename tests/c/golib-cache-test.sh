@@ -4,7 +4,7 @@
 # different paths and a cache of its own: a second build of the same tree, also from the other
 # copy, is a hit (no build, the same output); a changed source, go.mod or Go environment misses
 # and builds again; a changed test file does not; a failed build fails and is not kept;
-# MSCCLPP_LIB_CACHE=off builds every time and keeps nothing.
+# MSCCLPP_LIB_CACHE=off builds every time and keeps nothing; at most 16 entries stay.
 # Prints "ok   ..." per check, "FAIL ..." for each failed one; exit status 1 when one failed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -69,4 +69,13 @@ check "a failed build fails, and is not kept (built both times)" [ "$rc1" != 0 -
 MSCCLPP_LIB_CACHE=off build tree1
 MSCCLPP_LIB_CACHE=off build tree1
 check "MSCCLPP_LIB_CACHE=off builds every time and keeps nothing" [ "$(builds)" = 8 -a "$(entries)" = "$n" ]
+for i in $(seq 1 20); do
+  mkdir -p "$tmp/cache/golib/old$i" && : >"$tmp/cache/golib/old$i/done" && touch -d '2 days ago' "$tmp/cache/golib/old$i"
+done
+n=$(builds)
+recent() { find "$tmp/cache/golib" -mindepth 1 -maxdepth 1 -type d ! -name '.*' ! -name 'old*' | wc -l; }
+r=$(recent)
+build tree2
+check "at most 16 entries are kept, those used last (the recent ones; a hit stays one)" \
+  [ "$(find "$tmp/cache/golib" -mindepth 1 -maxdepth 1 -type d ! -name '.*' | wc -l)" = 16 -a "$(recent)" = "$r" -a "$(builds)" = "$n" ]
 exit $status

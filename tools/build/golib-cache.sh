@@ -13,7 +13,8 @@
 #
 # Where: $MSCCLPP_CACHE_DIR/golib, default ${XDG_CACHE_HOME:-$HOME/.cache}/mscclpp/golib (beside
 # tests/c/compile-cache.sh's); MSCCLPP_LIB_CACHE=off runs COMMAND every time, reading and writing
-# nothing. Entries not used for 30 days are removed. GO names the go command (default go).
+# nothing. Entries not used for 30 days are removed, and all but the 16 used last (a library is
+# several MiB). GO names the go command (default go).
 set -u
 if [ $# -lt 3 ] || [ "$2" != -- ]; then
   echo "usage: golib-cache.sh OUT -- COMMAND..." >&2
@@ -26,6 +27,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 dir=${MSCCLPP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mscclpp}/golib
 mkdir -p "$dir" 2>/dev/null || exec "$@"
 find "$dir" -mindepth 1 -maxdepth 1 -type d -mtime +30 -exec rm -rf {} + 2>/dev/null || true
+# (entries are named by their sha256 key: no blank or newline in a name)
+ls -1t "$dir" 2>/dev/null | tail -n +17 | while read -r old; do rm -rf "${dir:?}/$old"; done
 
 go=${GO:-go}
 cc=$("$go" env CC 2>/dev/null)
