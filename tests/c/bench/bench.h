@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -144,6 +145,19 @@ static inline void bench_result(const char* key, double value)
 {
   printf("RESULT %s %.6g\n", key, value);
   fflush(stdout);
+}
+
+/* Writes size bytes from src to dst in process pid with process_vm_writev, as many calls as it
+ * takes (one, unless the kernel stops short); dies on a failure. */
+static inline void bench_vm_write(pid_t pid, const void* src, void* dst, size_t size)
+{
+  size_t done = 0;
+  while (done < size) {
+    struct iovec l = {(char*)src + done, size - done}, rv = {(char*)dst + done, size - done};
+    ssize_t n = process_vm_writev(pid, &l, 1, &rv, 1, 0);
+    if (n <= 0) BENCH_DIE("process_vm_writev: %s", strerror(errno));
+    done += (size_t)n;
+  }
 }
 
 #endif

@@ -48,7 +48,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #ifdef BENCH_MPI
 #include <mpi.h>
 #endif
@@ -101,13 +100,7 @@ static void memcpy_put(void* c, size_t size)
 static void vm_put(void* c, size_t size)
 {
   raw* r = c;
-  size_t done = 0;
-  while (done < size) {
-    struct iovec l = {r->buf + done, size - done}, rv = {r->peerBuf + done, size - done};
-    ssize_t n = process_vm_writev(r->peerPid, &l, 1, &rv, 1, 0);
-    if (n <= 0) BENCH_DIE("process_vm_writev: %s", strerror(errno));
-    done += (size_t)n;
-  }
+  bench_vm_write(r->peerPid, r->buf, r->peerBuf, size);
   raw_signal(r);
 }
 

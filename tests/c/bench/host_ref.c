@@ -21,7 +21,6 @@
 #define _GNU_SOURCE
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/uio.h>
 #include <sys/wait.h>
 
 #include "pp.h"
@@ -56,15 +55,7 @@ static void put_memcpy(void* c, size_t size)
 static void put_vm(void* c, size_t size)
 {
   ref* r = c;
-  struct iovec l = {r->src, size}, rv = {r->inbox[0], size}; /* the peer's inbox: same address */
-  size_t done = 0;
-  while (done < size) {
-    l.iov_base = r->src + done, l.iov_len = size - done;
-    rv.iov_base = r->inbox[0] + done, rv.iov_len = size - done;
-    ssize_t n = process_vm_writev(r->peer, &l, 1, &rv, 1, 0);
-    if (n <= 0) BENCH_DIE("process_vm_writev: %s", strerror(errno));
-    done += (size_t)n;
-  }
+  bench_vm_write(r->peer, r->src, r->inbox[0], size); /* the peer's inbox: same address */
   signal_peer(r);
 }
 

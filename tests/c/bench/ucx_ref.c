@@ -40,7 +40,6 @@
  */
 #define _GNU_SOURCE
 #include <mscclpp.h>
-#include <sys/uio.h>
 #include <ucp/api/ucp.h>
 
 #include "pp.h"
@@ -108,23 +107,12 @@ typedef struct {
   uint64_t sent, seen;
 } cma;
 
-static void cma_write(pid_t pid, const void* src, uint64_t dst, size_t size)
-{
-  size_t done = 0;
-  while (done < size) {
-    struct iovec l = {(char*)src + done, size - done}, rv = {(void*)(uintptr_t)(dst + done), size - done};
-    ssize_t n = process_vm_writev(pid, &l, 1, &rv, 1, 0);
-    if (n <= 0) BENCH_DIE("process_vm_writev: %s", strerror(errno));
-    done += (size_t)n;
-  }
-}
-
 static void cma_put(void* c, size_t size)
 {
   cma* m = c;
-  cma_write(m->peerPid, m->buf, m->peerBuf, size);
+  bench_vm_write(m->peerPid, m->buf, (void*)(uintptr_t)m->peerBuf, size);
   uint64_t count = ++m->sent;
-  cma_write(m->peerPid, &count, m->peerFlag, sizeof(count));
+  bench_vm_write(m->peerPid, &count, (void*)(uintptr_t)m->peerFlag, sizeof(count));
 }
 
 static void cma_wait(void* c)
