@@ -2,6 +2,7 @@ package impl
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -160,11 +161,15 @@ func envBool(name env.Var, def bool) bool {
 }
 
 // streamCopy is how host puts into mapped memory copy (engine.SetStreamBytes, SetStreamAuto):
-// puts of MSCCLPP_STREAM_COPY_BYTES up to MSCCLPP_STREAM_COPY_MAX_BYTES bytes may use
-// non-temporal stores, chosen per size band by timing unless MSCCLPP_STREAM_COPY_AUTO is 0.
+// puts of MSCCLPP_STREAM_COPY_BYTES and up, below MSCCLPP_STREAM_COPY_MAX_BYTES (0, the
+// default: no bound) bytes may use non-temporal stores, chosen per size band by timing unless
+// MSCCLPP_STREAM_COPY_AUTO is 0.
 func streamCopy() (bytes, maxBytes uint64, auto bool) {
-	return uint64(envUint(env.StreamCopyBytes, 8<<20)), uint64(envUint(env.StreamCopyMaxBytes, 128<<20)),
-		envBool(env.StreamCopyAuto, true)
+	maxBytes = uint64(envUint(env.StreamCopyMaxBytes, 0))
+	if maxBytes == 0 {
+		maxBytes = math.MaxUint64
+	}
+	return uint64(envUint(env.StreamCopyBytes, 8<<20)), maxBytes, envBool(env.StreamCopyAuto, true)
 }
 
 // transportSettings reads the environment variables every registered transport declares

@@ -7,7 +7,8 @@
  * its threshold is lower, or its `rep movsb` avoids the read for ownership,
  * memcpy can win). So each communicator times its first large puts both
  * ways, per power-of-two size band, and then keeps the faster one for that
- * band (engComm.streamAuto 0: always stream).
+ * band, timing the other way again now and then (engComm.streamAuto 0:
+ * always stream).
  */
 #define _GNU_SOURCE
 #include "copy.h"
@@ -84,15 +85,26 @@ static int copyBand(uint64_t size)
   return b < 0 ? 0 : b >= ENG_COPY_BANDS ? ENG_COPY_BANDS - 1 : b;
 }
 
-/* Which way band b copies now: 0 memcpy, 1 streaming. While either way has fewer than
- * ENG_COPY_PROBES samples, the one with fewer (memcpy on a tie); then the one with the
- * lower best time per byte. The fields are read and written without a lock: threads
- * racing on one band at worst take one sample more or less. */
-static int copyChoose(const engCopyBand* band)
+/* How many puts of each way band b times before it keeps one: ENG_COPY_PROBES, fewer where one
+ * put lasts long enough to be timed alone (32 MiB: 2; 64 MiB and up: 1), so that timing the
+ * slower way costs a few puts' worth of milliseconds, not most of a short run of large puts. */
+static uint32_t copyProbes(int b) { return b >= 6 ? 1 : b == 5 ? 2 : ENG_COPY_PROBES; }
+
+/* Which way band b copies now: 0 memcpy, 1 streaming. While either way has fewer than probes
+ * samples, the one with fewer (memcpy on a tie); then the one with the lower best time per
+ * byte. The fields are read and written without a lock: threads racing on one band at worst
+ * take one sample more or less. */
+static int copyChoose(const engCopyBand* band, uint32_t probes)
 {
   uint32_t n0 = __atomic_load_n(&band->n[0], __ATOMIC_RELAXED), n1 = __atomic_load_n(&band->n[1], __ATOMIC_RELAXED);
-  if (n0 < ENG_COPY_PROBES || n1 < ENG_COPY_PROBES) return n1 < n0;
+  if (n0 < probes || n1 < probes) return n1 < n0;
   return __atomic_load_n(&band->best[1], __ATOMIC_RELAXED) < __atomic_load_n(&band->best[0], __ATOMIC_RELAXED);
+}
+
+static void copyWay(int way, char* dst, const char* src, uint64_t size)
+{
+  if (way) copyStreaming(dst, src, (size_t)size);
+  else memcpy(dst, src, (size_t)size);
 }
 
 void engCopyLarge(engComm* comm, char* dst, const char* src, uint64_t size)
@@ -101,16 +113,22 @@ void engCopyLarge(engComm* comm, char* dst, const char* src, uint64_t size)
     copyStreaming(dst, src, (size_t)size);
     return;
   }
-  engCopyBand* band = &comm->copyBands[copyBand(size)];
-  int way = copyChoose(band);
-  if (__atomic_load_n(&band->n[way], __ATOMIC_RELAXED) >= ENG_COPY_PROBES) {
-    if (way) copyStreaming(dst, src, (size_t)size);
-    else memcpy(dst, src, (size_t)size);
-    return;
+  int b = copyBand(size);
+  engCopyBand* band = &comm->copyBands[b];
+  uint32_t probes = copyProbes(b);
+  int way = copyChoose(band, probes);
+  if (__atomic_load_n(&band->n[way], __ATOMIC_RELAXED) >= probes) {
+    /* A probe slowed by another process can cost the faster way its place: every
+     * ENG_COPY_RECHECK-th put of a band that has chosen times the other way once more (a
+     * best time only improves). */
+    if (__atomic_add_fetch(&band->chosen, 1, __ATOMIC_RELAXED) % ENG_COPY_RECHECK != 0) {
+      copyWay(way, dst, src, size);
+      return;
+    }
+    way = !way;
   }
   uint64_t t0 = engNowNs();
-  if (way) copyStreaming(dst, src, (size_t)size);
-  else memcpy(dst, src, (size_t)size);
+  copyWay(way, dst, src, size);
   /* picoseconds per byte, so that sizes within a band compare */
   uint64_t perByte = (engNowNs() - t0) * 1000 / size;
   uint64_t best = __atomic_load_n(&band->best[way], __ATOMIC_RELAXED);
@@ -120,9 +138,18 @@ void engCopyLarge(engComm* comm, char* dst, const char* src, uint64_t size)
 
 int engCopyChoice(engComm* comm, uint64_t size)
 {
+  int b = copyBand(size);
+  const engCopyBand* band = &comm->copyBands[b];
+  uint32_t probes = copyProbes(b);
+  int way = copyChoose(band, probes);
+  return __atomic_load_n(&band->n[way], __ATOMIC_RELAXED) >= probes ? way : -1;
+}
+
+void engCopySamples(engComm* comm, uint64_t size, uint32_t n[2])
+{
   const engCopyBand* band = &comm->copyBands[copyBand(size)];
-  int way = copyChoose(band);
-  return __atomic_load_n(&band->n[way], __ATOMIC_RELAXED) >= ENG_COPY_PROBES ? way : -1;
+  n[0] = __atomic_load_n(&band->n[0], __ATOMIC_RELAXED);
+  n[1] = __atomic_load_n(&band->n[1], __ATOMIC_RELAXED);
 }
 
 /* Whether the owner of r may have exited and its pid named another process since: never write

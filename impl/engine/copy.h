@@ -17,6 +17,8 @@ static inline int engCopiesLarge(const engComm* comm, uint64_t size)
 }
 /* The way engCopyLarge copies size bytes now: -1 while timing both, 0 memcpy, 1 streaming. */
 int engCopyChoice(engComm* comm, uint64_t size);
+/* How many puts of size bytes' band engCopyLarge has timed each way: n[0] memcpy, n[1] streaming. */
+void engCopySamples(engComm* comm, uint64_t size, uint32_t n[2]);
 /* Copies size bytes from src to the registration r at off (memcpy or process_vm_writev). */
 int engWrite(engComm* comm, const engReg* r, uint64_t off, const void* src, uint64_t size, char* err, int errLen);
 

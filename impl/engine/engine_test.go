@@ -122,6 +122,74 @@ func TestCopyLargeAuto(t *testing.T) {
 	}
 }
 
+// TestCopyLargeProbesAndRecheck: a band of puts long enough to time alone decides after fewer
+// puts (32 MiB: 2 each way, 64 MiB: 1), so that a short run of large puts is not spent timing
+// the slower way; and a band that has chosen times the other way once in every recheck puts,
+// so that one disturbed probe does not keep the slower way for the communicator's life.
+func TestCopyLargeProbesAndRecheck(t *testing.T) {
+	const n = 64 << 20
+	srcP, err := hostmem.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostmem.Free(srcP)
+	dstP, err := hostmem.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostmem.Free(dstP)
+	comm := NewComm(0, Backoff{1, 1, 1}, Backoff{1, 1, 1})
+	defer comm.Free()
+	comm.SetStreamBytes(1<<20, 1<<40)
+	rec := NewRegRecord(Reg{Mapped: dstP, Size: n})
+	defer rec.Free()
+	put := func(size uint64) {
+		t.Helper()
+		if err := rec.Write(comm, 0, srcP, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		size   uint64
+		probes int
+	}{{32 << 20, 2}, {64 << 20, 1}} {
+		for i := 0; i < 2*c.probes; i++ {
+			if got := comm.CopyChoice(c.size); got != -1 {
+				t.Fatalf("%d MiB: choice %d after %d puts, want -1 (still timing %d each way)", c.size>>20, got, i, c.probes)
+			}
+			put(c.size)
+		}
+		if got := comm.CopyChoice(c.size); got != 0 && got != 1 {
+			t.Fatalf("%d MiB: choice %d after %d puts, want 0 or 1", c.size>>20, got, 2*c.probes)
+		}
+	}
+
+	const size = 1 << 20 // band 0: probes puts each way
+	for i := 0; i < 2*probes; i++ {
+		put(size)
+	}
+	way := comm.CopyChoice(size)
+	if way != 0 && way != 1 {
+		t.Fatalf("1 MiB: choice %d after %d puts, want 0 or 1", way, 2*probes)
+	}
+	before := [2]int{}
+	before[0], before[1] = comm.CopySamples(size)
+	for i := 0; i < recheck-1; i++ {
+		put(size)
+	}
+	if m, s := comm.CopySamples(size); m != before[0] || s != before[1] {
+		t.Fatalf("1 MiB: samples %d/%d after %d chosen puts, want %v (no recheck yet)", m, s, recheck-1, before)
+	}
+	put(size)
+	after := [2]int{}
+	after[0], after[1] = comm.CopySamples(size)
+	want := before
+	want[1-way]++
+	if after != want {
+		t.Fatalf("1 MiB: samples %v after %d chosen puts, want %v (the other way timed once)", after, recheck, want)
+	}
+}
+
 // cString reads the NUL-terminated text at p.
 func cString(p unsafe.Pointer) string {
 	var b []byte

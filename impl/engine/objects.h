@@ -32,12 +32,15 @@ typedef struct engBackoffCfg {
 } engBackoffCfg;
 
 /* Large puts into mapped memory (copy.c): per power-of-two size band from 1 MiB, the
- * best time per byte seen of each way (0 memcpy, 1 non-temporal stores) and the samples. */
+ * best time per byte seen of each way (0 memcpy, 1 non-temporal stores), the samples, and
+ * the puts since the choice was made (every ENG_COPY_RECHECK-th times the other way again). */
 #define ENG_COPY_BANDS 12
 #define ENG_COPY_PROBES 3
+#define ENG_COPY_RECHECK 64
 typedef struct engCopyBand {
   uint64_t best[2]; /* picoseconds per byte, 0 before the first sample */
   uint32_t n[2];
+  uint32_t chosen;  /* puts copied the chosen way since the probes ended */
 } engCopyBand;
 
 typedef struct engComm {
