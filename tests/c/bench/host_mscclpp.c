@@ -14,7 +14,7 @@
  *       with putWithSignal / wait on a connection whose buffers come from
  *       mscclppHostAlloc (a put is a memcpy into the peer's mapped buffer)
  *       or malloc (a put is process_vm_writev), interleaved block by block
- *       with, in the same processes:
+ *       (odd cycles in reverse order, pp.h) with, in the same processes:
  *         line     (a) a ping-pong of one cache line of shared memory, spin
  *         memcpy   (b) memcpy into the peer's mapped buffer + a release store
  *                      of an epoch the peer spins on (hostalloc)
@@ -287,7 +287,7 @@ static void pair(const char* kind, size_t maxBytes, int rank)
       kp[j] = keys[j];
     }
     int block = s <= 8 ? 512 : s <= (1u << 20) ? 20 : s <= (16u << 20) ? 2 : 1;
-    pp_multi(ops, kp, k, s, s > (16u << 20) ? 2 * budget : budget, block, 3);
+    pp_multi(ops, kp, k, s, s > (16u << 20) ? 2 * budget : budget, block, 3, 1);
   }
 #ifdef BENCH_MPI
   if (hostAlloc) {

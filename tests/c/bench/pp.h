@@ -89,14 +89,18 @@ static inline void pp_run(pp_ops* o, const char* key, size_t size, double budget
  * warm-up. Every way handles the stop word the same (rank 0 writes it into
  * src, rank 1 reads it from inbox and copies it into its src: a way that
  * moves no data points both at private scratch), but rank 0 only sets it on
- * the last iteration of a block of ops[k-1], ours (after budget_s and at
- * least min_cycles timed cycles). Messages of up to 8 bytes are timed
+ * the last iteration of a cycle that ends with ops[k-1], ours (after budget_s
+ * and at least min_cycles timed cycles). Messages of up to 8 bytes are timed
  * PP_GROUP iterations at a time, as in pp_run (block is a multiple of it).
+ * With alternate, odd cycles run the ways in reverse order: a way run right after
+ * another on the same buffers finds them warm, and one after a way on other
+ * buffers cold, so where a third way on other buffers sits between two that
+ * share theirs, each of the two follows it in every other cycle.
  * Figures: <keys[j]>.oneway_ns or <keys[j]>.gbps as in pp_run, each over
  * its own iterations.
  */
 static inline void pp_multi(pp_ops* const* ops, const char* const* keys, int k, size_t size, double budget_s, int block,
-                     int min_cycles)
+                     int min_cycles, int alternate)
 {
   enum { MAXK = 8 };
   size_t cap = 400000;
@@ -113,16 +117,19 @@ static inline void pp_multi(pp_ops* const* ops, const char* const* keys, int k, 
   uint64_t start = 0, t0 = 0;
   for (uint64_t i = 0;; i++) {
     uint64_t cycle = i / ((uint64_t)k * (uint64_t)block);
-    int j = (int)((i / (uint64_t)block) % (uint64_t)k);
+    int pos = (int)((i / (uint64_t)block) % (uint64_t)k);
+    int j = alternate && (cycle & 1) ? k - 1 - pos : pos;
     pp_ops* o = ops[j];
-    int lastOfOurs = j == k - 1 && (i + 1) % (uint64_t)block == 0;
+    /* the stop word travels in ours' data (a way that moves none cannot carry it): a run ends
+     * with a cycle that ends with ours, so alternate cycles stop after as many reversed as not */
+    int lastOfCycle = pos == k - 1 && j == k - 1 && (i + 1) % (uint64_t)block == 0;
     if (rank == 0) {
       if (i == (uint64_t)k * (uint64_t)block) start = bench_now_ns();
       uint64_t stop = 0;
-      if (lastOfOurs && cycle >= 1) {
+      if (lastOfCycle && cycle >= 1) {
         double el = (double)(bench_now_ns() - start) * 1e-9;
         int full = 0;
-        for (int q = 0; q < k; q++) full |= nt[q] + (size_t)block > cap;
+        for (int q = 0; q < k; q++) full |= nt[q] + 2 * (size_t)block > cap; /* room for the next two cycles */
         stop = full || (el > budget_s && cycle >= (uint64_t)min_cycles);
       }
       memcpy(o->src, &stop, 8);

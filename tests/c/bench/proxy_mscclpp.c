@@ -512,7 +512,7 @@ static void pair(int rank)
     snprintf(k1, sizeof(k1), "pair.%s.raw", names[i]);
     snprintf(k2, sizeof(k2), "pair.%s.proxy", names[i]);
     const char* keys[3] = {k0, k1, k2};
-    pp_multi(ops, keys, 3, sizes[i], budget, sizes[i] <= 8 ? 200 : 10, 3);
+    pp_multi(ops, keys, 3, sizes[i], budget, sizes[i] <= 8 ? 200 : 10, 3, 0);
   }
   rawProxyStop(&raw.p);
   CK(mscclppProxyStop(comm));

@@ -341,7 +341,7 @@ int main(int argc, char** argv)
       wrapped[j] = (pp_ops){&tw[j], rank, ops[j]->src, ops[j]->inbox, timed_put, timed_wait};
       run[j] = s >= (16u << 20) ? &wrapped[j] : ops[j];
     }
-    pp_multi(run, kp, k, s, s > (16u << 20) ? 2 * budget : budget, block, s > (16u << 20) ? 1 : 3);
+    pp_multi(run, kp, k, s, s > (16u << 20) ? 2 * budget : budget, block, s > (16u << 20) ? 1 : 3, 0);
     /* ucx.<mode>.<size>.<way>.copy_gbps: size / the median put call, its first cycle left out */
     for (int j = 0; j < k && rank == 0 && s >= (16u << 20); j++) {
       size_t skip = tw[j].n > (size_t)block ? (size_t)block : 0;
