@@ -748,7 +748,7 @@ urow() {
   fi
   # UCX wins where the row's goal is missed (the ratio as the row rounds it)
   if [ -n "$pr" ] && awk -v k="$kind" -v p="$pr" 'BEGIN{ r = sprintf("%.2f", p) + 0; exit !((k=="t" && r>1) || (k=="b" && r<1)) }'; then
-    KEY=${sec:+"$sec|  UCX wins: $(ucxwhy "$mode" "$uw")"} row "  UCX wins: $(ucxwhy "$mode" "$uw")" "$kind" "$o" "$u" "(diagnostic)" ""
+    KEY=${sec:+"$sec|  UCX wins: $(ucxwhy "$mode" "$uw")"} row "  UCX wins: $(ucxwhy "$mode" "$uw")" "$kind" "$o" "$u" "(diagnostic)" "" "$pr"
     # per run: a loaded machine makes ours bimodal where its waits sleep (UCX's never do)
     spread "ours / UCX" "u.ucx.$mode.$sz.$ow.$unit" "u.ucx.$mode.$sz.$uw.$unit"
     # from 16 MiB: the put call alone, timed in the same run (the copy without the round trip):
