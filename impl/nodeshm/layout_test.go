@@ -41,14 +41,16 @@ func TestSleepersApartFromEpochs(t *testing.T) {
 
 // The collective slots of every local rank and parity lie apart from each other and from the
 // ranks' sequence lines, inside the segment, each of the size the node's ranks all compute;
-// nodes of 16 ranks and more keep 64 KiB slots, smaller ones take at most 1 MiB per parity.
+// nodes of 32 ranks and more keep the smallest slots, smaller ones take at most
+// collSlotsPerNode per parity and no slot is larger than collSlotMax.
 func TestCollSlotsApart(t *testing.T) {
 	const maxConns = 4
 	for _, nLocal := range []int{1, 2, 3, 4, 5, 8, 16, 17, 64} {
 		s := &Segment{nLocal: nLocal, maxConns: maxConns, region: regionSize(maxConns)}
 		s.mem = make([]byte, headerBytes+nLocal*(s.region+collRegion(nLocal)))
 		slot := s.CollSlotBytes()
-		if slot < 64<<10 || (nLocal >= 16 && slot != 64<<10) || (slot > 64<<10 && nLocal*slot > 1<<20) {
+		if slot < collSlotMin || slot > collSlotMax || (nLocal*collSlotMin >= collSlotsPerNode && slot != collSlotMin) ||
+			(slot > collSlotMin && nLocal*slot > collSlotsPerNode) {
 			t.Errorf("%d local ranks: slots of %d bytes", nLocal, slot)
 		}
 		base := uintptr(unsafe.Pointer(&s.mem[0]))

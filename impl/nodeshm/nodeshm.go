@@ -33,12 +33,12 @@ const (
 // the segment, and every round waits for every local peer (a cross-CPU handoff, or a wake-up),
 // so a large gather pays one handoff per slot. The slots of one parity of all local ranks take
 // collSlotsPerNode together, each between collSlotMin and collSlotMax (a power of two): small
-// nodes get large slots (2 ranks: 512 KiB, two rounds per MiB instead of sixteen), nodes of 9
+// nodes get large slots (2 ranks: 1 MiB, one round per MiB instead of sixteen), nodes of 17
 // ranks and more the smallest, so the segment grows by 2 slots per rank as before.
 const (
 	collSlotMin      = 64 << 10
-	collSlotMax      = 512 << 10
-	collSlotsPerNode = 1 << 20
+	collSlotMax      = 1 << 20
+	collSlotsPerNode = 2 << 20
 )
 
 // CollSlotBytesFor is the most data per rank one round of a collective moves through the
