@@ -13,16 +13,7 @@ import (
 // 64- and 128-byte steps, checking the bytes around the copy are untouched.
 func TestWriteStreamingEdges(t *testing.T) {
 	const n = 1 << 16
-	srcP, err := hostmem.Alloc(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hostmem.Free(srcP)
-	dstP, err := hostmem.Alloc(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hostmem.Free(dstP)
+	srcP, dstP := hostPair(t, n, n)
 	src := unsafe.Slice((*byte)(srcP), n)
 	dst := unsafe.Slice((*byte)(dstP), n)
 	for i := range src {
@@ -65,16 +56,7 @@ func TestWriteStreamingEdges(t *testing.T) {
 // touched; each size band decides on its own, after the same number of puts.
 func TestCopyLargeAuto(t *testing.T) {
 	const n = 1 << 22
-	srcP, err := hostmem.Alloc(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hostmem.Free(srcP)
-	dstP, err := hostmem.Alloc(n + 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hostmem.Free(dstP)
+	srcP, dstP := hostPair(t, n, n+64)
 	src := unsafe.Slice((*byte)(srcP), n)
 	dst := unsafe.Slice((*byte)(dstP), n+64)
 	comm := NewComm(0, Backoff{1, 1, 1}, Backoff{1, 1, 1})
@@ -128,16 +110,7 @@ func TestCopyLargeAuto(t *testing.T) {
 // so that one disturbed probe does not keep the slower way for the communicator's life.
 func TestCopyLargeProbesAndRecheck(t *testing.T) {
 	const n = 64 << 20
-	srcP, err := hostmem.Alloc(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hostmem.Free(srcP)
-	dstP, err := hostmem.Alloc(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hostmem.Free(dstP)
+	srcP, dstP := hostPair(t, n, n)
 	comm := NewComm(0, Backoff{1, 1, 1}, Backoff{1, 1, 1})
 	defer comm.Free()
 	comm.SetStreamBytes(1<<20, 1<<40)
@@ -228,4 +201,21 @@ func TestErrorRecord(t *testing.T) {
 	if err := comm.Err(); err.Error() != "first" {
 		t.Errorf("SetLast changed the asynchronous error to %v", err)
 	}
+}
+
+// hostPair allocates a source of srcN and a destination of dstN bytes of host memory, freed when t ends.
+func hostPair(t *testing.T, srcN, dstN uint64) (src, dst unsafe.Pointer) {
+	t.Helper()
+	for _, b := range []struct {
+		p *unsafe.Pointer
+		n uint64
+	}{{&src, srcN}, {&dst, dstN}} {
+		p, err := hostmem.Alloc(b.n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { hostmem.Free(p) })
+		*b.p = p
+	}
+	return src, dst
 }
