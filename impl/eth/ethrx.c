@@ -66,11 +66,12 @@ void ethRxFailed(ethConn* s, int rc, uint64_t inPut)
     ethMarkDead(s);
     return;
   }
-  __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
+  /* peerClosed is set after the error is recorded: a wait it ends finds the error there */
   if (inPut == 0 && rc == -1 && s->peerBye) {
     /* its last error, not an asynchronous one, and only while it has none (a goodbye is no failure) */
     snprintf(what, sizeof(what), "rank %d destroyed its communicator", c->peerRank);
     errSetUnlessFailed(&c->comm->err, mscclppRemoteError, what);
+    __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
     return;
   }
   if (inPut != 0)
@@ -82,6 +83,7 @@ void ethRxFailed(ethConn* s, int rc, uint64_t inPut)
   else
     snprintf(what, sizeof(what), "receiving from rank %d over TCP failed: %s", c->peerRank, strerror(rc));
   engConnFail(c, mscclppRemoteError, "%s", what);
+  __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
 }
 
 /* A signal: the count a of signals the peer sent, into my epoch (device memory in CUDA mode).
@@ -145,8 +147,8 @@ int ethRxFrame(ethConn* s, const unsigned char* hdr, int* woke)
   if (malformed) {
     snprintf(what, sizeof(what), "rank %d sent a malformed message (magic %#x, type %u): connection dropped",
              c->peerRank, magic, type);
-    __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
     engConnFail(c, mscclppRemoteError, "%s", what);
+    __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE); /* after the error: a wait it ends finds it */
     shutdown(s->fd, SHUT_RDWR);
     return 1;
   }
