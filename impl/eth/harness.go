@@ -112,6 +112,20 @@ static void ethHarnessClose(ethHarness* h, int r, int k) { ethAbortConn(connStat
 // Side 0 loses connection k's socket under it: its sends fail from then on.
 static void ethHarnessBreak(ethHarness* h, int k) { shutdown(connState(&h->side[0].conn[k])->fd, SHUT_RDWR); }
 
+// Side 1's socket of connection k ends without a goodbye (as a crashed peer's does) while side 0
+// watches its connection's peerClosed, for at most 5 s: the code side 0's communicator held as
+// its asynchronous error when the flag appeared (mscclppSuccess: the flag came first), or -1
+// when it never appeared.
+static int ethHarnessCrashSeen(ethHarness* h, int k)
+{
+	engConn* c = &h->side[0].conn[k];
+	shutdown(connState(&h->side[1].conn[k])->fd, SHUT_RDWR);
+	uint64_t end = engNowNs() + 5000000000ull;
+	while (!__atomic_load_n(&c->peerClosed, __ATOMIC_ACQUIRE))
+		if (engNowNs() > end) return -1;
+	return errAsyncCode(&h->side[0].comm->err);
+}
+
 // Side r signals connection k once (the engine's path, as a host call does): 0, or the result code.
 static int ethHarnessSignal(ethHarness* h, int r, int k)
 {
@@ -220,6 +234,10 @@ func (p *testPair) cudaConn(k int, size uint64) *conform.Conn {
 
 // signal: side r signals its connection k once; the result code.
 func (p *testPair) signal(r, k int) int { return int(C.ethHarnessSignal(p.h, C.int(r), C.int(k))) }
+
+// crashSeen: side 1's connection k ends without a goodbye; side 0's asynchronous error code at
+// the moment its connection's peerClosed appeared (-1: it never did).
+func (p *testPair) crashSeen(k int) int { return int(C.ethHarnessCrashSeen(p.h, C.int(k))) }
 
 // failed: whether side r's connection k was marked failed.
 func (p *testPair) failed(r, k int) bool { return C.ethHarnessFailed(p.h, C.int(r), C.int(k)) != 0 }
