@@ -101,6 +101,14 @@ static int copyChoose(const engCopyBand* band, uint32_t probes)
   return __atomic_load_n(&band->best[1], __ATOMIC_RELAXED) < __atomic_load_n(&band->best[0], __ATOMIC_RELAXED);
 }
 
+/* Whether band b has chosen (each way has its probes), and *way, the way it copies now (copyChoose). */
+static int copyChosen(const engCopyBand* band, int b, int* way)
+{
+  uint32_t probes = copyProbes(b);
+  *way = copyChoose(band, probes);
+  return __atomic_load_n(&band->n[*way], __ATOMIC_RELAXED) >= probes;
+}
+
 static void copyWay(int way, char* dst, const char* src, uint64_t size)
 {
   if (way) copyStreaming(dst, src, (size_t)size);
@@ -113,11 +121,9 @@ void engCopyLarge(engComm* comm, char* dst, const char* src, uint64_t size)
     copyStreaming(dst, src, (size_t)size);
     return;
   }
-  int b = copyBand(size);
+  int b = copyBand(size), way;
   engCopyBand* band = &comm->copyBands[b];
-  uint32_t probes = copyProbes(b);
-  int way = copyChoose(band, probes);
-  if (__atomic_load_n(&band->n[way], __ATOMIC_RELAXED) >= probes) {
+  if (copyChosen(band, b, &way)) {
     /* A probe slowed by another process can cost the faster way its place: every
      * ENG_COPY_RECHECK-th put of a band that has chosen times the other way once more (a
      * best time only improves). */
@@ -138,11 +144,8 @@ void engCopyLarge(engComm* comm, char* dst, const char* src, uint64_t size)
 
 int engCopyChoice(engComm* comm, uint64_t size)
 {
-  int b = copyBand(size);
-  const engCopyBand* band = &comm->copyBands[b];
-  uint32_t probes = copyProbes(b);
-  int way = copyChoose(band, probes);
-  return __atomic_load_n(&band->n[way], __ATOMIC_RELAXED) >= probes ? way : -1;
+  int b = copyBand(size), way;
+  return copyChosen(&comm->copyBands[b], b, &way) ? way : -1;
 }
 
 void engCopySamples(engComm* comm, uint64_t size, uint32_t n[2])

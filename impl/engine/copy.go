@@ -32,9 +32,9 @@ func (c *Comm) SetStreamAuto(on bool) {
 // still being timed, 0 memcpy, 1 non-temporal stores.
 func (c *Comm) CopyChoice(size uint64) int { return int(C.engCopyChoice(c.p, C.uint64_t(size))) }
 
-// CopySamples is how many puts of size bytes' band were timed with memcpy and with non-temporal stores.
-func (c *Comm) CopySamples(size uint64) (memcpy, streaming int) {
+// CopySamples is how many puts of size bytes' band were timed: [0] with memcpy, [1] with non-temporal stores.
+func (c *Comm) CopySamples(size uint64) [2]int {
 	var n [2]C.uint32_t
 	C.engCopySamples(c.p, C.uint64_t(size), &n[0])
-	return int(n[0]), int(n[1])
+	return [2]int{int(n[0]), int(n[1])}
 }
