@@ -564,12 +564,13 @@ runs() {
 }
 # spread WHAT KEY [KEYB]: a line under a row, the spread of its ratio over the runs (runs)
 spread() { printf "   %-41s %s\n" "($1 per run:" "$(runs "$2" "${3:-}"))"; }
-# irow LABEL KIND KEY KEYB GOAL CHECK: a row of two figures timed interleaved in the same runs
-# (KEY ours, KEYB its reference): its ratio is the median of the runs' own ratios, each run's
-# pair having seen the same machine, and their spread follows it
+# irow LABEL KIND KEY KEYB GOAL CHECK [WHAT]: a row of two figures timed interleaved in the same
+# runs (KEY ours, KEYB its reference): its ratio is the median of the runs' own ratios, each
+# run's pair having seen the same machine, and their spread follows it (WHAT names the ratio
+# there: "ours / reference" unless given)
 irow() {
   row "$1" "$2" "$(get "$3")" "$(get "$4")" "$5" "$6" "$(runs "$3" "$4" median)"
-  spread "ours / reference" "$3" "$4"
+  spread "${7:-ours / reference}" "$3" "$4"
 }
 # hdr TITLE: a table's header line; TITLE (after PART, the bench section) names the rows' section in the results file
 SECTION=
@@ -620,8 +621,7 @@ KEY="8-byte one-way latency (putWithSignal -> wait)|  proof: raw (b) memcpy + ep
 KEY="8-byte one-way latency (putWithSignal -> wait)|SHM, HostAlloc, vs Open MPI RMA on a shared window" row "HostAlloc vs (d) MPI RMA, shared window" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.rma.oneway_ns)" "<= 1 x MPI RMA" "le 1"
 # the goal is (e): (b)'s protocol behind two checked library calls, which no library can go below;
 # (b), the bare protocol inlined in the program, is a diagnostic
-KEY="8-byte one-way latency (putWithSignal -> wait)|SHM, HostAlloc, vs (e) (b) behind checked library calls" row "HostAlloc vs (e) (b) behind checked calls" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.checked.oneway_ns)" "<= 1 x (e)" "le 1" "$(runs h.hostalloc.8.ours.oneway_ns h.hostalloc.8.checked.oneway_ns median)"
-spread "ours / (e)" h.hostalloc.8.ours.oneway_ns h.hostalloc.8.checked.oneway_ns
+KEY="8-byte one-way latency (putWithSignal -> wait)|SHM, HostAlloc, vs (e) (b) behind checked library calls" irow "HostAlloc vs (e) (b) behind checked calls" t h.hostalloc.8.ours.oneway_ns h.hostalloc.8.checked.oneway_ns "<= 1 x (e)" "le 1" "ours / (e)"
 KEY="8-byte one-way latency (putWithSignal -> wait)|SHM, HostAlloc, vs (b) raw memcpy + epoch store" row "  HostAlloc vs (b) memcpy + epoch" t "$(get h.hostalloc.8.ours.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "(diagnostic)" ""
 row "  (e) vs (b)" t "$(get h.hostalloc.8.checked.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "(diagnostic)" ""
 row "  (f) a one-line ring vs (b)" t "$(get h.hostalloc.8.ring.oneway_ns)" "$(get h.hostalloc.8.memcpy.oneway_ns)" "(diagnostic)" ""
@@ -852,8 +852,7 @@ if want proxy; then
   row "  64 KiB vs the raw proxy" b "$(get pp.pair.64k.proxy.gbps)" "$(get pp.pair.64k.raw.gbps)" ">= 0.9 x raw proxy" "ge 0.9"
   row "1 MiB bandwidth vs the host path" b "$(get pp.pair.1m.proxy.gbps)" "$(get pp.pair.1m.host.gbps)" ">= 0.95 x host" "limge 0.95 $r1m"
   row "  proof: the raw proxy vs the host path" b "$(get pp.pair.1m.raw.gbps)" "$(get pp.pair.1m.host.gbps)" "(the floor)" ""
-  row "  1 MiB vs the raw proxy" b "$(get pp.pair.1m.proxy.gbps)" "$(get pp.pair.1m.raw.gbps)" ">= 0.9 x raw proxy" "ge 0.9" "$(runs pp.pair.1m.proxy.gbps pp.pair.1m.raw.gbps median)"
-  spread "ours / raw proxy" pp.pair.1m.proxy.gbps pp.pair.1m.raw.gbps
+  irow "  1 MiB vs the raw proxy" b pp.pair.1m.proxy.gbps pp.pair.1m.raw.gbps ">= 0.9 x raw proxy" "ge 0.9" "ours / raw proxy"
   echo "   (on $(nproc) CPUs each rank's proxy shares its rank's CPU: every trigger is a futex wake-up and a switch to the proxy)"
 fi
 
@@ -985,8 +984,7 @@ if want scale; then
     INITKEY="$nodes simulated nodes x $per ranks, vs a C TCP ring"
     initrows "$(get $p.init_ns)" "$(get ${p}tcp.init_ns)" "$(get ${p}gf.init_ns)" "<= 3 x C ring"
     if [ "$p" = mn ]; then
-      row "mscclppBootstrapAllGather 4 B/rank" t "$(get mn.ag4.median_ns)" "$(get mntcp.ag4.median_ns)" "<= 1 x C ring" "le 1" "$(runs mn.ag4.median_ns mntcp.ag4.median_ns median)"
-      spread "ours / C ring" mn.ag4.median_ns mntcp.ag4.median_ns
+      irow "mscclppBootstrapAllGather 4 B/rank" t mn.ag4.median_ns mntcp.ag4.median_ns "<= 1 x C ring" "le 1" "ours / C ring"
       row "all-to-all mscclppConnectionSetup" t "$(get mn.a2a.setup_ns)" "" "< 1 s" "abs 1e9"
     else
       row "mscclppBootstrapAllGather 4 B/rank" t "$(get $p.ag4.median_ns)" "$(get ${p}tcp.ag4.median_ns)" "(report)" ""
