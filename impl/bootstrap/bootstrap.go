@@ -6,7 +6,7 @@
 // of InitAddr) collects every rank's registration {rank, nranks, listener
 // address, host id} (rank 0 of InitAddr, which started the root, registers
 // through an in-memory pipe with the same handshake; every other rank over
-// TCP) and answers everyone with the full table. Each rank then
+// TCP) and answers each with the rows it needs (table.go). Each rank then
 // connects to its successor's listener and accepts its predecessor, forming
 // the ring, and (with 3 or more ranks) connects to rank 0, forming a star
 // that small collectives use (see coll.go). Point-to-point connections are
@@ -21,7 +21,7 @@
 // The files, by responsibility: wire.go (frame layouts), auth.go and
 // secret.go (authentication, and where keys come from), id.go and addr.go
 // (unique ids, addresses), root.go and rootrun.go (the root), join.go (a
-// joining rank), accept.go and dial.go (the two sides of a connection to a
+// joining rank), table.go (the rows of the ranks), accept.go and dial.go (the two sides of a connection to a
 // rank), ring.go, coll.go and duplex.go (the collectives' connections and
 // algorithms), p2p.go (Send and Recv), warm.go (work done once per process
 // at load).
@@ -35,10 +35,7 @@ package bootstrap
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
-	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -126,8 +123,9 @@ type Bootstrap struct {
 	spin         time.Duration
 	listenAddr   string
 	ringOnly     bool // no star, and the ring connects at the first collective (see Options.RingOnlyOnOneHost)
-	table        []peerEntry
-	nonce        uint64 // the root's: names this instance of the communicator
+	table        []peerEntry // by rank; a row not known yet has addr "" (see table.go)
+	gatherSlot   int         // the slot of gatherTable while rows are missing, else 0
+	nonce        uint64      // the root's: names this instance of the communicator
 	rootAddr     string // where this rank reached the root ("" for one rank)
 
 	ln     *net.TCPListener
@@ -197,6 +195,9 @@ func checkArgs(rank, nranks int, opts *Options) (time.Duration, error) {
 	}
 	if len(opts.HostID) > maxHostIDLen {
 		return 0, status.Errorf(status.InvalidArgument, "bootstrap: host id of %d bytes is longer than %d", len(opts.HostID), maxHostIDLen)
+	}
+	if !hostIDOK(opts.HostID) {
+		return 0, status.Errorf(status.InvalidArgument, "bootstrap: host id %q has a NUL byte", opts.HostID)
 	}
 	return opts.timeout()
 }
@@ -356,42 +357,9 @@ func (b *Bootstrap) Timeout() time.Duration { return b.timeout }
 // Magic returns the communicator magic shared by all ranks.
 func (b *Bootstrap) Magic() uint64 { return b.magic }
 
-// HostIDs returns every rank's Options.HostID, indexed by rank.
-func (b *Bootstrap) HostIDs() []string {
-	ids := make([]string, len(b.table))
-	for i, e := range b.table {
-		ids[i] = e.hostID
-	}
-	return ids
-}
-
-// Pids returns every rank's process id, as registered with the root.
-func (b *Bootstrap) Pids() []int {
-	pids := make([]int, len(b.table))
-	for i, e := range b.table {
-		pids[i] = int(e.pid)
-	}
-	return pids
-}
-
 // Nonce names this instance of the communicator (the same on every rank; random per
 // instance, so one re-formed at the same address never meets state of an earlier one).
 func (b *Bootstrap) Nonce() uint64 { return b.nonce }
-
-// InstanceID names this instance of the communicator as this rank formed it: a hash of its
-// magic, the root's address and nonce and every rank's row, each with a fresh token of that
-// rank's (its own checked against what it sent). The root picks its nonce, but not the other
-// ranks' tokens, so no other instance (one re-formed at the same address, or one a rank of this
-// one forms with this one's nonce) has the same ID, as this rank or any other honest one sees it.
-func (b *Bootstrap) InstanceID() string {
-	h := sha256.New()
-	fmt.Fprintf(h, "mscclpp instance\x00%d\x00%d\x00%s\x00%d\x00", b.magic, b.nonce, b.rootAddr, len(b.table))
-	for _, e := range b.table {
-		fmt.Fprintf(h, "%q %q %d ", e.addr, e.hostID, e.pid)
-		h.Write(e.token[:])
-	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
-}
 
 // forcedRootNonce, when not 0, is the nonce the roots of this process hand out (tests: a
 // malicious root that reuses another instance's).

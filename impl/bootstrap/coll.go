@@ -11,7 +11,7 @@ import (
 // Collectives. AllGather and Barrier (an AllGather of nothing) run over one
 // of two topologies:
 //
-//   - star, for small messages and 3 or more ranks (unless
+//   - star, for small messages and 3 or more ranks (useStar; unless
 //     Options.RingOnlyOnOneHost applies): every rank sends its slot
 //     to rank 0, which answers everyone with all slots. Two hops, and every
 //     rank wakes up about once per operation, which is what matters when
@@ -31,6 +31,11 @@ const (
 	// rank only after reading all it sent), but rank 0 moves N times more
 	// data than a ring rank does, so large slots go around the ring.
 	starMax = 128 << 10
+	// starHubMax bounds what rank 0 sends in one star collective (N-1 times
+	// its message): past it the ring, whose every rank moves N slots, takes
+	// over, so no rank's bytes per collective grow as N² (at 4-byte slots,
+	// from about 2,000 ranks).
+	starHubMax = 16 << 20
 	// opAbort marks an abort frame; its size field is the length of the
 	// error text that follows.
 	opAbort = 3
@@ -73,7 +78,7 @@ func (b *Bootstrap) collective(data []byte, size int, op uint32) error {
 	b.seq++
 	now := time.Now()
 	switch {
-	case b.star != nil && ringHdrLen+size*b.nranks <= starMax: // 3 or more ranks, unless ringOnly
+	case b.star != nil && useStar(b.nranks, size): // 3 or more ranks, unless ringOnly
 		if b.rank == 0 {
 			for _, c := range b.star[1:] {
 				c.setDeadline(now, b.timeout)
@@ -91,6 +96,13 @@ func (b *Bootstrap) collective(data []byte, size int, op uint32) error {
 		b.next.setDeadline(now, b.timeout)
 		return b.ringLarge(data, size, op)
 	}
+}
+
+// useStar reports whether a collective of size bytes a rank of n takes the star: rank 0's
+// message within starMax, and its n-1 copies within starHubMax.
+func useStar(n, size int) bool {
+	msg := ringHdrLen + size*n
+	return msg <= starMax && (n-1)*msg <= starHubMax
 }
 
 // grow returns (*buf)[:n], reallocating when too small.

@@ -94,7 +94,7 @@ func FuzzReadHello(f *testing.F) {
 }
 
 func FuzzReadReply(f *testing.F) {
-	table := encodeTable(7, []peerEntry{{"10.0.0.1:1", "a", 11, nonce{1}}, {"10.0.0.2:2", "b", 12, nonce{2}}})
+	table := wholeTable(7, []peerEntry{{"10.0.0.1:1", "a", 11, nonce{1}}, {"10.0.0.2:2", "b", 12, nonce{2}}})
 	f.Add(encodeReply(replyOK, fuzzMagic, table, &fuzzKey, labelReply, &fuzzNonce), uint16(1000))
 	f.Add(encodeReply(replyError, fuzzMagic, []byte("no"), &fuzzKey, labelDone, &fuzzNonce), uint16(1000))
 	f.Add(encodeReject(fuzzMagic, rejectKey), uint16(10))
@@ -166,16 +166,18 @@ func FuzzDecodeRegister(f *testing.F) {
 }
 
 func FuzzDecodeTable(f *testing.F) {
-	f.Add(encodeTable(7, []peerEntry{{"10.0.0.1:1", "a", 11, nonce{1}}, {"10.0.0.2:2", "b", 12, nonce{2}}}), uint8(2))
-	f.Add(encodeTable(0, nil), uint8(0))
+	f.Add(wholeTable(7, []peerEntry{{"10.0.0.1:1", "a", 11, nonce{1}}, {"10.0.0.2:2", "b", 12, nonce{2}}}), uint8(2))
+	f.Add(tableAnswers(7, tableRows(12, 3))(4), uint8(12))
+	f.Add(wholeTable(0, nil), uint8(0))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, uint8(255))
 	f.Fuzz(func(t *testing.T, data []byte, nranks uint8) {
-		nonce, tab, ok := decodeTable(data, int(nranks))
+		tab, ok := decodeTable(data, int(nranks))
 		if !ok {
 			return
 		}
-		if len(tab) != int(nranks) || !bytes.Equal(encodeTable(nonce, tab), data) {
-			t.Fatalf("table %x (%d ranks) decodes to %d rows that encode differently", data, nranks, len(tab))
+		sent := tab.sentRanks()
+		if len(tab.rows) != int(nranks) || tab.slot == 0 && len(sent) != int(nranks) || !bytes.Equal(encodeTable(tab, sent), data) {
+			t.Fatalf("table %x (%d ranks) decodes to %d rows (%d sent) that encode differently", data, nranks, len(tab.rows), len(sent))
 		}
 	})
 }

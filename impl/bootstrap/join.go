@@ -1,8 +1,9 @@
 package bootstrap
 
 // A rank joining its communicator: registering with the root, taking the
-// table, connecting its ring and star (ring.go) while Options.Joined runs,
-// reporting ready, and taking the root's last word.
+// rows it needs, connecting its ring and star (ring.go) while Options.Joined
+// runs, gathering the other rows (table.go), reporting ready, and taking the
+// root's last word.
 
 import (
 	"errors"
@@ -46,12 +47,15 @@ func initRank(rootAddr netip.AddrPort, ownRoot *root, magic uint64, key [keyByte
 	if err := b.register(rs, opts.HostID); err != nil {
 		return nil, err
 	}
-	b.ringOnly = opts.RingOnlyOnOneHost && oneHost(b.table)
+	b.ringOnly = opts.RingOnlyOnOneHost && b.gatherSlot == 0 && oneHost(b.table)
 	// While the ring and star form, the root's verdict may come at any
 	// time: a failure aborts this rank at once.
 	verdict := b.verdictSource(rs)
 	if err := b.connectAndJoin(rs, verdict, opts.Joined); err != nil {
 		return nil, err
+	}
+	if err := b.gatherTable(); err != nil {
+		return nil, b.fail(b.joinFailed(rs, verdict, err))
 	}
 	if _, err := rs.c.Write(encodeStatus(statusReady, "", &b.key, &rs.challenge)); err != nil {
 		return nil, b.fail(b.rootErr(rootAddr, rs.wait, err))
@@ -195,11 +199,12 @@ func (b *Bootstrap) register(rs *rootSession, hostID string) error {
 	if err := b.replyErr(rs.addr, st, payload); err != nil {
 		return err
 	}
-	nonce, table, ok := decodeTable(payload, b.nranks)
-	if !ok || table[b.rank].addr != b.listenAddr || table[b.rank].token != rs.hello.nonce {
+	t, ok := decodeTable(payload, b.nranks)
+	if me := t.rows; !ok || me[b.rank].addr != b.listenAddr || me[b.rank].token != rs.hello.nonce ||
+		me[(b.rank+1)%b.nranks].addr == "" || me[0].addr == "" {
 		return b.errorf(status.RemoteError, "the root at %s sent a malformed table", rs.addr)
 	}
-	b.table, b.nonce, b.rootAddr = table, nonce, rs.addr.String()
+	b.table, b.nonce, b.rootAddr, b.gatherSlot = t.rows, t.nonce, rs.addr.String(), t.slot
 	rs.c.SetDeadline(deadlineIn(rs.wait))
 	return nil
 }

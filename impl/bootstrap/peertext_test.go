@@ -172,7 +172,7 @@ func TestPeerTextRegisteredAddress(t *testing.T) {
 	if _, ok := decodeRegister(encodeRegister(evilText, "", 1)); ok {
 		t.Fatal("a registration with the evil text as its address decodes")
 	}
-	if _, _, ok := decodeTable(encodeTable(1, []peerEntry{{addr: "127.0.0.1:9"}, {addr: evilText}}), 2); ok {
+	if _, ok := decodeTable(wholeTable(1, []peerEntry{{addr: "127.0.0.1:9"}, {addr: evilText}}), 2); ok {
 		t.Fatal("a table with the evil text as an address decodes")
 	}
 	if _, ok := decodeRegister(encodeRegister("[fe80::1%eth0]:5", "", 1)); !ok {

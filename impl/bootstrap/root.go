@@ -20,7 +20,10 @@ import (
 
 // root is the rendezvous server of one communicator. It collects every
 // rank's registration {rank, nranks, listener address, host id} from
-// connections that proved the key, sends everyone the full table, waits
+// connections that proved the key, sends every rank the rows it needs
+// before its ring forms (tableAnswers: the whole table when every rank
+// shares a host; else its own host's rows and its ring and star
+// neighbours', and the ranks gather the rest over the ring), waits
 // until every rank reports that its ring and star connections are up, tells
 // everyone that the communicator formed, and goes away.
 //
@@ -227,6 +230,11 @@ func (r *root) finish() {
 // last: once answered it may return and its process exit, taking the root with
 // it, and every other rank's answer must be on its way by then.
 func (r *root) answer(targets []*rootReg, st byte, payload []byte) {
+	r.answerEach(targets, st, func(int) []byte { return payload })
+}
+
+// answerEach is answer with the payload of each target's rank made by payloadOf.
+func (r *root) answerEach(targets []*rootReg, st byte, payloadOf func(rank int) []byte) {
 	var wg sync.WaitGroup
 	var last []func()
 	for _, reg := range targets {
@@ -235,7 +243,7 @@ func (r *root) answer(targets []*rootReg, st byte, payload []byte) {
 			label = labelDone
 		}
 		reg.tabled = true
-		msg := encodeReply(st, r.magic, payload, &r.key, label, &reg.ev.h.nonce)
+		msg := encodeReply(st, r.magic, payloadOf(reg.ev.h.rank), &r.key, label, &reg.ev.h.nonce)
 		_, tcp := reg.ev.c.(*net.TCPConn)
 		switch {
 		case !tcp && (label != labelReply || st != replyOK):

@@ -325,12 +325,12 @@ func (r *root) onRegister(st *rootState, ev rootEvent) bool {
 	st.regs[rank] = &rootReg{ev: ev}
 	r.logf(false, "bootstrap root at %s: rank %d registered from %s (%d of %d)", r.addr, rank, ev.c.RemoteAddr(), len(st.regs), st.nranks)
 	if len(st.regs) == st.nranks {
-		table := make([]peerEntry, st.nranks)
-		for i := range table {
-			table[i] = st.regs[i].ev.entry
+		rows := make([]peerEntry, st.nranks)
+		for i := range rows {
+			rows[i] = st.regs[i].ev.entry
 		}
 		r.closeListener()
-		r.answer(regList(st.regs), replyOK, encodeTable(rootNonce(), table))
+		r.answerEach(regList(st.regs), replyOK, tableAnswers(rootNonce(), rows))
 		st.formed = true
 		st.timer.Reset(r.timeout)
 		r.logf(false, "bootstrap root at %s: all %d ranks registered", r.addr, st.nranks)

@@ -190,7 +190,7 @@ func fakeRoot(t *testing.T, addr string, answer func(c net.Conn, h *hello) []byt
 func TestFakeRoot(t *testing.T) {
 	var wrong [keyBytes]byte
 	table := func(addr string) []byte {
-		return encodeTable(1, []peerEntry{{addr: "127.0.0.1:9"}, {addr: "127.0.0.1:10"}})
+		return wholeTable(1, []peerEntry{{addr: "127.0.0.1:9"}, {addr: "127.0.0.1:10"}})
 	}
 	cases := []struct {
 		name   string

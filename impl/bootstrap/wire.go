@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -88,7 +89,7 @@ import (
 // bootstrap authenticates who connects, it does not protect established
 // connections from an attacker on the path.
 const (
-	wireVersion     = 3
+	wireVersion     = 4
 	keyBytes        = 32
 	nonceBytes      = 32
 	macBytes        = sha256.Size
@@ -225,54 +226,117 @@ func decodeRegister(p []byte) (peerEntry, bool) {
 		return peerEntry{}, false
 	}
 	host, rest, ok := getString(rest)
-	if !ok || len(rest) != 8 || !addrOK(addr) {
+	if !ok || len(rest) != 8 || !addrOK(addr) || !hostIDOK(host) {
 		return peerEntry{}, false
 	}
 	return peerEntry{addr: addr, hostID: host, pid: binary.LittleEndian.Uint64(rest)}, true
 }
 
-// encodeTable is the root's table: the rows (each with its rank's token), and a nonce of the
-// root's that names this instance of the communicator (its node segments).
-func encodeTable(nonce uint64, t []peerEntry) []byte {
-	buf := binary.LittleEndian.AppendUint32(nil, uint32(len(t)))
-	buf = binary.LittleEndian.AppendUint64(buf, nonce)
-	for _, e := range t {
-		buf = binary.LittleEndian.AppendUint64(putString(putString(buf, e.addr), e.hostID), e.pid)
-		buf = append(buf, e.token[:]...)
+// rootTable is what the root answers a registration with: the nonce that names this
+// instance of the communicator, the rows this rank needs before its ring forms, and the
+// slot of the table's gather (gatherTable) that brings the others.
+type rootTable struct {
+	nonce uint64
+	// slot is the longest row's encoding (encodeRow), the same on every rank: the
+	// size of each rank's slot in the gather of the rows the root did not send
+	// (every rank gathers, even one that was sent every row); 0 when the root sent
+	// every rank the whole table (every rank on one host), and nobody gathers.
+	slot int
+	// rows is indexed by rank; a row the root did not send has addr "".
+	rows []peerEntry
+}
+
+// encodeRow appends one row of the table: address, host id, pid, token.
+func encodeRow(buf []byte, e peerEntry) []byte {
+	buf = binary.LittleEndian.AppendUint64(putString(putString(buf, e.addr), e.hostID), e.pid)
+	return append(buf, e.token[:]...)
+}
+
+// decodeRow consumes one row (its address must be an ip:port).
+func decodeRow(p []byte) (peerEntry, []byte, bool) {
+	var e peerEntry
+	var ok bool
+	if e.addr, p, ok = getString(p); !ok || !addrOK(e.addr) {
+		return peerEntry{}, nil, false
+	}
+	if e.hostID, p, ok = getString(p); !ok || !hostIDOK(e.hostID) || len(p) < 8+nonceBytes {
+		return peerEntry{}, nil, false
+	}
+	e.pid, p = binary.LittleEndian.Uint64(p), p[8:]
+	e.token, p = nonce(p[:nonceBytes]), p[nonceBytes:]
+	return e, p, true
+}
+
+// rowLen is the length of e's encoding.
+func rowLen(e peerEntry) int { return 2 + len(e.addr) + 2 + len(e.hostID) + 8 + nonceBytes }
+
+// maxRowLen bounds a row: what one register hello carried, and the token.
+const maxRowLen = maxHelloPayload + nonceBytes
+
+// encodeTable is the root's answer to a registration: nranks, the nonce, the gather's
+// slot, and the rows of ranks (ascending), each after its rank.
+func encodeTable(t rootTable, ranks []int) []byte {
+	buf := binary.LittleEndian.AppendUint32(nil, uint32(len(t.rows)))
+	buf = binary.LittleEndian.AppendUint64(buf, t.nonce)
+	buf = binary.LittleEndian.AppendUint32(buf, uint32(t.slot))
+	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(ranks)))
+	for _, r := range ranks {
+		buf = encodeRow(binary.LittleEndian.AppendUint32(buf, uint32(r)), t.rows[r])
 	}
 	return buf
 }
 
-// decodeTable decodes a table that must have nranks rows.
-func decodeTable(p []byte, nranks int) (uint64, []peerEntry, bool) {
-	if len(p) < 12 {
-		return 0, nil, false
+// decodeTable decodes the answer of a root to a rank of nranks: ranks ascending and in
+// range, every row within the slot (all of them when the slot is 0), nothing after the last.
+func decodeTable(p []byte, nranks int) (rootTable, bool) {
+	if len(p) < 20 || uint64(binary.LittleEndian.Uint32(p)) != uint64(nranks) {
+		return rootTable{}, false
 	}
-	n := binary.LittleEndian.Uint32(p)
-	rootNonce := binary.LittleEndian.Uint64(p[4:])
-	p = p[12:]
-	if uint64(n) != uint64(nranks) {
-		return 0, nil, false
+	t := rootTable{nonce: binary.LittleEndian.Uint64(p[4:]), slot: int(binary.LittleEndian.Uint32(p[12:]))}
+	count := binary.LittleEndian.Uint32(p[16:])
+	if count > uint32(nranks) || t.slot > maxRowLen || t.slot == 0 && count != uint32(nranks) {
+		return rootTable{}, false
 	}
-	t := make([]peerEntry, n)
-	for i := range t {
+	p = p[20:]
+	t.rows = make([]peerEntry, nranks)
+	last := -1
+	for i := uint32(0); i < count; i++ {
+		if len(p) < 4 {
+			return rootTable{}, false
+		}
+		r := int(binary.LittleEndian.Uint32(p))
+		if r <= last || r >= nranks {
+			return rootTable{}, false
+		}
 		var ok bool
-		if t[i].addr, p, ok = getString(p); !ok || !addrOK(t[i].addr) {
-			return 0, nil, false
+		if t.rows[r], p, ok = decodeRow(p[4:]); !ok || t.slot > 0 && rowLen(t.rows[r]) > t.slot {
+			return rootTable{}, false
 		}
-		if t[i].hostID, p, ok = getString(p); !ok || len(p) < 8+nonceBytes {
-			return 0, nil, false
-		}
-		t[i].pid, p = binary.LittleEndian.Uint64(p), p[8:]
-		t[i].token, p = nonce(p[:nonceBytes]), p[nonceBytes:]
+		last = r
 	}
-	return rootNonce, t, len(p) == 0
+	return t, len(p) == 0
 }
 
-// maxTableLen bounds the table of nranks rows: each row is what one
-// register hello carried.
+// sentRanks lists the ranks whose rows t holds.
+func (t *rootTable) sentRanks() []int {
+	var ranks []int
+	for r, e := range t.rows {
+		if e.addr != "" {
+			ranks = append(ranks, r)
+		}
+	}
+	return ranks
+}
+
+// hostIDOK reports whether s can be a rank's host id: not longer than maxHostIDLen, and
+// without a NUL byte (unknownHost, which HostIDs reports for a row not known yet, has one).
+func hostIDOK(s string) bool {
+	return len(s) <= maxHostIDLen && !strings.Contains(s, "\x00")
+}
+
+// maxTableLen bounds the root's answer to a rank of nranks.
 func maxTableLen(nranks int) int {
-	return max(12+nranks*(maxHelloPayload+nonceBytes), maxErrorText)
+	return max(20+nranks*(4+maxRowLen), maxErrorText)
 }
 
 func putRingHdr(b []byte, seq uint64, size int, op uint32, step int) {
