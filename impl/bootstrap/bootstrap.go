@@ -73,8 +73,9 @@ type Options struct {
 	// goroutines at once; nil discards them. Dropped strangers are reported
 	// here with warn=true.
 	Logf func(warn bool, format string, args ...any)
-	// Joined, when set, runs on a rank of two or more once the root's table
-	// is known (HostIDs, Pids and Nonce answer), while the rank connects its
+	// Joined, when set, runs on a rank of two or more once the root answered
+	// (Nonce answers; HostIDs and Pids for this rank's host and its ring
+	// neighbours, the others after the gather of table.go), while the rank connects its
 	// ring and star (in another goroutine). The root answers a rank only when every rank has
 	// reported ready, which each does after its Joined: what Joined did on
 	// every rank is done when Init returns. Its error fails the
@@ -122,11 +123,11 @@ type Bootstrap struct {
 	logf         logFunc
 	spin         time.Duration
 	listenAddr   string
-	ringOnly     bool // no star, and the ring connects at the first collective (see Options.RingOnlyOnOneHost)
+	ringOnly     bool        // no star, and the ring connects at the first collective (see Options.RingOnlyOnOneHost)
 	table        []peerEntry // by rank; a row not known yet has addr "" (see table.go)
 	gatherSlot   int         // the slot of gatherTable while rows are missing, else 0
 	nonce        uint64      // the root's: names this instance of the communicator
-	rootAddr     string // where this rank reached the root ("" for one rank)
+	rootAddr     string      // where this rank reached the root ("" for one rank)
 
 	ln     *net.TCPListener
 	root   *root               // a root of this process that Close stops and waits for
