@@ -135,6 +135,7 @@ type Bootstrap struct {
 	starCh chan starConnection // rank 0: the other ranks' star connections
 
 	collMu     sync.Mutex // serializes AllGather and Barrier
+	collKeep   bool       // a failed collective does not fail b (gatherTable, under collMu)
 	next, prev *ringConn
 	star       []*ringConn // rank 0: one per rank (index 0 unused); others: the one to rank 0
 	seq        uint64

@@ -281,5 +281,15 @@ func (b *Bootstrap) failColl(e error, origin string, notify []*ringConn, skip *r
 			}
 		}
 	}
+	return b.collFailed(e)
+}
+
+// collFailed aborts the bootstrap with a collective's failure e and returns the recorded
+// error; in the table's gather (collKeep) it returns e, which its caller reports through
+// the root.
+func (b *Bootstrap) collFailed(e error) error {
+	if b.collKeep {
+		return e
+	}
 	return b.fail(e)
 }

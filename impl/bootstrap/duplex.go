@@ -146,5 +146,5 @@ func (b *Bootstrap) abortIn(hdr, text []byte, op uint32) error {
 		return nil
 	}
 	n := min(binary.LittleEndian.Uint64(hdr[8:16]), uint64(len(text)), maxAbortText)
-	return b.fail(b.errorf(status.RemoteError, "%s failed on another rank: %s", opName(op), logx.PeerText(string(text[:n]))))
+	return b.collFailed(b.errorf(status.RemoteError, "%s failed on another rank: %s", opName(op), logx.PeerText(string(text[:n]))))
 }

@@ -64,8 +64,9 @@ func neededRanks(rank, n int, onHost []int) []int {
 // gatherTable completes a table the root sent in part: every rank puts its own row in its
 // slot of an AllGather (over the ring and star, up since connect), and each row the root
 // did send must be the one its rank sends. It runs on every rank of a communicator that
-// spans hosts, after Options.Joined and before the rank reports ready, so the root still
-// tells every rank why one failed.
+// spans hosts, after Options.Joined and before the rank reports ready; its failure (that
+// of the collective too: collKeep) is reported through the root, which tells every rank
+// the first failure it saw (a peer that closed is most often the consequence).
 func (b *Bootstrap) gatherTable() error {
 	if b.gatherSlot == 0 {
 		return nil // the root sent the whole table
@@ -73,7 +74,14 @@ func (b *Bootstrap) gatherTable() error {
 	n, slot := b.nranks, b.gatherSlot
 	data := make([]byte, n*slot)
 	copy(data[b.rank*slot:], encodeRow(nil, b.table[b.rank]))
-	if err := b.AllGather(data, slot); err != nil {
+	b.collMu.Lock()
+	b.collKeep = true // a failure here goes to the root, which tells every rank the first it saw
+	b.collMu.Unlock()
+	err := b.AllGather(data, slot)
+	b.collMu.Lock()
+	b.collKeep = false
+	b.collMu.Unlock()
+	if err != nil {
 		return err
 	}
 	rows := make([]peerEntry, n)

@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/mscclpp-go/mscclpp/impl/status"
 )
 
 // wholeTable is the root's answer that holds every row of rows.
@@ -174,5 +177,30 @@ func TestStarBoundedAtTheHub(t *testing.T) {
 		if got := useStar(tc.n, tc.size); got != tc.star {
 			t.Errorf("useStar(%d ranks, %d bytes) = %v, want %v", tc.n, tc.size, got, tc.star)
 		}
+	}
+}
+
+// A rank whose row in the gather is not the one it registered (here: the pid the root
+// sent its neighbours and host mates changes before the gather) fails Init on every
+// rank, each naming that rank: the ranks that see the difference tell the root, which
+// tells everyone the first failure, within the timeout.
+func TestTableGatherMismatchFailsEveryRank(t *testing.T) {
+	const n, timeout = 6, 10 * time.Second
+	addr := loopbackAddr(t)
+	start := time.Now()
+	errs, _ := initSome([]int{0, 1, 2, 3, 4, 5}, func(r int) (*Bootstrap, error) {
+		return InitAddr(addr, r, n, Options{HostID: "host" + strconv.Itoa(r%3), Timeout: timeout,
+			Joined: func(b *Bootstrap) error {
+				if b.Rank() == 2 {
+					b.table[2].pid++
+				}
+				return nil
+			}})
+	})
+	for _, err := range errs {
+		wantCode(t, err, status.RemoteError, "rank 2's row of the table")
+	}
+	if took := time.Since(start); took > timeout {
+		t.Fatalf("the ranks failed after %v, past the timeout (%v)", took, timeout)
 	}
 }
