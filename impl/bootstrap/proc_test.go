@@ -325,22 +325,31 @@ func BenchmarkBarrier(b *testing.B) {
 }
 
 // BenchmarkInit measures forming a communicator of goroutine ranks, with the
-// default options and with the library's on one host (RingOnlyOnOneHost).
+// default options, with the library's on one host (RingOnlyOnOneHost), and
+// with the library's over 4 hosts (the root sends each rank part of the table,
+// and the ranks gather the rest).
 func BenchmarkInit(b *testing.B) {
 	for _, n := range []int{4, 16} {
-		b.Run("N="+strconv.Itoa(n), func(b *testing.B) { benchInit(b, n, Options{}) })
-		b.Run("N="+strconv.Itoa(n)+"/onehost", func(b *testing.B) { benchInit(b, n, Options{HostID: "h", RingOnlyOnOneHost: true}) })
+		b.Run("N="+strconv.Itoa(n), func(b *testing.B) { benchInit(b, n, Options{}, 1) })
+		b.Run("N="+strconv.Itoa(n)+"/onehost", func(b *testing.B) { benchInit(b, n, Options{HostID: "h", RingOnlyOnOneHost: true}, 1) })
+		b.Run("N="+strconv.Itoa(n)+"/4hosts", func(b *testing.B) { benchInit(b, n, Options{RingOnlyOnOneHost: true}, 4) })
 	}
 }
 
-func benchInit(b *testing.B, n int, opts Options) {
+// benchInit forms communicators of n ranks with opts, rank r with host id "h"+r%hosts
+// when hosts > 1.
+func benchInit(b *testing.B, n int, opts Options, hosts int) {
 	for range b.N {
 		addr := loopbackAddr(b)
 		bs := make([]*Bootstrap, n)
 		errs := make([]error, n)
 		var wg sync.WaitGroup
 		for r := range n {
-			wg.Go(func() { bs[r], errs[r] = InitAddr(addr, r, n, opts) })
+			o := opts
+			if hosts > 1 {
+				o.HostID = "h" + strconv.Itoa(r%hosts)
+			}
+			wg.Go(func() { bs[r], errs[r] = InitAddr(addr, r, n, o) })
 		}
 		wg.Wait()
 		for r := range n {

@@ -32,7 +32,7 @@
 
 #include "check.h"
 
-#define WIRE_VERSION 3 /* impl/bootstrap/wire.go wireVersion */
+#define WIRE_VERSION 4 /* impl/bootstrap/wire.go wireVersion */
 #define CHALLENGE_LEN 40
 #define HELLO_LEN 96
 #define REPLY_HDR_LEN 52
