@@ -38,9 +38,11 @@ echo 'CUDACHECK(cudaSetDevice(cudaNum));' >"$repo/shared/upstream/allgather_test
 "${CC:-cc}" -O1 -o "$tmp/launch" "$root/tests/c/launch.c" || { echo "selftest: FAILED: cannot build launch.c"; exit 1; }
 
 # fakeprog NAME ARGS...: a check as the plan ($FAKE_PLAN: lines "GLOB<TAB>OUTCOME" over
-# "NAME ARGS" plus " [mps]" under MPS; the first match wins, default pass) says
+# "NAME ARGS" plus " [mps]" under MPS; the first match wins, default pass) says. The programs
+# the fake nvcc makes source it (". fakeprog NAME ARGS"), and it runs no other program: the
+# scenarios start some 300 of them, and each fork and exec costs this 2-CPU machine's test run
+# CPU time (a shell and a sed|tr|tr|grep pipeline per program cost 13 s of CPU in all).
 cat >"$tmp/fakeprog" <<'EOF'
-#!/usr/bin/env bash
 name=$1
 shift
 if [ "$name" = gpuinfo ]; then
@@ -48,8 +50,12 @@ if [ "$name" = gpuinfo ]; then
   echo "gpus $FAKE_GPUS"
   exit 0
 fi
-if [ "${1:-}" = --modes ]; then # the modes the program's source lists
-  sed -n 's/.*kModes\[\] = {\(.*\)NULL};/\1/p' "$FAKE_SRC/$name.cu" | tr -d '" ' | tr , '\n' | grep .
+if [ "${1:-}" = --modes ]; then # the modes the program's source lists (its kModes line)
+  while IFS= read -r line; do
+    [[ $line =~ kModes\[\]\ =\ \{(.*)NULL\}\; ]] || continue
+    IFS=, read -ra modes <<<"${BASH_REMATCH[1]//[\" ]/}"
+    for m in "${modes[@]}"; do [ -n "$m" ] && echo "$m"; done
+  done <"$FAKE_SRC/$name.cu"
   exit 0
 fi
 key="$name $*"
@@ -71,19 +77,21 @@ case $name in
 esac
 echo "$name: rank $r PASS"
 EOF
-# nvcc -o OUT ... X.cu: OUT becomes "fakeprog X"; nvcc -o OUT X.o (a link): OUT becomes X.o;
-# --version as nvcc 11.8 says it; -M (compile-cache.sh's list of inputs) fails, so nothing is cached
+# nvcc -o OUT ... X.cu: OUT becomes a bash script that sources "fakeprog X"; nvcc -o OUT X.o (a
+# link): OUT becomes X.o; --version as nvcc 11.8 says it; -M (compile-cache.sh's list of inputs)
+# fails, so nothing is cached. It and the programs it makes name this bash by its path (no env,
+# sh or basename run on the way: forks, see fakeprog).
 cat >"$tmp/bin/nvcc" <<EOF
-#!/usr/bin/env bash
+#!$BASH
 [ "\${1:-}" = --version ] && { echo "Cuda compilation tools, release 11.8, V11.8.89"; exit 0; }
 o= src= obj=
 while [ \$# -gt 0 ]; do
-  case \$1 in -M) exit 1 ;; -o) o=\$2; shift ;; *.cu) src=\$(basename "\$1" .cu) ;; *.o) obj=\$1 ;; esac
+  case \$1 in -M) exit 1 ;; -o) o=\$2; shift ;; *.cu) src=\${1##*/} src=\${src%.cu} ;; *.o) obj=\$1 ;; esac
   shift
 done
 [ -z "\$src" ] && [ -n "\$obj" ] && { cp "\$obj" "\$o"; exit; }
 [ "\$src" = upstream_allgather ] || [ -f "$repo/tests/gpu/\$src.cu" ] || [ "\$src" = a ] || exit 1
-printf '#!/bin/sh\nexec bash %s %s "\$@"\n' "$tmp/fakeprog" "\$src" >"\$o" && chmod +x "\$o"
+printf '#!%s\n. %s %s "\$@"\n' "$BASH" "$tmp/fakeprog" "\$src" >"\$o" && chmod +x "\$o"
 EOF
 printf '#!/bin/sh\n# cc ... -o OUT launch.c: the launcher built once\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && o=$2; shift; done\ncp %s "$o"\n' "$tmp/launch" >"$tmp/bin/cc"
 printf '#!/bin/sh\n[ "$1" = -L ] || exit 0\ni=0; while [ $i -lt ${FAKE_SMI_GPUS:-2} ]; do echo "GPU $i: Fake GPU (UUID: GPU-$i)"; i=$((i+1)); done\n' >"$tmp/bin/nvidia-smi"
