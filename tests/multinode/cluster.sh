@@ -4,6 +4,7 @@
 #
 #   cluster.sh [-k NODES] [-n NRANKS] [-t SECONDS] [--placement LIST] [--launch PATH]
 #              [--expect-fail RANKS] [-e VAR=VALUE]... [--keep DIR]... [--state FILE] [--] PROG [ARGS...]
+#   cluster.sh [-k NODES] [--launch PATH] [--keep DIR]... [--state FILE] --jobs FILE
 #   cluster.sh --check     prints nothing and exits 0 when this machine can run
 #                          clusters; else prints why on one line and exits 77
 #
@@ -39,6 +40,17 @@
 #                    working directory are kept without asking)
 #   --state FILE     write what the run created (holder PIDs, namespace ids,
 #                    names) to FILE, for a check that nothing is left behind
+#   --jobs FILE      several programs, one after another, on the one cluster (setting up and
+#                    tearing down a cluster costs about 1 s of CPU: run_multinode.sh's cases of
+#                    one topology share one). FILE: a job a line, its words quoted as bash's
+#                    printf %q quotes them: OUT [-n NRANKS] [-t SECONDS] [--placement LIST]
+#                    [--expect-fail RANKS] [-e VAR=VALUE]... [--] PROG [ARGS...] (-n defaults
+#                    to NODES). A job's output goes to OUT, and to OUT.rc its exit status (as
+#                    launch's below; 4 when a process of its ranks was still in the cluster
+#                    after it), its start and its end (seconds since the epoch). A job starts
+#                    once nothing of the one before is left in the nodes; the nodes' /dev/shm
+#                    and /tmp are the same for every job. The exit status is then 0, or 3, 4
+#                    or 130 as below.
 #
 # Everything is removed on exit, whether the ranks pass, fail, time out or
 # this script is interrupted (INT, TERM, HUP): the holders are killed, and
@@ -60,6 +72,7 @@ root=$(cd "$here/../.." && pwd)
 die_usage() {
   echo "cluster.sh: $*" >&2
   echo "usage: cluster.sh [-k NODES] [-n NRANKS] [-t SECONDS] [--placement LIST] [--launch PATH] [--expect-fail RANKS] [-e VAR=VALUE]... [--keep DIR]... [--state FILE] [--] PROG [ARGS...]" >&2
+  echo "       cluster.sh [-k NODES] [--launch PATH] [--keep DIR]... [--state FILE] --jobs FILE" >&2
   exit 2
 }
 
@@ -98,44 +111,65 @@ if [ "${1:-}" = --check ]; then
   exit 77
 fi
 
-nodes=2 nranks= timeout=60 placement= launch= state= expect=
-lenvs=() keeps=()
+nodes=2 launch= state= jobs=
+keeps=()
+# job_options ARGS...: a job's own options (the command line's, or a line of --jobs): sets
+# nranks, timeout, placement, expect, lenvs and job_args (PROG and its arguments); dies on bad
+# usage with status 2 (in a job of --jobs: the job fails, with the message in its output)
+job_options() {
+  nranks= timeout=60 placement= expect= lenvs=()
+  while [ $# -gt 0 ]; do
+    case $1 in
+      -n) [ $# -ge 2 ] || die_usage "-n needs a value"; nranks=$2; shift 2 ;;
+      -t) [ $# -ge 2 ] || die_usage "-t needs a value"; timeout=$2; shift 2 ;;
+      --placement) [ $# -ge 2 ] || die_usage "--placement needs a value"; placement=$2; shift 2 ;;
+      --expect-fail) [ $# -ge 2 ] || die_usage "--expect-fail needs a value"; expect=$2; shift 2 ;;
+      -e) [ $# -ge 2 ] || die_usage "-e needs a value"; lenvs+=("$2"); shift 2 ;;
+      --) shift; break ;;
+      -*) die_usage "unknown option $1" ;;
+      *) break ;;
+    esac
+  done
+  [ $# -ge 1 ] || die_usage "no program"
+  [ -n "$nranks" ] || nranks=$nodes
+  case $nranks in '' | *[!0-9]*) die_usage "-n wants a number of ranks, got '$nranks'" ;; esac
+  [ "$nranks" -ge "$nodes" ] || die_usage "$nranks ranks cannot fill $nodes nodes (want NRANKS >= NODES)"
+  if [ -z "$placement" ]; then
+    for ((r = 0; r < nranks; r++)); do placement+="${placement:+,}$((r * nodes / nranks))"; done
+  else
+    IFS=, read -ra pl <<<"$placement"
+    [ ${#pl[@]} = "$nranks" ] || die_usage "--placement '$placement' names ${#pl[@]} ranks, want $nranks"
+    for k in "${pl[@]}"; do
+      case $k in '' | *[!0-9]*) die_usage "--placement: '$k' is not a node" ;; esac
+      [ "$k" -lt "$nodes" ] || die_usage "--placement: node $k out of 0..$((nodes - 1))"
+    done
+  fi
+  job_args=("$@")
+  case ${job_args[0]} in */*) job_args[0]=$(cd "${job_args[0]%/*}/" && pwd)/${job_args[0]##*/} ;; esac
+}
+# the cluster's options first; the rest (a job's options and its program) for job_options
+args=()
 while [ $# -gt 0 ]; do
   case $1 in
     -k) [ $# -ge 2 ] || die_usage "-k needs a value"; nodes=$2; shift 2 ;;
-    -n) [ $# -ge 2 ] || die_usage "-n needs a value"; nranks=$2; shift 2 ;;
-    -t) [ $# -ge 2 ] || die_usage "-t needs a value"; timeout=$2; shift 2 ;;
-    --placement) [ $# -ge 2 ] || die_usage "--placement needs a value"; placement=$2; shift 2 ;;
     --launch) [ $# -ge 2 ] || die_usage "--launch needs a value"; launch=$2; shift 2 ;;
-    --expect-fail) [ $# -ge 2 ] || die_usage "--expect-fail needs a value"; expect=$2; shift 2 ;;
-    -e) [ $# -ge 2 ] || die_usage "-e needs a value"; lenvs+=("$2"); shift 2 ;;
     --keep) [ $# -ge 2 ] || die_usage "--keep needs a value"; keeps+=("$2"); shift 2 ;;
     --state) [ $# -ge 2 ] || die_usage "--state needs a value"; state=$2; shift 2 ;;
-    --) shift; break ;;
+    --jobs) [ $# -ge 2 ] || die_usage "--jobs needs a value"; jobs=$2; shift 2 ;;
+    -n | -t | --placement | --expect-fail | -e) [ $# -ge 2 ] || die_usage "$1 needs a value"; args+=("$1" "$2"); shift 2 ;;
+    --) args+=("$@"); break ;;
     -*) die_usage "unknown option $1" ;;
-    *) break ;;
+    *) args+=("$@"); break ;;
   esac
 done
-[ $# -ge 1 ] || die_usage "no program"
 case $nodes in '' | *[!0-9]*) die_usage "-k wants a number of nodes, got '$nodes'" ;; esac
 [ "$nodes" -ge 1 ] && [ "$nodes" -le 64 ] || die_usage "-k must be in 1..64"
-[ -n "$nranks" ] || nranks=$nodes
-case $nranks in '' | *[!0-9]*) die_usage "-n wants a number of ranks, got '$nranks'" ;; esac
-[ "$nranks" -ge "$nodes" ] || die_usage "$nranks ranks cannot fill $nodes nodes (want NRANKS >= NODES)"
-if [ -z "$placement" ]; then
-  for ((r = 0; r < nranks; r++)); do placement+="${placement:+,}$((r * nodes / nranks))"; done
+if [ -n "$jobs" ]; then
+  [ ${#args[@]} -eq 0 ] || die_usage "--jobs takes no program on the command line"
+  [ -r "$jobs" ] || die_usage "--jobs: cannot read '$jobs'"
 else
-  IFS=, read -ra pl <<<"$placement"
-  [ ${#pl[@]} = "$nranks" ] || die_usage "--placement '$placement' names ${#pl[@]} ranks, want $nranks"
-  for k in "${pl[@]}"; do
-    case $k in '' | *[!0-9]*) die_usage "--placement: '$k' is not a node" ;; esac
-    [ "$k" -lt "$nodes" ] || die_usage "--placement: node $k out of 0..$((nodes - 1))"
-  done
+  job_options ${args[@]+"${args[@]}"}
 fi
-
-prog=$1
-shift
-case $prog in */*) prog=$(cd "$(dirname "$prog")" && pwd)/$(basename "$prog") ;; esac
 
 if ! why=$(requirements); then
   echo "cluster.sh: cannot build simulated nodes here: $why" >&2
@@ -261,7 +295,21 @@ setup_fail() {
 
 # ---- the kept paths: what the ranks must see inside a node's private /tmp ----
 keeps+=("$root" "$rundir" "$PWD" "$here")
-case $prog in /*) keeps+=("$(dirname "$prog")") ;; esac
+if [ -n "$jobs" ]; then
+  # every job's program: the first word after its options (quoted as printf %q does)
+  while IFS= read -r line; do
+    eval "words=($line)"
+    for ((i = 1; i < ${#words[@]}; i++)); do
+      case ${words[i]} in
+        -n | -t | --placement | --expect-fail | -e) i=$((i + 1)) ;;
+        --) keeps+=("${words[i + 1]%/*}"); break ;;
+        *) keeps+=("${words[i]%/*}"); break ;;
+      esac
+    done
+  done <"$jobs"
+else
+  case ${job_args[0]} in /*) keeps+=("$(dirname "${job_args[0]}")") ;; esac
+fi
 IFS=: read -ra ldp <<<"${LD_LIBRARY_PATH:-}"
 for d in ${ldp[@]+"${ldp[@]}"}; do [ -n "$d" ] && keeps+=("$d"); done
 kept=()
@@ -349,27 +397,73 @@ if [ -n "$state" ]; then
 fi
 
 # ---- the ranks ----
-addr_vars=
-largs=(-n "$nranks" -t "$timeout")
-[ -n "$expect" ] && largs+=(--expect-fail "$expect")
-for e in ${lenvs[@]+"${lenvs[@]}"}; do
-  largs+=(-e "$e")
-  addr_vars+=" ${e%%=*}"
-done
 wd=$PWD
 case $wd in /tmp | /tmp/*) wd=$(cd "$wd" && pwd -P) ;; esac
-echo "# cluster mn$id: $nodes nodes ($net.1..$net.$nodes), $nranks ranks, placement $placement"
-MN_PLACEMENT=$placement MN_NODE_PIDS="${holders[*]}" MN_ROOT_IP=$net.$((${placement%%,*} + 1)) MN_RUN_ID=$id \
-  MN_WD=$wd MN_ADDR_VARS=$addr_vars MN_SHARED=$rundir MN_NET_PREFIX=$net TMPDIR=$rundir \
-  ${pdeath_launch[@]+"${pdeath_launch[@]}"} "$launch" "${largs[@]}" -- bash "$here/rank.sh" "$prog" "$@" &
-lpid=$!
-while :; do
-  wait "$lpid"
-  rc=$?
-  # a trapped signal ends `wait` early: keep waiting while launch winds down
-  if [ $rc -gt 128 ] && kill -0 "$lpid" 2>/dev/null; then continue; fi
-  break
-done
-lpid=
-[ $interrupted = 1 ] && [ $rc -eq 0 ] && rc=130
-exit $rc
+# run_ranks: the job job_options set (nranks, timeout, placement, expect, lenvs, job_args) as
+# ranks on the nodes, through launch; sets rc (launch's status, 130 when interrupted)
+run_ranks() {
+  local addr_vars= largs=(-n "$nranks" -t "$timeout") e
+  [ -n "$expect" ] && largs+=(--expect-fail "$expect")
+  for e in ${lenvs[@]+"${lenvs[@]}"}; do
+    largs+=(-e "$e")
+    addr_vars+=" ${e%%=*}"
+  done
+  echo "# cluster mn$id: $nodes nodes ($net.1..$net.$nodes), $nranks ranks, placement $placement"
+  MN_PLACEMENT=$placement MN_NODE_PIDS="${holders[*]}" MN_ROOT_IP=$net.$((${placement%%,*} + 1)) MN_RUN_ID=$id \
+    MN_WD=$wd MN_ADDR_VARS=$addr_vars MN_SHARED=$rundir MN_NET_PREFIX=$net TMPDIR=$rundir \
+    ${pdeath_launch[@]+"${pdeath_launch[@]}"} "$launch" "${largs[@]}" -- bash "$here/rank.sh" "${job_args[@]}" &
+  lpid=$!
+  while :; do
+    wait "$lpid"
+    rc=$?
+    # a trapped signal ends `wait` early: keep waiting while launch winds down
+    if [ $rc -gt 128 ] && kill -0 "$lpid" 2>/dev/null; then continue; fi
+    break
+  done
+  lpid=
+  [ $interrupted = 1 ] && [ $rc -eq 0 ] && rc=130
+}
+
+if [ -z "$jobs" ]; then
+  run_ranks
+  exit $rc
+fi
+
+# --jobs: one job after another. After each, what its ranks left in the nodes (a process that
+# is not a holder) is waited for, as cleanup below does at the end: killed after 0.5 s (all
+# started by this run; noted in the job's output), and still there after 2 s it fails the job
+# (status 4) before the next one starts.
+ranks_left() { procs_inside | while read -r p n; do ours_holder "$p" || echo "$p $n"; done; }
+ours_holder() {
+  local h
+  for h in $switch_pid ${holders[@]+"${holders[@]}"}; do [ "$1" = "$h" ] && return 0; done
+  return 1
+}
+while IFS= read -r line && [ $interrupted = 0 ]; do
+  eval "words=($line)"
+  jout=${words[0]}
+  jstart=$EPOCHREALTIME
+  rc=2
+  # (in a subshell: a job's bad usage ends it, not the cluster)
+  if (job_options "${words[@]:1}") >"$jout" 2>&1; then
+    job_options "${words[@]:1}"
+    run_ranks >"$jout" 2>&1
+  fi
+  for ((t = 0; t < 40; t++)); do
+    left=$(ranks_left)
+    [ -z "$left" ] && break
+    if [ "$t" = 10 ]; then
+      echo "$left" | sed 's/^/cluster.sh: killing what the job left: process in our namespace: /' >>"$jout"
+      echo "$left" | while read -r p _; do kill -KILL "$p" 2>/dev/null; done
+    fi
+    sleep 0.05
+  done
+  if [ -n "$left" ]; then
+    echo "cluster.sh: LEFT BEHIND after the job:" >>"$jout"
+    echo "$left" | sed 's/^/  process in our namespace: /' >>"$jout"
+    [ $rc -eq 0 ] && rc=4
+  fi
+  echo "$rc $jstart $EPOCHREALTIME" >"$jout.rc"
+done <"$jobs"
+[ $interrupted = 1 ] && exit 130
+exit 0

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # run_multinode.sh [BUILD_DIR]: the multi-node tests, on simulated nodes.
 #
-# Every case builds a cluster with cluster.sh (K nodes, each its own network,
-# mount and UTS namespaces with a private /dev/shm and /tmp, joined by veths
-# to a bridge in a namespace of its own) and runs a program as N ranks on it:
+# Every case runs a program as N ranks on a cluster of cluster.sh (K nodes, each its own
+# network, mount and UTS namespaces with a private /dev/shm and /tmp, joined by veths to a
+# bridge in a namespace of its own); the cases of one K that inject no fault share one cluster,
+# one after another (shared_case below), the others build their own:
 #   mn-bootstrap-2x2, mn-bootstrap-4x1   tests/c/bootstrap.c across nodes
 #   mn-nodeshm-2x2, mn-nodeshm-3n5r      nodeshm.c: SHM allgather within each
 #       node, SHM to another node refused (mscclppInvalidUsage + message),
@@ -46,7 +47,7 @@ build=${1:-build}
 case $build in /*) ;; *) build=$root/$build ;; esac
 suite_start=$(date +%s.%N)
 
-elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+elapsed() { awk -v a="$1" -v b="${2:-$(date +%s.%N)}" 'BEGIN { printf "%.1f", b - a }'; } # START [END]
 
 # iproute2 where it is missing, as tests/c/bench.sh installs Open MPI
 if ! command -v ip >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -73,7 +74,7 @@ unset MSCCLPP_DEBUG MSCCLPP_DEBUG_SUBSYS MSCCLPP_DEBUG_FILE MSCCLPP_COMM_ID MSCC
 
 out=$build/tests/multinode
 mkdir -p "$out" || exit 1
-(cd "$out" && rm -rf launch bootstrap nodeshm perf allgather fifo kill stop linkfault mnrank ./*.log ./*.state ./*.out)
+(cd "$out" && rm -rf launch bootstrap nodeshm perf allgather fifo kill stop linkfault mnrank ./*.log ./*.state ./*.out ./*.rc ./*.jobs)
 
 passed=0 failed=0 skipped=0
 verbose=${MN_VERBOSE:-0}
@@ -83,14 +84,14 @@ want_case() {
   for c in $MN_CASES; do [ "$c" = "$1" ] && return 0; done
   return 1
 }
-pass() { # name start [log]
+pass() { # name start [log [end]]
   passed=$((passed + 1))
-  echo "PASS $1  ($(elapsed "$2") s)"
+  echo "PASS $1  ($(elapsed "$2" "${4:-}") s)"
   if [ "$verbose" = 1 ] && [ -n "${3:-}" ]; then sed 's/^/    /' "$3"; fi
 }
-fail() { # name start log
+fail() { # name start log [end]
   failed=$((failed + 1))
-  echo "FAIL $1  ($(elapsed "$2") s)"
+  echo "FAIL $1  ($(elapsed "$2" "${4:-}") s)"
   [ -f "${3:-}" ] && grep -Ev '^\[rank [0-9]+\] ok   ' "$3" | tail -n 60 | sed 's/^/    /'
 }
 skip() { # name why
@@ -241,12 +242,63 @@ ranks_case() { # NAME TIMEOUT BIN CLUSTER_ARGS... -- PROG ARGS
   if [ $rc -eq 0 ] && [ -z "$left" ]; then pass "$name" "$start" "$log"; else fail "$name" "$start" "$log"; fi
 }
 
+# The cases of one topology that inject no fault share one cluster (cluster.sh --jobs: one
+# after another, each once nothing of the one before is left in the nodes), for setting up and
+# tearing down a cluster costs about 1 s of CPU, a tenth of this suite's: shared_case queues a
+# case on the cluster of its -k nodes, run_shared K runs that cluster's queue and judges each
+# case as ranks_case does (its ranks' status, and nothing of the cluster left behind). A case
+# that takes a link down, stops a rank or tests the cleanup keeps a cluster of its own.
+declare -A shared_jobs=() shared_names=() shared_secs=()
+shared_case() { # NAME TIMEOUT BIN -k K CLUSTER_ARGS... -- PROG ARGS
+  local name=$1 t=$2 bin=$3 k
+  shift 3
+  want_case "$name" || return 0
+  if [ "${built[$bin]:-0}" != 1 ]; then
+    skip "$name" "$bin did not build"
+    return
+  fi
+  if [ "$1" != -k ]; then
+    echo "FAIL $name (run_multinode.sh: shared_case wants -k K first)"
+    failed=$((failed + 1))
+    return
+  fi
+  k=$2
+  shift 2
+  rm -f "$out/$name.log.rc" # (cluster.sh writes it once the case ran)
+  shared_jobs[$k]+="$(printf '%q ' "$out/$name.log" -t "$t" "$@")"$'\n'
+  shared_names[$k]+=" $name"
+  shared_secs[$k]=$((${shared_secs[$k]:-0} + t + 5))
+}
+run_shared() { # K
+  local k=$1 st=$out/mn-shared-k$1.state jobs=$out/mn-shared-k$1.jobs clog=$out/mn-shared-k$1.log
+  local name crc left jrc jstart jend
+  [ -n "${shared_names[$k]:-}" ] || return 0
+  printf '%s' "${shared_jobs[$k]}" >"$jobs"
+  states+=("$st")
+  timeout -k 5 $((shared_secs[$k] + 10)) bash "$here/cluster.sh" --launch "$out/launch" --state "$st" -k "$k" --jobs "$jobs" >"$clog" 2>&1
+  crc=$?
+  echo "# cluster.sh exit $crc" >>"$clog"
+  left=$(settle "$st" 3) || echo "LEFT BEHIND: $left" >>"$clog"
+  for name in ${shared_names[$k]}; do
+    log=$out/$name.log
+    jrc= jstart= jend=
+    read -r jrc jstart jend 2>/dev/null <"$log.rc"
+    { echo "# on the shared cluster of $k nodes (cluster.sh --jobs $jobs): status ${jrc:-none, not run}"; } >>"$log"
+    if [ "$jrc" = 0 ] && [ $crc -eq 0 ] && [ -z "$left" ]; then
+      pass "$name" "$jstart" "$log" "$jend"
+    else
+      { echo "-- the shared cluster's own output:"; cat "$clog"; } >>"$log"
+      fail "$name" "${jstart:-$(date +%s.%N)}" "$log" "$jend"
+    fi
+  done
+}
+
 # ---- (1) bootstrap across nodes ----
-ranks_case mn-bootstrap-2x2 30 bootstrap -k 2 -n 4 -- "$out/bootstrap"
-ranks_case mn-bootstrap-4x1 30 bootstrap -k 4 -n 4 -- "$out/bootstrap"
+shared_case mn-bootstrap-2x2 30 bootstrap -k 2 -n 4 -- "$out/bootstrap"
+shared_case mn-bootstrap-4x1 30 bootstrap -k 4 -n 4 -- "$out/bootstrap"
 
 # ---- (2) + (3) SHM within a node, refused across, private /dev/shm and /tmp ----
-ranks_case mn-nodeshm-2x2 30 nodeshm -k 2 -n 4 -- "$out/nodeshm"
+shared_case mn-nodeshm-2x2 30 nodeshm -k 2 -n 4 -- "$out/nodeshm"
 ranks_case mn-nodeshm-3n5r 30 nodeshm -k 3 -n 5 -- "$out/nodeshm" --malloc --rounds 10 --chunk 100000
 
 # the control: two "nodes" that share the machine's /dev/shm and /tmp (plain
@@ -295,12 +347,11 @@ make_run_case mn-perf-4nodes 4 "-b 8 -e 1M -f 8 -n 2 -w 1 -c 1"
 
 # ---- the data-path suite's programs across nodes, over the Ethernet transport ----
 eth=(-e MSCCLPP_TEST_TRANSPORT=ethernet)
-ranks_case mn-eth-allgather-2x2 60 allgather -k 2 -n 4 "${eth[@]}" -- "$out/allgather" --iters 100 --chunk 1000 --big-iters 2 --big-chunk $((4 << 20))
-ranks_case mn-eth-allgather-4x1 60 allgather -k 4 -n 4 "${eth[@]}" -- "$out/allgather" --malloc --iters 100 --chunk 1000 --big-iters 2 --big-chunk $((2 << 20))
-ranks_case mn-eth-fifo-wrap-2x1 60 fifo -k 2 -n 2 "${eth[@]}" -- "$out/fifo" wrap
-ranks_case mn-eth-fifo-flagorder-2x1 60 fifo -k 2 -n 2 "${eth[@]}" -- "$out/fifo" flagorder
-ranks_case mn-eth-stop-4x1 60 stop -k 4 -n 4 "${eth[@]}" -- "$out/stop"
-ranks_case mn-eth-kill-2x2 60 kill -k 2 -n 4 --expect-fail 3 "${eth[@]}" -- "$out/kill" 3 timeout
+shared_case mn-eth-allgather-2x2 60 allgather -k 2 -n 4 "${eth[@]}" -- "$out/allgather" --iters 100 --chunk 1000 --big-iters 2 --big-chunk $((4 << 20))
+shared_case mn-eth-allgather-4x1 60 allgather -k 4 -n 4 "${eth[@]}" -- "$out/allgather" --malloc --iters 100 --chunk 1000 --big-iters 2 --big-chunk $((2 << 20))
+shared_case mn-eth-fifo-wrap-2x1 60 fifo -k 2 -n 2 "${eth[@]}" -- "$out/fifo" wrap
+shared_case mn-eth-fifo-flagorder-2x1 60 fifo -k 2 -n 2 "${eth[@]}" -- "$out/fifo" flagorder
+shared_case mn-eth-stop-4x1 60 stop -k 4 -n 4 "${eth[@]}" -- "$out/stop"
 # a lost link and a stopped peer (linkfault.cc; bootstrap timeout 4 s): every rank fails with
 # mscclppRemoteError naming an unreachable rank (or a survivor that failed before it) within
 # 5.5 s of the fault and destroys within 1 s,
@@ -316,7 +367,7 @@ ranks_case mn-eth-sigcont-2x2 40 linkfault -k 2 -n 4 -- "$out/linkfault" stopcon
 ranks_case mn-eth-flap-2x1 40 linkfault -k 2 -n 2 -- "$out/linkfault" flap --timeout 8 --pause 1500 --host 0 --bounded 1
 # device code on CPU threads over Ethernet in CUDA mode, across nodes (the stand-in driver)
 if [ "${built[devthreads]:-0}" = 1 ]; then
-  ranks_case mn-eth-devthreads-2x2 90 mnrank -k 2 -n 4 -e "MSCCLPP_CUDA_LIBRARY=$out/libfakecuda-devthreads.so" -- "$out/mnrank"
+  shared_case mn-eth-devthreads-2x2 90 mnrank -k 2 -n 4 -e "MSCCLPP_CUDA_LIBRARY=$out/libfakecuda-devthreads.so" -- "$out/mnrank"
 fi
 
 # ---- the same over the IB transport, against the libibverbs test double ----
@@ -324,21 +375,27 @@ ibenv=(-e MSCCLPP_TEST_TRANSPORT=ib -e MSCCLPP_TEST_IB_DEV=double_0 -e "MSCCLPP_
   -e "MSCCLPP_IBV_DOUBLE_DIR={DIR}" -e MSCCLPP_PERF_TRANSPORT=ib -e MSCCLPP_PERF_IB_DEV=double_0)
 if [ "${built[ibdouble]:-0}" = 1 ]; then
   built[perf_ib]=1
-  ranks_case mn-ib-perf-2x2 60 perf -k 2 -n 4 "${ibenv[@]}" -- "$out/perf" -b 8 -e 1M -f 8 -n 2 -w 1 -c 1
-  ranks_case mn-ib-perf-4x1 60 perf -k 4 -n 4 "${ibenv[@]}" -- "$out/perf" -b 8 -e 1M -f 8 -n 2 -w 1 -c 1
-  ranks_case mn-ib-allgather-2x2 60 allgather -k 2 -n 4 "${ibenv[@]}" -- "$out/allgather" --iters 100 --chunk 1000 --big-iters 2 --big-chunk $((4 << 20))
-  ranks_case mn-ib-allgather-4x1 60 allgather -k 4 -n 4 "${ibenv[@]}" -- "$out/allgather" --malloc --iters 100 --chunk 1000 --big-iters 2 --big-chunk $((2 << 20))
-  ranks_case mn-ib-fifo-wrap-2x1 60 fifo -k 2 -n 2 "${ibenv[@]}" -- "$out/fifo" wrap
-  ranks_case mn-ib-stop-4x1 60 stop -k 4 -n 4 "${ibenv[@]}" -- "$out/stop"
+  shared_case mn-ib-perf-2x2 60 perf -k 2 -n 4 "${ibenv[@]}" -- "$out/perf" -b 8 -e 1M -f 8 -n 2 -w 1 -c 1
+  shared_case mn-ib-perf-4x1 60 perf -k 4 -n 4 "${ibenv[@]}" -- "$out/perf" -b 8 -e 1M -f 8 -n 2 -w 1 -c 1
+  shared_case mn-ib-allgather-2x2 60 allgather -k 2 -n 4 "${ibenv[@]}" -- "$out/allgather" --iters 100 --chunk 1000 --big-iters 2 --big-chunk $((4 << 20))
+  shared_case mn-ib-allgather-4x1 60 allgather -k 4 -n 4 "${ibenv[@]}" -- "$out/allgather" --malloc --iters 100 --chunk 1000 --big-iters 2 --big-chunk $((2 << 20))
+  shared_case mn-ib-fifo-wrap-2x1 60 fifo -k 2 -n 2 "${ibenv[@]}" -- "$out/fifo" wrap
+  shared_case mn-ib-stop-4x1 60 stop -k 4 -n 4 "${ibenv[@]}" -- "$out/stop"
   # an IB peer that stops answering (SIGSTOP: the double, like a NIC, still takes writes into
   # it, but its heartbeats stop): the same bound as over Ethernet
   ranks_case mn-ib-sigstop-2x2 40 linkfault -k 2 -n 4 --expect-fail 3 "${ibenv[@]}" -- "$out/linkfault" stop "${lf[@]}"
   # upstream's multi-node pattern: P2P inside a node, IB between, device buffers, kernels on CPU threads
   if [ "${built[devthreads]:-0}" = 1 ]; then
-    ranks_case mn-ib-p2p-allgather-devthreads-2x2 90 mnallgather -k 2 -n 4 "${ibenv[@]}" \
+    shared_case mn-ib-p2p-allgather-devthreads-2x2 90 mnallgather -k 2 -n 4 "${ibenv[@]}" \
       -e "MSCCLPP_CUDA_LIBRARY=$out/libfakecuda-devthreads.so" -- "$out/mnallgather"
   fi
 fi
+
+# a rank SIGKILLed mid-transfer: last on its shared cluster (what a killed rank could not clean
+# up, in its node's /dev/shm, then meets no other case)
+shared_case mn-eth-kill-2x2 60 kill -k 2 -n 4 --expect-fail 3 "${eth[@]}" -- "$out/kill" 3 timeout
+run_shared 2
+run_shared 4
 
 # ---- cleanup after a timeout, SIGTERM and SIGKILL ----
 if want_case mn-timeout-cleanup; then
