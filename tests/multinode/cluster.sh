@@ -171,7 +171,9 @@ else
   job_options ${args[@]+"${args[@]}"}
 fi
 
-if ! why=$(requirements); then
+# (MN_REQUIREMENTS_MET=1: the caller ran --check a moment ago, for its many clusters; each check
+# makes and tears down a namespace with a bridge and a veth pair)
+if [ "${MN_REQUIREMENTS_MET:-}" != 1 ] && ! why=$(requirements); then
   echo "cluster.sh: cannot build simulated nodes here: $why" >&2
   exit 3
 fi
@@ -205,11 +207,15 @@ cleaned=0
 # (rank.sh sets it; whatever a rank starts inherits it).
 procs_inside() {
   [ ${#nsids[@]} -gt 0 ] || return 0
-  local pats=() n p
-  for n in "${nsids[@]}"; do pats+=(-e "-> $n"); done
-  # ls -l of the ns links: ".../proc/PID/ns/net -> net:[4026532...]"
-  ls -l /proc/[0-9]*/ns/net /proc/[0-9]*/ns/mnt /proc/[0-9]*/ns/uts 2>/dev/null | grep -F "${pats[@]}" |
-    sed -E 's|.*/proc/([0-9]+)/ns/[a-z]+ -> (.*)$|\1 \2|' | while read -r p n; do
+  local -A ns=()
+  local n p link
+  for n in "${nsids[@]}"; do ns[$n]=1; done
+  # ls -l of the ns links: ".../proc/PID/ns/net -> net:[4026532...]" (matched by this shell,
+  # not grep and sed: this runs after every job and at every teardown)
+  ls -l /proc/[0-9]*/ns/net /proc/[0-9]*/ns/mnt /proc/[0-9]*/ns/uts 2>/dev/null | while read -r link; do
+    n=${link##* -> }
+    [ -n "${ns[$n]:-}" ] || continue
+    p=${link#*/proc/} p=${p%%/*}
     ours "$p" && echo "$p $n"
   done
 }
@@ -221,10 +227,13 @@ ours() { # PID: one of our holders, or a process of our ranks
 }
 
 # what the host shows of this run: names in the host's links and mounts
+# (the lines picked by this shell, not grep and sed: it runs at every teardown)
 host_traces() {
-  ip -o link show 2>/dev/null | grep -F "mn$id" | sed 's/^/link: /'
-  grep -F "mn$id-" /proc/self/mountinfo 2>/dev/null | sed 's/^/mount: /'
-  ip netns list 2>/dev/null | grep -F "mn$id" | sed 's/^/netns: /'
+  local l
+  ip -o link show 2>/dev/null | while IFS= read -r l; do [[ $l == *"mn$id"* ]] && echo "link: $l"; done
+  while IFS= read -r l; do [[ $l == *"mn$id-"* ]] && echo "mount: $l"; done 2>/dev/null </proc/self/mountinfo
+  ip netns list 2>/dev/null | while IFS= read -r l; do [[ $l == *"mn$id"* ]] && echo "netns: $l"; done
+  return 0
 }
 
 cleanup() {
@@ -339,16 +348,13 @@ fi
 
 # ---- holders ----
 
-wait_ready() { # FILE PID WHAT
-  local i
-  for ((i = 0; i < 500; i++)); do
-    [ -s "$1" ] && return 0
-    kill -0 "$2" 2>/dev/null || setup_fail "$3 did not start"
-    sleep 0.01
-  done
-  setup_fail "$3 not ready after 5 s"
-}
-
+# Each holder writes "ready" on its fd 4, a FIFO this script reads: a read that returns the
+# line once the holder is set up, or the end of file at once when it died (no polling). The
+# holders start together: each blocks opening its FIFO until this script opens the other end,
+# which it does for all of them before it reads any.
+fifos=("$rundir/ready-switch")
+for ((k = 0; k < nodes; k++)); do fifos+=("$rundir/ready-node$k"); done
+mkfifo "${fifos[@]}" || setup_fail "cannot make the FIFOs ${fifos[*]}"
 ${pdeath[@]+"${pdeath[@]}"} unshare --net -- bash "$here/holder.sh" switch "$br" \
   4>"$rundir/ready-switch" 2>"$rundir/holder-switch.log" </dev/null &
 switch_pid=$!
@@ -358,14 +364,30 @@ for ((k = 0; k < nodes; k++)); do
     4>"$rundir/ready-node$k" 2>"$rundir/holder-node$k.log" </dev/null &
   holders+=($!)
 done
-# the namespace ids, read at once (a holder that failed is caught below)
-wait_ready "$rundir/ready-switch" "$switch_pid" "the switch namespace"
-nsids+=("$(readlink "/proc/$switch_pid/ns/net")")
-for ((k = 0; k < nodes; k++)); do
-  wait_ready "$rundir/ready-node$k" "${holders[$k]}" "node $k"
-  for t in net mnt uts; do nsids+=("$(readlink "/proc/${holders[$k]}/ns/$t")"); done
+ready_fds=()
+for f in "${fifos[@]}"; do
+  exec {fd}<"$f"
+  ready_fds+=("$fd")
 done
-self_net=$(readlink /proc/self/ns/net) self_mnt=$(readlink /proc/self/ns/mnt)
+whats=("the switch namespace")
+for ((k = 0; k < nodes; k++)); do whats+=("node $k"); done
+for i in "${!ready_fds[@]}"; do
+  line= rc=0
+  read -r -t 10 -u "${ready_fds[i]}" line || rc=$?
+  exec {ready_fds[i]}<&-
+  [ "$line" = ready ] && continue
+  [ $rc -gt 128 ] && setup_fail "${whats[i]} not ready after 10 s"
+  setup_fail "${whats[i]} did not start"
+done
+# the namespace ids, read at once, with this shell's own (one readlink for all)
+ns_links=("/proc/$switch_pid/ns/net")
+for ((k = 0; k < nodes; k++)); do
+  for t in net mnt uts; do ns_links+=("/proc/${holders[$k]}/ns/$t"); done
+done
+mapfile -t ids < <(readlink "${ns_links[@]}" /proc/self/ns/net /proc/self/ns/mnt)
+[ ${#ids[@]} = $((${#ns_links[@]} + 2)) ] || setup_fail "a holder died: its namespaces are gone (readlink ${ns_links[*]})"
+nsids+=("${ids[@]:0:${#ns_links[@]}}")
+self_net=${ids[${#ns_links[@]}]} self_mnt=${ids[${#ns_links[@]} + 1]}
 for n in "${nsids[@]}"; do
   [ "$n" = "$self_net" ] || [ "$n" = "$self_mnt" ] && setup_fail "a holder shares the host's namespace ($n)"
 done
@@ -397,6 +419,7 @@ if [ -n "$state" ]; then
 fi
 
 # ---- the ranks ----
+ncpus=$(nproc 2>/dev/null || echo 1) # (for rank.sh: asked once here, not by every rank)
 wd=$PWD
 case $wd in /tmp | /tmp/*) wd=$(cd "$wd" && pwd -P) ;; esac
 # run_ranks: the job job_options set (nranks, timeout, placement, expect, lenvs, job_args) as
@@ -410,7 +433,7 @@ run_ranks() {
   done
   echo "# cluster mn$id: $nodes nodes ($net.1..$net.$nodes), $nranks ranks, placement $placement"
   MN_PLACEMENT=$placement MN_NODE_PIDS="${holders[*]}" MN_ROOT_IP=$net.$((${placement%%,*} + 1)) MN_RUN_ID=$id \
-    MN_WD=$wd MN_ADDR_VARS=$addr_vars MN_SHARED=$rundir MN_NET_PREFIX=$net TMPDIR=$rundir \
+    MN_NCPUS=$ncpus MN_WD=$wd MN_ADDR_VARS=$addr_vars MN_SHARED=$rundir MN_NET_PREFIX=$net TMPDIR=$rundir \
     ${pdeath_launch[@]+"${pdeath_launch[@]}"} "$launch" "${largs[@]}" -- bash "$here/rank.sh" "${job_args[@]}" &
   lpid=$!
   while :; do

@@ -23,15 +23,13 @@ shift
 case $mode in
   switch)
     br=$1
-    ip link set lo up
-    ip link add "$br" type bridge
-    ip link set "$br" up
+    printf 'link set lo up\nlink add %s type bridge\nlink set %s up\n' "$br" "$br" | ip -batch -
     ;;
   node)
     name=$1 shmtag=$2 tmptag=$3
     shift 3
     exec 3</tmp
-    mkdir -p /dev/shm
+    [ -d /dev/shm ] || mkdir -p /dev/shm
     mount -t tmpfs -o mode=1777,nosuid,nodev "$shmtag" /dev/shm
     mount -t tmpfs -o mode=1777,nosuid,nodev "$tmptag" /tmp
     bound=()
@@ -49,7 +47,7 @@ case $mode in
       bound+=("$p")
     done
     exec 3<&-
-    hostname "$name"
+    echo "$name" >/proc/sys/kernel/hostname # (hostname(1) without its fork: the node's UTS namespace)
     ip link set lo up
     ;;
   *)

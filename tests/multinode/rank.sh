@@ -14,6 +14,7 @@
 #   MN_WD          the working directory inside the nodes
 #   MN_ADDR_VARS   variables whose 127.0.0.1 (launch's {ADDR}) becomes MN_ROOT_IP
 #   MN_SHARED      launch's directory lies here; visible on every node
+#   MN_NCPUS       this machine's CPUs (nproc, asked once by cluster.sh; without it, here)
 # The rank gets, besides launch's MSCCLPP_TEST_RANK / _NRANKS / _DIR:
 #   MSCCLPP_TEST_ADDR       MN_ROOT_IP:port
 #   MSCCLPP_HOSTID          mn<id>-node<k>: the library's node identity
@@ -41,9 +42,9 @@ done
 export MSCCLPP_HOSTID="mn$MN_RUN_ID-node$k"
 export MSCCLPP_TEST_NODE=$k MSCCLPP_TEST_NNODES=${#pids[@]} MSCCLPP_TEST_PLACEMENT=$MN_PLACEMENT
 export MSCCLPP_TEST_NODE_ADDR=$MN_NET_PREFIX.$((k + 1))
-if [ "${MSCCLPP_TEST_NRANKS:-0}" -gt "$(nproc 2>/dev/null || echo 1)" ]; then
+if [ "${MSCCLPP_TEST_NRANKS:-0}" -gt "${MN_NCPUS:-$(nproc 2>/dev/null || echo 1)}" ]; then
   export MSCCLPP_WAIT_SPIN=${MSCCLPP_WAIT_SPIN:-64} MSCCLPP_WAIT_YIELD=${MSCCLPP_WAIT_YIELD:-2000}
 fi
 pid=${pids[$k]} wd=$MN_WD
-unset MN_PLACEMENT MN_NODE_PIDS MN_ROOT_IP MN_RUN_ID MN_WD MN_ADDR_VARS MN_SHARED MN_NET_PREFIX TMPDIR
+unset MN_PLACEMENT MN_NODE_PIDS MN_ROOT_IP MN_RUN_ID MN_WD MN_ADDR_VARS MN_SHARED MN_NET_PREFIX MN_NCPUS TMPDIR
 exec nsenter -t "$pid" -m -n -u --wd="$wd" -- "$@"

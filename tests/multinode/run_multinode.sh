@@ -61,6 +61,8 @@ if ! why=$(bash "$here/cluster.sh" --check); then
 fi
 . "$here/simnodes-lock.sh"
 simnodes_lock multinode-lock "$0" "$@"
+# checked above: each cluster.sh (and `make run MULTINODE`'s) need not check again
+export MN_REQUIREMENTS_MET=1
 
 export PKG_CONFIG_PATH="$build/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 if ! pc=$(pkg-config --cflags --libs mscclpp 2>&1); then
