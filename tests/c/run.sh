@@ -62,13 +62,13 @@ mkdir -p "$out" || exit 1
 passed=0
 failed=0
 skipped=0
-suite_start=$(date +%s.%N)
+suite_start=$EPOCHREALTIME
 budget=${MSCCLPP_TEST_BUDGET:-600}
-suite_deadline=$(($(date +%s) + budget))
+suite_deadline=$((EPOCHSECONDS + budget))
 
 # time_left CASE_TIMEOUT -> the timeout to use, or nothing when the budget is spent
 time_left() {
-  local left=$((suite_deadline - $(date +%s)))
+  local left=$((suite_deadline - EPOCHSECONDS))
   if [ $left -lt 5 ]; then return 1; fi
   if [ "$1" -lt $left ]; then echo "$1"; else echo $left; fi
 }
@@ -79,8 +79,12 @@ budget_spent() {
   fail "$1" "$2" "$3"
 }
 
-elapsed() { # start -> "1.2"
-  awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'
+elapsed() { # START [END]: END (default now) less START, in seconds with one decimal; both are
+  # $EPOCHREALTIME values (bash's own clock: no date and awk forked for every case)
+  local a=${1/[.,]/} b=${2:-$EPOCHREALTIME} d
+  b=${b/[.,]/}
+  d=$(((10#$b - 10#$a + 50000) / 100000))
+  printf '%d.%d' $((d / 10)) $((d % 10))
 }
 
 selected() {
@@ -244,7 +248,7 @@ finish_subsuite() { # NAME: after its chain ended (every chain, the first time),
 
 
 
-build_start=$(date +%s.%N)
+build_start=$EPOCHREALTIME
 builds=(
   "c abi_layout_c abi_layout.c" "c error_strings error_strings.c" "c bootstrap bootstrap.c"
   "c connections connections.c" "c alltoall alltoall.c" "c datapath datapath.c" "c ethwait ethwait.c" "c bad_input bad_input.c" "c timeouts timeouts.c"
@@ -295,7 +299,7 @@ run_case() {
   case_expect_fail=""
   selected "$name" || return 0
   local start log=$out/$name.log
-  start=$(date +%s.%N)
+  start=$EPOCHREALTIME
   if [ "${built[$bin]:-0}" != 1 ]; then
     {
       echo "$bin did not compile:"
@@ -326,7 +330,7 @@ run_case() {
 install_case() {
   local name=install-pkgconfig start log=$out/install.log prefix=$out/prefix
   selected "$name" || return 0
-  start=$(date +%s.%N)
+  start=$EPOCHREALTIME
   rm -rf "$prefix"
   if make -s -C "$root" install PREFIX="$prefix" BUILD="$build" >"$log" 2>&1 &&
     [ -f "$prefix/lib/libmscclpp.so.0.1.0" ] && [ -L "$prefix/lib/libmscclpp.so.0" ] && [ -L "$prefix/lib/libmscclpp.so" ] &&
@@ -357,7 +361,7 @@ cmake_case() {
     skip "$name" "cmake not found"
     return
   fi
-  start=$(date +%s.%N)
+  start=$EPOCHREALTIME
   local t
   if ! t=$(time_left 120); then
     budget_spent "$name" "$start" "$log"
@@ -402,7 +406,7 @@ cmake_case() {
 perf_case() {
   local name=perf-flags start log=$out/perf.log
   selected "$name" || return 0
-  start=$(date +%s.%N)
+  start=$EPOCHREALTIME
   if [ "${built[perf]:-0}" != 1 ]; then
     { echo "perf did not compile:"; cat "$out/build-perf.log" 2>/dev/null; } >"$log"
     fail "$name" "$start" "$log"
@@ -581,7 +585,7 @@ assert d["params"]["agg_iters"] == 2 and d["params"]["average"] == 3 and d["para
 headers_case() {
   local name=headers-self-contained start log=$out/headers.log
   selected "$name" || return 0
-  start=$(date +%s.%N)
+  start=$EPOCHREALTIME
   local ok=1
   : >"$log"
   # each compile through the compile cache (cc_cached): the same headers, flags and compiler
@@ -624,7 +628,7 @@ cuda_case() {
     skip "$name" "nvcc not found"
     return
   fi
-  start=$(date +%s.%N)
+  start=$EPOCHREALTIME
   local inc
   inc=$(pkg-config --variable=includedir mscclpp 2>/dev/null)
   [ -d "$inc" ] || inc=$build/include
@@ -647,7 +651,7 @@ script_case() {
   local name=$1 limit=$2 start log=$out/$1.log t
   shift 2
   selected "$name" || return 0
-  start=$(date +%s.%N)
+  start=$EPOCHREALTIME
   if ! t=$(time_left "$limit"); then
     budget_spent "$name" "$start" "$log"
     return
@@ -668,7 +672,7 @@ script_case() {
 packaging_case() { # name what
   local name=$1 start log=$out/$1.log t
   selected "$name" || return 0
-  start=$(date +%s.%N)
+  start=$EPOCHREALTIME
   if ! t=$(time_left 120); then
     budget_spent "$name" "$start" "$log"
     return

@@ -45,9 +45,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=${1:-build}
 case $build in /*) ;; *) build=$root/$build ;; esac
-suite_start=$(date +%s.%N)
+suite_start=$EPOCHREALTIME
 
-elapsed() { awk -v a="$1" -v b="${2:-$(date +%s.%N)}" 'BEGIN { printf "%.1f", b - a }'; } # START [END]
+elapsed() { # START [END]: END (default now) less START, in seconds with one decimal; both are
+  # $EPOCHREALTIME values (bash's own clock: no date and awk forked for every case)
+  local a=${1/[.,]/} b=${2:-$EPOCHREALTIME} d
+  b=${b/[.,]/}
+  d=$(((10#$b - 10#$a + 50000) / 100000))
+  printf '%d.%d' $((d / 10)) $((d % 10))
+}
 
 # iproute2 where it is missing, as tests/c/bench.sh installs Open MPI
 if ! command -v ip >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -102,7 +108,7 @@ skip() { # name why
 }
 
 # ---- build ----
-build_start=$(date +%s.%N)
+build_start=$EPOCHREALTIME
 declare -A built=()
 # each program's compile (-c) through the compile cache, its link made every time, its status
 # in $out/built-NAME (cc_test_program, tests/c/compile-cache.sh: the transports suite builds the
@@ -170,7 +176,7 @@ leftovers() { # STATEFILE
       namespaces) ids+=" $v" ;;
     esac
   done <"$st"
-  local p n pats=() state
+  local p n state link l
   # (a zombie holder has already left its namespaces: its new parent reaps it)
   for p in $pids; do
     state=
@@ -178,19 +184,25 @@ leftovers() { # STATEFILE
     [ "$state" = Z ] && continue
     [ -d "/proc/$p" ] && echo "holder process $p still running"
   done
-  for n in $ids; do pats+=(-e "-> $n"); done
-  if [ ${#pats[@]} -gt 0 ]; then
+  local -A ns=()
+  for n in $ids; do ns[$n]=1; done
+  # (the lines picked by this shell, not grep and sed: this runs after every case, and for every
+  # case's state at the end)
+  if [ ${#ns[@]} -gt 0 ]; then
     # (namespace ids are reused once a namespace is gone: only a holder or
     # a process with the run's MSCCLPP_HOSTID is ours, as in cluster.sh)
-    ns_links | grep -F "${pats[@]}" |
-      sed -E 's|.*/proc/([0-9]+)/ns/([a-z]+) -> (.*)$|\1 \3|' | while read -r p n; do
+    ns_links | while read -r link; do
+      n=${link##* -> }
+      [ -n "${ns[$n]:-}" ] || continue
+      p=${link#*/proc/} p=${p%%/*}
       case " $pids " in *" $p "*) ;; *) tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q "^MSCCLPP_HOSTID=mn$id-node" || continue ;; esac
       echo "process $p still in namespace $n"
     done
   fi
-  link_lines | grep -F "mn$id" | sed 's/^/host link: /'
-  grep -F "mn$id-" /proc/self/mountinfo | sed 's/^/host mount: /'
+  link_lines | while IFS= read -r l; do [[ $l == *"mn$id"* ]] && echo "host link: $l"; done
+  while IFS= read -r l; do [[ $l == *"mn$id-"* ]] && echo "host mount: $l"; done </proc/self/mountinfo
   [ -n "$rundir" ] && [ -e "$rundir" ] && echo "run directory $rundir still there"
+  return 0
 }
 # every process's namespace links ("... /proc/PID/ns/net -> net:[...]") and the host's links:
 # read now, or the snapshot in ns_snap / link_snap where one was taken (mn-nothing-left)
@@ -233,7 +245,7 @@ ranks_case() { # NAME TIMEOUT BIN CLUSTER_ARGS... -- PROG ARGS
   shift 3
   want_case "$name" || return 0
   local start
-  start=$(date +%s.%N)
+  start=$EPOCHREALTIME
   if [ "${built[$bin]:-0}" != 1 ]; then
     skip "$name" "$bin did not build"
     return
@@ -290,7 +302,7 @@ run_shared() { # K
       pass "$name" "$jstart" "$log" "$jend"
     else
       { echo "-- the shared cluster's own output:"; cat "$clog"; } >>"$log"
-      fail "$name" "${jstart:-$(date +%s.%N)}" "$log" "$jend"
+      fail "$name" "${jstart:-$EPOCHREALTIME}" "$log" "$jend"
     fi
   done
 }
@@ -307,7 +319,7 @@ ranks_case mn-nodeshm-3n5r 30 nodeshm -k 3 -n 5 -- "$out/nodeshm" --malloc --rou
 # launch, distinct host ids): nodeshm must notice the other node's markers
 if want_case mn-nodeshm-control; then
   name=mn-nodeshm-control
-  start=$(date +%s.%N)
+  start=$EPOCHREALTIME
   if [ "${built[nodeshm]:-0}" = 1 ]; then
     log=$out/$name.log
     timeout -k 5 40 "$out/launch" -n 2 -t 30 -e "MSCCLPP_TEST_PLACEMENT=0,1" -e "MSCCLPP_TEST_NODE={RANK}" \
@@ -332,7 +344,7 @@ ranks_case mn-perf-1node 30 perf -k 1 -n 2 -- "$out/perf" -b 8 -e 64K -f 8 -n 2 
 make_run_case() {
   local name=$1 k=$2 args=$3 start rc
   want_case "$name" || return 0
-  start=$(date +%s.%N)
+  start=$EPOCHREALTIME
   log=$out/$name.log
   timeout -k 5 120 make -s -C "$root" run BUILD="$build" MULTINODE="$k" NRANKS=4 ARGS="$args" >"$log" 2>&1
   rc=$?
@@ -402,7 +414,7 @@ run_shared 4
 # ---- cleanup after a timeout, SIGTERM and SIGKILL ----
 if want_case mn-timeout-cleanup; then
   name=mn-timeout-cleanup
-  start=$(date +%s.%N)
+  start=$EPOCHREALTIME
   run_cluster "$name" 1 -k 2 -n 2 -- sleep 30
   left=$(settle "$out/$name.state" 3) || echo "LEFT BEHIND: $left" >>"$log"
   if [ $rc -eq 124 ] && grep -q 'TIMEOUT' "$log" && [ -z "$left" ]; then
@@ -417,7 +429,7 @@ fi
 signal_case() { # NAME SIG
   local name=$1 sig=$2 start st log cpid i left
   want_case "$name" || return 0
-  start=$(date +%s.%N)
+  start=$EPOCHREALTIME
   st=$out/$name.state
   log=$out/$name.log
   states+=("$st")
@@ -454,7 +466,7 @@ fi
 # ---- (4) nothing left behind ----
 if want_case mn-nothing-left; then
   name=mn-nothing-left
-  start=$(date +%s.%N)
+  start=$EPOCHREALTIME
   log=$out/$name.log
   : >"$log"
   # every case is over: one snapshot of the processes' namespaces and the host's links serves
