@@ -232,11 +232,23 @@ run() {
   [ "$timeout" -gt $((budget - SECONDS)) ] && timeout=$((budget - SECONDS))
   "$out/launch" -n "$n" -t "$timeout" ${opts[@]+"${opts[@]}"} -- "$@" >"$log" 2>&1
   local rc=$?
-  local skipped_why
-  skipped_why=$(sed -n 's/^\[rank [0-9]*\] SKIP(\([a-z-]*\)): \(.*\)$/\1\t\2/p' "$log" | head -1)
-  if [ $rc -eq 0 ] && ! grep -qE 'oh uh!|Failure at|Cuda failure' "$log"; then
-    grep -E '\] (allgather|latency|bandwidth|pushers|graph|exit|sameproc|everywait|syncthreads|dmabuf|regwrite|peerkill|stopwait|async|hostalloc-eth|Rank [0-9]+ report):' "$log" |
-      grep -v ' PASS$' | sed 's/^/  /' | tee -a "$figures"
+  # one pass of this shell over the log (no sed, grep and tee per case: selftest.sh runs some 50
+  # cases): the first rank's "SKIP(class): why" line, a failure line, and the figure lines (a
+  # program's lines that name what it measured, but its PASS lines)
+  local skipped_why= bad=0 line figs=()
+  local figre='\] (allgather|latency|bandwidth|pushers|graph|exit|sameproc|everywait|syncthreads|dmabuf|regwrite|peerkill|stopwait|async|hostalloc-eth|Rank [0-9]+ report):'
+  while IFS= read -r line || [ -n "$line" ]; do
+    if [ -z "$skipped_why" ] && [[ $line =~ ^\[rank\ [0-9]*\]\ SKIP\(([a-z-]*)\):\ (.*)$ ]]; then
+      skipped_why=${BASH_REMATCH[1]}$'\t'${BASH_REMATCH[2]}
+    fi
+    case $line in *'oh uh!'* | *'Failure at'* | *'Cuda failure'*) bad=1 ;; esac
+    [[ $line =~ $figre ]] && [[ $line != *' PASS' ]] && figs+=("  $line")
+  done <"$log"
+  if [ $rc -eq 0 ] && [ $bad = 0 ]; then
+    if [ ${#figs[@]} -gt 0 ]; then
+      printf '%s\n' "${figs[@]}"
+      printf '%s\n' "${figs[@]}" >>"$figures"
+    fi
     casefail=0
     if [ "$info" = 1 ]; then
       echo "INFO $name passed ($((SECONDS - t0)) s; not counted)"
