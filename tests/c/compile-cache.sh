@@ -20,7 +20,7 @@
 # Where: $MSCCLPP_CACHE_DIR/{nvcc,cc}, default ${XDG_CACHE_HOME:-$HOME/.cache}/mscclpp/{nvcc,cc}
 # (outside the clone, so a fresh clone finds it). MSCCLPP_NVCC_CACHE=off runs nvcc and cuobjdump,
 # MSCCLPP_CC_CACHE=off the C/C++ compiler, every time, reading and writing nothing. Entries not
-# used for 30 days are removed; removing the directory clears it.
+# used for 30 days are removed (looked for at most once a day); removing the directory clears it.
 #
 #   nvcc_cached NVCC ARGS...       nvcc ARGS (with -o OUT), or its cached result
 #   cuobjdump_cached TOOL ARGS...  TOOL ARGS whose result is its standard output
@@ -40,20 +40,35 @@
 #                                  moves between runs (a build/ copied elsewhere, a temporary
 #                                  output directory) finds its manifests there again
 compile_cache_base=${MSCCLPP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mscclpp}
-compile_cache_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# (this file is sourced some 35 times in a make test, often by a fresh bash: what it runs when
+# sourced forks little; each fork and exec costs 6-9 ms of CPU on a small VM)
+compile_cache_root=${BASH_SOURCE[0]%/*}
+[ "$compile_cache_root" = "${BASH_SOURCE[0]}" ] && compile_cache_root=.
+compile_cache_root=$(cd "$compile_cache_root/../.." && pwd)
 nvcc_cache_dir=$compile_cache_base/nvcc
 cc_cache_dir=$compile_cache_base/cc
 nvcc_cache_on=1
 cc_cache_on=1
 [ "${MSCCLPP_NVCC_CACHE:-on}" = off ] && nvcc_cache_on=0
 [ "${MSCCLPP_CC_CACHE:-on}" = off ] && cc_cache_on=0
+# cache_prune DIR: entries (and manifests) of DIR not used for 30 days are removed; the walk over
+# DIR runs at most once a day (DIR/.pruned holds when it last ran)
+cache_prune() {
+  local last=0
+  { read -r last <"$1/.pruned"; } 2>/dev/null
+  case $last in '' | *[!0-9]*) last=0 ;; esac
+  [ $((EPOCHSECONDS - last)) -lt 86400 ] && return 0
+  find "$1" -mindepth 2 -maxdepth 2 \( -type d -o -name '*.manifest' \) -mtime +30 -exec rm -rf {} + 2>/dev/null
+  echo "$EPOCHSECONDS" >"$1/.pruned" 2>/dev/null
+  return 0
+}
 if [ $nvcc_cache_on = 1 ]; then
-  mkdir -p "$nvcc_cache_dir" 2>/dev/null || nvcc_cache_on=0
-  find "$nvcc_cache_dir" -mindepth 2 -maxdepth 2 \( -type d -o -name '*.manifest' \) -mtime +30 -exec rm -rf {} + 2>/dev/null || true
+  { [ -d "$nvcc_cache_dir" ] || mkdir -p "$nvcc_cache_dir" 2>/dev/null; } || nvcc_cache_on=0
+  [ $nvcc_cache_on = 1 ] && cache_prune "$nvcc_cache_dir"
 fi
 if [ $cc_cache_on = 1 ]; then
-  mkdir -p "$cc_cache_dir" 2>/dev/null || cc_cache_on=0
-  find "$cc_cache_dir" -mindepth 2 -maxdepth 2 \( -type d -o -name '*.manifest' \) -mtime +30 -exec rm -rf {} + 2>/dev/null || true
+  { [ -d "$cc_cache_dir" ] || mkdir -p "$cc_cache_dir" 2>/dev/null; } || cc_cache_on=0
+  [ $cc_cache_on = 1 ] && cache_prune "$cc_cache_dir"
 fi
 declare -A compile_cache_ids=() # the identity of each tool, by path: cache_tool_init fills it
 # the directories a manifest names by a token, pairs of TOKEN and path, the latest cache_place
@@ -73,8 +88,11 @@ cache_subst() {
   done
   printf '%s' "$t"
 }
-compile_jobs_max=$(nproc 2>/dev/null || echo 2)
-compile_slot() { while [ "$(jobs -rp | wc -l)" -ge "$compile_jobs_max" ]; do wait -n; done; }
+compile_jobs_max= # (asked of nproc at the first compile_slot: most scripts that source this need none)
+compile_slot() {
+  [ -n "$compile_jobs_max" ] || compile_jobs_max=$(nproc 2>/dev/null || echo 2)
+  while [ "$(jobs -rp | wc -l)" -ge "$compile_jobs_max" ]; do wait -n; done
+}
 
 # cache_tool_init TOOL: notes its version, and for nvcc that of the host compilers it runs
 # (in this shell, before the key's subshell, so each tool is asked once)

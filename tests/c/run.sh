@@ -257,6 +257,9 @@ builds=(
   "cxx abi_layout_cc11 abi_layout.cc c++11" "cxx abi_layout_cc14 abi_layout.cc c++14"
   "cxx abi_layout_cc17 abi_layout.cc c++17" "cxx abi_layout_cc20 abi_layout.cc c++20"
 )
+# the compilers' identities asked once here, not in each background build (compile-cache.sh)
+cache_tool_init "$CC"
+cache_tool_init "$CXX"
 # in a subshell of its own: its jobs and waits are the builds', not the sub-suites'
 (
   for job in "${builds[@]}"; do

@@ -115,7 +115,10 @@ declare -A built=()
 # same programs the same way, and one of the two compiles them)
 . "$root/tests/c/compile-cache.sh"
 rm -f "$out"/built-*
-# as many builds at once as there are CPUs
+# as many builds at once as there are CPUs; the compilers' identities asked once here, not in
+# each background build
+cache_tool_init gcc
+cache_tool_init g++
 (
   for job in "launch|$root/tests/c/launch.c" "bootstrap|$root/tests/c/bootstrap.c" "nodeshm|$here/nodeshm.c" \
     "perf|$root/tools/perf/perf.c" "allgather|$root/tests/c/transports/allgather.c" \

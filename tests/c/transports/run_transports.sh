@@ -39,7 +39,10 @@ declare -A built
 # in $out/built-NAME (cc_test_program, tests/c/compile-cache.sh)
 . "$here/../compile-cache.sh"
 
-# the programs build in parallel (as many at once as there are CPUs), then report in order
+# the programs build in parallel (as many at once as there are CPUs), then report in order; the
+# compilers' identities asked once here, not in each background build
+cache_tool_init gcc
+cache_tool_init g++
 (
   for src in "$here/../launch.c" "$here"/*.c "$here"/*.cc; do
     [ -e "$src" ] || continue
