@@ -50,6 +50,16 @@ func helperMain(mode string) int {
 	if mode == "lazykill" { // one host, ring only: no ring until the first collective
 		opts.HostID, opts.RingOnlyOnOneHost = "h", true
 	}
+	if mode == "gatherdie" { // two hosts: the ranks gather the table before they report ready
+		opts.HostID, opts.Timeout = "h"+strconv.Itoa(rank%2), 10*time.Second
+		opts.Joined = func(b *Bootstrap) error {
+			if rank == atoi(envVictim) {
+				awaitConns(b, 4) // the root's, the ring's two and the star's: then the others gather
+				os.Exit(3)
+			}
+			return nil
+		}
+	}
 	b, err := InitAddr(os.Getenv(envAddr), rank, n, opts)
 	initTime := time.Since(start)
 	if err != nil {
@@ -125,6 +135,18 @@ func helperMain(mode string) int {
 		return 0
 	}
 	return 2
+}
+
+// awaitConns waits (up to 20 s) until b has at least n connections open.
+func awaitConns(b *Bootstrap, n int) {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		open := len(b.conns)
+		b.mu.Unlock()
+		if open >= n {
+			return
+		}
+	}
 }
 
 // procs is a set of helper processes, one per rank.
@@ -248,6 +270,33 @@ func testMultiProcessKill(t *testing.T, mode string) {
 	if !named.Load() {
 		t.Error("no rank names the dead rank")
 	}
+}
+
+// A rank of a communicator across hosts whose process exits once its ring and star are up,
+// before the ranks gather the table: every other rank's Init fails with RemoteError naming
+// it, within the timeout (10 s).
+func TestMultiProcessDiesBeforeGather(t *testing.T) {
+	const n, victim = 4, 2
+	p := startProcs(t, "gatherdie", n, envVictim+"="+strconv.Itoa(victim))
+	start := time.Now()
+	p.begin(t)
+	var wg sync.WaitGroup
+	for r := range n {
+		if r == victim {
+			continue
+		}
+		wg.Go(func() {
+			line := p.expect(t, r, "err ")
+			t.Logf("rank %d: %s", r, line)
+			if !strings.HasPrefix(line, fmt.Sprintf("err %d ", status.RemoteError)) || !strings.Contains(line, "rank 2") {
+				t.Errorf("rank %d: %s (want RemoteError naming rank 2)", r, line)
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("rank %d failed after %v, past the timeout", r, took)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // TestMultiProcessBench measures init, 4-byte AllGather and Barrier with one
