@@ -21,10 +21,10 @@
 // The files, by responsibility: wire.go (frame layouts), auth.go and
 // secret.go (authentication, and where keys come from), id.go and addr.go
 // (unique ids, addresses), root.go and rootrun.go (the root), join.go (a
-// joining rank), table.go (the rows of the ranks), accept.go and dial.go (the two sides of a connection to a
-// rank), ring.go, coll.go and duplex.go (the collectives' connections and
-// algorithms), p2p.go (Send and Recv), warm.go (work done once per process
-// at load).
+// joining rank), table.go (the rows of the ranks), accept.go and dial.go
+// (the two sides of a connection to a rank), ring.go, coll.go and duplex.go
+// (the collectives' connections and algorithms), p2p.go (Send and Recv),
+// warm.go (work done once per process at load).
 //
 // Every wait is bounded by Options.Timeout; failures are status.RemoteError
 // naming the rank or root that did not answer. A failed collective aborts

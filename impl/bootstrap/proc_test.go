@@ -214,6 +214,18 @@ func (p *procs) expect(t testing.TB, r int, prefix string) string {
 	return ""
 }
 
+// eachSurvivor waits, for every rank but victim at once, for its "err " line and hands it
+// to check.
+func (p *procs) eachSurvivor(t testing.TB, victim int, check func(r int, line string)) {
+	var wg sync.WaitGroup
+	for r := range p.cmds {
+		if r != victim {
+			wg.Go(func() { check(r, p.expect(t, r, "err ")) })
+		}
+	}
+	wg.Wait()
+}
+
 // begin waits until every process started and tells them all to go.
 func (p *procs) begin(t testing.TB) {
 	for r := range p.cmds {
@@ -241,32 +253,24 @@ func testMultiProcessKill(t *testing.T, mode string) {
 	killed := time.Now()
 	p.cmds[victim].Process.Kill()
 	var named atomic.Bool // some survivor names the dead rank
-	var wg sync.WaitGroup
-	for r := range n {
-		if r == victim {
-			continue
+	p.eachSurvivor(t, victim, func(r int, line string) {
+		took := time.Since(killed)
+		if !strings.HasPrefix(line, fmt.Sprintf("err %d ", status.RemoteError)) {
+			t.Errorf("rank %d: %s", r, line)
 		}
-		wg.Go(func() {
-			line := p.expect(t, r, "err ")
-			took := time.Since(killed)
-			if !strings.HasPrefix(line, fmt.Sprintf("err %d ", status.RemoteError)) {
-				t.Errorf("rank %d: %s", r, line)
-			}
-			if took > 5*time.Second {
-				t.Errorf("rank %d noticed the death after %v", r, took)
-			}
-			if strings.Contains(line, "rank 2") {
-				named.Store(true)
-			}
-			// Where the ring formed before the death, its successor reads the
-			// end of its connection; where it forms after, the rank that meets
-			// the dead one first may be any neighbour.
-			if mode == "kill" && r == victim+1 && !strings.Contains(line, "rank 2") {
-				t.Errorf("rank %d does not name the dead rank: %s", r, line)
-			}
-		})
-	}
-	wg.Wait()
+		if took > 5*time.Second {
+			t.Errorf("rank %d noticed the death after %v", r, took)
+		}
+		if strings.Contains(line, "rank 2") {
+			named.Store(true)
+		}
+		// Where the ring formed before the death, its successor reads the
+		// end of its connection; where it forms after, the rank that meets
+		// the dead one first may be any neighbour.
+		if mode == "kill" && r == victim+1 && !strings.Contains(line, "rank 2") {
+			t.Errorf("rank %d does not name the dead rank: %s", r, line)
+		}
+	})
 	if !named.Load() {
 		t.Error("no rank names the dead rank")
 	}
@@ -280,23 +284,15 @@ func TestMultiProcessDiesBeforeGather(t *testing.T) {
 	p := startProcs(t, "gatherdie", n, envVictim+"="+strconv.Itoa(victim))
 	start := time.Now()
 	p.begin(t)
-	var wg sync.WaitGroup
-	for r := range n {
-		if r == victim {
-			continue
+	p.eachSurvivor(t, victim, func(r int, line string) {
+		t.Logf("rank %d: %s", r, line)
+		if !strings.HasPrefix(line, fmt.Sprintf("err %d ", status.RemoteError)) || !strings.Contains(line, "rank 2") {
+			t.Errorf("rank %d: %s (want RemoteError naming rank 2)", r, line)
 		}
-		wg.Go(func() {
-			line := p.expect(t, r, "err ")
-			t.Logf("rank %d: %s", r, line)
-			if !strings.HasPrefix(line, fmt.Sprintf("err %d ", status.RemoteError)) || !strings.Contains(line, "rank 2") {
-				t.Errorf("rank %d: %s (want RemoteError naming rank 2)", r, line)
-			}
-			if took := time.Since(start); took > 10*time.Second {
-				t.Errorf("rank %d failed after %v, past the timeout", r, took)
-			}
-		})
-	}
-	wg.Wait()
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("rank %d failed after %v, past the timeout", r, took)
+		}
+	})
 }
 
 // TestMultiProcessBench measures init, 4-byte AllGather and Barrier with one
