@@ -305,16 +305,13 @@ setup_fail() {
 # ---- the kept paths: what the ranks must see inside a node's private /tmp ----
 keeps+=("$root" "$rundir" "$PWD" "$here")
 if [ -n "$jobs" ]; then
-  # every job's program: the first word after its options (quoted as printf %q does)
+  # every job's program, as job_options reads its line (quoted as printf %q does); a line of bad
+  # usage keeps nothing (its job fails below)
   while IFS= read -r line; do
     eval "words=($line)"
-    for ((i = 1; i < ${#words[@]}; i++)); do
-      case ${words[i]} in
-        -n | -t | --placement | --expect-fail | -e) i=$((i + 1)) ;;
-        --) keeps+=("${words[i + 1]%/*}"); break ;;
-        *) keeps+=("${words[i]%/*}"); break ;;
-      esac
-    done
+    (job_options "${words[@]:1}") >/dev/null 2>&1 || continue
+    job_options "${words[@]:1}"
+    case ${job_args[0]} in /*) keeps+=("${job_args[0]%/*}") ;; esac
   done <"$jobs"
 else
   case ${job_args[0]} in /*) keeps+=("$(dirname "${job_args[0]}")") ;; esac
