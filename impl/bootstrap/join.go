@@ -200,8 +200,8 @@ func (b *Bootstrap) register(rs *rootSession, hostID string) error {
 		return err
 	}
 	t, ok := decodeTable(payload, b.nranks)
-	if me := t.rows; !ok || me[b.rank].addr != b.listenAddr || me[b.rank].token != rs.hello.nonce ||
-		me[(b.rank+1)%b.nranks].addr == "" || me[0].addr == "" {
+	if rows := t.rows; !ok || rows[b.rank].addr != b.listenAddr || rows[b.rank].token != rs.hello.nonce ||
+		rows[(b.rank+1)%b.nranks].addr == "" || rows[0].addr == "" {
 		return b.errorf(status.RemoteError, "the root at %s sent a malformed table", rs.addr)
 	}
 	b.table, b.nonce, b.rootAddr, b.gatherSlot = t.rows, t.nonce, rs.addr.String(), t.slot
